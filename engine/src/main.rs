@@ -1,0 +1,78 @@
+//! peakbench-engine: one TrialSpec in (file or stdin), one JSON result out on stdout,
+//! progress as JSON lines on stderr. It never decides what to run next.
+
+mod pacer;
+mod prepare;
+mod progress;
+mod record;
+mod spec;
+mod target;
+mod trial;
+mod workload;
+
+use std::io::Read;
+use std::process::ExitCode;
+
+const USAGE: &str = "usage: peakbench-engine (run|prepare|validate-spec) SPEC.json|-\n       peakbench-engine --version";
+
+/// Exit 2: the spec is wrong. Exit 1: the spec is fine but the trial could not run.
+enum Failure {
+    Spec(String),
+    Run(String),
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--version") {
+        println!("peakbench-engine {}", env!("CARGO_PKG_VERSION"));
+        return ExitCode::SUCCESS;
+    }
+    let (Some(command), Some(source), 2) = (args.first(), args.get(1), args.len()) else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    match execute(command, source) {
+        Ok(None) => ExitCode::SUCCESS,
+        Ok(Some(result)) => {
+            println!("{result}");
+            ExitCode::SUCCESS
+        }
+        Err(Failure::Spec(msg)) => {
+            eprintln!("{msg}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Run(msg)) => {
+            eprintln!("{msg}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn execute(command: &str, source: &str) -> Result<Option<serde_json::Value>, Failure> {
+    let label = if source == "-" { "<stdin>" } else { source };
+    let text = if source == "-" {
+        let mut s = String::new();
+        std::io::stdin().read_to_string(&mut s).map(|_| s)
+    } else {
+        std::fs::read_to_string(source)
+    }
+    .map_err(|e| Failure::Spec(format!("{label}: {e}")))?;
+    let spec = spec::parse(&text).map_err(|e| Failure::Spec(format!("{label}: {e}")))?;
+    let run = |e: anyhow::Error| Failure::Run(format!("{e:#}"));
+    match command {
+        "validate-spec" => Ok(None),
+        "prepare" => {
+            let mut target = target::open(&spec.target).map_err(run)?;
+            let where_ = match &spec.target {
+                spec::TargetSpec::Posix { path } => path.as_str(),
+                spec::TargetSpec::Null => "null://",
+            };
+            prepare::prepare(&spec, target.as_mut(), where_).map(Some).map_err(run)
+        }
+        "run" => {
+            let target = target::open(&spec.target).map_err(run)?;
+            trial::run(&spec, target).map(Some).map_err(run)
+        }
+        other => Err(Failure::Spec(format!("unknown command {other:?}\n{USAGE}"))),
+    }
+}

@@ -1,0 +1,124 @@
+//! Building the file set through the target: idempotent, resumable, augmenting.
+//! The manifest beside the file sets records how many files are known complete,
+//! so an interrupted prepare resumes where it stopped and a larger set only adds.
+
+use crate::progress;
+use crate::spec::{FilesetSpec, TrialSpec};
+use crate::target::{posix::fill_content, Target};
+use crate::workload::fileset::{items, layout_id, FileSet, Item};
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+pub const MANIFEST: &str = ".peakbench-manifest.json";
+
+#[derive(Serialize, Deserialize, Default)]
+pub struct Manifest {
+    pub created_by: String,
+    pub filesets: BTreeMap<String, FilesetEntry>,
+}
+
+#[derive(Serialize, Deserialize, Clone)]
+pub struct FilesetEntry {
+    /// Files 0..complete_files (and everything before them in the layout stream) exist in full.
+    pub complete_files: u64,
+    pub layout: FilesetSpec,
+}
+
+pub fn read_manifest(target: &dyn Target) -> anyhow::Result<Option<Manifest>> {
+    match target.read_meta(MANIFEST)? {
+        None => Ok(None),
+        Some(bytes) => serde_json::from_slice(&bytes).map(Some).with_context(|| format!("{MANIFEST} is corrupt")),
+    }
+}
+
+fn save(target: &dyn Target, manifest: &Manifest) -> anyhow::Result<()> {
+    target.write_meta(MANIFEST, &serde_json::to_vec_pretty(manifest)?)
+}
+
+/// How many files of this layout the target holds in full.
+pub fn complete_files(target: &dyn Target, fileset: &FilesetSpec) -> anyhow::Result<u64> {
+    let id = layout_id(fileset);
+    Ok(read_manifest(target)?.and_then(|m| m.filesets.get(&id).map(|e| e.complete_files)).unwrap_or(0))
+}
+
+pub fn content_block(seed: u64) -> Vec<u8> {
+    let mut block = vec![0u8; 1 << 20];
+    fill_content(&mut block, seed.wrapping_mul(4099));
+    block
+}
+
+pub fn prepare(spec: &TrialSpec, target: &mut dyn Target, path_label: &str) -> anyhow::Result<serde_json::Value> {
+    let started = Instant::now();
+    let id = layout_id(&spec.fileset);
+    let mut manifest = match read_manifest(target)? {
+        Some(m) => m,
+        None => {
+            if !target.is_empty()? {
+                bail!("refusing to prepare in {path_label}: it is not empty and peakbench did not create it (no {MANIFEST}); name an empty or new directory");
+            }
+            Manifest { created_by: format!("peakbench-engine {}", env!("CARGO_PKG_VERSION")), filesets: BTreeMap::new() }
+        }
+    };
+    let mut layout = spec.fileset.clone();
+    layout.files = 0;
+    let trusted = manifest.filesets.get(&id).map_or(0, |e| e.complete_files);
+    let entry = manifest.filesets.entry(id.clone()).or_insert(FilesetEntry { complete_files: 0, layout });
+    entry.complete_files = trusted;
+    save(target, &manifest)?; // mark the directory as ours before anything is created in it
+    target.enter_fileset(&id, true)?;
+
+    let set = FileSet::build(&spec.fileset); // only for path names
+    let content = content_block(spec.fileset.seed);
+    let wanted = spec.fileset.files;
+    let (mut files_seen, mut made) = (0u64, 0u64);
+    let mut last_report = Instant::now();
+    for item in items(&spec.fileset) {
+        let is_trusted = match item {
+            Item::File { index, .. } => (index as u64) < trusted,
+            _ => files_seen < trusted,
+        };
+        match item {
+            Item::Dir { index, .. } => {
+                if !is_trusted {
+                    let mut p = String::new();
+                    set.dir_path(index, &mut p);
+                    target.ensure_dir(&p)?;
+                }
+            }
+            Item::Symlink { index, parent, file } => {
+                if !is_trusted {
+                    target.ensure_symlink(&set.symlink_path(index), &set.symlink_target(parent, file))?;
+                }
+            }
+            Item::File { index, size, .. } => {
+                if !is_trusted {
+                    target.ensure_file(&set.file_path(index), size, &content)?;
+                    made += 1;
+                }
+                files_seen += 1;
+            }
+        }
+        if last_report.elapsed() >= Duration::from_secs(1) {
+            last_report = Instant::now();
+            progress::emit(json!({"phase": "prepare", "done": files_seen, "total": wanted}));
+            if files_seen > trusted {
+                manifest.filesets.get_mut(&id).expect("entry exists").complete_files = files_seen;
+                save(target, &manifest)?;
+            }
+        }
+    }
+    let entry = manifest.filesets.get_mut(&id).expect("entry exists");
+    entry.complete_files = entry.complete_files.max(wanted);
+    save(target, &manifest)?;
+    progress::emit(json!({"phase": "prepare", "done": wanted, "total": wanted}));
+    Ok(json!({
+        "schema": "peakbench.prepare-result/1",
+        "fileset": {"id": id, "files": set.files.len(), "dirs": set.dirs.len(), "symlinks": set.symlinks.len(), "bytes": set.prepared_bytes},
+        "files_created": made,
+        "files_already_complete": trusted.min(wanted),
+        "seconds": started.elapsed().as_secs_f64(),
+    }))
+}

@@ -1,0 +1,115 @@
+//! Latency histograms and counters per op type, and their JSON summaries.
+
+use crate::workload::mix::Op;
+use base64::Engine as _;
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Nanoseconds, 1 ns to 1 hour, 3 significant digits.
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds")
+}
+
+#[derive(Default)]
+pub struct OpRecord {
+    pub hist: Option<Histogram<u64>>,
+    pub errors: BTreeMap<String, u64>,
+    pub timeouts: u64,
+    pub bytes: u64,
+}
+
+impl OpRecord {
+    pub fn record(&mut self, latency_ns: u64, outcome: &Result<u64, String>) {
+        self.hist.get_or_insert_with(new_histogram).saturating_record(latency_ns.max(1));
+        match outcome {
+            Ok(bytes) => self.bytes += bytes,
+            Err(kind) => *self.errors.entry(kind.clone()).or_insert(0) += 1,
+        }
+    }
+}
+
+/// Everything the engine measures for the measured window.
+pub struct Recorder {
+    pub ops: Vec<OpRecord>, // indexed by Op::index()
+    pub lag: Histogram<u64>,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Recorder { ops: (0..Op::ALL.len()).map(|_| OpRecord::default()).collect(), lag: new_histogram() }
+    }
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub mean_ms: f64,
+    pub stddev_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub total_ms: f64,
+    pub hist: String,
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct OpSummary {
+    #[serde(flatten)]
+    pub latency: LatencySummary,
+    pub errors: BTreeMap<String, u64>,
+    pub timeouts: u64,
+    pub bytes: u64,
+}
+
+const MS: f64 = 1e6;
+
+pub fn summarize(h: &Histogram<u64>) -> LatencySummary {
+    let empty = h.len() == 0;
+    let q = |p: f64| if empty { 0.0 } else { h.value_at_quantile(p) as f64 / MS };
+    LatencySummary {
+        count: h.len(),
+        mean_ms: h.mean() / MS,
+        stddev_ms: h.stdev() / MS,
+        min_ms: if empty { 0.0 } else { h.min() as f64 / MS },
+        max_ms: if empty { 0.0 } else { h.max() as f64 / MS },
+        p50_ms: q(0.50),
+        p90_ms: q(0.90),
+        p95_ms: q(0.95),
+        p99_ms: q(0.99),
+        p999_ms: q(0.999),
+        total_ms: h.mean() * h.len() as f64 / MS,
+        hist: encode(h),
+    }
+}
+
+/// HdrHistogram's standard V2 compressed form, base64: readable by every HdrHistogram library.
+pub fn encode(h: &Histogram<u64>) -> String {
+    let mut buf = Vec::new();
+    V2DeflateSerializer::new().serialize(h, &mut buf).expect("histogram serialises");
+    base64::engine::general_purpose::STANDARD.encode(buf)
+}
+
+impl Recorder {
+    /// Per-op summaries (ops that were sent) and the overall histogram.
+    pub fn summaries(&self) -> (BTreeMap<String, OpSummary>, Histogram<u64>) {
+        let mut all = new_histogram();
+        let empty = new_histogram();
+        let mut out = BTreeMap::new();
+        for op in Op::ALL {
+            let r = &self.ops[op.index()];
+            if r.hist.is_none() && r.timeouts == 0 {
+                continue; // never sent in the measured window
+            }
+            let h = r.hist.as_ref().unwrap_or(&empty);
+            all.add(h).expect("same bounds");
+            out.insert(op.name().to_string(), OpSummary { latency: summarize(h), errors: r.errors.clone(), timeouts: r.timeouts, bytes: r.bytes });
+        }
+        (out, all)
+    }
+}

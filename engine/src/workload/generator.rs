@@ -1,0 +1,219 @@
+//! Turns the workload into a deterministic stream of requests: choose an op
+//! from the mix, a target object by popularity, sizes and offsets by the I/O
+//! pattern, and apply the op's effect on the object set at once, so the
+//! sequence depends only on the spec and seed, never on timing.
+
+use super::fileset::{FileSet, Origin};
+use super::mix::{Mix, Op};
+use crate::spec::{IoSpec, Pattern, TrialSpec};
+use crate::target::Request;
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+use std::collections::HashMap;
+
+/// A sequential run: the file being walked and where the next transfer starts.
+#[derive(Default)]
+struct Cursor {
+    file: Option<u32>,
+    offset: u64,
+}
+
+pub struct Generator {
+    pub set: FileSet,
+    mix: Mix,
+    rng: Pcg64Mcg,
+    read: IoSpec,
+    write: IoSpec,
+    read_cursor: Cursor,
+    write_cursor: Cursor,
+    last_written: Option<u32>,
+    /// Sizes of prepared files before the trial changed them, to restore afterwards.
+    pub original_sizes: HashMap<u32, u64>,
+    /// Hard links made during the trial (they are not objects of the set).
+    pub links: Vec<String>,
+    links_made: u64,
+}
+
+impl Generator {
+    pub fn new(spec: &TrialSpec, set: FileSet) -> Generator {
+        Generator {
+            set,
+            mix: Mix::new(&spec.mix),
+            rng: Pcg64Mcg::seed_from_u64(spec.seed ^ 0x6f70_7321),
+            read: spec.read.clone(),
+            write: spec.write.clone(),
+            read_cursor: Cursor::default(),
+            write_cursor: Cursor::default(),
+            last_written: None,
+            original_sizes: HashMap::new(),
+            links: Vec::new(),
+            links_made: 0,
+        }
+    }
+
+    /// The next request; `object` is the index of the chosen object (for traces).
+    pub fn next(&mut self) -> (Op, Request, Option<u32>) {
+        let op = self.mix.pick(&mut self.rng);
+        let (request, object) = self.request_for(op);
+        (op, request, object)
+    }
+
+    fn pick_file(&mut self) -> Option<u32> {
+        self.set.file_pick.pick(&mut self.rng).map(|i| i as u32)
+    }
+
+    fn pick_dir(&mut self) -> u32 {
+        self.set.dir_pick.pick(&mut self.rng).unwrap_or(0) as u32
+    }
+
+    /// When no object of the needed kind exists, the op still happens and fails visibly.
+    fn missing(kind: &str) -> Request {
+        Request::Getattr { path: format!("(no {kind} left)") }
+    }
+
+    fn request_for(&mut self, op: Op) -> (Request, Option<u32>) {
+        match op {
+            Op::Null => (Request::Null, None),
+            Op::Fsstat => (Request::Fsstat, None),
+            Op::Fsinfo => (Request::Fsinfo, None),
+            Op::Pathconf => (Request::Pathconf, None),
+            Op::Readdir | Op::Readdirplus => {
+                let d = self.pick_dir();
+                let mut path = String::new();
+                self.set.dir_path(d, &mut path);
+                (Request::Readdir { path, plus: op == Op::Readdirplus }, Some(d))
+            }
+            Op::Readlink => match self.set.symlink_pick.pick(&mut self.rng) {
+                Some(s) => (Request::Readlink { path: self.set.symlink_path(s as u32) }, Some(s as u32)),
+                None => (Self::missing("symlink"), None),
+            },
+            Op::Create => {
+                let parent = self.pick_dir();
+                let f = self.set.add_file(parent);
+                (Request::Create { path: self.set.file_path(f) }, Some(f))
+            }
+            Op::Mkdir => {
+                let parent = self.pick_dir();
+                let d = self.set.add_dir(parent);
+                let mut path = String::new();
+                self.set.dir_path(d, &mut path);
+                (Request::Mkdir { path }, Some(d))
+            }
+            Op::Rmdir => {
+                // Only directories this trial made are removed: they are known to be empty.
+                let made = self.set.dirs.iter().rposition(|d| d.alive && d.origin == Origin::Created);
+                match made {
+                    Some(d) => {
+                        self.set.dirs[d].alive = false;
+                        let mut path = String::new();
+                        self.set.dir_path(d as u32, &mut path);
+                        (Request::Rmdir { path }, Some(d as u32))
+                    }
+                    None => (Request::Rmdir { path: "(no directory made by this trial)".into() }, None),
+                }
+            }
+            _ => match self.pick_file() {
+                Some(f) => (self.file_request(op, f), Some(f)),
+                None => (Self::missing("file"), None),
+            },
+        }
+    }
+
+    fn file_request(&mut self, op: Op, f: u32) -> Request {
+        let path = self.set.file_path(f);
+        match op {
+            Op::Getattr => Request::Getattr { path },
+            Op::Setattr => Request::Setattr { path },
+            Op::Access => Request::Access { path },
+            Op::Lookup => {
+                let mut dir = String::new();
+                self.set.dir_path(self.set.files[f as usize].parent, &mut dir);
+                Request::Lookup { dir, name: self.set.file_name(f) }
+            }
+            Op::Read => self.transfer(false, f),
+            Op::Write => self.transfer(true, f),
+            Op::Commit => {
+                let target = self.last_written.filter(|&w| self.set.files[w as usize].alive).unwrap_or(f);
+                Request::Commit { path: self.set.file_path(target) }
+            }
+            Op::Remove => {
+                self.set.remove_file(f);
+                Request::Remove { path }
+            }
+            Op::Rename => {
+                let file = &mut self.set.files[f as usize];
+                file.generation = file.generation.wrapping_add(1).max(1);
+                Request::Rename { from: path, to: self.set.file_path(f) }
+            }
+            Op::Link => {
+                self.links_made += 1;
+                let mut to = String::new();
+                self.set.dir_path(self.set.files[f as usize].parent, &mut to);
+                if !to.is_empty() {
+                    to.push('/');
+                }
+                to.push_str(&format!("h{}", self.links_made));
+                self.links.push(to.clone());
+                Request::Link { from: path, to }
+            }
+            Op::Symlink => {
+                let parent = self.pick_dir();
+                let s = self.set.add_symlink(parent);
+                Request::Symlink { path: self.set.symlink_path(s), points_to: self.set.symlink_target(parent, f) }
+            }
+            _ => unreachable!("{op:?} is not a file op"),
+        }
+    }
+
+    /// A logical read or write, placed by the access pattern.
+    fn transfer(&mut self, write: bool, picked: u32) -> Request {
+        let io = if write { &self.write } else { &self.read };
+        let (pattern, xfer) = (io.pattern, io.size.sample(&mut self.rng).max(1.0) as u64);
+        let (file, offset, len) = match pattern {
+            Pattern::Random => {
+                let size = self.set.files[picked as usize].size;
+                let len = if write { xfer } else { xfer.min(size) };
+                let offset = if size > len { self.rng.gen_range(0..=size - len) } else { 0 };
+                (picked, offset, len)
+            }
+            Pattern::Append => (picked, self.set.files[picked as usize].size, xfer),
+            Pattern::WholeFile => {
+                let size = self.set.files[picked as usize].size;
+                (picked, 0, if write { size.max(xfer) } else { size })
+            }
+            Pattern::Sequential => {
+                let cursor = if write { &mut self.write_cursor } else { &mut self.read_cursor };
+                let live = cursor.file.filter(|&c| {
+                    let file = &self.set.files[c as usize];
+                    file.alive && cursor.offset < file.size
+                });
+                let file = match live {
+                    Some(c) => c,
+                    None => {
+                        cursor.offset = 0;
+                        picked
+                    }
+                };
+                cursor.file = Some(file);
+                let offset = cursor.offset;
+                cursor.offset += xfer;
+                (file, offset, xfer)
+            }
+        };
+        let path = self.set.file_path(file);
+        if write {
+            self.last_written = Some(file);
+            let obj = &mut self.set.files[file as usize];
+            let end = offset + len;
+            if end > obj.size {
+                if obj.origin == Origin::Prepared {
+                    self.original_sizes.entry(file).or_insert(obj.size);
+                }
+                obj.size = end;
+            }
+            Request::Write { path, offset, len, xfer }
+        } else {
+            Request::Read { path, offset, len, xfer }
+        }
+    }
+}
