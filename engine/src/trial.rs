@@ -1,10 +1,12 @@
-//! One open-loop trial. The dispatcher sends each request when the schedule
-//! says it is due, whatever is outstanding; blocking ops run on a worker pool
-//! that grows so a request never waits for a worker (unless the user capped
-//! outstanding requests). Latency runs from the intended send time, so queueing
-//! anywhere (in the server or in the engine) is in the numbers, never hidden.
+//! One open-loop trial. Each request is sent when the schedule says it is due,
+//! whatever is outstanding. Sender threads claim the next request, sleep until
+//! it is due and execute it themselves (no hand-off between threads, so a fast
+//! target costs little CPU per op). A monitor adds a thread whenever a due
+//! request finds every thread busy, so a blocking server never delays the
+//! schedule — unless the user capped outstanding requests. Latency runs from
+//! the intended send time: queueing anywhere is in the numbers, never hidden.
 
-use crate::pacer;
+use crate::pacer::{self, Schedule};
 use crate::prepare::complete_files;
 use crate::progress;
 use crate::record::{summarize, Recorder};
@@ -14,89 +16,20 @@ use crate::workload::fileset::{layout_id, FileSet, Origin};
 use crate::workload::generator::Generator;
 use crate::workload::mix::Op;
 use anyhow::bail;
-use crossbeam_channel::{unbounded, Receiver, Sender};
 use serde_json::{json, Value};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Below this the dispatcher spins instead of sleeping: timer wake-ups are too coarse.
-const SPIN_NS: u64 = 50_000;
-/// Upper bound on worker threads when the user sets no cap.
-const DEFAULT_WORKER_LIMIT: usize = 4096;
-/// Sends handled before completions are drained again, so neither starves.
-const SEND_BATCH: usize = 256;
+/// Below this a waiting thread spins instead of sleeping: timer wake-ups are too coarse.
+const SPIN_NS: u64 = 30_000;
+/// A request still unclaimed this long after it was due means every thread is busy.
+const SPAWN_AFTER_NS: u64 = 200_000;
+/// Upper bound on sender threads when the user sets no cap.
+const DEFAULT_THREAD_LIMIT: usize = 4096;
+const NOT_DUE: u64 = u64::MAX;
 
-struct Job {
-    op: Op,
-    intended_ns: u64,
-    request: Request,
-}
-
-struct Done {
-    op: Op,
-    intended_ns: u64,
-    done_ns: u64,
-    outcome: Outcome,
-}
-
-/// Workers for blocking targets. A worker is claimed when a job is sent, so the
-/// pool knows exactly when it must grow.
-struct Pool {
-    target: Arc<dyn Target>,
-    start: Instant,
-    jobs_tx: Sender<Job>,
-    jobs_rx: Receiver<Job>,
-    done_tx: Sender<Done>,
-    done_rx: Receiver<Done>,
-    idle: Arc<AtomicUsize>,
-    workers: usize,
-    limit: usize,
-    /// Jobs that had to queue because the pool was at its limit.
-    queued: u64,
-}
-
-impl Pool {
-    fn new(target: Arc<dyn Target>, start: Instant, limit: usize) -> Pool {
-        let (jobs_tx, jobs_rx) = unbounded();
-        let (done_tx, done_rx) = unbounded();
-        Pool { target, start, jobs_tx, jobs_rx, done_tx, done_rx, idle: Arc::new(AtomicUsize::new(0)), workers: 0, limit, queued: 0 }
-    }
-
-    fn submit(&mut self, job: Job) {
-        let claimed = self.idle.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)).is_ok();
-        if !claimed {
-            if self.workers < self.limit {
-                self.spawn();
-            } else {
-                self.queued += 1;
-            }
-        }
-        self.jobs_tx.send(job).expect("workers outlive the dispatcher");
-    }
-
-    fn spawn(&mut self) {
-        let (jobs, done, idle, target, start) =
-            (self.jobs_rx.clone(), self.done_tx.clone(), self.idle.clone(), self.target.clone(), self.start);
-        std::thread::Builder::new()
-            .name(format!("pb-worker-{}", self.workers))
-            .stack_size(256 * 1024)
-            .spawn(move || {
-                while let Ok(job) = jobs.recv() {
-                    let outcome = target.execute(&job.request);
-                    let done_ns = start.elapsed().as_nanos() as u64;
-                    idle.fetch_add(1, Ordering::AcqRel);
-                    if done.send(Done { op: job.op, intended_ns: job.intended_ns, done_ns, outcome }).is_err() {
-                        break;
-                    }
-                }
-            })
-            .expect("spawn worker thread");
-        self.workers += 1;
-    }
-}
-
-/// Mean schedule lag per quarter of the measured window, for the saturation verdict.
+/// Mean schedule lag over a stretch of the run.
 #[derive(Default, Clone, Copy)]
 struct LagSum {
     sum_ns: f64,
@@ -104,6 +37,10 @@ struct LagSum {
 }
 
 impl LagSum {
+    fn add(&mut self, ns: u64) {
+        self.sum_ns += ns as f64;
+        self.count += 1;
+    }
     fn mean_ms(&self) -> f64 {
         if self.count == 0 {
             0.0
@@ -113,14 +50,180 @@ impl LagSum {
     }
 }
 
-struct Clock {
-    start: Instant,
+/// The measured window [warmup, end) in ns from the start.
+#[derive(Clone, Copy)]
+struct Window {
+    start_ns: u64,
+    end_ns: u64,
 }
 
-impl Clock {
+impl Window {
+    fn contains(&self, t: u64) -> bool {
+        t >= self.start_ns && t < self.end_ns
+    }
+    fn quarter(&self, t: u64) -> usize {
+        let q = ((self.end_ns - self.start_ns) / 4).max(1);
+        ((t.saturating_sub(self.start_ns) / q) as usize).min(3)
+    }
+}
+
+struct Claim {
+    op: Op,
+    due_ns: u64,
+    request: Request,
+    /// Claimed after it was due while no more threads were allowed: lag caused by the cap.
+    held_by_limit: bool,
+}
+
+struct Done {
+    claim: Claim,
+    start_ns: u64,
+    done_ns: u64,
+    outcome: Outcome,
+}
+
+/// Everything the sender threads change, behind one lock taken once per request.
+struct State {
+    gen: Generator,
+    schedule: Box<dyn Schedule + Send>,
+    n: u64,
+    next_due: u64,
+    rec: Recorder,
+    lag_quarters: [LagSum; 4],
+    sent_by_op: [u64; Op::ALL.len()],
+    sent_in_window: u64,
+    completed_in_window: u64,
+    held_by_limit: u64,
+    trace: Vec<Value>,
+    trace_limit: usize,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    target: Arc<dyn Target>,
+    start: Instant,
+    window: Window,
+    thread_limit: usize,
+    /// Due time of the next unclaimed request, NOT_DUE once the schedule is done.
+    next_due: AtomicU64,
+    /// Requests claimed so far (the next one's number).
+    claimed: AtomicU64,
+    threads: AtomicUsize,
+    busy: AtomicUsize,
+    live: AtomicUsize,
+    completed: AtomicU64,
+    interval_lag_ns: AtomicU64,
+    interval_lag_count: AtomicU64,
+    /// In-window requests being executed, per op: what the drain timeout turns into timeouts.
+    in_flight: [AtomicU64; Op::ALL.len()],
+}
+
+impl Shared {
     fn now_ns(&self) -> u64 {
         self.start.elapsed().as_nanos() as u64
     }
+}
+
+impl State {
+    fn claim(&mut self, shared: &Shared, now: u64) -> Option<Claim> {
+        if self.next_due >= shared.window.end_ns {
+            return None;
+        }
+        let due_ns = self.next_due;
+        let (op, request, object) = self.gen.next();
+        if self.trace.len() < self.trace_limit {
+            self.trace.push(json!([op.name(), object]));
+        }
+        self.n += 1;
+        self.next_due = self.schedule.due_ns(self.n);
+        shared.next_due.store(if self.next_due >= shared.window.end_ns { NOT_DUE } else { self.next_due }, Relaxed);
+        shared.claimed.store(self.n, Relaxed);
+        // Late while every other thread is busy and no more are allowed: the cap held it.
+        let threads = shared.threads.load(Relaxed);
+        let held_by_limit = now > due_ns + SPAWN_AFTER_NS && threads >= shared.thread_limit && shared.busy.load(Relaxed) + 1 >= threads;
+        if shared.window.contains(due_ns) {
+            self.sent_in_window += 1;
+            self.sent_by_op[op.index()] += 1;
+            self.held_by_limit += held_by_limit as u64;
+        }
+        Some(Claim { op, due_ns, request, held_by_limit })
+    }
+
+    fn complete(&mut self, shared: &Shared, d: Done) {
+        let w = shared.window;
+        let due = d.claim.due_ns;
+        if w.contains(due) {
+            let lag = d.start_ns.saturating_sub(due);
+            self.rec.lag.saturating_record(lag.max(1));
+            if !d.claim.held_by_limit {
+                // Lag caused by the cap is the server's doing; only free lag indicts the generator.
+                self.lag_quarters[w.quarter(due)].add(lag);
+            }
+            self.rec.ops[d.claim.op.index()].record(d.done_ns.saturating_sub(due), &d.outcome);
+        }
+        if w.contains(d.done_ns) {
+            self.completed_in_window += 1;
+        }
+    }
+}
+
+fn sleep_until(shared: &Shared, due_ns: u64) {
+    loop {
+        let now = shared.now_ns();
+        if now >= due_ns {
+            return;
+        }
+        if due_ns - now > SPIN_NS {
+            std::thread::sleep(Duration::from_nanos(due_ns - now - SPIN_NS / 2));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+fn sender(shared: Arc<Shared>) {
+    // Wake-ups land within microseconds instead of the default 50 µs timer slack.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
+    let mut finished: Option<Done> = None;
+    loop {
+        let claim = {
+            let mut state = shared.state.lock().expect("a sender panicked");
+            if let Some(d) = finished.take() {
+                state.complete(&shared, d);
+            }
+            state.claim(&shared, shared.now_ns())
+        };
+        let Some(claim) = claim else { break };
+        sleep_until(&shared, claim.due_ns);
+        let start_ns = shared.now_ns();
+        let counted = shared.window.contains(claim.due_ns);
+        if counted {
+            shared.in_flight[claim.op.index()].fetch_add(1, Relaxed);
+            shared.interval_lag_ns.fetch_add(start_ns - claim.due_ns, Relaxed);
+            shared.interval_lag_count.fetch_add(1, Relaxed);
+        }
+        shared.busy.fetch_add(1, Relaxed);
+        let outcome = shared.target.execute(&claim.request);
+        shared.busy.fetch_sub(1, Relaxed);
+        let done_ns = shared.now_ns();
+        if counted {
+            shared.in_flight[claim.op.index()].fetch_sub(1, Relaxed);
+        }
+        shared.completed.fetch_add(1, Relaxed);
+        finished = Some(Done { claim, start_ns, done_ns, outcome });
+    }
+    shared.live.fetch_sub(1, Relaxed);
+}
+
+fn spawn_sender(shared: &Arc<Shared>) {
+    let s = shared.clone();
+    shared.threads.fetch_add(1, Relaxed);
+    shared.live.fetch_add(1, Relaxed);
+    std::thread::Builder::new()
+        .name("pb-sender".into())
+        .stack_size(256 * 1024)
+        .spawn(move || sender(s))
+        .expect("spawn sender thread");
 }
 
 pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Value> {
@@ -137,146 +240,118 @@ pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Valu
         }
         target.enter_fileset(&id, false)?;
     }
-    let mut gen = Generator::new(spec, FileSet::build(&spec.fileset));
-    let target: Arc<dyn Target> = Arc::from(target);
     let load = &spec.load;
-    let warmup_ns = (load.warmup_s * 1e9) as u64;
-    let end_ns = warmup_ns + (load.runtime_s * 1e9) as u64;
-    let quarter_ns = ((end_ns - warmup_ns) / 4).max(1);
+    let window = Window { start_ns: (load.warmup_s * 1e9) as u64, end_ns: ((load.warmup_s + load.runtime_s) * 1e9) as u64 };
     let mut schedule = pacer::schedule(load.arrivals, load.rate, spec.seed);
-    let inline = target.inline();
+    let first_due = schedule.due_ns(0);
+    let state = State {
+        gen: Generator::new(spec, FileSet::build(&spec.fileset)),
+        schedule,
+        n: 0,
+        next_due: first_due,
+        rec: Recorder::default(),
+        lag_quarters: Default::default(),
+        sent_by_op: [0; Op::ALL.len()],
+        sent_in_window: 0,
+        completed_in_window: 0,
+        held_by_limit: 0,
+        trace: Vec::new(),
+        trace_limit: spec.trace_ops,
+    };
+    let shared = Arc::new(Shared {
+        state: Mutex::new(state),
+        target: Arc::from(target),
+        start: Instant::now(),
+        window,
+        thread_limit: load.max_outstanding.unwrap_or(DEFAULT_THREAD_LIMIT),
+        next_due: AtomicU64::new(first_due),
+        claimed: AtomicU64::new(0),
+        threads: AtomicUsize::new(0),
+        busy: AtomicUsize::new(0),
+        live: AtomicUsize::new(0),
+        completed: AtomicU64::new(0),
+        interval_lag_ns: AtomicU64::new(0),
+        interval_lag_count: AtomicU64::new(0),
+        in_flight: Default::default(),
+    });
+    let max_busy = monitor(spec, &shared);
 
-    // Wake-ups land within microseconds instead of the default 50 µs timer slack.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
-    let clock = Clock { start: Instant::now() };
-    let mut pool = Pool::new(target.clone(), clock.start, load.max_outstanding.unwrap_or(DEFAULT_WORKER_LIMIT));
-    let mut rec = Recorder::default();
-    let mut lag_quarters = [LagSum::default(); 4];
-    let mut sent_by_op = [0u64; Op::ALL.len()];
-    let mut outstanding_by_op = [0u64; Op::ALL.len()]; // in-window requests not yet answered
-    let mut trace: Vec<Value> = Vec::new();
-    let (mut n, mut outstanding, mut max_outstanding) = (0u64, 0usize, 0usize);
-    let (mut sent_in_window, mut completed_in_window, mut cap_bound) = (0u64, 0u64, 0u64);
-    let mut next_due = schedule.due_ns(0);
-    let mut sending = next_due < end_ns;
-    let mut blocked_by_cap = false;
+    let timed_out = shared.live.load(Relaxed) > 0;
+    let mut state = shared.state.lock().expect("a sender panicked");
+    // Whatever is still executing after the drain timeout is a timeout, not silently dropped.
+    for op in Op::ALL {
+        state.rec.ops[op.index()].timeouts += shared.in_flight[op.index()].load(Relaxed);
+    }
+    let restore = if timed_out {
+        json!({"done": false, "reason": "requests still outstanding at the drain timeout"})
+    } else {
+        restore(&mut state.gen, shared.target.as_ref())
+    };
+    Ok(result(spec, &shared, &state, max_busy, restore, &id))
+}
+
+/// Follow the trial from the main thread: add senders when all are busy, report
+/// progress, and end the drain at its deadline. Returns the most requests seen in flight.
+fn monitor(spec: &TrialSpec, shared: &Arc<Shared>) -> usize {
+    let load = &spec.load;
     let progress_ns = (spec.progress_interval_s * 1e9) as u64;
     let mut next_progress = progress_ns;
-    let (mut interval_completed, mut interval_lag) = (0u64, LagSum::default());
-    let mut drain_deadline = u64::MAX;
-
-    let in_window = |t: u64| t >= warmup_ns && t < end_ns;
-    let complete = |d: Done, rec: &mut Recorder, outstanding_by_op: &mut [u64], completed_in_window: &mut u64| {
-        if in_window(d.intended_ns) {
-            rec.ops[d.op.index()].record(d.done_ns - d.intended_ns.min(d.done_ns), &d.outcome);
-            outstanding_by_op[d.op.index()] -= 1;
-        }
-        if in_window(d.done_ns) {
-            *completed_in_window += 1;
-        }
-    };
-
+    let mut drain_deadline = NOT_DUE;
+    let mut max_busy = 0;
+    let mut last_completed = 0;
+    let mut suspect: Option<(u64, u64)> = None; // (claimed count, when all threads were first seen busy)
+    spawn_sender(shared);
     loop {
-        let mut now = clock.now_ns();
-        let mut batch = 0;
-        while sending && next_due <= now && batch < SEND_BATCH {
-            if !inline && load.max_outstanding.is_some_and(|cap| outstanding >= cap) {
-                if !blocked_by_cap {
-                    cap_bound += 1;
-                    blocked_by_cap = true;
+        let now = shared.now_ns();
+        let due = shared.next_due.load(Relaxed);
+        let threads = shared.threads.load(Relaxed);
+        max_busy = max_busy.max(shared.busy.load(Relaxed));
+        // Every thread busy inside the target while a request waits, seen twice: add a
+        // thread. Seen once, it may be a 1 µs syscall caught in the act.
+        let claimed = shared.claimed.load(Relaxed);
+        let starved = due != NOT_DUE && now > due + SPAWN_AFTER_NS && shared.busy.load(Relaxed) >= threads;
+        suspect = match suspect {
+            Some((c, since)) if starved && c == claimed => {
+                if now - since >= SPAWN_AFTER_NS && threads < shared.thread_limit {
+                    spawn_sender(shared);
+                    None
+                } else {
+                    Some((c, since))
                 }
-                break;
             }
-            let (op, request, object) = gen.next();
-            if trace.len() < spec.trace_ops {
-                trace.push(json!([op.name(), object]));
-            }
-            let lag = now - next_due;
-            if in_window(next_due) {
-                sent_in_window += 1;
-                sent_by_op[op.index()] += 1;
-                rec.lag.saturating_record(lag.max(1));
-                if !blocked_by_cap {
-                    // Lag caused by the cap is the server's doing; only free lag indicts the generator.
-                    let q = &mut lag_quarters[(((next_due - warmup_ns) / quarter_ns) as usize).min(3)];
-                    q.sum_ns += lag as f64;
-                    q.count += 1;
-                }
-                interval_lag.sum_ns += lag as f64;
-                interval_lag.count += 1;
-            }
-            blocked_by_cap = false;
-            if inline {
-                let outcome = target.execute(&request);
-                let done_ns = clock.now_ns();
-                if in_window(next_due) {
-                    outstanding_by_op[op.index()] += 1;
-                }
-                complete(Done { op, intended_ns: next_due, done_ns, outcome }, &mut rec, &mut outstanding_by_op, &mut completed_in_window);
-                interval_completed += 1;
-            } else {
-                if in_window(next_due) {
-                    outstanding_by_op[op.index()] += 1;
-                }
-                pool.submit(Job { op, intended_ns: next_due, request });
-                outstanding += 1;
-                max_outstanding = max_outstanding.max(outstanding);
-            }
-            n += 1;
-            next_due = schedule.due_ns(n);
-            if next_due >= end_ns {
-                sending = false;
-                drain_deadline = end_ns.max(clock.now_ns()) + (load.drain_timeout_s * 1e9) as u64;
-            }
-            batch += 1;
-            if batch % 32 == 0 {
-                now = clock.now_ns();
-            }
+            _ if starved => Some((claimed, now)),
+            _ => None,
+        };
+        if due == NOT_DUE && drain_deadline == NOT_DUE {
+            drain_deadline = now.max(shared.window.end_ns) + (load.drain_timeout_s * 1e9) as u64;
         }
-        while let Ok(d) = pool.done_rx.try_recv() {
-            complete(d, &mut rec, &mut outstanding_by_op, &mut completed_in_window);
-            outstanding -= 1;
-            interval_completed += 1;
-        }
-        now = clock.now_ns();
         if now >= next_progress {
-            let phase = if now < warmup_ns { "warmup" } else if sending { "measure" } else { "drain" };
-            let behind_ms = if sending && next_due < now { (now - next_due) as f64 / 1e6 } else { 0.0 };
+            let completed = shared.completed.load(Relaxed);
+            let lag_ns = shared.interval_lag_ns.swap(0, Relaxed);
+            let lag_count = shared.interval_lag_count.swap(0, Relaxed).max(1);
+            let phase = if now < shared.window.start_ns { "warmup" } else if due != NOT_DUE { "measure" } else { "drain" };
             progress::emit(json!({
-                "phase": phase, "elapsed_s": now as f64 / 1e9, "sent": n, "outstanding": outstanding,
-                "rate": interval_completed as f64 / spec.progress_interval_s, "lag_ms": interval_lag.mean_ms().max(behind_ms),
-                "workers": pool.workers,
+                "phase": phase, "elapsed_s": now as f64 / 1e9, "completed": completed,
+                "outstanding": shared.busy.load(Relaxed), "rate": (completed - last_completed) as f64 / spec.progress_interval_s,
+                "lag_ms": lag_ns as f64 / lag_count as f64 / 1e6, "threads": threads,
             }));
+            last_completed = completed;
             next_progress += progress_ns * ((now - next_progress) / progress_ns + 1);
-            interval_completed = 0;
-            interval_lag = LagSum::default();
         }
-        if !sending && (outstanding == 0 || now >= drain_deadline) {
-            break;
+        if shared.live.load(Relaxed) == 0 || now >= drain_deadline {
+            return max_busy;
         }
-        let can_send = sending && !(blocked_by_cap && outstanding > 0);
-        let wake = if can_send { next_due } else { u64::MAX }.min(next_progress).min(drain_deadline);
-        if wake > now + SPIN_NS && !(sending && next_due <= now) {
-            let wait = Duration::from_nanos(wake - now - SPIN_NS / 2);
-            if let Ok(d) = pool.done_rx.recv_timeout(wait) {
-                complete(d, &mut rec, &mut outstanding_by_op, &mut completed_in_window);
-                outstanding -= 1;
-                interval_completed += 1;
-            }
-        } else {
-            std::hint::spin_loop();
-        }
+        let watch = if suspect.is_some() { now + SPAWN_AFTER_NS / 2 } else if due == NOT_DUE { NOT_DUE } else { due + SPAWN_AFTER_NS };
+        let wake = watch.min(next_progress).min(drain_deadline);
+        std::thread::sleep(Duration::from_nanos(wake.saturating_sub(now).clamp(SPAWN_AFTER_NS / 4, 100_000_000)));
     }
+}
 
-    // Whatever is still outstanding after the drain timeout is a timeout, not silently dropped.
-    for op in Op::ALL {
-        rec.ops[op.index()].timeouts += outstanding_by_op[op.index()];
-    }
-    let restore = if outstanding == 0 { restore(&mut gen, target.as_ref()) } else { json!({"done": false, "reason": "requests still outstanding at the drain timeout"}) };
-
-    let runtime_s = load.runtime_s;
-    let (ops, all) = rec.summaries();
-    let (first, last) = (lag_quarters[0].mean_ms(), lag_quarters[3].mean_ms());
+fn result(spec: &TrialSpec, shared: &Shared, state: &State, max_busy: usize, restore: Value, id: &str) -> Value {
+    let load = &spec.load;
+    let (ops, all) = state.rec.summaries();
+    let quarters = state.lag_quarters;
+    let (first, last) = (quarters[0].mean_ms(), quarters[3].mean_ms());
     let saturated = last > load.lag_limit_ms && last > first;
     let saturation_reason = saturated.then(|| {
         format!(
@@ -284,41 +359,44 @@ pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Valu
             load.lag_limit_ms
         )
     });
-    let lag = summarize(&rec.lag);
+    let lag = summarize(&state.rec.lag);
     let mix_actual: serde_json::Map<String, Value> = Op::ALL
         .iter()
-        .filter(|op| sent_by_op[op.index()] > 0)
-        .map(|op| (op.name().to_string(), json!(sent_by_op[op.index()] as f64 / sent_in_window.max(1) as f64)))
+        .filter(|op| state.sent_by_op[op.index()] > 0)
+        .map(|op| (op.name().to_string(), json!(state.sent_by_op[op.index()] as f64 / state.sent_in_window.max(1) as f64)))
         .collect();
     let (cpu_s, rss_kib) = own_usage();
+    let set = &state.gen.set;
+    let capped = load.max_outstanding.is_some();
     let mut result = json!({
         "schema": RESULT_SCHEMA,
         "engine_version": env!("CARGO_PKG_VERSION"),
         "requested_rate": load.rate,
-        "achieved_rate": completed_in_window as f64 / runtime_s,
-        "sent": sent_in_window,
+        "achieved_rate": state.completed_in_window as f64 / load.runtime_s,
+        "sent": state.sent_in_window,
         "completed": all.len(),
         "warmup_s": load.warmup_s,
-        "runtime_s": runtime_s,
+        "runtime_s": load.runtime_s,
         "ops": ops,
         "latency": summarize(&all),
         "schedule_lag": {"mean_ms": lag.mean_ms, "p99_ms": lag.p99_ms, "max_ms": lag.max_ms, "hist": lag.hist,
-                          "quarters_mean_ms": lag_quarters.iter().map(|q| q.mean_ms()).collect::<Vec<_>>()},
+                          "quarters_mean_ms": quarters.iter().map(|q| q.mean_ms()).collect::<Vec<_>>()},
         "generator_saturated": saturated,
         "saturation_reason": saturation_reason,
-        "outstanding": {"cap": load.max_outstanding, "cap_bound": cap_bound, "max": max_outstanding,
-                         "workers": pool.workers, "queued_for_worker": if load.max_outstanding.is_some() { 0 } else { pool.queued }},
+        "outstanding": {"cap": load.max_outstanding, "cap_bound": if capped { state.held_by_limit } else { 0 }, "max": max_busy,
+                         "threads": shared.threads.load(Relaxed), "thread_limit_bound": if capped { 0 } else { state.held_by_limit }},
         "mix_actual": mix_actual,
         "engine_cpu_s": cpu_s,
         "peak_rss_kib": rss_kib,
-        "fileset": {"id": id, "files": spec.fileset.files, "dirs": gen.set.dirs.iter().filter(|d| d.origin == Origin::Prepared).count(),
-                     "symlinks": gen.set.symlinks.iter().filter(|s| s.origin == Origin::Prepared).count(), "bytes": gen.set.prepared_bytes},
+        "fileset": {"id": id, "files": spec.fileset.files,
+                     "dirs": set.dirs.iter().filter(|d| d.origin == Origin::Prepared).count(),
+                     "symlinks": set.symlinks.iter().filter(|s| s.origin == Origin::Prepared).count(), "bytes": set.prepared_bytes},
         "restore": restore,
     });
     if spec.trace_ops > 0 {
-        result["op_trace"] = Value::Array(trace);
+        result["op_trace"] = Value::Array(state.trace.clone());
     }
-    Ok(result)
+    result
 }
 
 /// Put the file set back as prepare left it, untimed, so every trial starts from the same state.

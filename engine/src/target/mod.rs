@@ -39,10 +39,6 @@ pub type Outcome = Result<u64, String>;
 pub trait Target: Send + Sync {
     /// Ops this target cannot perform are rejected before a trial starts.
     fn supports(&self, op: Op) -> bool;
-    /// True when ops never block, so the dispatcher runs them itself (no worker pool).
-    fn inline(&self) -> bool {
-        false
-    }
     fn execute(&self, request: &Request) -> Outcome;
 
     // File-set building and restoring, outside any measurement.

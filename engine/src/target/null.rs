@@ -9,9 +9,6 @@ impl Target for NullTarget {
     fn supports(&self, _op: Op) -> bool {
         true
     }
-    fn inline(&self) -> bool {
-        true
-    }
     fn execute(&self, _request: &Request) -> Outcome {
         Ok(0)
     }
