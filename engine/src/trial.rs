@@ -71,8 +71,8 @@ struct Claim {
     op: Op,
     due_ns: u64,
     request: Request,
-    /// Claimed after it was due while no more threads were allowed: lag caused by the cap.
-    held_by_limit: bool,
+    /// Claimed late because every thread was blocked in the target (or the cap allowed no more).
+    held_by_target: bool,
 }
 
 struct Done {
@@ -93,7 +93,7 @@ struct State {
     sent_by_op: [u64; Op::ALL.len()],
     sent_in_window: u64,
     completed_in_window: u64,
-    held_by_limit: u64,
+    held_by_target: u64,
     trace: Vec<Value>,
     trace_limit: usize,
 }
@@ -138,15 +138,15 @@ impl State {
         self.next_due = self.schedule.due_ns(self.n);
         shared.next_due.store(if self.next_due >= shared.window.end_ns { NOT_DUE } else { self.next_due }, Relaxed);
         shared.claimed.store(self.n, Relaxed);
-        // Late while every other thread is busy and no more are allowed: the cap held it.
-        let threads = shared.threads.load(Relaxed);
-        let held_by_limit = now > due_ns + SPAWN_AFTER_NS && threads >= shared.thread_limit && shared.busy.load(Relaxed) + 1 >= threads;
+        // Late while every other thread was blocked in the target: the server (or the cap)
+        // held it, not a slow generator.
+        let held_by_target = now > due_ns + SPAWN_AFTER_NS && shared.busy.load(Relaxed) + 1 >= shared.threads.load(Relaxed);
         if shared.window.contains(due_ns) {
             self.sent_in_window += 1;
             self.sent_by_op[op.index()] += 1;
-            self.held_by_limit += held_by_limit as u64;
+            self.held_by_target += held_by_target as u64;
         }
-        Some(Claim { op, due_ns, request, held_by_limit })
+        Some(Claim { op, due_ns, request, held_by_target })
     }
 
     fn complete(&mut self, shared: &Shared, d: Done) {
@@ -155,8 +155,8 @@ impl State {
         if w.contains(due) {
             let lag = d.start_ns.saturating_sub(due);
             self.rec.lag.saturating_record(lag.max(1));
-            if !d.claim.held_by_limit {
-                // Lag caused by the cap is the server's doing; only free lag indicts the generator.
+            if !d.claim.held_by_target {
+                // Lag while all threads were blocked is the server's doing; only free lag indicts the generator.
                 self.lag_quarters[w.quarter(due)].add(lag);
             }
             self.rec.ops[d.claim.op.index()].record(d.done_ns.saturating_sub(due), &d.outcome);
@@ -254,7 +254,7 @@ pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Valu
         sent_by_op: [0; Op::ALL.len()],
         sent_in_window: 0,
         completed_in_window: 0,
-        held_by_limit: 0,
+        held_by_target: 0,
         trace: Vec::new(),
         trace_limit: spec.trace_ops,
     };
@@ -383,8 +383,8 @@ fn result(spec: &TrialSpec, shared: &Shared, state: &State, max_busy: usize, res
                           "quarters_mean_ms": quarters.iter().map(|q| q.mean_ms()).collect::<Vec<_>>()},
         "generator_saturated": saturated,
         "saturation_reason": saturation_reason,
-        "outstanding": {"cap": load.max_outstanding, "cap_bound": if capped { state.held_by_limit } else { 0 }, "max": max_busy,
-                         "threads": shared.threads.load(Relaxed), "thread_limit_bound": if capped { 0 } else { state.held_by_limit }},
+        "outstanding": {"cap": load.max_outstanding, "cap_bound": if capped { state.held_by_target } else { 0 }, "max": max_busy,
+                         "threads": shared.threads.load(Relaxed), "waited_for_thread": if capped { 0 } else { state.held_by_target }},
         "mix_actual": mix_actual,
         "engine_cpu_s": cpu_s,
         "peak_rss_kib": rss_kib,
