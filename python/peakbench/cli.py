@@ -1,0 +1,373 @@
+"""The `peakbench` command.
+
+    peakbench run WORKLOAD --target DIR --rate OPS [--warmup S] [--runtime S] ...
+    peakbench prepare WORKLOAD --target DIR --rate OPS [--scale F]
+    peakbench workloads list | show NAME [--rate OPS] [--scale F]
+    peakbench results list | show ID | export (--csv FILE | --json FILE)
+
+Exit status: 0 done, 1 the trial could not run, 2 bad input (one line on
+stderr naming the file, line and field; nothing written to the store or target).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from . import store as store_module
+from .distributions import describe as describe_distribution
+from .engine import Engine
+from .errors import InputError, RunError
+from .mix import format_mix
+from .progress import ProgressDisplay
+from .sysinfo import snapshot
+from .table import error_count, print_trial
+from .targets import check_ours, check_space, parse_target, target_label
+from .units import format_size, parse_duration
+from .workload import ARRIVALS, Workload, canned_names, find_workload, trial_spec
+
+# The engine refuses more (SPEC.md); a single engine is far below this anyway.
+MAX_RATE = 50_000_000
+
+
+def _console() -> Console:
+    # Piped output (a log, CI) gets long lines instead of Rich's 80-column default,
+    # so tables are not squeezed into ellipses.
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage errors are one line like every other input error."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _rate(text: str) -> float:
+    try:
+        rate = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of ops/s") from None
+    if not math.isfinite(rate) or rate <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: the rate must be a finite number of ops/s above 0")
+    if rate > MAX_RATE:
+        raise argparse.ArgumentTypeError(f"{text!r}: above {MAX_RATE:,} ops/s, more than one engine can schedule")
+    return rate
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except InputError as error:
+        raise argparse.ArgumentTypeError(error.message) from None
+
+
+def _positive_duration(text: str) -> float:
+    seconds = _duration(text)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be longer than 0")
+    return seconds
+
+
+def _scale(text: str) -> float:
+    try:
+        scale = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(scale) and scale > 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: the scale factor must be a finite number above 0")
+    return scale
+
+
+def _whole(minimum: int):
+    def parse(text: str) -> int:
+        try:
+            number = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not minimum <= number < 2**64:
+            raise argparse.ArgumentTypeError(f"{text!r}: must be at least {minimum}")
+        return number
+
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="peakbench", description="Open-loop benchmarking of file services.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    store_option = _Parser(add_help=False)
+    store_option.add_argument("--db", type=Path, metavar="FILE", default=store_module.DEFAULT_PATH,
+                              help="results store (default ./peakbench.db)")
+
+    def add_trial_arguments(command: argparse.ArgumentParser) -> None:
+        command.add_argument("workload", metavar="WORKLOAD", help="a canned workload name or a workload .toml file")
+        command.add_argument("--target", required=True, metavar="DIR", help="a directory, file:///DIR, or null://")
+        command.add_argument("--rate", required=True, type=_rate, metavar="OPS", help="offered load in ops/s")
+        command.add_argument("--scale", type=_scale, default=1.0, metavar="F",
+                             help="multiply the self-scaled file-set size (default 1)")
+
+    run = commands.add_parser("run", parents=[store_option], help="prepare the file set and run one trial")
+    add_trial_arguments(run)
+    run.add_argument("--warmup", type=_duration, default=5.0, metavar="S",
+                     help="warm-up before measuring (default 5 s)")
+    run.add_argument("--runtime", type=_positive_duration, default=30.0, metavar="S",
+                     help="measured time (default 30 s)")
+    run.add_argument("--seed", type=_whole(0), default=1, metavar="N", help="op-sequence seed (default 1)")
+    run.add_argument("--arrivals", choices=ARRIVALS, help="override the workload's arrival process")
+    run.add_argument("--max-outstanding", type=_whole(1), metavar="N", help="cap on requests in flight (default: none)")
+    run.add_argument("--json", type=Path, metavar="FILE", help="also write the result to this JSON file")
+    run.set_defaults(handler=command_run)
+
+    prepare = commands.add_parser("prepare", help="create or augment the file set only")
+    add_trial_arguments(prepare)
+    prepare.set_defaults(handler=command_prepare)
+
+    workloads = commands.add_parser("workloads", help="the canned workloads")
+    workload_commands = workloads.add_subparsers(dest="action", required=True, metavar="ACTION")
+    workload_commands.add_parser("list", help="list them").set_defaults(handler=command_workloads_list)
+    show = workload_commands.add_parser("show", help="knobs, normalised mix and file-set size of one")
+    show.add_argument("workload", metavar="NAME", help="a canned workload name or a workload .toml file")
+    show.add_argument("--rate", type=_rate, default=100.0, metavar="OPS",
+                      help="offered load for the file-set size (default 100)")
+    show.add_argument("--scale", type=_scale, default=1.0, metavar="F", help="multiply the file-set size (default 1)")
+    show.set_defaults(handler=command_workloads_show)
+
+    results = commands.add_parser("results", help="trials in the store")
+    result_commands = results.add_subparsers(dest="action", required=True, metavar="ACTION")
+    result_commands.add_parser("list", parents=[store_option], help="one line per trial").set_defaults(
+        handler=command_results_list)
+    show_result = result_commands.add_parser("show", parents=[store_option], help="one trial's table and system")
+    show_result.add_argument("id", type=int)
+    show_result.set_defaults(handler=command_results_show)
+    export = result_commands.add_parser("export", parents=[store_option],
+                                        help="all trials to CSV (summary) or JSON (everything)")
+    export_to = export.add_mutually_exclusive_group(required=True)
+    export_to.add_argument("--csv", type=Path, metavar="FILE")
+    export_to.add_argument("--json", type=Path, metavar="FILE")
+    export.set_defaults(handler=command_results_export)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except InputError as error:
+        print(f"peakbench: {error}", file=sys.stderr)
+        return 2
+    except RunError as error:
+        print(f"peakbench: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("peakbench: interrupted", file=sys.stderr)
+        return 130
+
+
+def _checked_trial(args: argparse.Namespace, warmup_s: float = 0.0, runtime_s: float = 1.0,
+                   **load) -> tuple[Workload, dict]:
+    """Everything about a trial that can be wrong in the input, checked before anything is written."""
+    workload = find_workload(args.workload)
+    target = parse_target(args.target)
+    spec = trial_spec(workload, target, rate=args.rate, scale=args.scale,
+                      warmup_s=warmup_s, runtime_s=runtime_s, **load)
+    check_ours(target)
+    check_space(target, workload.bytes_at(args.rate, args.scale))
+    return workload, spec
+
+
+def _announce(workload: Workload, spec: dict, args: argparse.Namespace) -> None:
+    if workload.mix_note:
+        print(f"note: {workload.name}: {workload.mix_note}", file=sys.stderr)
+    files = spec["fileset"]["files"]
+    print(f"{workload.name} at {args.rate:g} ops/s on {target_label(spec['target'])}: {files} files,"
+          f" about {format_size(workload.bytes_at(args.rate, args.scale))}", file=sys.stderr)
+
+
+def _prepare(engine: Engine, spec: dict) -> dict:
+    with ProgressDisplay("prepare", None) as display:
+        return engine.prepare(spec, display)
+
+
+def command_prepare(args: argparse.Namespace) -> int:
+    workload, spec = _checked_trial(args)
+    engine = Engine()
+    engine.validate(spec)
+    _announce(workload, spec, args)
+    prepared = _prepare(engine, spec)
+    fileset = prepared["fileset"]
+    print(f"file set {fileset['id']} in {target_label(spec['target'])}: {fileset['files']} files,"
+          f" {fileset['dirs']} directories, {fileset['symlinks']} symlinks, {format_size(fileset['bytes'])};"
+          f" {prepared['files_created']} files created, {prepared['files_already_complete']} already there"
+          f" ({prepared['seconds']:.1f} s)")
+    return 0
+
+
+def command_run(args: argparse.Namespace) -> int:
+    workload, spec = _checked_trial(
+        args, warmup_s=args.warmup, runtime_s=args.runtime, seed=args.seed,
+        max_outstanding=args.max_outstanding, arrivals=args.arrivals,
+    )
+    store_module.check_compatible(args.db)
+    if args.json and not args.json.absolute().parent.is_dir():
+        raise InputError(f"{args.json}: its directory does not exist", field="--json")
+    engine = Engine()
+    engine.validate(spec)
+    _announce(workload, spec, args)
+    system = snapshot(spec["target"], engine.version())
+
+    def record(**outcome) -> int:
+        with store_module.Store(args.db) as store:
+            return store.add_trial(workload=workload.name, target=target_label(spec["target"]), spec=spec,
+                                   sysinfo=system, notes=[workload.mix_note] if workload.mix_note else [], **outcome)
+
+    try:
+        _prepare(engine, spec)
+        with ProgressDisplay("run", args.warmup + args.runtime) as display:
+            result = engine.run(spec, display)
+    except RunError as error:
+        raise RunError(f"{error} (recorded as failed trial {record(error=str(error))})") from None
+    trial_id = record(result=result)
+    print_trial(spec, result, _console())
+    print(f"trial {trial_id} stored in {args.db}", file=sys.stderr)
+    if args.json:
+        args.json.write_text(json.dumps(json_report(trial_id, workload.name, result), indent=2) + "\n")
+    return 0
+
+
+def json_report(trial_id: int, workload: str, result: dict) -> dict:
+    """The engine's result, with the trial's id and a total error count per op."""
+    ops = {name: {**op, "error_count": error_count(op)} for name, op in result.get("ops", {}).items()}
+    return {"trial_id": trial_id, "workload": workload, **result, "ops": ops}
+
+
+def command_workloads_list(args: argparse.Namespace) -> int:
+    console = _console()
+    for name in canned_names():
+        workload = find_workload(name)
+        top_ops = format_mix(dict(sorted(workload.mix.items(), key=lambda item: -item[1])[:3]))
+        console.print(f"[bold]{name}[/bold]  {top_ops}, ...; at 100 ops/s {workload.files_at(100)} files,"
+                      f" {format_size(workload.bytes_at(100))}")
+        console.print(f"    {workload.description}", highlight=False)
+    console.print("peakbench workloads show NAME [--rate OPS] for the details")
+    return 0
+
+
+def command_workloads_show(args: argparse.Namespace) -> int:
+    workload = find_workload(args.workload)
+    console = _console()
+    console.print(f"[bold]{workload.name}[/bold]  ({workload.path})")
+    console.print(workload.description)
+    console.print(f"[dim]source: {workload.source}[/dim]")
+    knobs = Table(show_header=False, box=None)
+    for key, value in workload.fileset.items():
+        quantity = "size" if key == "file_sizes" else "popularity" if "popularity" in key else "count"
+        text = describe_distribution(value, quantity) if isinstance(value, dict) else str(value)
+        if key == "file_sizes":
+            text += f"; mean {format_size(workload.mean_file_size)}"
+        knobs.add_row(f"fileset.{key}", text)
+    scaling = workload.scaling
+    per_op = (f"{scaling.files_per_op:g} files" if scaling.files_per_op is not None
+              else format_size(scaling.bytes_per_op))
+    knobs.add_row("scaling", f"{per_op} per op/s of offered load, at least {scaling.min_files} files")
+    for name, io in (("read", workload.read), ("write", workload.write)):
+        knobs.add_row(name, f"{describe_distribution(io['size'], 'size')}, {io['pattern']}")
+    knobs.add_row("arrivals", workload.arrivals)
+    knobs.add_row("mix", format_mix(workload.mix) + (f"  ({workload.mix_note})" if workload.mix_note else ""))
+    console.print(knobs)
+    console.print(f"at {args.rate:g} ops/s (scale {args.scale:g}): {workload.files_at(args.rate, args.scale)} files,"
+                  f" about {format_size(workload.bytes_at(args.rate, args.scale))}")
+    return 0
+
+
+def _open_existing_store(path: Path) -> store_module.Store:
+    if not path.exists():
+        raise InputError("no such store (run a trial first, or give --db)", file=path)
+    store_module.check_compatible(path)
+    return store_module.Store(path)
+
+
+def command_results_list(args: argparse.Namespace) -> int:
+    with _open_existing_store(args.db) as store:
+        trials = store.trials()
+    table = Table()
+    for heading in ("id", "created (UTC)", "workload", "offered", "achieved", "mean ms", "p99 ms", "status"):
+        table.add_column(heading, no_wrap=True)
+    table.add_column("target", overflow="fold")
+    for trial in trials:
+        result = trial["result"] or {}
+        latency = result.get("latency", {})
+        table.add_row(
+            str(trial["id"]), trial["created"][:16].replace("T", " "), trial["workload"], f"{trial['rate']:g}",
+            f"{result['achieved_rate']:.1f}" if result else "-",
+            f"{latency['mean_ms']:.3f}" if latency else "-",
+            f"{latency['p99_ms']:.3f}" if latency else "-",
+            trial["status"], trial["target"],
+        )
+    _console().print(table)
+    return 0
+
+
+def command_results_show(args: argparse.Namespace) -> int:
+    with _open_existing_store(args.db) as store:
+        trial = store.trial(args.id)
+    if trial is None:
+        raise InputError(f"no trial {args.id} in the store", file=args.db)
+    console = _console()
+    console.print(f"[bold]trial {trial['id']}[/bold]: {trial['workload']} at {trial['rate']:g} ops/s"
+                  f" on {trial['target']}, {trial['created']}, {trial['status']}")
+    for note in trial["notes"]:
+        console.print(f"note: {note}")
+    if trial["error"]:
+        console.print(f"[red]error: {trial['error']}[/red]")
+    if trial["result"]:
+        print_trial(trial["spec"], trial["result"], console)
+    system = trial["sysinfo"]
+    memory = format_size(system["memory_bytes"]) if system.get("memory_bytes") else "?"
+    console.print(f"system: {system.get('os')}, kernel {system.get('kernel')}, {system.get('cpu_count')} x"
+                  f" {system.get('cpu_model')}, {memory} memory, peakbench {system.get('peakbench_version')}")
+    fs = system.get("target_fs")
+    if fs:
+        console.print(f"target file system: {fs['fs_type']} on {fs['device']} at {fs['mount_point']}"
+                      f" ({fs['mount_options']}; {fs['super_options']})")
+    return 0
+
+
+CSV_COLUMNS = (
+    "id", "created", "workload", "target", "status", "requested_rate", "achieved_rate", "completed",
+    "mean_ms", "stddev_ms", "p50_ms", "p99_ms", "schedule_lag_p99_ms", "generator_saturated", "files", "error",
+)
+
+
+def command_results_export(args: argparse.Namespace) -> int:
+    with _open_existing_store(args.db) as store:
+        trials = store.trials()
+    if args.json:
+        args.json.write_text(json.dumps(trials, indent=2) + "\n")
+        return 0
+    with args.csv.open("w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        for trial in trials:
+            result = trial["result"] or {}
+            latency = result.get("latency", {})
+            writer.writerow({
+                "id": trial["id"], "created": trial["created"], "workload": trial["workload"],
+                "target": trial["target"], "status": trial["status"], "requested_rate": trial["rate"],
+                "achieved_rate": result.get("achieved_rate"), "completed": result.get("completed"),
+                **{key: latency.get(key) for key in ("mean_ms", "stddev_ms", "p50_ms", "p99_ms")},
+                "schedule_lag_p99_ms": result.get("schedule_lag", {}).get("p99_ms"),
+                "generator_saturated": result.get("generator_saturated"),
+                "files": trial["spec"]["fileset"]["files"], "error": trial["error"],
+            })
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

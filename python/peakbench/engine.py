@@ -1,0 +1,153 @@
+"""Running the `peakbench-engine` binary: spec in on stdin, result out on stdout.
+
+The engine's contract is engine/SPEC.md: progress arrives as JSON lines on
+stderr and any other stderr line is an error message; exit status 2 means the
+spec was refused, 1 that the trial could not run. Every wait here has a
+deadline, so a hung engine cannot hang peakbench.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from . import distributions
+from .errors import InputError, RunError
+
+ENV_VAR = "PEAKBENCH_ENGINE"
+BINARY = "peakbench-engine"
+# python/peakbench/engine.py -> the repository, for `cargo build --release` in a checkout.
+DEV_BUILD = Path(__file__).resolve().parents[2] / "engine" / "target" / "release" / BINARY
+
+Progress = Callable[[dict], None]
+
+
+def find_engine() -> Path:
+    """The engine binary: $PEAKBENCH_ENGINE, the installed one, or a checkout's release build."""
+    chosen = os.environ.get(ENV_VAR)
+    if chosen:
+        if not (os.path.isfile(chosen) and os.access(chosen, os.X_OK)):
+            raise RunError(f"{ENV_VAR}={chosen} is not an executable file")
+        return Path(chosen)
+    # pip installs the binary next to the interpreter's scripts (a venv's bin/).
+    for directory in (Path(sys.executable).parent, Path(sysconfig.get_path("scripts"))):
+        candidate = directory / BINARY
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    on_path = shutil.which(BINARY)
+    if on_path:
+        return Path(on_path)
+    if DEV_BUILD.is_file():
+        return DEV_BUILD
+    raise RunError(
+        f"{BINARY} not found: install peakbench with `pip install .`, build it with"
+        f" `cargo build --release` in engine/, or set {ENV_VAR}"
+    )
+
+
+class Engine:
+    def __init__(self, path: Path | None = None):
+        self.path = path or find_engine()
+
+    def version(self) -> str:
+        done = subprocess.run([self.path, "--version"], capture_output=True, text=True, timeout=30)
+        return done.stdout.strip()
+
+    def validate(self, spec: dict) -> None:
+        """Raise InputError if the engine would refuse `spec`."""
+        self._call("validate-spec", spec, timeout_s=30, on_progress=None, expect_result=False)
+
+    def prepare(self, spec: dict, on_progress: Progress | None = None) -> dict:
+        """Create or augment the file set; returns the engine's PrepareResult."""
+        return self._call("prepare", spec, prepare_timeout(spec), on_progress)
+
+    def run(self, spec: dict, on_progress: Progress | None = None) -> dict:
+        """One trial; returns the engine's TrialResult."""
+        return self._call("run", spec, run_timeout(spec), on_progress)
+
+    def _call(self, command: str, spec: dict, timeout_s: float, on_progress: Progress | None,
+              expect_result: bool = True) -> dict:
+        process = subprocess.Popen(
+            [self.path, command, "-"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        timed_out = threading.Event()
+
+        def stop_at_deadline():
+            timed_out.set()
+            process.kill()
+
+        watchdog = threading.Timer(timeout_s, stop_at_deadline)
+        watchdog.start()
+        stdout: list[str] = []
+        reader = threading.Thread(target=lambda: stdout.append(process.stdout.read()), daemon=True)
+        reader.start()
+        messages = []
+        try:
+            try:
+                process.stdin.write(json.dumps(spec))
+                process.stdin.close()
+            except BrokenPipeError:
+                pass  # the engine exited without reading; its stderr and status say why
+            for line in process.stderr:
+                event = _json_object(line)
+                if event is None:
+                    if line.strip():
+                        messages.append(line.strip())
+                elif on_progress is not None:
+                    on_progress(event)
+            process.wait()
+            reader.join()
+        except KeyboardInterrupt:
+            # The engine got the same SIGINT; give it a moment to restore the file set.
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+            raise
+        finally:
+            watchdog.cancel()
+
+        error_text = "; ".join(messages) or "(no message)"
+        if timed_out.is_set():
+            raise RunError(f"engine {command} did not finish within {timeout_s:.0f} s and was stopped")
+        if process.returncode == 2:
+            raise InputError(f"the engine refused the trial spec: {error_text}")
+        if process.returncode != 0:
+            how = f"exit status {process.returncode}" if process.returncode > 0 else f"signal {-process.returncode}"
+            raise RunError(f"engine {command} failed ({how}): {error_text}")
+        if not expect_result:
+            return {}
+        result = _json_object("".join(stdout))
+        if result is None:
+            raise RunError(f"engine {command} printed no JSON result")
+        return result
+
+
+def _json_object(text: str) -> dict | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def run_timeout(spec: dict) -> float:
+    """Warm-up + run + drain, plus room for start-up and restoring the file set afterwards."""
+    load = spec["load"]
+    measured = load.get("warmup_s", 0) + load["runtime_s"]
+    return measured + load.get("drain_timeout_s", 10) + 60 + 0.5 * measured
+
+
+def prepare_timeout(spec: dict) -> float:
+    """Generous: a slow disk writes 5 MB/s and creates 100 files/s; a hang is far beyond that."""
+    fileset = spec["fileset"]
+    files = fileset["files"]
+    return 120 + files / 100 + files * distributions.mean(fileset["file_sizes"]) / 5e6

@@ -1,0 +1,45 @@
+"""The two kinds of failure peakbench reports to a user.
+
+InputError: something the user wrote is wrong (a workload file, a histogram
+file, a mixfile, a command-line value, a target). It renders as one line that
+points at the place to fix, and the CLI exits with status 2 before anything is
+written to the store or the target.
+
+RunError: the input was fine but the trial could not run (the engine failed,
+timed out, ...). The CLI exits with status 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+
+@dataclasses.dataclass(eq=False)
+class InputError(Exception):
+    message: str
+    file: str | Path | None = None
+    line: int | None = None
+    field: str | None = None
+
+    def __str__(self) -> str:
+        # FILE:LINE: field FIELD: message, leaving out the parts we do not know.
+        place = ""
+        if self.file is not None:
+            place = str(self.file) + (f":{self.line}" if self.line is not None else "") + ": "
+        what = f"field {self.field}: " if self.field else ""
+        return f"{place}{what}{self.message}"
+
+    def located(self, file: str | Path, line: int | None) -> InputError:
+        """The same error, placed in `file` at `line` unless it already names a file.
+
+        Parsers of values (units, distributions) know the field but not where it
+        was written; the reader of the file fills that in on the way out.
+        """
+        if self.file is not None:
+            return self
+        return dataclasses.replace(self, file=file, line=line)
+
+
+class RunError(Exception):
+    """The trial could not be run; the message is one line for the user."""

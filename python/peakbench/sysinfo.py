@@ -1,0 +1,108 @@
+"""A snapshot of the machine and the target's file system, stored with every trial.
+
+A number is only comparable with another if we know what produced it: the
+kernel, CPU, memory and the file system under the target (type, device,
+mount options) are recorded next to each result.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from importlib import metadata
+from pathlib import Path
+
+
+def snapshot(target: dict, engine_version: str | None = None) -> dict:
+    info = {
+        "os": _os_name(),
+        "kernel": platform.release(),
+        "machine": platform.machine(),
+        "hostname": platform.node(),
+        "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "memory_bytes": _memory_bytes(),
+        "python": platform.python_version(),
+        "peakbench_version": peakbench_version(),
+        "engine_version": engine_version,
+    }
+    if target["kind"] == "posix":
+        info["target_fs"] = mount_of(target["path"])
+    return info
+
+
+def peakbench_version() -> str:
+    try:
+        return metadata.version("peakbench")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _os_name() -> str:
+    try:
+        for line in Path("/etc/os-release").read_text().splitlines():
+            if line.startswith("PRETTY_NAME="):
+                return line.split("=", 1)[1].strip('"')
+    except OSError:
+        pass
+    return platform.system()
+
+
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def _memory_bytes() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024  # the kernel reports kB (KiB)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def mount_of(path: str, mountinfo: str | None = None) -> dict | None:
+    """The mount holding `path`: the longest mount point that is a prefix of it.
+
+    /proc/self/mountinfo lines read (proc(5)):
+      36 35 98:0 /mnt1 /mnt/parent rw,noatime master:1 - ext3 /dev/root rw,errors=continue
+      id parent dev root mount-point options [optional...] - fstype source super-options
+    Later lines win a tie, as a later mount hides an earlier one at the same place.
+    """
+    if mountinfo is None:
+        try:
+            mountinfo = Path("/proc/self/mountinfo").read_text()
+        except OSError:
+            return None
+    real = os.path.realpath(path)
+    best = None
+    for line in mountinfo.splitlines():
+        left, sep, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if not sep or len(fields) < 6 or len(tail) < 3:
+            continue
+        mount_point = _unescape(fields[4])
+        inside = real == mount_point or real.startswith(mount_point.rstrip("/") + "/")
+        if inside and (best is None or len(mount_point) >= len(best["mount_point"])):
+            best = {
+                "mount_point": mount_point,
+                "fs_type": tail[0],
+                "device": _unescape(tail[1]),
+                "mount_options": fields[5],
+                "super_options": tail[2],
+            }
+    return best
+
+
+def _unescape(text: str) -> str:
+    # mountinfo writes space, tab, newline and backslash as octal escapes (\040 ...).
+    for code in ("040", "011", "012", "134"):
+        text = text.replace("\\" + code, chr(int(code, 8)))
+    return text

@@ -1,0 +1,369 @@
+"""Workload files (TOML): what to create, what to do, and how the file set scales.
+
+    name = "web-server"
+    description = "..."
+    source = "where the numbers come from"
+
+    [fileset]                  # the creation-phase knobs of Fstress
+    files_per_dir = {kind = "uniform", low = 12, high = 60}
+    dirs_per_dir = 4
+    symlinks_per_dir = 0       # optional, default 0
+    max_depth = 3
+    file_sizes = {kind = "lognormal", mean = "10.5KB", median = "1.3KB", max = "138MB"}
+    file_popularity = {kind = "zipf", alpha = 0.75}   # optional, default uniform
+    dir_popularity = 1                                # optional
+    symlink_popularity = 1                            # optional
+    active_fraction = 1.0      # optional: share of files that are ever accessed
+    seed = 1                   # optional: layout seed, independent of the op seed
+
+    [scaling]                  # self-scaling: the file set follows the offered load
+    bytes_per_op = "100KB"     # per op/s of offered load; or files_per_op = 10
+    min_files = 100            # optional
+
+    [mix]                      # percentages or weights, normalised to 1
+    getattr = 55
+    read = 28
+    # or: mixfile = "specsfs2008.mix"   (SPECsfs MIXFILE VERSION 2)
+
+    [read]                     # optional, default 8KiB random
+    size = "8KiB"
+    pattern = "whole_file"     # random | sequential | whole_file
+    [write]                    # optional, default 8KiB random
+    size = "8KiB"
+    pattern = "append"         # random | sequential | append | whole_file
+    [load]                     # optional
+    arrivals = "uniform"       # uniform (Fstress metronome) | poisson
+
+Unknown keys are errors, so a typo cannot silently fall back to a default.
+Every error names the file, the line of the offending key, and the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import re
+import tomllib
+from pathlib import Path
+
+from . import distributions
+from .errors import InputError
+from .mix import OPS, normalise
+from .mixfile import read_mixfile
+from .units import parse_size
+
+SPEC_SCHEMA = "peakbench.trial-spec/1"
+CANNED_DIR = Path(__file__).parent / "workloads"
+
+TABLES = ("fileset", "scaling", "mix", "read", "write", "load")
+TOP_KEYS = ("name", "description", "source", *TABLES)
+FILESET_DISTS = {  # key -> what its samples measure
+    "files_per_dir": "count", "dirs_per_dir": "count", "symlinks_per_dir": "count",
+    "file_sizes": "size",
+    "file_popularity": "popularity", "dir_popularity": "popularity", "symlink_popularity": "popularity",
+}
+FILESET_KEYS = (*FILESET_DISTS, "max_depth", "active_fraction", "seed")
+FILESET_REQUIRED = ("files_per_dir", "dirs_per_dir", "max_depth", "file_sizes")
+FILESET_DEFAULTS = {"symlinks_per_dir": 0, "file_popularity": 1, "dir_popularity": 1, "symlink_popularity": 1}
+SCALING_KEYS = ("files_per_op", "bytes_per_op", "min_files")
+READ_PATTERNS = ("random", "sequential", "whole_file")
+WRITE_PATTERNS = ("random", "sequential", "append", "whole_file")
+ARRIVALS = ("uniform", "poisson")
+DEFAULT_IO = {"size": "8KiB", "pattern": "random"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Scaling:
+    """How many files a trial at a given offered load gets (exactly one per-op figure is set)."""
+
+    files_per_op: float | None
+    bytes_per_op: float | None
+    min_files: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    name: str
+    description: str
+    source: str
+    path: Path
+    fileset: dict  # the engine's "fileset" without "files", which depends on the load
+    scaling: Scaling
+    mix: dict[str, float]  # shares summing to 1
+    mix_note: str | None  # set when the written mix had to be rescaled
+    read: dict
+    write: dict
+    arrivals: str
+
+    @property
+    def mean_file_size(self) -> float:
+        return distributions.mean(self.fileset["file_sizes"])
+
+    def files_at(self, rate: float, scale: float = 1.0) -> int:
+        """Self-scaling: the file count for an offered load of `rate` ops/s."""
+        s = self.scaling
+        if s.files_per_op is not None:
+            wanted = rate * scale * s.files_per_op
+        else:
+            wanted = rate * scale * s.bytes_per_op / self.mean_file_size
+        return max(s.min_files, math.ceil(wanted))
+
+    def bytes_at(self, rate: float, scale: float = 1.0) -> float:
+        """The file set's expected size in bytes at that load."""
+        return self.files_at(rate, scale) * self.mean_file_size
+
+
+def canned_names() -> list[str]:
+    return sorted(path.stem for path in CANNED_DIR.glob("*.toml"))
+
+
+def find_workload(name_or_path: str) -> Workload:
+    """A canned workload by name, or a workload file by path (./NAME for a file named like a canned one)."""
+    if name_or_path in canned_names():
+        return load_workload(CANNED_DIR / f"{name_or_path}.toml")
+    path = Path(name_or_path)
+    if path.suffix == ".toml" or path.is_file():
+        return load_workload(path)
+    raise InputError(
+        f"unknown workload {name_or_path!r}; known: {', '.join(canned_names())} (or give a path to a .toml file)"
+    )
+
+
+def load_workload(path: Path) -> Workload:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputError(f"cannot read workload file: {error}", file=path) from None
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise _syntax_error(path, error) from None
+    try:
+        return _parse(document, path)
+    except InputError as error:
+        raise error.located(path, _KeyLines(text).line_of(error.field)) from None
+
+
+def _syntax_error(path: Path, error: tomllib.TOMLDecodeError) -> InputError:
+    # tomllib puts the position at the end of its message: "... (at line 3, column 7)".
+    match = re.search(r"\(at line (\d+), column (\d+)\)$", str(error))
+    if match is None:
+        return InputError(f"invalid TOML: {error}", file=path)
+    message = str(error)[: match.start()].rstrip()
+    return InputError(f"invalid TOML: {message} (column {match.group(2)})", file=path, line=int(match.group(1)))
+
+
+class _KeyLines:
+    """Finds the line where a key was written, so semantic errors can point at it.
+
+    A field "fileset.file_sizes.mean" is looked up as key `file_sizes` inside
+    the `[fileset]` table (an inline table sits on its key's line); failing
+    that, as a dotted key `fileset.file_sizes = ...`, then the table's header.
+    """
+
+    _HEADER = re.compile(r"\s*\[\s*([A-Za-z0-9_.\"' -]+?)\s*\]\s*(#.*)?")
+
+    def __init__(self, text: str):
+        self.lines = text.splitlines()
+
+    def line_of(self, field: str | None) -> int | None:
+        if not field:
+            return None
+        parts = re.split(r"[.\[]", field)
+        if parts[0] in TABLES:
+            table, key = parts[0], parts[1] if len(parts) > 1 else None
+        else:
+            table, key = "", parts[0]
+        current = ""
+        header_line = None
+        for number, line in enumerate(self.lines, start=1):
+            header = self._HEADER.fullmatch(line)
+            if header:
+                current = header.group(1).replace('"', "").replace("'", "")
+                if table == "" and current == key:  # a misspelt table: [lod]
+                    return number
+                if current == table:
+                    header_line = number
+                    if key is None:
+                        return number
+                continue
+            if current == table and self._assigns(line, key):
+                return number
+            if current == "" and table and self._assigns(line, f"{table}.{key}"):
+                return number
+        return header_line
+
+    @staticmethod
+    def _assigns(line: str, key: str) -> bool:
+        return re.match(rf"\s*[\"']?{re.escape(key)}[\"']?\s*=", line) is not None
+
+
+def _check_keys(table: dict, allowed: tuple[str, ...], prefix: str) -> None:
+    for key in table:
+        if key not in allowed:
+            close = difflib.get_close_matches(key, allowed, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"allowed: {', '.join(allowed)}"
+            raise InputError(f"unknown key {key!r}; {hint}", field=f"{prefix}{key}")
+
+
+def _table(document: dict, key: str, required: bool) -> dict:
+    value = document.get(key)
+    if value is None:
+        if required:
+            raise InputError(f"the workload needs a [{key}] table", field=key)
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(f"must be a table ([{key}])", field=key)
+    return value
+
+
+def _string(document: dict, key: str, default: str) -> str:
+    value = document.get(key, default)
+    if not isinstance(value, str):
+        raise InputError("must be a string", field=key)
+    return value
+
+
+def _choice(table: dict, key: str, prefix: str, choices: tuple[str, ...], default: str) -> str:
+    value = table.get(key, default)
+    if value not in choices:
+        raise InputError(f"must be one of {', '.join(choices)} (got {value!r})", field=f"{prefix}{key}")
+    return value
+
+
+def _positive_number(value: object, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+        raise InputError(f"must be a number > 0 (got {value!r})", field=field)
+    return float(value)
+
+
+def _parse(document: dict, path: Path) -> Workload:
+    _check_keys(document, TOP_KEYS, "")
+    base_dir = path.parent
+    fileset = _parse_fileset(_table(document, "fileset", required=True), base_dir)
+    scaling = _parse_scaling(_table(document, "scaling", required=True))
+    if scaling.bytes_per_op is not None and not 0 < distributions.mean(fileset["file_sizes"]) < math.inf:
+        raise InputError(
+            "scaling by bytes_per_op needs a finite, non-zero mean file size (a pareto with alpha <= 1 needs a max)",
+            field="fileset.file_sizes",
+        )
+    mix, mix_note = _parse_mix(_table(document, "mix", required=True), base_dir)
+    return Workload(
+        name=_string(document, "name", path.stem),
+        description=_string(document, "description", ""),
+        source=_string(document, "source", ""),
+        path=path,
+        fileset=fileset,
+        scaling=scaling,
+        mix=mix,
+        mix_note=mix_note,
+        read=_parse_io(_table(document, "read", required=False), "read", READ_PATTERNS, base_dir),
+        write=_parse_io(_table(document, "write", required=False), "write", WRITE_PATTERNS, base_dir),
+        arrivals=_choice(_table(document, "load", required=False), "arrivals", "load.", ARRIVALS, "uniform"),
+    )
+
+
+def _parse_fileset(table: dict, base_dir: Path) -> dict:
+    _check_keys(table, FILESET_KEYS, "fileset.")
+    for key in FILESET_REQUIRED:
+        if key not in table:
+            raise InputError(f"[fileset] needs {key!r}", field=f"fileset.{key}")
+    fileset = {}
+    for key, quantity in FILESET_DISTS.items():
+        written = table.get(key, FILESET_DEFAULTS.get(key))
+        fileset[key] = distributions.parse_distribution(
+            written, field=f"fileset.{key}", quantity=quantity, base_dir=base_dir
+        )
+    depth = table["max_depth"]
+    if isinstance(depth, bool) or not isinstance(depth, int) or not 0 <= depth <= 64:
+        raise InputError(f"must be a whole number from 0 to 64 (got {depth!r})", field="fileset.max_depth")
+    fileset["max_depth"] = depth
+    fraction = table.get("active_fraction", 1.0)
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
+        raise InputError(f"must be a share in (0, 1] (got {fraction!r})", field="fileset.active_fraction")
+    fileset["active_fraction"] = float(fraction)
+    seed = table.get("seed", 1)
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
+        raise InputError(f"must be a whole number >= 0 (got {seed!r})", field="fileset.seed")
+    fileset["seed"] = seed
+    return fileset
+
+
+def _parse_scaling(table: dict) -> Scaling:
+    _check_keys(table, SCALING_KEYS, "scaling.")
+    if ("files_per_op" in table) == ("bytes_per_op" in table):
+        raise InputError("give exactly one of files_per_op or bytes_per_op", field="scaling")
+    files_per_op = bytes_per_op = None
+    if "files_per_op" in table:
+        files_per_op = _positive_number(table["files_per_op"], "scaling.files_per_op")
+    else:
+        bytes_per_op = parse_size(table["bytes_per_op"], "scaling.bytes_per_op")
+        if bytes_per_op <= 0:
+            raise InputError("must be > 0", field="scaling.bytes_per_op")
+    min_files = table.get("min_files", 1)
+    if isinstance(min_files, bool) or not isinstance(min_files, int) or min_files < 1:
+        raise InputError(f"must be a whole number >= 1 (got {min_files!r})", field="scaling.min_files")
+    return Scaling(files_per_op, bytes_per_op, min_files)
+
+
+def _parse_mix(table: dict, base_dir: Path) -> tuple[dict[str, float], str | None]:
+    if "mixfile" in table:
+        if len(table) > 1:
+            raise InputError("give either mixfile or op weights, not both", field="mix.mixfile")
+        if not isinstance(table["mixfile"], str):
+            raise InputError("must be a file name", field="mix.mixfile")
+        return normalise(read_mixfile(base_dir / table["mixfile"]))
+    _check_keys(table, OPS, "mix.")
+    for op, weight in table.items():
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight < 0:
+            raise InputError(f"must be a percentage or weight >= 0 (got {weight!r})", field=f"mix.{op}")
+    if not any(weight > 0 for weight in table.values()):
+        raise InputError("the mix has no op with a weight above 0", field="mix")
+    return normalise(table)
+
+
+def _parse_io(table: dict, name: str, patterns: tuple[str, ...], base_dir: Path) -> dict:
+    _check_keys(table, ("size", "pattern"), f"{name}.")
+    size = distributions.parse_distribution(
+        table.get("size", DEFAULT_IO["size"]), field=f"{name}.size", quantity="size", base_dir=base_dir
+    )
+    return {"size": size, "pattern": _choice(table, "pattern", f"{name}.", patterns, DEFAULT_IO["pattern"])}
+
+
+def trial_spec(
+    workload: Workload,
+    target: dict,
+    *,
+    rate: float,
+    warmup_s: float,
+    runtime_s: float,
+    seed: int = 1,
+    scale: float = 1.0,
+    max_outstanding: int | None = None,
+    arrivals: str | None = None,
+    drain_timeout_s: float = 10.0,
+) -> dict:
+    """The engine's TrialSpec (SPEC.md) for one trial of `workload` at `rate` ops/s.
+
+    `target` is the engine's target object (see targets.py); `arrivals`
+    overrides the workload's own choice; `scale` multiplies the file set.
+    """
+    return {
+        "schema": SPEC_SCHEMA,
+        "target": target,
+        "seed": seed,
+        "load": {
+            "rate": rate,
+            "arrivals": arrivals or workload.arrivals,
+            "warmup_s": warmup_s,
+            "runtime_s": runtime_s,
+            "max_outstanding": max_outstanding,
+            "drain_timeout_s": drain_timeout_s,
+        },
+        "fileset": {**workload.fileset, "files": workload.files_at(rate, scale)},
+        "mix": workload.mix,
+        "read": workload.read,
+        "write": workload.write,
+    }

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what peakbench needs on a fresh Debian machine, then peakbench itself
+# (pip builds the Rust engine with maturin). Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v cc >/dev/null || need_apt+=(build-essential)
+command -v mkfs.ext4 >/dev/null || need_apt+=(e2fsprogs)
+command -v python3 >/dev/null || need_apt+=(python3 python3-pip python3-venv)
+if ! command -v cargo >/dev/null && [ ! -x "$HOME/.cargo/bin/cargo" ]; then need_apt+=(cargo); fi
+if [ ${#need_apt[@]} -gt 0 ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
+fi
+export PATH="$HOME/.cargo/bin:$PATH"
+python3 -m pip install -q --disable-pip-version-check ".[test]"

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The test suite: the engine's own tests (cargo test) and the rest (pytest).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install.sh
+export PATH="$HOME/.cargo/bin:$PATH"
+(cd engine && cargo test --release --quiet)
+# pytest exits 5 when it collects nothing: that is a failure here, never a pass.
+python3 -m pytest -q -p no:cacheprovider "$@"

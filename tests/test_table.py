@@ -1,0 +1,57 @@
+from rich.console import Console
+
+from peakbench.cli import json_report
+from peakbench.table import print_trial
+
+SPEC = {"load": {"arrivals": "uniform"}, "mix": {"getattr": 0.6, "read": 0.4}}
+
+
+def op(count, mean, total, errors=None, timeouts=0):
+    return {"count": count, "mean_ms": mean, "stddev_ms": 0.1, "p50_ms": mean, "p99_ms": mean * 3,
+            "total_ms": total, "errors": errors or {}, "timeouts": timeouts}
+
+
+def result(**overrides):
+    base = {
+        "requested_rate": 100.0, "achieved_rate": 99.5, "completed": 995, "warmup_s": 1, "runtime_s": 10,
+        "ops": {"getattr": op(600, 0.1, 60.0), "read": op(395, 0.5, 197.5, {"EIO": 2}, timeouts=1)},
+        "latency": {"count": 995, "mean_ms": 0.26, "stddev_ms": 0.2, "p50_ms": 0.1, "p99_ms": 1.5},
+        "schedule_lag": {"mean_ms": 0.01, "p99_ms": 0.05, "max_ms": 0.3},
+        "generator_saturated": False, "saturation_reason": None,
+        "outstanding": {"cap": None, "cap_bound": 0},
+    }
+    return {**base, **overrides}
+
+
+def render(res) -> str:
+    console = Console(width=120, record=True)
+    print_trial(SPEC, res, console)
+    return console.export_text()
+
+
+def test_the_table_has_fstress_columns_and_the_overall_figures():
+    text = render(result())
+    for heading in ("op", "mix %", "count", "mean", "stddev", "p50", "p99", "% time", "errors"):
+        assert heading in text
+    read_row = next(line for line in text.splitlines() if "│ read" in line)
+    assert "40.0" in read_row and "395" in read_row and "76.7" in read_row  # 197.5 of 257.5 ms
+    assert "offered 100.0 ops/s, achieved 99.5 ops/s (99.5%)" in text
+    assert "latency mean 0.260 ± 0.200 ms (n=995)" in text
+    assert "errors: read EIO×2, read timeout×1" in text
+    assert "SATURATED" not in text
+
+
+def test_a_saturated_generator_is_shouted_about():
+    text = render(result(generator_saturated=True, saturation_reason="schedule lag grew to 40 ms"))
+    assert "WARNING: THE LOAD GENERATOR SATURATED (schedule lag grew to 40 ms)" in text
+
+
+def test_a_saturated_target_is_hinted_at():
+    assert "probably saturated" in render(result(achieved_rate=60.0))
+
+
+def test_json_report_keeps_error_kinds_and_adds_a_count():
+    report = json_report(3, "w", result())
+    assert report["ops"]["read"]["errors"] == {"EIO": 2}
+    assert report["ops"]["read"]["error_count"] == 3
+    assert report["trial_id"] == 3 and report["requested_rate"] == 100.0
