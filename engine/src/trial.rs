@@ -71,8 +71,8 @@ struct Claim {
     op: Op,
     due_ns: u64,
     request: Request,
-    /// Claimed late because every thread was blocked in the target (or the cap allowed no more).
-    held_by_target: bool,
+    /// Claimed late while no more threads were allowed (the cap or the thread limit).
+    held_by_limit: bool,
 }
 
 struct Done {
@@ -93,7 +93,10 @@ struct State {
     sent_by_op: [u64; Op::ALL.len()],
     sent_in_window: u64,
     completed_in_window: u64,
-    held_by_target: u64,
+    held_by_limit: u64,
+    /// Requests of the window the generator never got to send.
+    unsent: u64,
+    unsent_by_generator: u64,
     trace: Vec<Value>,
     trace_limit: usize,
 }
@@ -104,6 +107,7 @@ struct Shared {
     start: Instant,
     window: Window,
     thread_limit: usize,
+    lag_limit_ns: u64,
     /// Due time of the next unclaimed request, NOT_DUE once the schedule is done.
     next_due: AtomicU64,
     /// Requests claimed so far (the next one's number).
@@ -129,6 +133,20 @@ impl State {
         if self.next_due >= shared.window.end_ns {
             return None;
         }
+        if now >= shared.window.end_ns + shared.lag_limit_ns {
+            // The window is long over and the generator is still behind: what it never sent
+            // is counted, not sent late into a window that no longer measures it.
+            // Unsent because the thread limit was reached is the server's doing.
+            let blocked = shared.threads.load(Relaxed) >= shared.thread_limit;
+            while self.next_due < shared.window.end_ns {
+                self.unsent += 1;
+                self.unsent_by_generator += !blocked as u64;
+                self.n += 1;
+                self.next_due = self.schedule.due_ns(self.n);
+            }
+            shared.next_due.store(NOT_DUE, Relaxed);
+            return None;
+        }
         let due_ns = self.next_due;
         let (op, request, object) = self.gen.next();
         if self.trace.len() < self.trace_limit {
@@ -138,15 +156,16 @@ impl State {
         self.next_due = self.schedule.due_ns(self.n);
         shared.next_due.store(if self.next_due >= shared.window.end_ns { NOT_DUE } else { self.next_due }, Relaxed);
         shared.claimed.store(self.n, Relaxed);
-        // Late while every other thread was blocked in the target: the server (or the cap)
-        // held it, not a slow generator.
-        let held_by_target = now > due_ns + SPAWN_AFTER_NS && shared.busy.load(Relaxed) + 1 >= shared.threads.load(Relaxed);
+        // Late while no more threads were allowed: the cap (or the thread limit) held it
+        // behind requests blocked in the target, not a slow generator. Below the limit the
+        // monitor adds threads within microseconds, so lasting lag there is the generator's.
+        let held_by_limit = now > due_ns + SPAWN_AFTER_NS && shared.threads.load(Relaxed) >= shared.thread_limit;
         if shared.window.contains(due_ns) {
             self.sent_in_window += 1;
             self.sent_by_op[op.index()] += 1;
-            self.held_by_target += held_by_target as u64;
+            self.held_by_limit += held_by_limit as u64;
         }
-        Some(Claim { op, due_ns, request, held_by_target })
+        Some(Claim { op, due_ns, request, held_by_limit })
     }
 
     fn complete(&mut self, shared: &Shared, d: Done) {
@@ -155,8 +174,8 @@ impl State {
         if w.contains(due) {
             let lag = d.start_ns.saturating_sub(due);
             self.rec.lag.saturating_record(lag.max(1));
-            if !d.claim.held_by_target {
-                // Lag while all threads were blocked is the server's doing; only free lag indicts the generator.
+            if !d.claim.held_by_limit {
+                // Lag behind the cap is the server's doing; only free lag indicts the generator.
                 self.lag_quarters[w.quarter(due)].add(lag);
             }
             self.rec.ops[d.claim.op.index()].record(d.done_ns.saturating_sub(due), &d.outcome);
@@ -254,7 +273,9 @@ pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Valu
         sent_by_op: [0; Op::ALL.len()],
         sent_in_window: 0,
         completed_in_window: 0,
-        held_by_target: 0,
+        held_by_limit: 0,
+        unsent: 0,
+        unsent_by_generator: 0,
         trace: Vec::new(),
         trace_limit: spec.trace_ops,
     };
@@ -264,6 +285,7 @@ pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Valu
         start: Instant::now(),
         window,
         thread_limit: load.max_outstanding.unwrap_or(DEFAULT_THREAD_LIMIT),
+        lag_limit_ns: (load.lag_limit_ms * 1e6) as u64,
         next_due: AtomicU64::new(first_due),
         claimed: AtomicU64::new(0),
         threads: AtomicUsize::new(0),
@@ -306,14 +328,17 @@ fn monitor(spec: &TrialSpec, shared: &Arc<Shared>) -> usize {
         let due = shared.next_due.load(Relaxed);
         let threads = shared.threads.load(Relaxed);
         max_busy = max_busy.max(shared.busy.load(Relaxed));
-        // Every thread busy inside the target while a request waits, seen twice: add a
-        // thread. Seen once, it may be a 1 µs syscall caught in the act.
+        // Every thread busy inside the target while a request waits, seen twice: add
+        // threads for what is overdue. Seen once, it may be a 1 µs syscall caught in the act.
         let claimed = shared.claimed.load(Relaxed);
         let starved = due != NOT_DUE && now > due + SPAWN_AFTER_NS && shared.busy.load(Relaxed) >= threads;
         suspect = match suspect {
             Some((c, since)) if starved && c == claimed => {
                 if now - since >= SPAWN_AFTER_NS && threads < shared.thread_limit {
-                    spawn_sender(shared);
+                    let overdue = ((now - due) as f64 * load.rate / 1e9).ceil() as usize;
+                    for _ in 0..overdue.clamp(1, 16).min(shared.thread_limit - threads) {
+                        spawn_sender(shared);
+                    }
                     None
                 } else {
                     Some((c, since))
@@ -351,14 +376,26 @@ fn result(spec: &TrialSpec, shared: &Shared, state: &State, max_busy: usize, res
     let load = &spec.load;
     let (ops, all) = state.rec.summaries();
     let quarters = state.lag_quarters;
-    let (first, last) = (quarters[0].mean_ms(), quarters[3].mean_ms());
-    let saturated = last > load.lag_limit_ms && last > first;
-    let saturation_reason = saturated.then(|| {
-        format!(
+    // Compare the first and the last quarter that sent anything: a generator far
+    // behind may never reach the last quarter's requests at all.
+    let sent_quarters: Vec<&LagSum> = quarters.iter().filter(|q| q.count > 0).collect();
+    let first = sent_quarters.first().map_or(0.0, |q| q.mean_ms());
+    let last = sent_quarters.last().map_or(0.0, |q| q.mean_ms());
+    let lag_grew = last > load.lag_limit_ms && last > first;
+    let saturation_reason = if state.unsent_by_generator > 0 {
+        Some(format!(
+            "the generator never sent {} of the window's requests although sender threads were free; the engine, not the target, limited this trial",
+            state.unsent_by_generator
+        ))
+    } else if lag_grew {
+        Some(format!(
             "the generator fell behind its own schedule: mean send lag grew from {first:.3} ms to {last:.3} ms over the run (limit {} ms); the engine, not the target, limited this trial",
             load.lag_limit_ms
-        )
-    });
+        ))
+    } else {
+        None
+    };
+    let saturated = saturation_reason.is_some();
     let lag = summarize(&state.rec.lag);
     let mix_actual: serde_json::Map<String, Value> = Op::ALL
         .iter()
@@ -374,6 +411,7 @@ fn result(spec: &TrialSpec, shared: &Shared, state: &State, max_busy: usize, res
         "requested_rate": load.rate,
         "achieved_rate": state.completed_in_window as f64 / load.runtime_s,
         "sent": state.sent_in_window,
+        "unsent": state.unsent,
         "completed": all.len(),
         "warmup_s": load.warmup_s,
         "runtime_s": load.runtime_s,
@@ -383,8 +421,8 @@ fn result(spec: &TrialSpec, shared: &Shared, state: &State, max_busy: usize, res
                           "quarters_mean_ms": quarters.iter().map(|q| q.mean_ms()).collect::<Vec<_>>()},
         "generator_saturated": saturated,
         "saturation_reason": saturation_reason,
-        "outstanding": {"cap": load.max_outstanding, "cap_bound": if capped { state.held_by_target } else { 0 }, "max": max_busy,
-                         "threads": shared.threads.load(Relaxed), "waited_for_thread": if capped { 0 } else { state.held_by_target }},
+        "outstanding": {"cap": load.max_outstanding, "cap_bound": if capped { state.held_by_limit } else { 0 }, "max": max_busy,
+                         "threads": shared.threads.load(Relaxed), "thread_limit_bound": if capped { 0 } else { state.held_by_limit }},
         "mix_actual": mix_actual,
         "engine_cpu_s": cpu_s,
         "peak_rss_kib": rss_kib,
