@@ -1,0 +1,45 @@
+"""Search policies: a load picker, and whether each load starts with a cheap scout trial.
+
+"guided" is ours and the default. The others are the paper's baselines,
+which all measure every load the same way (Algorithm 2: at least
+min_trials full-length trials).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from .pickers import Binsearch, BracketedSecant, Linear, LoadPicker, ModelGuided
+from .settings import SearchSettings
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    name: str
+    description: str
+    make_picker: Callable[[SearchSettings], LoadPicker]
+    # Each load starts with one short trial; when it is clearly far from the
+    # peak region it decides the load, else careful trials follow.
+    scout: bool
+
+
+POLICIES = {
+    policy.name: policy
+    for policy in (
+        Policy("guided", "ours: scout trials far from the peak, secant steps kept inside the bracket",
+               BracketedSecant, scout=True),
+        Policy("binsearch", "paper Algorithm 3: double, then bisect", Binsearch, scout=False),
+        Policy("model", "paper Algorithm 4: R = 1/(a − bλ) through the newest point and the nearest to Rsat",
+               ModelGuided, scout=False),
+        Policy("linear", "the strawman: fixed step of start_load, then bisect", Linear, scout=False),
+    )
+}
+DEFAULT_POLICY = "guided"
+
+
+def policy_named(name: str) -> Policy:
+    try:
+        return POLICIES[name]
+    except KeyError:
+        raise ValueError(f"policy must be one of {', '.join(POLICIES)} (got {name!r})") from None

@@ -1,0 +1,312 @@
+"""The peak-rate search (the paper's Algorithm 2) over a `run_trial` callable.
+
+    find_peak(run_trial, settings, policy="guided", seed_load=None, progress=None)
+
+`run_trial(load, runlength_s) -> Observation` runs one independent trial
+(warm-up included); the search never looks inside it. At each test load the
+policy either starts with one short scout trial, which decides the load when
+it is clearly far from the peak region (more than SCOUT_FAR_FACTOR outside
+it, or saturated by a one-trial signal), or goes straight to careful trials:
+from min_trials trials on, a t-interval of R̄ wholly below or above the
+region decides the load; the peak (interval overlapping the region with the
+target accuracy) is claimed through Stein's two-stage procedure (see
+careful()); max_trials without a decision is noisy.
+
+Only careful trials of one runlength enter an interval, so the peak's claim
+(R̄'s interval at confidence c, accuracy ≥ a) rests on trials at λ* alone;
+scout decisions only steer the search. A scout decision is provisional:
+when the bracket closes with a scout-decided end, that end is measured
+carefully.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from .history import ABOVE, BELOW, PEAK, LoadRecord, SearchHistory, same_load
+from .observation import Observation, saturation_signal
+from .pickers import bisection_step
+from .policies import DEFAULT_POLICY, Policy, policy_named
+from .response_model import line_through
+from . import result as verdicts
+from .result import LoadSummary, SearchResult, TraceEntry
+from .settings import SearchSettings
+from .statistics import (STEIN_PILOT, ConfidenceInterval, sample_deviation, stein_interval, stein_trials,
+                         t_interval)
+
+RunTrial = Callable[[float, float], Observation]
+# progress(load, trial number at that load, width of R̄'s interval in ms or None)
+Progress = Callable[[float, int, float | None], None]
+
+SCOUT_FAR_FACTOR = 2.0  # a scout decides when R̄ is below region/2 or above region·2
+CLOSED_BRACKET = 0.002  # a bracket narrower than this (relative) leaves no load to try
+
+
+class _Stopped(Exception):
+    def __init__(self, verdict: str, message: str):
+        super().__init__(message)
+        self.verdict = verdict
+        self.message = message
+
+
+def find_peak(run_trial: RunTrial, settings: SearchSettings | None = None,
+              policy: str | Policy = DEFAULT_POLICY, seed_load: float | None = None,
+              progress: Progress | None = None) -> SearchResult:
+    """Search the peak rate; `seed_load` starts there instead of settings.start_load."""
+    settings = settings or SearchSettings()
+    if isinstance(policy, str):
+        policy = policy_named(policy)
+    if seed_load is not None and not (math.isfinite(seed_load) and seed_load > 0):
+        raise ValueError(f"seed_load must be a positive number (got {seed_load!r})")
+    return _Search(run_trial, settings, policy, progress).run(seed_load)
+
+
+class _Search:
+    def __init__(self, run_trial: RunTrial, settings: SearchSettings, policy: Policy,
+                 progress: Progress | None):
+        self.run_trial = run_trial
+        self.settings = settings
+        self.policy = policy
+        self.progress = progress
+        self.history = SearchHistory()
+        self.trace: list[tuple[float, str, int, float, Observation, float]] = []
+        self.cost_s = 0.0
+
+    # -- the loop -------------------------------------------------------------
+
+    def run(self, seed_load: float | None) -> SearchResult:
+        picker = self.policy.make_picker(self.settings)
+        load = self.clamp(seed_load if seed_load is not None else self.settings.start_load)
+        careful_only = False
+        try:
+            while True:
+                record = self.measure(load, careful_only)
+                self.history.add(record)
+                if record.classification == PEAK:
+                    return self.peak_result(record)
+                self.stop_at_the_limits(record)
+                load, careful_only = self.next_step(picker)
+        except _Stopped as stop:
+            return self.result(stop.verdict, stop.message)
+
+    def stop_at_the_limits(self, record: LoadRecord) -> None:
+        s = self.settings
+        if record.classification == BELOW and record.load >= s.max_load * (1 - 1e-9):
+            raise _Stopped(verdicts.NOT_SATURATED,
+                           f"not saturated up to the maximum rate {s.max_load:g} ops/s "
+                           f"(R̄ {record.mean_ms:.1f} ms, below {s.region_low_ms:g} ms); "
+                           "raise the maximum rate (--max-rate) to find the peak")
+        if record.classification == ABOVE and record.load <= s.min_load * (1 + 1e-9):
+            raise _Stopped(verdicts.SATURATED_AT_MIN,
+                           f"already saturated at the lowest rate {s.min_load:g} ops/s ({record.reason}); "
+                           "lower the minimum rate (--min-rate) or check the target")
+
+    def next_step(self, picker) -> tuple[float, bool]:
+        """The next load, and whether it is a careful re-check of a scout-decided one."""
+        if len(self.history.records) >= self.settings.max_loads:
+            raise _Stopped(verdicts.NOISY,
+                           f"no peak after {self.settings.max_loads} test loads: the response curve "
+                           "does not settle; lengthen the runlength or widen the peak region")
+        low, high = self.history.bracket()
+        if low is not None and high is not None and high.load <= low.load * (1 + CLOSED_BRACKET):
+            scouted = [r for r in (low, high) if r.scouted]
+            if scouted:
+                return scouted[0].load, True
+            raise _Stopped(verdicts.NOISY,
+                           f"no load lands in the peak region: R̄ goes from {low.mean_ms:.1f} ms at "
+                           f"{low.load:g} ops/s to {high.mean_ms:.1f} ms at {high.load:g} ops/s; "
+                           "lengthen the runlength or widen the peak region (--width)")
+        proposal = self.clamp(picker.next_load(self.history))
+        if self.history.tested(proposal):
+            proposal = self.clamp(bisection_step(self.history))
+        if self.history.tested(proposal):
+            raise _Stopped(verdicts.NOISY,
+                           f"the search cannot move on from {proposal:g} ops/s: its results contradict "
+                           "each other; lengthen the runlength or allow more trials")
+        return proposal, False
+
+    def clamp(self, load: float) -> float:
+        return min(max(load, self.settings.min_load), self.settings.max_load)
+
+    # -- measuring one load ---------------------------------------------------
+
+    def measure(self, load: float, careful_only: bool) -> LoadRecord:
+        if self.policy.scout and not careful_only:
+            observation = self.trial(load, self.settings.scout_runlength, "scout", 1)
+            self.report(load, 1, None)
+            decided = self.scout_decision(load, observation)
+            if decided is not None:
+                return decided
+        return self.careful(load)
+
+    def scout_decision(self, load: float, observation: Observation) -> LoadRecord | None:
+        s = self.settings
+        signal = saturation_signal(observation, s)
+        mean = observation.mean_ms
+        if signal is not None:
+            return LoadRecord(load, ABOVE, mean, None, False, True, f"scout: {signal}")
+        if mean < s.region_low_ms / SCOUT_FAR_FACTOR:
+            return LoadRecord(load, BELOW, mean, None, True, True,
+                              f"scout: R̄ {mean:.1f} ms, far below the peak region")
+        if mean > s.region_high_ms * SCOUT_FAR_FACTOR:
+            return LoadRecord(load, ABOVE, mean, None, True, True,
+                              f"scout: R̄ {mean:.1f} ms, far above the peak region")
+        return None
+
+    def careful(self, load: float) -> LoadRecord:
+        """Careful trials at one load until it is below, above, or the peak (or noisy).
+
+        Classification looks after every trial from min_trials on, as in
+        Algorithm 2. The accuracy claim uses Stein's two-stage procedure: the
+        first `pilot` trials fix the sample deviation s0, which sets the total
+        N = ⌈(t·s0/h)²⌉ for the half-width h = (1−a)·R̄; the interval is
+        R̄ ± t·s0/√n with t on pilot−1 degrees of freedom, and the peak is
+        claimed only at n = N (a stage that falls short is the pilot of the
+        next). Adding one trial at a time until the interval is narrow enough,
+        as the paper does, stops when s happens to be small and covers less
+        than c: 88–94% in simulation.
+        """
+        s = self.settings
+        pilot = max(s.min_trials, STEIN_PILOT)
+        means: list[float] = []
+        interval: ConfidenceInterval | None = None
+        stage: tuple[int, float] | None = None  # (size, sample deviation) of the completed stage
+        planned = pilot  # trials this stage runs before the interval is judged for accuracy
+        for number in range(1, s.max_trials + 1):
+            observation = self.trial(load, s.runlength_s, "careful", number)
+            signal = saturation_signal(observation, s)
+            if signal is not None:
+                self.report(load, number, None)
+                return LoadRecord(load, ABOVE, observation.mean_ms, interval, False, False, signal)
+            means.append(observation.mean_ms)
+            if len(means) < s.min_trials:
+                self.report(load, number, None)
+                continue
+            if stage is None:
+                interval = t_interval(means, s.confidence)
+            else:
+                interval = stein_interval(means, stage[1], stage[0], s.confidence)
+            self.report(load, number, interval.high - interval.low)
+            decided = self.classify(load, interval, final=len(means) >= planned)
+            if decided is not None:
+                return decided
+            if len(means) >= planned:  # a stage is complete: it is the pilot of the next
+                stage = (len(means), sample_deviation(means))
+                planned = min(stein_trials(stage[1] / interval.mean, s.confidence, 1 - s.accuracy, stage[0]),
+                              s.max_trials)
+        raise _Stopped(verdicts.NOISY,
+                       f"at {load:g} ops/s R̄ varies too much from trial to trial "
+                       f"({self.describe(interval)}) to reach accuracy {s.accuracy:.0%} within {s.max_trials} "
+                       "trials; lengthen the runlength or allow more trials per load")
+
+    def classify(self, load: float, interval: ConfidenceInterval, final: bool) -> LoadRecord | None:
+        """Below or above the region whenever the interval says so; the peak only on a final interval."""
+        s = self.settings
+        described = self.describe(interval)
+        if interval.high < s.region_low_ms:
+            return LoadRecord(load, BELOW, interval.mean, interval, True, False, f"{described} below the peak region")
+        if interval.low > s.region_high_ms:
+            return LoadRecord(load, ABOVE, interval.mean, interval, True, False, f"{described} above the peak region")
+        if final and interval.accuracy >= s.accuracy:
+            return LoadRecord(load, PEAK, interval.mean, interval, True, False,
+                              f"{described} in the peak region, accuracy {interval.accuracy:.1%}")
+        return None
+
+    def describe(self, interval: ConfidenceInterval | None) -> str:
+        if interval is None:
+            return "no interval yet"
+        return (f"R̄ {interval.mean:.1f} ms, {interval.confidence:.0%} CI "
+                f"[{interval.low:.1f}, {interval.high:.1f}] ms over {interval.count} trials")
+
+    def trial(self, load: float, runlength_s: float, purpose: str, number: int) -> Observation:
+        s = self.settings
+        if len(self.trace) >= s.max_total_trials:
+            raise _Stopped(verdicts.NOISY,
+                           f"trial budget of {s.max_total_trials} trials spent before the peak was found; "
+                           "lengthen the runlength or allow more trials")
+        if s.max_cost_s is not None and self.cost_s >= s.max_cost_s:
+            raise _Stopped(verdicts.NOISY,
+                           f"cost budget of {s.max_cost_s:g} s spent before the peak was found; "
+                           "lengthen the runlength or allow a larger budget")
+        observation = self.run_trial(load, runlength_s)
+        self.cost_s += observation.cost_s
+        self.trace.append((load, purpose, number, runlength_s, observation, self.cost_s))
+        if observation.generator_saturated:
+            raise _Stopped(verdicts.GENERATOR_BOUND,
+                           f"the load generator could not keep up at {load:g} ops/s, so the server's "
+                           "peak is beyond what this generator can show; add clients or lower --max-rate")
+        return observation
+
+    def report(self, load: float, number: int, width_ms: float | None) -> None:
+        if self.progress is not None:
+            self.progress(load, number, width_ms)
+
+    # -- results --------------------------------------------------------------
+
+    def peak_result(self, record: LoadRecord) -> SearchResult:
+        s = self.settings
+        interval = record.interval
+        ci_low, ci_high = self.peak_rate_interval(record)
+        message = (f"peak rate {record.load:.1f} ops/s: R̄ {interval.mean:.1f} ms, "
+                   f"{s.confidence:.0%} CI [{interval.low:.1f}, {interval.high:.1f}] ms, "
+                   f"accuracy {interval.accuracy:.1%}")
+        return self.result(verdicts.PEAK, message, record, ci_low, ci_high)
+
+    def peak_rate_interval(self, peak: LoadRecord) -> tuple[float | None, float | None]:
+        """R̄'s interval at λ* carried along the response line to an interval of the true peak."""
+        rsat = self.settings.rsat_ms
+        others = [p for p in self.history.curve_points() if not same_load(p[0], peak.load)]
+        if not others or peak.interval.low <= 0:
+            return None, None
+        nearest = min(others, key=lambda p: abs(math.log(p[1] / rsat)))
+        line = line_through((peak.load, peak.mean_ms), nearest)
+        if line is None:
+            return None, None
+        interval = peak.interval
+        return (peak.load + (1 / interval.high - 1 / rsat) / line.slope,
+                peak.load + (1 / interval.low - 1 / rsat) / line.slope)
+
+    def result(self, verdict: str, message: str, peak: LoadRecord | None = None,
+               ci_low: float | None = None, ci_high: float | None = None) -> SearchResult:
+        peak_rate = peak.load if peak is not None else None
+
+        def factor(load: float) -> float | None:
+            return load / peak_rate if peak_rate else None
+
+        trace = [TraceEntry(i + 1, load, factor(load), purpose, number, runlength, observation, cumulative)
+                 for i, (load, purpose, number, runlength, observation, cumulative) in enumerate(self.trace)]
+        low, high = self.history.bracket()
+        interval = peak.interval if peak is not None else None
+        return SearchResult(
+            verdict=verdict,
+            message=message,
+            policy=self.policy.name,
+            peak_rate=peak_rate,
+            ci_low=ci_low,
+            ci_high=ci_high,
+            bracket_low=low.load if low is not None else None,
+            bracket_high=high.load if high is not None else None,
+            response_ms=interval.mean if interval else None,
+            response_ci_low_ms=interval.low if interval else None,
+            response_ci_high_ms=interval.high if interval else None,
+            confidence=self.settings.confidence,
+            accuracy=interval.accuracy if interval else None,
+            target_accuracy=self.settings.accuracy,
+            cost_seconds=self.cost_s,
+            trials=len(trace),
+            loads=self.load_summaries(trace, factor),
+            trace=trace,
+        )
+
+    def load_summaries(self, trace: list[TraceEntry], factor) -> list[LoadSummary]:
+        summaries = []
+        for record in sorted(self.history.records, key=lambda r: r.load):
+            spent = [t for t in trace if same_load(t.load, record.load)]
+            interval = record.interval
+            summaries.append(LoadSummary(
+                load=record.load, load_factor=factor(record.load), classification=record.classification,
+                mean_ms=record.mean_ms,
+                ci_low_ms=interval.low if interval else None, ci_high_ms=interval.high if interval else None,
+                trials=len(spent), cost_s=sum(t.observation.cost_s for t in spent), reason=record.reason))
+        return summaries

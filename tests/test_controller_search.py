@@ -1,0 +1,173 @@
+"""The peak-rate search against the simulator, in virtual time."""
+
+import json
+import math
+
+import pytest
+
+from peakbench.controller import SearchSettings, find_peak
+from peakbench.controller.history import BELOW, LoadRecord, SearchHistory
+from peakbench.controller.pickers import ModelGuided
+from peakbench.controller.statistics import accuracy, stein_interval, t_interval
+from peakbench.sim import SimulatedServer, SimulatedTarget, simulate
+
+SETTINGS = SearchSettings()
+
+
+@pytest.fixture(scope="module")
+def side_by_side():
+    """All four policies over 60 simulated servers with known true peaks (250–4000 ops/s)."""
+    return {f.policy: f for f in simulate(("guided", "binsearch", "model", "linear"), 60, SETTINGS, seed=11).figures}
+
+
+def test_found_peak_lies_within_the_stated_accuracy_at_the_stated_confidence(side_by_side):
+    # "Within the stated accuracy": |λ_found − λ_true| / λ_true ≤ 1 − a (10%); failures count as misses.
+    for figures in side_by_side.values():
+        assert figures.samples >= 50
+        assert figures.within_accuracy >= SETTINGS.confidence, figures
+
+
+def test_interval_of_the_response_at_the_peak_holds_about_as_often_as_claimed(side_by_side):
+    # 60 samples: the binomial standard error at 95% is ~3%, so allow two of them.
+    figures = side_by_side["guided"]
+    assert figures.response_ci_coverage >= SETTINGS.confidence - 0.06
+    assert figures.mean_accuracy >= SETTINGS.accuracy
+
+
+def test_guided_costs_at_most_half_of_binsearch(side_by_side):
+    assert side_by_side["guided"].total_cost_s <= 0.5 * side_by_side["binsearch"].total_cost_s
+    assert side_by_side["guided"].total_cost_s < side_by_side["model"].total_cost_s
+
+
+def test_guided_costs_at_most_a_tenth_of_linear_on_a_web_server_range():
+    # Linear steps by the start load (50 ops/s), so its cost grows with λ*/50; on peaks of
+    # 1000–4000 ops/s (20–80 steps, like the paper's Web server surface) guided must cost ≤ 1/10.
+    report = simulate(("guided", "linear"), 50, SETTINGS, seed=12, peak_range=(1000, 4000))
+    guided, linear = report.figures
+    assert guided.within_accuracy >= SETTINGS.confidence
+    assert guided.total_cost_s <= 0.1 * linear.total_cost_s
+
+
+def search(server, policy="guided", settings=SETTINGS, **kwargs):
+    return find_peak(SimulatedTarget(server, settings.warmup_s, settings.psat, seed=5), settings, policy, **kwargs)
+
+
+@pytest.mark.parametrize("policy", ["guided", "binsearch", "model", "linear"])
+def test_peak_result_carries_intervals_and_the_trace(policy):
+    server = SimulatedServer.with_peak(700, service_ms=5)
+    events = []
+    result = search(server, policy, progress=lambda load, n, width: events.append((load, n, width)))
+    assert result.verdict == "peak" and result.policy == policy
+    assert abs(result.peak_rate - 700) / 700 <= 0.1
+    assert result.response_ci_low_ms <= result.response_ms <= result.response_ci_high_ms
+    assert result.response_ci_low_ms <= SETTINGS.region_high_ms and result.response_ci_high_ms >= SETTINGS.region_low_ms
+    assert result.accuracy >= SETTINGS.accuracy
+    assert result.ci_low <= result.ci_high
+    assert len(events) == result.trials == len(result.trace)
+    assert math.isclose(result.cost_seconds, sum(t.observation.cost_s for t in result.trace))
+    assert math.isclose(result.trace[-1].cumulative_cost_s, result.cost_seconds)
+    assert math.isclose(sum(s.cost_s for s in result.loads), result.cost_seconds)
+    assert sum(s.trials for s in result.loads) == result.trials
+    assert [t.load_factor for t in result.trace] == [t.load / result.peak_rate for t in result.trace]
+    assert result.trace[-1].load == result.peak_rate
+    data = json.loads(result.to_json())
+    for key in ("peak_rate", "ci_low", "ci_high", "confidence", "accuracy", "cost_seconds", "trials",
+                "verdict", "message", "trace"):
+        assert key in data
+
+
+def test_guided_scouts_far_loads_with_one_short_trial():
+    result = search(SimulatedServer.with_peak(2000, service_ms=5))
+    far = [s for s in result.loads if s.load_factor < 0.5]
+    assert far and all(s.trials == 1 and s.reason.startswith("scout") for s in far)
+    assert all(t.runlength_s == SETTINGS.scout_runlength for t in result.trace if t.purpose == "scout")
+
+
+def test_binsearch_doubles_from_the_start_load_then_bisects():
+    result = search(SimulatedServer.with_peak(700, service_ms=5), "binsearch")
+    loads = list(dict.fromkeys(t.load for t in result.trace))
+    assert loads[:5] == [50, 100, 200, 400, 800]
+    assert loads[5] == 600  # bisecting [400, 800]
+
+
+def test_seeded_search_starts_at_the_seed_and_costs_less():
+    server = SimulatedServer.with_peak(1500, service_ms=5)
+    seeded = search(server, "binsearch", seed_load=1400)
+    assert seeded.trace[0].load == 1400
+    assert seeded.cost_seconds < search(server, "binsearch").cost_seconds
+
+
+def test_not_saturated_up_to_the_maximum_rate():
+    settings = SearchSettings(max_load=400)
+    for policy in ("guided", "binsearch"):
+        result = search(SimulatedServer.with_peak(2000), policy, settings)
+        assert result.verdict == "not-saturated" and result.peak_rate is None
+        assert "--max-rate" in result.message
+
+
+def test_saturated_already_at_the_lowest_rate():
+    settings = SearchSettings(min_load=10, start_load=10)
+    for policy in ("guided", "binsearch"):
+        result = search(SimulatedServer(capacity=1000, service_ms=60), policy, settings)
+        assert result.verdict == "saturated-at-min"
+        assert "--min-rate" in result.message
+
+
+def test_noisy_when_the_trial_budget_runs_out():
+    settings = SearchSettings(max_trials=6)
+    result = search(SimulatedServer.with_peak(300, noise=30, floor_cv=0.5), "binsearch", settings)
+    assert result.verdict == "noisy" and result.peak_rate is None
+    assert "runlength" in result.message
+    budget = search(SimulatedServer.with_peak(3000), "binsearch", SearchSettings(max_total_trials=4))
+    assert budget.verdict == "noisy" and budget.trials == 4
+
+
+def test_generator_bound_is_never_reported_as_a_peak():
+    for policy in ("guided", "binsearch", "model", "linear"):
+        result = search(SimulatedServer.with_peak(2000, generator_limit=500), policy)
+        assert result.verdict == "generator-bound" and result.peak_rate is None
+        assert "add clients" in result.message
+
+
+def test_model_guided_falls_back_to_bisection_when_the_fit_is_no_server_curve():
+    history = SearchHistory()
+    history.add(LoadRecord(100, BELOW, 20.0, None, True, False, ""))
+    history.add(LoadRecord(200, BELOW, 10.0, None, True, False, ""))  # R falling with load
+    assert ModelGuided(SETTINGS).next_load(history) == 400
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("width", 0.0, "width"),
+    ("width", -0.1, "peak region"),
+    ("confidence", 1.0, "confidence"),
+    ("confidence", 0.0, "confidence"),
+    ("accuracy", 1.5, "accuracy"),
+    ("min_trials", 1, "min_trials"),
+    ("max_trials", 1, "max_trials"),
+    ("rsat_ms", -1.0, "rsat_ms"),
+    ("runlength_s", 0.0, "runlength_s"),
+    ("start_load", 0.5, "start_load"),
+    ("max_load", 0.5, "max_load"),
+    ("psat", 100.0, "psat"),
+    ("shortfall_tolerance", 1.0, "shortfall_tolerance"),
+    ("confidence", float("nan"), "confidence"),
+])
+def test_bad_settings_raise_a_clear_one_line_error(field, value, words):
+    with pytest.raises(ValueError, match=words) as error:
+        SearchSettings(**{field: value})
+    assert "\n" not in str(error.value)
+
+
+def test_bad_policy_and_seed_raise():
+    with pytest.raises(ValueError, match="policy must be one of"):
+        find_peak(lambda load, r: None, SETTINGS, "fastest")
+    with pytest.raises(ValueError, match="seed_load"):
+        find_peak(lambda load, r: None, SETTINGS, "guided", seed_load=-5)
+
+
+def test_t_interval_and_accuracy():
+    interval = t_interval([1.0, 2.0, 3.0], 0.95)
+    assert interval.mean == 2.0
+    assert math.isclose(interval.high - interval.mean, 4.302652729911275 / math.sqrt(3))
+    assert math.isclose(accuracy(36, 44), 0.9)
+    assert stein_interval([1.0, 2.0, 3.0], 1.0, 3, 0.95) == interval
