@@ -21,20 +21,23 @@ _engine_skips: list[str] = []
 
 @pytest.fixture(scope="session")
 def engine_path() -> Path:
-    """The engine binary: an installed or built one, else `cargo build --release` once.
+    """The checkout's engine: `cargo build --release` once (incremental), so the tests
+    exercise this tree's engine, never a stale installed one.
 
-    Tests that need it are skipped only when there is no binary and no cargo to
-    build one, and the run's summary says so loudly (see pytest_terminal_summary).
+    Without cargo, $PEAKBENCH_ENGINE or an installed binary stands in; tests that need
+    the engine are skipped only when there is neither, and the run's summary says so
+    loudly (see pytest_terminal_summary).
     """
-    try:
-        path = find_engine()
-    except RunError:
-        cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
-        if not os.access(cargo, os.X_OK):
+    cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+    if os.access(cargo, os.X_OK):
+        subprocess.run([cargo, "build", "--release", "--quiet"], cwd=REPO / "engine", check=True, timeout=1800)
+        path = DEV_BUILD
+    else:
+        try:
+            path = find_engine()
+        except RunError:
             _engine_skips.append("no peakbench-engine binary and no cargo to build it")
             pytest.skip("peakbench-engine is absent and cargo is not available")
-        subprocess.run([cargo, "build", "--release", "--quiet"], cwd=REPO / "engine", check=True)
-        path = DEV_BUILD
     os.environ["PEAKBENCH_ENGINE"] = str(path)  # CLI subprocesses use the same binary
     return path
 
