@@ -2,11 +2,14 @@
 
     peakbench run WORKLOAD --target DIR --rate OPS [--warmup S] [--runtime S] ...
     peakbench prepare WORKLOAD --target DIR --rate OPS [--scale F]
+    peakbench search WORKLOAD --target DIR|sim://... [--quick] [--confidence C] [--accuracy A] ...
+    peakbench simulate [--samples N] [--policies P,...] [--surfaces]
     peakbench workloads list | show NAME [--rate OPS] [--scale F]
     peakbench results list | show ID | export (--csv FILE | --json FILE)
 
 Exit status: 0 done, 1 the trial could not run, 2 bad input (one line on
-stderr naming the file, line and field; nothing written to the store or target).
+stderr naming the file, line and field; nothing written to the store or target),
+3 a search ended without a peak (its verdict says why and what to change).
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from . import searching, sim
 from . import store as store_module
+from .controller import DEFAULT_POLICY, POLICIES, SearchSettings
 from .distributions import describe as describe_distribution
 from .engine import Engine
 from .errors import InputError, RunError
@@ -129,6 +134,31 @@ def build_parser() -> argparse.ArgumentParser:
     add_trial_arguments(prepare)
     prepare.set_defaults(handler=command_prepare)
 
+    search = commands.add_parser("search", parents=[store_option],
+                                 help="find the peak rate to a stated confidence and accuracy")
+    search.add_argument("workload", metavar="WORKLOAD", help="a canned workload name or a workload .toml file")
+    search.add_argument("--target", required=True, metavar="URL",
+                        help="a directory, file:///DIR, null://, or a simulated server sim://?capacity=OPS")
+    search.add_argument("--policy", choices=sorted(POLICIES), default=DEFAULT_POLICY,
+                        help=f"how the next test load is chosen (default {DEFAULT_POLICY})")
+    search.add_argument("--quick", action="store_true",
+                        help="short trials and a looser claim (4 s runs, c=90%%, a=85%%) for a first look")
+    for option, setting, kind, what in SEARCH_OPTIONS:
+        search.add_argument(option, dest=setting, type=kind, metavar=what.split(":")[0],
+                            help=what.split(":", 1)[1].strip())
+    search.add_argument("--seed-rate", type=_rate, metavar="OPS",
+                        help="start near this load, e.g. the peak of a similar finished search")
+    search.add_argument("--scale", type=_scale, default=1.0, metavar="F",
+                        help="multiply the self-scaled file-set size (default 1)")
+    search.add_argument("--seed", type=_whole(0), default=1, metavar="N", help="first trial's op-sequence seed")
+    search.add_argument("--json", type=Path, metavar="FILE", help="also write the search result to this JSON file")
+    search.set_defaults(handler=command_search)
+
+    simulate = commands.add_parser("simulate", add_help=False,
+                                   help="run search policies side by side on simulated servers (--help for more)")
+    simulate.add_argument("rest", nargs=argparse.REMAINDER)
+    simulate.set_defaults(handler=lambda args: sim.main(args.rest))
+
     workloads = commands.add_parser("workloads", help="the canned workloads")
     workload_commands = workloads.add_subparsers(dest="action", required=True, metavar="ACTION")
     workload_commands.add_parser("list", help="list them").set_defaults(handler=command_workloads_list)
@@ -153,6 +183,33 @@ def build_parser() -> argparse.ArgumentParser:
     export_to.add_argument("--json", type=Path, metavar="FILE")
     export.set_defaults(handler=command_results_export)
     return parser
+
+
+def _fraction(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+# (option, SearchSettings field, parser, "METAVAR: help"); the settings check the values.
+SEARCH_OPTIONS = (
+    ("--rsat", "rsat_ms", _fraction, "MS: saturated when the mean response time exceeds this (default 40)"),
+    ("--width", "width", _fraction, "S: the peak region is [Rsat(1-S), Rsat(1+S)] (default 0.10)"),
+    ("--confidence", "confidence", _fraction, "C: confidence of every interval (default 0.95)"),
+    ("--accuracy", "accuracy", _fraction, "A: accuracy required at the peak (default 0.90)"),
+    ("--psat", "psat", _fraction, "P: percentile checked against --lsat (default 95)"),
+    ("--lsat", "lsat_ms", _fraction, "MS: saturated when the --psat percentile exceeds this (default 2000)"),
+    ("--shortfall", "shortfall_tolerance", _fraction,
+     "F: saturated when achieved < offered x (1-F) (default 0.05)"),
+    ("--runlength", "runlength_s", _positive_duration, "S: measured time of a careful trial (default 180 s)"),
+    ("--warmup", "warmup_s", _duration, "S: warm-up before each trial (default 30 s)"),
+    ("--start-rate", "start_load", _rate, "OPS: first test load (default 50)"),
+    ("--min-rate", "min_load", _rate, "OPS: lowest load to offer (default 1)"),
+    ("--max-rate", "max_load", _rate, "OPS: highest load to offer (default 1,000,000)"),
+    ("--max-trials", "max_total_trials", _whole(2), "N: trial budget of the whole search (default 300)"),
+    ("--budget", "max_cost_s", _positive_duration, "S: benchmarking-time budget of the whole search"),
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -239,6 +296,83 @@ def command_run(args: argparse.Namespace) -> int:
     if args.json:
         args.json.write_text(json.dumps(json_report(trial_id, workload.name, result), indent=2) + "\n")
     return 0
+
+
+def _search_settings(args: argparse.Namespace) -> SearchSettings:
+    chosen = dict(searching.QUICK) if args.quick else {}
+    chosen.update({setting: getattr(args, setting) for _, setting, _, _ in SEARCH_OPTIONS
+                   if getattr(args, setting) is not None})
+    try:
+        return SearchSettings(**chosen)
+    except ValueError as error:
+        option = next((o for o, setting, _, _ in SEARCH_OPTIONS if str(error).startswith(setting)), None)
+        raise InputError(str(error), field=option) from None
+
+
+def command_search(args: argparse.Namespace) -> int:
+    settings = _search_settings(args)
+    if args.json and not args.json.absolute().parent.is_dir():
+        raise InputError(f"{args.json}: its directory does not exist", field="--json")
+    if args.quick:
+        print(f"quick preset: {settings.runlength_s:g} s trials after {settings.warmup_s:g} s warm-up,"
+              f" confidence {settings.confidence:.0%}, accuracy {settings.accuracy:.0%} -- a first look,"
+              f" not a publishable figure", file=sys.stderr)
+    if args.target.startswith("sim://"):
+        try:
+            result = searching.search_simulated(args.target, settings, args.policy, args.seed_rate)
+        except ValueError as error:
+            raise InputError(str(error), field="--target") from None
+        search_id = None
+    else:
+        args.rate = settings.max_load if settings.max_load < 1e6 else settings.start_load
+        workload, spec = _checked_trial(args)
+        store_module.check_compatible(args.db)
+        engine = Engine()
+        engine.validate(spec)
+        if workload.mix_note:
+            print(f"note: {workload.name}: {workload.mix_note}", file=sys.stderr)
+        system = snapshot(spec["target"], engine.version())
+        search_id, result = searching.search_engine_target(
+            workload, spec["target"], settings, args.policy, args.db, system, args.scale, args.seed, args.seed_rate)
+    print_search(result, settings, _console())
+    if search_id is not None:
+        print(f"search {search_id} and its {result.trials} trials stored in {args.db}", file=sys.stderr)
+    if args.json:
+        args.json.write_text(json.dumps({"search_id": search_id, **result.to_dict()}, indent=2) + "\n")
+    return 0 if result.verdict == "peak" else 3
+
+
+def print_search(result, settings: SearchSettings, console: Console) -> None:
+    loads = Table(title="test loads (in the order first tried)")
+    for heading in ("load ops/s", "ρ", "class", "mean R ms", "R interval ms", "trials", "cost s", "why"):
+        loads.add_column(heading, no_wrap=heading != "why")
+    for load in result.loads:
+        interval = (f"{load.ci_low_ms:.2f} .. {load.ci_high_ms:.2f}" if load.ci_low_ms is not None else "-")
+        loads.add_row(f"{load.load:.1f}", f"{load.load_factor:.2f}" if load.load_factor else "-", load.classification,
+                      f"{load.mean_ms:.2f}", interval, str(load.trials), f"{load.cost_s:.1f}", load.reason)
+    console.print(loads)
+    region = (settings.rsat_ms * (1 - settings.width), settings.rsat_ms * (1 + settings.width))
+    console.print(f"peak region: mean response {region[0]:g}-{region[1]:g} ms; policy {result.policy};"
+                  f" {result.trials} trials, {result.cost_seconds:.0f} s of benchmarking")
+    if result.verdict == "peak" and result.response_ms is None:
+        console.print(f"[bold]peak rate {result.peak_rate:.1f} ops/s[/bold], between tested loads"
+                      f" {result.ci_low:.1f} and {result.ci_high:.1f} ops/s (accuracy {result.accuracy:.1%},"
+                      f" required {result.target_accuracy:.0%}): the response time jumps across the peak region")
+    elif result.verdict == "peak":
+        console.print(f"[bold]peak rate {result.peak_rate:.1f} ops/s[/bold]: mean response"
+                      f" {result.response_ms:.2f} ms, {result.confidence:.0%} interval"
+                      f" {result.response_ci_low_ms:.2f}-{result.response_ci_high_ms:.2f} ms"
+                      f" (accuracy {result.accuracy:.1%}, required {result.target_accuracy:.0%})")
+        if result.ci_low is not None:
+            console.print(f"estimated interval of the peak rate: {result.ci_low:.1f}-{result.ci_high:.1f} ops/s"
+                          f" (model-based); bracketed by tested loads"
+                          f" {_or_dash(result.bracket_low)} and {_or_dash(result.bracket_high)} ops/s")
+    else:
+        console.print(f"[bold red]no peak: {result.verdict}[/bold red]: {result.message}")
+
+
+def _or_dash(value: float | None) -> str:
+    return f"{value:.1f}" if value is not None else "-"
 
 
 def json_report(trial_id: int, workload: str, result: dict) -> dict:

@@ -30,6 +30,7 @@ class LoopFilesystem:
     mountpoint: Path
     fstype: str
     device: str = ""
+    options: str = ""  # mount options, e.g. "sync"
 
     @property
     def device_numbers(self) -> str:
@@ -39,7 +40,8 @@ class LoopFilesystem:
 
     def mount(self) -> None:
         self.mountpoint.mkdir(parents=True, exist_ok=True)
-        _run(["mount", "-t", self.fstype, self.device, str(self.mountpoint)])
+        _run(["mount", "-t", self.fstype, *(["-o", self.options] if self.options else []), self.device,
+              str(self.mountpoint)])
 
     def unmount(self) -> None:
         _run(["umount", str(self.mountpoint)])
@@ -57,14 +59,14 @@ class LoopFilesystem:
         self.image.unlink(missing_ok=True)
 
 
-def create(workdir: Path, fstype: str = "ext4", size_mb: int = 256) -> LoopFilesystem:
-    """Make an image of `size_mb` in `workdir`, format it and mount it at workdir/mnt."""
+def create(workdir: Path, fstype: str = "ext4", size_mb: int = 256, options: str = "") -> LoopFilesystem:
+    """Make an image of `size_mb` in `workdir`, format it and mount it at workdir/mnt with `options`."""
     if fstype not in MKFS:
         raise ValueError(f"unknown file-system type {fstype!r}; choose one of {', '.join(MKFS)}")
     if shutil.which(MKFS[fstype][0]) is None:
         raise RuntimeError(f"{MKFS[fstype][0]} is not installed")
     workdir.mkdir(parents=True, exist_ok=True)
-    fs = LoopFilesystem(image=workdir / f"{fstype}.img", mountpoint=workdir / "mnt", fstype=fstype)
+    fs = LoopFilesystem(image=workdir / f"{fstype}.img", mountpoint=workdir / "mnt", fstype=fstype, options=options)
     with open(fs.image, "wb") as f:
         f.truncate(size_mb * 1024 * 1024)
     try:

@@ -258,8 +258,11 @@ def _figures(policy: str, servers: list[SimulatedServer], results: list[SearchRe
     found = [(r, t) for r, t in zip(results, truths) if r.verdict == PEAK]
     within = sum(abs(r.peak_rate - t) / t <= 1 - settings.accuracy for r, t in found)
     covered = sum(r.ci_low is not None and r.ci_low <= t <= r.ci_high for r, t in found)
+    # Peaks located by a bracket (a cliff) claim no interval of R̄.
+    with_interval = [(r, server) for r, server in zip(results, servers)
+                     if r.verdict == PEAK and r.response_ci_low_ms is not None]
     response_covered = sum(r.response_ci_low_ms <= server.mean_response_ms(r.peak_rate) <= r.response_ci_high_ms
-                           for r, server in zip(results, servers) if r.verdict == PEAK)
+                           for r, server in with_interval)
     failures: dict[str, int] = {}
     for r in results:
         if r.verdict != PEAK:
@@ -270,7 +273,7 @@ def _figures(policy: str, servers: list[SimulatedServer], results: list[SearchRe
         mean_trials=sum(r.trials for r in results) / len(results),
         mean_loads=sum(len(r.loads) for r in results) / len(results),
         peaks_found=len(found), within_accuracy=within / len(results),
-        response_ci_coverage=response_covered / len(found) if found else 0.0,
+        response_ci_coverage=response_covered / len(with_interval) if with_interval else 0.0,
         peak_ci_coverage=covered / len(found) if found else 0.0,
         mean_accuracy=sum(r.accuracy for r, _ in found) / len(found) if found else 0.0,
         failures=failures)

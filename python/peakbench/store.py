@@ -36,9 +36,23 @@ MIGRATIONS = [
         )""",
         "CREATE INDEX trials_by_workload ON trials (workload, created)",
     ],
+    [  # version 2: peak-rate searches; their trials point at them
+        """CREATE TABLE searches (
+            id INTEGER PRIMARY KEY,
+            created TEXT NOT NULL,            -- UTC, ISO 8601
+            workload TEXT NOT NULL,
+            target TEXT NOT NULL,
+            policy TEXT NOT NULL,
+            settings TEXT NOT NULL,           -- JSON SearchSettings
+            status TEXT NOT NULL,             -- 'running', 'done' or 'failed'
+            error TEXT,
+            result TEXT                       -- JSON SearchResult, NULL until done
+        )""",
+        "ALTER TABLE trials ADD COLUMN search_id INTEGER REFERENCES searches (id)",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
-JSON_COLUMNS = ("notes", "spec", "result", "sysinfo")
+JSON_COLUMNS = ("notes", "spec", "result", "sysinfo", "settings")
 
 
 def check_compatible(path: Path) -> None:
@@ -126,21 +140,49 @@ class Store:
             self.connection.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
 
     def add_trial(self, *, workload: str, target: str, spec: dict, sysinfo: dict, result: dict | None = None,
-                  error: str | None = None, notes: list[str] = ()) -> int:
+                  error: str | None = None, notes: list[str] = (), search_id: int | None = None) -> int:
         """Store one trial (done if it has a result, failed otherwise); returns its id."""
-        created = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
         with self._transaction():  # the whole trial or nothing
             cursor = self.connection.execute(
-                "INSERT INTO trials (created, workload, target, rate, status, error, notes, spec, result, sysinfo)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO trials (created, workload, target, rate, status, error, notes, spec, result, sysinfo,"
+                " search_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
-                    created, workload, target, spec["load"]["rate"],
+                    _now(), workload, target, spec["load"]["rate"],
                     "done" if result is not None else "failed", error,
                     json.dumps(list(notes)), json.dumps(spec),
-                    json.dumps(result) if result is not None else None, json.dumps(sysinfo),
+                    json.dumps(result) if result is not None else None, json.dumps(sysinfo), search_id,
                 ),
             )
         return cursor.lastrowid
+
+    def add_search(self, *, workload: str, target: str, policy: str, settings: dict) -> int:
+        """Open a search before its first trial, so every trial can point at it; returns its id."""
+        with self._transaction():
+            cursor = self.connection.execute(
+                "INSERT INTO searches (created, workload, target, policy, settings, status)"
+                " VALUES (?, ?, ?, ?, ?, 'running')",
+                (_now(), workload, target, policy, json.dumps(settings)),
+            )
+        return cursor.lastrowid
+
+    def finish_search(self, search_id: int, *, result: dict | None = None, error: str | None = None) -> None:
+        with self._transaction():
+            self.connection.execute(
+                "UPDATE searches SET status = ?, result = ?, error = ? WHERE id = ?",
+                ("done" if result is not None else "failed", json.dumps(result) if result is not None else None,
+                 error, search_id),
+            )
+
+    def searches(self) -> list[dict]:
+        return [_decode(row) for row in self.connection.execute("SELECT * FROM searches ORDER BY id")]
+
+    def search(self, search_id: int) -> dict | None:
+        row = self.connection.execute("SELECT * FROM searches WHERE id = ?", (search_id,)).fetchone()
+        return _decode(row) if row is not None else None
+
+    def search_trials(self, search_id: int) -> list[dict]:
+        rows = self.connection.execute("SELECT * FROM trials WHERE search_id = ? ORDER BY id", (search_id,))
+        return [_decode(row) for row in rows]
 
     def trials(self) -> list[dict]:
         rows = self.connection.execute("SELECT * FROM trials ORDER BY id").fetchall()
@@ -151,9 +193,13 @@ class Store:
         return _decode(row) if row is not None else None
 
 
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
 def _decode(row: sqlite3.Row) -> dict:
-    trial = dict(row)
+    record = dict(row)
     for column in JSON_COLUMNS:
-        if trial[column] is not None:
-            trial[column] = json.loads(trial[column])
-    return trial
+        if record.get(column) is not None:
+            record[column] = json.loads(record[column])
+    return record

@@ -16,6 +16,12 @@ Definitions:
   on the curve. The c-level claims are R̄'s interval at λ* and the bracket.
 - bracket_low, bracket_high: the nearest tested loads found below and above
   the peak region (None where no such load was tested).
+- A server whose response time jumps across the region (a cliff) may have no
+  load in it: when carefully measured loads below and above the region are
+  close enough that the midpoint is within 1 − a of any peak between them,
+  1 − (high−low)/(2·low) ≥ a, the peak is their midpoint,
+  ci_low/ci_high are the two loads, `accuracy` is that bracket's accuracy and
+  the response_* fields are None.
 - load_factor: load / peak_rate, known once the peak is found (the paper's ρ).
 """
 

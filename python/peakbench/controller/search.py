@@ -21,6 +21,7 @@ carefully.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 
@@ -41,6 +42,22 @@ Progress = Callable[[float, int, float | None], None]
 
 SCOUT_FAR_FACTOR = 2.0  # a scout decides when R̄ is below region/2 or above region·2
 CLOSED_BRACKET = 0.002  # a bracket narrower than this (relative) leaves no load to try
+
+
+class _Cliff(Exception):
+    """Carefully measured loads just below and just above the region, close enough that
+    the peak rate between them is known to the target accuracy, though no load between
+    them has been measured in the region (a server whose response time jumps)."""
+
+    def __init__(self, low: LoadRecord, high: LoadRecord):
+        super().__init__()
+        self.low, self.high = low, high
+
+
+def bracket_accuracy(low: float, high: float) -> float:
+    """How accurately the midpoint of [low, high] locates a peak anywhere in it:
+    1 − its worst relative error, (high − low) / 2 against a peak as low as `low`."""
+    return 1 - (high - low) / (2 * low)
 
 
 class _Stopped(Exception):
@@ -87,6 +104,8 @@ class _Search:
                     return self.peak_result(record)
                 self.stop_at_the_limits(record)
                 load, careful_only = self.next_step(picker)
+        except _Cliff as cliff:
+            return self.bracket_result(cliff.low, cliff.high)
         except _Stopped as stop:
             return self.result(stop.verdict, stop.message)
 
@@ -109,6 +128,11 @@ class _Search:
                            f"no peak after {self.settings.max_loads} test loads: the response curve "
                            "does not settle; lengthen the runlength or widen the peak region")
         low, high = self.history.bracket()
+        if low is not None and high is not None and bracket_accuracy(low.load, high.load) >= self.settings.accuracy:
+            scouted = [r for r in (low, high) if r.scouted]
+            if scouted:
+                return scouted[0].load, True
+            raise _Cliff(low, high)
         if low is not None and high is not None and high.load <= low.load * (1 + CLOSED_BRACKET):
             scouted = [r for r in (low, high) if r.scouted]
             if scouted:
@@ -252,6 +276,17 @@ class _Search:
                    f"{s.confidence:.0%} CI [{interval.low:.1f}, {interval.high:.1f}] ms, "
                    f"accuracy {interval.accuracy:.1%}")
         return self.result(verdicts.PEAK, message, record, ci_low, ci_high)
+
+    def bracket_result(self, low: LoadRecord, high: LoadRecord) -> SearchResult:
+        """The peak as the midpoint of a bracket narrow enough for the target accuracy."""
+        middle = (low.load + high.load) / 2
+        message = (f"peak rate {middle:.1f} ops/s, between {low.load:.1f} ops/s ({low.reason}) and "
+                   f"{high.load:.1f} ops/s ({high.reason}); the response time jumps across the peak region "
+                   f"there, so the peak rate is located to accuracy {bracket_accuracy(low.load, high.load):.1%}")
+        result = self.result(verdicts.PEAK, message, None, low.load, high.load)
+        return dataclasses.replace(result, peak_rate=middle, accuracy=bracket_accuracy(low.load, high.load),
+                                   loads=self.load_summaries(result.trace, lambda load: load / middle),
+                                   trace=[dataclasses.replace(t, load_factor=t.load / middle) for t in result.trace])
 
     def peak_rate_interval(self, peak: LoadRecord) -> tuple[float | None, float | None]:
         """R̄'s interval at λ* carried along the response line to an interval of the true peak."""

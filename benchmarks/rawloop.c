@@ -1,0 +1,128 @@
+/* rawloop: the system-call floor for the POSIX benchmark.
+ *
+ *   rawloop MODE ROOT LIST SECONDS [XFER]
+ *
+ * MODE  stat       fstatat(root, path, AT_SYMLINK_NOFOLLOW)      (peakbench getattr)
+ *       read-open  openat + pread(XFER at a random offset) + close (peakbench read)
+ *       read-fd    pread on descriptors opened before the loop     (fio psync)
+ * ROOT  directory the paths in LIST are relative to (opened once, like peakbench's root)
+ * LIST  one relative path per line
+ *
+ * Files are picked uniformly at random (xorshift), offsets uniformly in
+ * [0, size - XFER] like peakbench's random pattern. The loop runs for SECONDS
+ * of wall time and prints one JSON line: ops, errors, cpu_s (its own user +
+ * system time for the loop only, from getrusage), wall_s.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static double cpu(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint64_t next_random(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 5) {
+        fprintf(stderr, "usage: rawloop stat|read-open|read-fd ROOT LIST SECONDS [XFER]\n");
+        return 2;
+    }
+    const char *mode = argv[1];
+    double seconds = atof(argv[4]);
+    size_t xfer = argc > 5 ? (size_t)atol(argv[5]) : 4096;
+    int st = !strcmp(mode, "stat"), ro = !strcmp(mode, "read-open"), rf = !strcmp(mode, "read-fd");
+    if (!(st || ro || rf)) {
+        fprintf(stderr, "rawloop: unknown mode %s\n", mode);
+        return 2;
+    }
+    int root = open(argv[2], O_RDONLY | O_DIRECTORY);
+    FILE *list = fopen(argv[3], "r");
+    if (root < 0 || !list) {
+        perror("rawloop: open");
+        return 1;
+    }
+    size_t n = 0, cap = 1024;
+    char **paths = malloc(cap * sizeof *paths);
+    off_t *sizes = malloc(cap * sizeof *sizes);
+    int *fds = malloc(cap * sizeof *fds);
+    char line[4096];
+    while (fgets(line, sizeof line, list)) {
+        line[strcspn(line, "\n")] = 0;
+        if (!*line) continue;
+        if (n == cap) {
+            cap *= 2;
+            paths = realloc(paths, cap * sizeof *paths);
+            sizes = realloc(sizes, cap * sizeof *sizes);
+            fds = realloc(fds, cap * sizeof *fds);
+        }
+        struct stat sb;
+        if (fstatat(root, line, &sb, AT_SYMLINK_NOFOLLOW) < 0) {
+            perror(line);
+            return 1;
+        }
+        paths[n] = strdup(line);
+        sizes[n] = sb.st_size;
+        fds[n] = rf ? openat(root, line, O_RDONLY) : -1;
+        if (rf && fds[n] < 0) {
+            perror(line);
+            return 1;
+        }
+        n++;
+    }
+    if (n == 0) {
+        fprintf(stderr, "rawloop: empty list\n");
+        return 1;
+    }
+    char *buf = aligned_alloc(4096, xfer < 4096 ? 4096 : (xfer + 4095) / 4096 * 4096);
+    uint64_t ops = 0, errors = 0;
+    double t0 = now(), c0 = cpu(), end = t0 + seconds, t = t0;
+    while (t < end) {
+        for (int k = 0; k < 1024; k++) {
+            size_t i = next_random() % n;
+            off_t span = sizes[i] > (off_t)xfer ? sizes[i] - (off_t)xfer : 0;
+            off_t at = span ? (off_t)(next_random() % (uint64_t)(span + 1)) : 0;
+            if (st) {
+                struct stat sb;
+                errors += fstatat(root, paths[i], &sb, AT_SYMLINK_NOFOLLOW) < 0;
+            } else if (ro) {
+                int fd = openat(root, paths[i], O_RDONLY | O_CLOEXEC);
+                if (fd < 0) {
+                    errors++;
+                    continue;
+                }
+                errors += pread(fd, buf, xfer, at) < 0;
+                close(fd);
+            } else {
+                errors += pread(fds[i], buf, xfer, at) < 0;
+            }
+            ops++;
+        }
+        t = now();
+    }
+    double c1 = cpu();
+    printf("{\"mode\": \"%s\", \"files\": %zu, \"ops\": %llu, \"errors\": %llu, \"cpu_s\": %.6f, \"wall_s\": %.6f}\n", mode, n,
+           (unsigned long long)ops, (unsigned long long)errors, c1 - c0, t - t0);
+    return 0;
+}

@@ -1,0 +1,104 @@
+"""`peakbench search`: the controller's run_trial, backed by the real engine (or
+the simulator for sim:// targets), with every trial and the search itself kept
+in the store."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from hdrh.histogram import HdrHistogram
+
+from . import sim
+from . import store as store_module
+from .controller import Observation, SearchResult, SearchSettings, find_peak
+from .engine import Engine
+from .errors import RunError
+from .targets import target_label
+from .workload import Workload, trial_spec
+
+# Short trials and a looser claim, for a first look in a few minutes; said in the output.
+QUICK = dict(runlength_s=4.0, warmup_s=1.0, scout_runlength_s=1.0, confidence=0.90, accuracy=0.85,
+             start_load=100.0, max_trials=12, max_total_trials=80)
+
+
+def percentile_ms(result: dict, percentile: float) -> float:
+    """A percentile of a trial's overall latency, from its stored HDR histogram (ns)."""
+    encoded = result["latency"].get("hist")
+    if not encoded or result["latency"]["count"] == 0:
+        return 0.0
+    return HdrHistogram.decode(encoded).get_value_at_percentile(percentile) / 1e6
+
+
+@dataclasses.dataclass
+class EngineTrials:
+    """run_trial(load, runlength_s) for the controller: prepare (augmenting the file set
+    as the load grows), run, store. The cost is the wall time all of that took."""
+
+    workload: Workload
+    target: dict
+    engine: Engine
+    store: store_module.Store
+    search_id: int
+    settings: SearchSettings
+    sysinfo: dict
+    scale: float = 1.0
+    seed: int = 1
+    trials_run: int = 0
+
+    def __call__(self, load: float, runlength_s: float) -> Observation:
+        # Each trial gets its own seed: repeated trials must be independent samples.
+        spec = trial_spec(self.workload, self.target, rate=load, warmup_s=self.settings.warmup_s,
+                          runtime_s=runlength_s, seed=self.seed + self.trials_run, scale=self.scale)
+        self.trials_run += 1
+        started = time.monotonic()
+        record = dict(workload=self.workload.name, target=target_label(self.target), spec=spec,
+                      sysinfo=self.sysinfo, search_id=self.search_id)
+        try:
+            self.engine.prepare(spec)
+            result = self.engine.run(spec)
+        except RunError as error:
+            trial_id = self.store.add_trial(error=str(error), **record)
+            raise RunError(f"{error} (recorded as failed trial {trial_id})") from None
+        self.store.add_trial(result=result, **record)
+        return Observation(
+            requested_rate=load,
+            achieved_rate=result["achieved_rate"],
+            mean_ms=result["latency"]["mean_ms"],
+            percentile_ms=percentile_ms(result, self.settings.psat),
+            generator_saturated=result["generator_saturated"],
+            cost_s=time.monotonic() - started,
+        )
+
+
+def progress_printer(stream=sys.stderr) -> Callable[[float, int, float | None], None]:
+    def show(load: float, trial_at_load: int, ci_width_ms: float | None) -> None:
+        width = f"  R̄ interval width {ci_width_ms:.2f} ms" if ci_width_ms is not None else ""
+        print(f"search  load {load:9.1f} ops/s  trial {trial_at_load}{width}", file=stream, flush=True)
+
+    return show
+
+
+def search_engine_target(workload: Workload, target: dict, settings: SearchSettings, policy: str, db: Path,
+                         sysinfo: dict, scale: float, seed: int, seed_load: float | None) -> tuple[int, SearchResult]:
+    """A search against a real target; returns the stored search's id and its result."""
+    with store_module.Store(db) as store:
+        search_id = store.add_search(workload=workload.name, target=target_label(target), policy=policy,
+                                     settings=dataclasses.asdict(settings))
+        trials = EngineTrials(workload, target, Engine(), store, search_id, settings, sysinfo, scale, seed)
+        try:
+            result = find_peak(trials, settings, policy, seed_load, progress_printer())
+        except BaseException as error:
+            store.finish_search(search_id, error=str(error) or type(error).__name__)
+            raise
+        store.finish_search(search_id, result=result.to_dict())
+    return search_id, result
+
+
+def search_simulated(url: str, settings: SearchSettings, policy: str, seed_load: float | None) -> SearchResult:
+    """A search against sim://: virtual time, nothing stored."""
+    trials = sim.target_from_url(url, warmup_s=settings.warmup_s, psat=settings.psat, rsat_ms=settings.rsat_ms)
+    return find_peak(trials, settings, policy, seed_load, progress_printer())

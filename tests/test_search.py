@@ -1,0 +1,113 @@
+"""`peakbench search` as a user runs it: on a simulated server (virtual time), with bad
+settings, and for real on a loop-mounted ext4 whose disk is throttled, so the file
+system saturates long before the generator (needs root)."""
+
+import json
+import os
+import shutil
+import sqlite3
+
+import pytest
+
+from peakbench import cgroups, fsimage
+from peakbench.sim import SimulatedServer
+
+
+def test_a_search_on_a_simulated_server_finds_its_peak(cli, tmp_path):
+    out = tmp_path / "peak.json"
+    done = cli("search", "mail", "--target", "sim://?capacity=800&service_ms=5", "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "peak rate" in done.stdout
+    result = json.loads(out.read_text())
+    truth = SimulatedServer(capacity=800, service_ms=5).true_peak(40)  # 700 ops/s
+    assert result["verdict"] == "peak"
+    assert abs(result["peak_rate"] - truth) / truth <= 0.10  # a = 90%
+    assert result["confidence"] == 0.95 and result["accuracy"] >= 0.90
+    assert result["cost_seconds"] > 0 and result["trials"] == len(result["trace"])
+    assert {"ci_low", "ci_high", "verdict", "trace"} <= set(result)
+
+
+def test_a_search_that_never_saturates_says_what_to_change(cli, tmp_path):
+    done = cli("search", "mail", "--target", "sim://?capacity=800", "--max-rate", "300", "--start-rate", "100")
+    assert done.returncode == 3
+    assert "not-saturated" in done.stdout and "--max-rate" in done.stdout
+
+
+@pytest.mark.parametrize("option, value, words", [
+    ("--confidence", "1.5", "confidence must lie strictly between 0 and 1"),
+    ("--width", "0", "peak region"),
+    ("--accuracy", "0", "accuracy"),
+])
+def test_contradictory_criteria_are_one_line_errors(cli, tmp_path, option, value, words):
+    done = cli("search", "mail", "--target", "sim://?capacity=800", option, value, "--db", str(tmp_path / "p.db"))
+    assert done.returncode == 2
+    assert words in done.stderr and option in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "p.db").exists()
+
+
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("mkfs.ext4") is None or not cgroups.BLKIO.is_dir(),
+    reason="needs root, mkfs.ext4 and the cgroup v1 blkio controller")
+
+
+@pytest.fixture
+def throttled_ext4(tmp_path):
+    fs = fsimage.create(tmp_path / "fs", "ext4", size_mb=256)
+    try:
+        target = fs.mountpoint / "target"
+        target.mkdir()
+        with cgroups.throttled_device(fs.device_numbers, read_iops=200, write_iops=200):
+            yield target
+    finally:
+        fs.destroy()
+
+
+@needs_root
+def test_open_loop_latency_grows_with_the_queue_on_a_saturated_disk(engine_path, cli, throttled_ext4, tmp_path):
+    def trial(rate):
+        out = tmp_path / f"{rate}.json"
+        done = cli("run", "mail", "--target", str(throttled_ext4), "--rate", str(rate), "--warmup", "1",
+                   "--runtime", "4", "--db", str(tmp_path / "p.db"), "--json", str(out))
+        assert done.returncode == 0, done.stderr
+        return json.loads(out.read_text())
+
+    easy, overloaded = trial(20), trial(600)
+    # The disk, not the generator, is the limit: the generator kept its schedule ...
+    assert overloaded["generator_saturated"] is False
+    # ... the server fell behind the offered load, and the queue shows in the latency.
+    assert overloaded["achieved_rate"] < 0.8 * 600
+    assert overloaded["latency"]["mean_ms"] > 20 * easy["latency"]["mean_ms"]
+    assert overloaded["ops"]["commit"]["mean_ms"] > 50
+
+
+@needs_root
+def test_a_real_search_finds_the_disk_bound_peak(engine_path, cli, throttled_ext4, tmp_path):
+    db, out = tmp_path / "p.db", tmp_path / "peak.json"
+    done = cli("search", "mail", "--target", str(throttled_ext4), "--quick", "--db", str(db), "--json", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "quick preset" in done.stderr
+    result = json.loads(out.read_text())
+    assert result["verdict"] == "peak"
+    peak = result["peak_rate"]
+
+    # Check λ* against a sweep of the same target: well below it the disk keeps up,
+    # well above it the response time is past Rsat or the disk falls behind.
+    def mean_and_share(rate):
+        report = tmp_path / f"sweep-{rate:.0f}.json"
+        run = cli("run", "mail", "--target", str(throttled_ext4), "--rate", f"{rate:.1f}", "--warmup", "1",
+                  "--runtime", "4", "--db", str(db), "--json", str(report))
+        assert run.returncode == 0, run.stderr
+        r = json.loads(report.read_text())
+        return r["latency"]["mean_ms"], r["achieved_rate"] / rate
+
+    below_ms, below_share = mean_and_share(peak * 0.6)
+    above_ms, above_share = mean_and_share(peak * 1.6)
+    assert below_ms < 40 and below_share > 0.95
+    assert above_ms > 40 or above_share < 0.95
+
+    # The search and every one of its trials are in the store.
+    with sqlite3.connect(db) as connection:
+        (searches,) = connection.execute("SELECT count(*) FROM searches WHERE status = 'done'").fetchone()
+        (trials,) = connection.execute("SELECT count(*) FROM trials WHERE search_id = 1").fetchone()
+    assert searches == 1 and trials == result["trials"]
