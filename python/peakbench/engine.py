@@ -27,6 +27,7 @@ BINARY = "peakbench-engine"
 DEV_BUILD = Path(__file__).resolve().parents[2] / "engine" / "target" / "release" / BINARY
 
 Progress = Callable[[dict], None]
+SETTLE_TIMEOUT_S = 600.0
 
 
 def find_engine() -> Path:
@@ -65,12 +66,16 @@ class Engine:
         self._call("validate-spec", spec, timeout_s=30, on_progress=None, expect_result=False)
 
     def prepare(self, spec: dict, on_progress: Progress | None = None) -> dict:
-        """Create or augment the file set; returns the engine's PrepareResult."""
-        return self._call("prepare", spec, prepare_timeout(spec), on_progress)
+        """Create or augment the file set, then write it back; returns the engine's PrepareResult."""
+        prepared = self._call("prepare", spec, prepare_timeout(spec), on_progress)
+        settle(spec["target"])
+        return prepared
 
     def run(self, spec: dict, on_progress: Progress | None = None) -> dict:
-        """One trial; returns the engine's TrialResult."""
-        return self._call("run", spec, run_timeout(spec), on_progress)
+        """One trial, then write back what it left dirty; returns the engine's TrialResult."""
+        result = self._call("run", spec, run_timeout(spec), on_progress)
+        settle(spec["target"])
+        return result
 
     def _call(self, command: str, spec: dict, timeout_s: float, on_progress: Progress | None,
               expect_result: bool = True) -> dict:
@@ -129,6 +134,24 @@ class Engine:
         if result is None:
             raise RunError(f"engine {command} printed no JSON result")
         return result
+
+
+def settle(target: dict, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
+    """Write back the target file system's dirty data (syncfs), outside any measurement.
+
+    Without it, a trial pays for the write-back of the file set prepared just
+    before it, or of the writes of an overloaded trial before it, and a slow
+    disk makes the response curve depend on the order loads were tried in.
+    """
+    if target["kind"] != "posix":
+        return
+    try:
+        done = subprocess.run(["sync", "--file-system", target["path"]], capture_output=True, text=True,
+                              timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise RunError(f"{target['path']}: writing back the file system took over {timeout_s:.0f} s") from None
+    if done.returncode != 0:
+        raise RunError(f"{target['path']}: sync --file-system failed: {done.stderr.strip()}")
 
 
 def _json_object(text: str) -> dict | None:

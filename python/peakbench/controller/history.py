@@ -26,6 +26,7 @@ class LoadRecord:
     on_curve: bool  # no saturation signal: the point lies on the response curve
     scouted: bool  # decided by one short scout trial (provisional)
     reason: str  # why it was classified so, for the user
+    settled: bool = True  # False: too noisy to settle, classified by R̄'s side of Rsat only to steer
 
 
 class SearchHistory:

@@ -132,7 +132,10 @@ class _Search:
             scouted = [r for r in (low, high) if r.scouted]
             if scouted:
                 return scouted[0].load, True
-            raise _Cliff(low, high)
+            if low.settled and high.settled:
+                raise _Cliff(low, high)
+            # An end too noisy to settle cannot bound a claim: keep looking inside the bracket,
+            # where loads further from the knee vary less.
         if low is not None and high is not None and high.load <= low.load * (1 + CLOSED_BRACKET):
             scouted = [r for r in (low, high) if r.scouted]
             if scouted:
@@ -217,12 +220,27 @@ class _Search:
                 return decided
             if len(means) >= planned:  # a stage is complete: it is the pilot of the next
                 stage = (len(means), sample_deviation(means))
-                planned = min(stein_trials(stage[1] / interval.mean, s.confidence, 1 - s.accuracy, stage[0]),
-                              s.max_trials)
+                planned = stein_trials(stage[1] / interval.mean, s.confidence, 1 - s.accuracy, stage[0])
+                if planned > s.max_trials:
+                    return self.unresolvable(load, interval, planned)
         raise _Stopped(verdicts.NOISY,
                        f"at {load:g} ops/s R̄ varies too much from trial to trial "
                        f"({self.describe(interval)}) to reach accuracy {s.accuracy:.0%} within {s.max_trials} "
                        "trials; lengthen the runlength or allow more trials per load")
+
+    def unresolvable(self, load: float, interval: ConfidenceInterval, needed: int) -> LoadRecord:
+        """A load whose trials vary too much to reach the accuracy within max_trials.
+
+        Trial-to-trial variance grows as the load factor nears 1, so such a load
+        usually sits right at the knee; rather than spend the budget there, the
+        search records which side of Rsat its R̄ lies on, only to steer the next
+        load, and moves on to a load where the claim can be made.
+        """
+        side = ABOVE if interval.mean > self.settings.rsat_ms else BELOW
+        return LoadRecord(load, side, interval.mean, interval, True, False,
+                          f"{self.describe(interval)} too noisy to settle (needs {needed} trials,"
+                          f" limit {self.settings.max_trials}); taken as {side} Rsat to steer the search",
+                          settled=False)
 
     def classify(self, load: float, interval: ConfidenceInterval, final: bool) -> LoadRecord | None:
         """Below or above the region whenever the interval says so; the peak only on a final interval."""
