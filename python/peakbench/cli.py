@@ -3,6 +3,7 @@
     peakbench run WORKLOAD --target DIR --rate OPS [--warmup S] [--runtime S] ...
     peakbench prepare WORKLOAD --target DIR --rate OPS [--scale F]
     peakbench search WORKLOAD --target DIR|sim://... [--quick] [--confidence C] [--accuracy A] ...
+    peakbench surface PLAN.toml [--json FILE]
     peakbench simulate [--samples N] [--policies P,...] [--surfaces]
     peakbench workloads list | show NAME [--rate OPS] [--scale F]
     peakbench results list | show ID | export (--csv FILE | --json FILE)
@@ -27,11 +28,13 @@ from rich.table import Table
 from . import searching, sim
 from . import store as store_module
 from .controller import DEFAULT_POLICY, POLICIES, SearchSettings
+from .controller.design import quadratic_terms
 from .distributions import describe as describe_distribution
 from .engine import Engine
 from .errors import InputError, RunError
 from .mix import format_mix
 from .progress import ProgressDisplay
+from .surfaceplan import load_plan
 from .sysinfo import snapshot
 from .table import error_count, print_trial
 from .targets import check_ours, check_space, parse_target, target_label
@@ -153,6 +156,15 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--seed", type=_whole(0), default=1, metavar="N", help="first trial's op-sequence seed")
     search.add_argument("--json", type=Path, metavar="FILE", help="also write the search result to this JSON file")
     search.set_defaults(handler=command_search)
+
+    surface = commands.add_parser("surface", parents=[store_option],
+                                  help="map the peak rate over factors (a response surface) from a plan")
+    surface.add_argument("plan", metavar="PLAN.toml", type=Path, help="the surface plan (see peakbench.surfaceplan)")
+    surface.add_argument("--scale", type=_scale, default=1.0, metavar="F",
+                         help="multiply the self-scaled file-set size (default 1)")
+    surface.add_argument("--seed", type=_whole(0), default=1, metavar="N", help="first trial's op-sequence seed")
+    surface.add_argument("--json", type=Path, metavar="FILE", help="also write the surface result to this JSON file")
+    surface.set_defaults(handler=command_surface)
 
     simulate = commands.add_parser("simulate", add_help=False,
                                    help="run search policies side by side on simulated servers (--help for more)")
@@ -373,6 +385,51 @@ def print_search(result, settings: SearchSettings, console: Console) -> None:
 
 def _or_dash(value: float | None) -> str:
     return f"{value:.1f}" if value is not None else "-"
+
+
+def command_surface(args: argparse.Namespace) -> int:
+    plan = load_plan(args.plan, searching.QUICK)
+    workload = find_workload(plan.workload)
+    if args.json and not args.json.absolute().parent.is_dir():
+        raise InputError(f"{args.json}: its directory does not exist", field="--json")
+    store_module.check_compatible(args.db)
+    if plan.quick:
+        print(f"quick preset: {plan.settings.runlength_s:g} s trials, confidence {plan.settings.confidence:.0%},"
+              f" accuracy {plan.settings.accuracy:.0%} -- a first look, not a publishable figure", file=sys.stderr)
+    surface_id, result = searching.map_planned_surface(plan, workload, args.db, args.scale, args.seed)
+    print_surface(result, _console())
+    print(f"surface {surface_id} and its {len(result.outcomes)} searches stored in {args.db}", file=sys.stderr)
+    if args.json:
+        args.json.write_text(json.dumps({"surface_id": surface_id, **result.to_dict()}, indent=2) + "\n")
+    return 0 if result.surface is not None and not any(o.failure for o in result.outcomes) else 3
+
+
+def print_surface(result, console: Console) -> None:
+    names = [f.name for f in result.factors]
+    samples = Table(title="samples (in the order searched)")
+    for heading in (*names, "seeded from ops/s", "peak ops/s", "peak interval ops/s", "predicted ops/s",
+                    "trials", "cost s", "failure"):
+        samples.add_column(heading, no_wrap=heading != "failure")
+    for o in result.outcomes:
+        found = o.result is not None and o.failure is None
+        interval = (f"{o.result.ci_low:.1f} .. {o.result.ci_high:.1f}"
+                    if found and o.result.ci_low is not None else "-")
+        samples.add_row(*(f"{o.sample[n]:g}" for n in names), _or_dash(o.seed_load),
+                        _or_dash(o.result.peak_rate if found else None), interval, _or_dash(o.predicted),
+                        str(o.result.trials) if o.result else "0",
+                        f"{o.result.cost_seconds:.0f}" if o.result else "0", o.failure or "")
+    console.print(samples)
+    measured = sum(o.failure is None for o in result.outcomes)
+    if result.surface is None:
+        console.print(f"[bold red]no surface[/bold red]: {measured} of {len(result.outcomes)} samples found a peak;"
+                      f" a quadratic in {len(names)} factors needs {len(quadratic_terms(result.factors))}")
+    else:
+        fitted = result.surface
+        terms = ", ".join(f"{c:+.4g}·{t}" if t != "1" else f"{c:.4g}" for t, c in zip(fitted.terms, fitted.coefficients))
+        r2 = f"R² {fitted.r_squared:.3f}" if fitted.r_squared is not None else "R² undefined (no residual freedom)"
+        console.print(f"peak rate ≈ {terms} (coded factors in [-1, 1]); {r2}; MAPE of predicted vs measured"
+                      f" {result.mape:.1f}% over n={measured} samples")
+    console.print(f"total cost {result.cost_seconds:.0f} s of benchmarking")
 
 
 def json_report(trial_id: int, workload: str, result: dict) -> dict:

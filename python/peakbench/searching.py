@@ -14,10 +14,15 @@ from hdrh.histogram import HdrHistogram
 
 from . import sim
 from . import store as store_module
+from . import hooks
 from .controller import Observation, SearchResult, SearchSettings, find_peak
+from .controller.design import Sample
+from .controller.surface import SurfaceResult, map_surface
 from .engine import Engine
 from .errors import RunError
-from .targets import target_label
+from .surfaceplan import SurfacePlan
+from .sysinfo import snapshot
+from .targets import check_ours, parse_target, target_label
 from .workload import Workload, trial_spec
 
 # Short trials and a looser claim, for a first look in a few minutes; said in the output.
@@ -102,3 +107,56 @@ def search_simulated(url: str, settings: SearchSettings, policy: str, seed_load:
     """A search against sim://: virtual time, nothing stored."""
     trials = sim.target_from_url(url, warmup_s=settings.warmup_s, psat=settings.psat, rsat_ms=settings.rsat_ms)
     return find_peak(trials, settings, policy, seed_load, progress_printer())
+
+
+def map_planned_surface(plan: SurfacePlan, workload: Workload, db: Path, scale: float = 1.0,
+                        seed: int = 1) -> tuple[int, SurfaceResult]:
+    """Every sample of a surface plan: configure, search its peak, fit the surface; all of it stored.
+
+    A sample whose configure command fails, whose server never becomes ready or
+    whose target is unusable is recorded as failed with the reason, and the
+    rest go on (unless the plan says fail_fast).
+    """
+    settings = plan.settings
+    with store_module.Store(db) as store:
+        surface_id = store.add_surface(plan=plan.summary())
+        searches: list[tuple[Sample, int]] = []
+
+        def trials_for(sample: Sample):
+            url = plan.fill(plan.target, sample)
+            search_id = store.add_search(workload=workload.name, target=url, policy=plan.policy,
+                                         settings=dataclasses.asdict(settings), surface_id=surface_id,
+                                         sample=sample)
+            searches.append((sample, search_id))
+            if plan.configure is not None:
+                hooks.configure(plan.configure, lambda word: plan.fill(word, sample))
+            if url.startswith("sim://"):
+                return sim.target_from_url(url, warmup_s=settings.warmup_s, psat=settings.psat,
+                                           rsat_ms=settings.rsat_ms, seed=seed + search_id)
+            target = parse_target(url)
+            check_ours(target)
+            engine = Engine()
+            return EngineTrials(workload, target, engine, store, search_id, settings,
+                                snapshot(target, engine.version()), scale, seed)
+
+        def announce(sample: Sample):
+            print(f"surface  sample {', '.join(f'{k}={v:g}' for k, v in sample.items())}", file=sys.stderr, flush=True)
+            return progress_printer()
+
+        try:
+            result = map_surface(plan.factors, plan.samples, trials_for, settings, plan.policy,
+                                 seeding=plan.seeding, fail_fast=plan.fail_fast, progress=announce)
+        except BaseException as error:
+            store.finish_surface(surface_id, error=str(error) or type(error).__name__)
+            if isinstance(error, RuntimeError) and not isinstance(error, RunError):  # fail_fast's stop
+                raise RunError(f"surface stopped (fail_fast): {error}") from None
+            raise
+        outcomes = {tuple(outcome.sample.items()): outcome for outcome in result.outcomes}
+        for sample, search_id in searches:
+            outcome = outcomes.get(tuple(sample.items()))
+            if outcome is not None and outcome.result is not None:
+                store.finish_search(search_id, result=outcome.result.to_dict())
+            else:
+                store.finish_search(search_id, error=outcome.failure if outcome else "not run")
+        store.finish_surface(surface_id, result=result.to_dict())
+    return surface_id, result

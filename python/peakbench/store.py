@@ -50,9 +50,21 @@ MIGRATIONS = [
         )""",
         "ALTER TABLE trials ADD COLUMN search_id INTEGER REFERENCES searches (id)",
     ],
+    [  # version 3: response surfaces; the search of each sample points at its surface
+        """CREATE TABLE surfaces (
+            id INTEGER PRIMARY KEY,
+            created TEXT NOT NULL,            -- UTC, ISO 8601
+            plan TEXT NOT NULL,               -- JSON: the plan as loaded (factors, samples, target template)
+            status TEXT NOT NULL,             -- 'running', 'done' or 'failed'
+            error TEXT,
+            result TEXT                       -- JSON SurfaceResult, NULL until done
+        )""",
+        "ALTER TABLE searches ADD COLUMN surface_id INTEGER REFERENCES surfaces (id)",
+        "ALTER TABLE searches ADD COLUMN sample TEXT",  # JSON factor values of the sample
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
-JSON_COLUMNS = ("notes", "spec", "result", "sysinfo", "settings")
+JSON_COLUMNS = ("notes", "spec", "result", "sysinfo", "settings", "plan", "sample")
 
 
 def check_compatible(path: Path) -> None:
@@ -155,22 +167,44 @@ class Store:
             )
         return cursor.lastrowid
 
-    def add_search(self, *, workload: str, target: str, policy: str, settings: dict) -> int:
+    def add_search(self, *, workload: str, target: str, policy: str, settings: dict,
+                   surface_id: int | None = None, sample: dict | None = None) -> int:
         """Open a search before its first trial, so every trial can point at it; returns its id."""
         with self._transaction():
             cursor = self.connection.execute(
-                "INSERT INTO searches (created, workload, target, policy, settings, status)"
-                " VALUES (?, ?, ?, ?, ?, 'running')",
-                (_now(), workload, target, policy, json.dumps(settings)),
+                "INSERT INTO searches (created, workload, target, policy, settings, status, surface_id, sample)"
+                " VALUES (?, ?, ?, ?, ?, 'running', ?, ?)",
+                (_now(), workload, target, policy, json.dumps(settings), surface_id,
+                 json.dumps(sample) if sample is not None else None),
             )
         return cursor.lastrowid
 
     def finish_search(self, search_id: int, *, result: dict | None = None, error: str | None = None) -> None:
+        self._finish("searches", search_id, result, error)
+
+    def add_surface(self, *, plan: dict) -> int:
+        """Open a surface before its first sample, so every sample's search can point at it."""
+        with self._transaction():
+            cursor = self.connection.execute(
+                "INSERT INTO surfaces (created, plan, status) VALUES (?, ?, 'running')", (_now(), json.dumps(plan)))
+        return cursor.lastrowid
+
+    def finish_surface(self, surface_id: int, *, result: dict | None = None, error: str | None = None) -> None:
+        self._finish("surfaces", surface_id, result, error)
+
+    def surfaces(self) -> list[dict]:
+        return [_decode(row) for row in self.connection.execute("SELECT * FROM surfaces ORDER BY id")]
+
+    def surface_searches(self, surface_id: int) -> list[dict]:
+        rows = self.connection.execute("SELECT * FROM searches WHERE surface_id = ? ORDER BY id", (surface_id,))
+        return [_decode(row) for row in rows]
+
+    def _finish(self, table: str, row_id: int, result: dict | None, error: str | None) -> None:
         with self._transaction():
             self.connection.execute(
-                "UPDATE searches SET status = ?, result = ?, error = ? WHERE id = ?",
+                f"UPDATE {table} SET status = ?, result = ?, error = ? WHERE id = ?",
                 ("done" if result is not None else "failed", json.dumps(result) if result is not None else None,
-                 error, search_id),
+                 error, row_id),
             )
 
     def searches(self) -> list[dict]:

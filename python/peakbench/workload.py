@@ -41,13 +41,10 @@ Every error names the file, the line of the offending key, and the field.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
-import re
-import tomllib
 from pathlib import Path
 
-from . import distributions
+from . import distributions, tomlfile
 from .errors import InputError
 from .mix import OPS, normalise
 from .mixfile import read_mixfile
@@ -132,80 +129,7 @@ def find_workload(name_or_path: str) -> Workload:
 
 def load_workload(path: Path) -> Workload:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"cannot read workload file: {error}", file=path) from None
-    try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise _syntax_error(path, error) from None
-    try:
-        return _parse(document, path)
-    except InputError as error:
-        raise error.located(path, _KeyLines(text).line_of(error.field)) from None
-
-
-def _syntax_error(path: Path, error: tomllib.TOMLDecodeError) -> InputError:
-    # tomllib puts the position at the end of its message: "... (at line 3, column 7)".
-    match = re.search(r"\(at line (\d+), column (\d+)\)$", str(error))
-    if match is None:
-        return InputError(f"invalid TOML: {error}", file=path)
-    message = str(error)[: match.start()].rstrip()
-    return InputError(f"invalid TOML: {message} (column {match.group(2)})", file=path, line=int(match.group(1)))
-
-
-class _KeyLines:
-    """Finds the line where a key was written, so semantic errors can point at it.
-
-    A field "fileset.file_sizes.mean" is looked up as key `file_sizes` inside
-    the `[fileset]` table (an inline table sits on its key's line); failing
-    that, as a dotted key `fileset.file_sizes = ...`, then the table's header.
-    """
-
-    _HEADER = re.compile(r"\s*\[\s*([A-Za-z0-9_.\"' -]+?)\s*\]\s*(#.*)?")
-
-    def __init__(self, text: str):
-        self.lines = text.splitlines()
-
-    def line_of(self, field: str | None) -> int | None:
-        if not field:
-            return None
-        parts = re.split(r"[.\[]", field)
-        if parts[0] in TABLES:
-            table, key = parts[0], parts[1] if len(parts) > 1 else None
-        else:
-            table, key = "", parts[0]
-        current = ""
-        header_line = None
-        for number, line in enumerate(self.lines, start=1):
-            header = self._HEADER.fullmatch(line)
-            if header:
-                current = header.group(1).replace('"', "").replace("'", "")
-                if table == "" and current == key:  # a misspelt table: [lod]
-                    return number
-                if current == table:
-                    header_line = number
-                    if key is None:
-                        return number
-                continue
-            if current == table and self._assigns(line, key):
-                return number
-            if current == "" and table and self._assigns(line, f"{table}.{key}"):
-                return number
-        return header_line
-
-    @staticmethod
-    def _assigns(line: str, key: str) -> bool:
-        return re.match(rf"\s*[\"']?{re.escape(key)}[\"']?\s*=", line) is not None
-
-
-def _check_keys(table: dict, allowed: tuple[str, ...], prefix: str) -> None:
-    for key in table:
-        if key not in allowed:
-            close = difflib.get_close_matches(key, allowed, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"allowed: {', '.join(allowed)}"
-            raise InputError(f"unknown key {key!r}; {hint}", field=f"{prefix}{key}")
+    return tomlfile.load(path, TABLES, lambda document: _parse(document, path), "workload file")
 
 
 def _table(document: dict, key: str, required: bool) -> dict:
@@ -240,7 +164,7 @@ def _positive_number(value: object, field: str) -> float:
 
 
 def _parse(document: dict, path: Path) -> Workload:
-    _check_keys(document, TOP_KEYS, "")
+    tomlfile.check_keys(document, TOP_KEYS, "")
     base_dir = path.parent
     fileset = _parse_fileset(_table(document, "fileset", required=True), base_dir)
     scaling = _parse_scaling(_table(document, "scaling", required=True))
@@ -266,7 +190,7 @@ def _parse(document: dict, path: Path) -> Workload:
 
 
 def _parse_fileset(table: dict, base_dir: Path) -> dict:
-    _check_keys(table, FILESET_KEYS, "fileset.")
+    tomlfile.check_keys(table, FILESET_KEYS, "fileset.")
     for key in FILESET_REQUIRED:
         if key not in table:
             raise InputError(f"[fileset] needs {key!r}", field=f"fileset.{key}")
@@ -292,7 +216,7 @@ def _parse_fileset(table: dict, base_dir: Path) -> dict:
 
 
 def _parse_scaling(table: dict) -> Scaling:
-    _check_keys(table, SCALING_KEYS, "scaling.")
+    tomlfile.check_keys(table, SCALING_KEYS, "scaling.")
     if ("files_per_op" in table) == ("bytes_per_op" in table):
         raise InputError("give exactly one of files_per_op or bytes_per_op", field="scaling")
     files_per_op = bytes_per_op = None
@@ -315,7 +239,7 @@ def _parse_mix(table: dict, base_dir: Path) -> tuple[dict[str, float], str | Non
         if not isinstance(table["mixfile"], str):
             raise InputError("must be a file name", field="mix.mixfile")
         return normalise(read_mixfile(base_dir / table["mixfile"]))
-    _check_keys(table, OPS, "mix.")
+    tomlfile.check_keys(table, OPS, "mix.")
     for op, weight in table.items():
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight < 0:
             raise InputError(f"must be a percentage or weight >= 0 (got {weight!r})", field=f"mix.{op}")
@@ -325,7 +249,7 @@ def _parse_mix(table: dict, base_dir: Path) -> tuple[dict[str, float], str | Non
 
 
 def _parse_io(table: dict, name: str, patterns: tuple[str, ...], base_dir: Path) -> dict:
-    _check_keys(table, ("size", "pattern"), f"{name}.")
+    tomlfile.check_keys(table, ("size", "pattern"), f"{name}.")
     size = distributions.parse_distribution(
         table.get("size", DEFAULT_IO["size"]), field=f"{name}.size", quantity="size", base_dir=base_dir
     )
