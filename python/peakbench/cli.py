@@ -166,10 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
     surface.add_argument("--json", type=Path, metavar="FILE", help="also write the surface result to this JSON file")
     surface.set_defaults(handler=command_surface)
 
-    simulate = commands.add_parser("simulate", add_help=False,
-                                   help="run search policies side by side on simulated servers (--help for more)")
-    simulate.add_argument("rest", nargs=argparse.REMAINDER)
-    simulate.set_defaults(handler=lambda args: sim.main(args.rest))
+    # `simulate` has its own parser (peakbench.sim.main); main() hands it the rest of the line.
+    commands.add_parser("simulate", add_help=False,
+                        help="run search policies side by side on simulated servers (--help for more)")
 
     workloads = commands.add_parser("workloads", help="the canned workloads")
     workload_commands = workloads.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -225,6 +224,9 @@ SEARCH_OPTIONS = (
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["simulate"]:
+        return sim.main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
