@@ -15,7 +15,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from pyDOE3.doe_optimal import optimal_design
 
 Sample = dict[str, float]
 SCALES = ("linear", "log")
@@ -85,6 +84,8 @@ def d_optimal(factors: Sequence[Factor], n_samples: int,
     if not terms <= n_samples <= len(candidates):
         raise ValueError(f"a D-optimal design for a quadratic in {len(factors)} factors needs between "
                          f"{terms} and {len(candidates)} samples (got {n_samples})")
+    from pyDOE3.doe_optimal import optimal_design  # here, not at the top: it pulls in scipy
+
     codes = np.array([coded(factors, s) for s in candidates])
     design, _ = optimal_design(codes, n_samples, degree=2, criterion="D", method="fedorov")
     chosen = []

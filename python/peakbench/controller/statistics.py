@@ -7,7 +7,6 @@ import math
 from collections.abc import Sequence
 from functools import lru_cache
 
-from scipy import stats
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +32,8 @@ def accuracy(low: float, high: float) -> float:
 @lru_cache(maxsize=1024)
 def t_quantile(confidence: float, degrees_of_freedom: int) -> float:
     """The two-sided Student-t critical value for `confidence`."""
+    from scipy import stats  # here, not at the top: scipy.stats takes seconds to import and most commands never need it
+
     return float(stats.t.ppf(0.5 + confidence / 2, degrees_of_freedom))
 
 

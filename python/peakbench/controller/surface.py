@@ -15,7 +15,6 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
-import statsmodels.api as sm
 
 from .design import Factor, Sample, coded, quadratic_row, quadratic_terms
 from .policies import DEFAULT_POLICY
@@ -37,6 +36,8 @@ class QuadraticSurface:
         if len(samples) < len(terms):
             raise ValueError(f"a quadratic in {len(factors)} factors needs at least {len(terms)} "
                              f"measured samples (got {len(samples)})")
+        import statsmodels.api as sm  # here, not at the top: it takes seconds to import
+
         regressors = np.array([quadratic_row(coded(factors, s)) for s in samples])
         fitted = sm.OLS(np.asarray(peaks, dtype=float), regressors).fit()
         r_squared = float(fitted.rsquared) if fitted.df_resid > 0 else None
