@@ -1,4 +1,4 @@
-"""Real trials with the real engine on /dev/shm (tmpfs): what a user sees end to end."""
+"""Real trials with the real engine on /dev/shm (tmpfs) and a loop-mounted ext4: what a user sees end to end."""
 
 import json
 import os
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from peakbench import fsimage
 from peakbench.engine import Engine
 from peakbench.errors import RunError
 from peakbench.targets import parse_target
@@ -24,14 +25,32 @@ def shm_dir():
     shutil.rmtree(path)
 
 
+@pytest.fixture(params=["tmpfs", "ext4"])
+def scratch_fs(request, tmp_path):
+    """(a directory on a file system of the given type, that type); ext4 is loop-mounted (root)."""
+    if request.param == "tmpfs":
+        path = Path(tempfile.mkdtemp(prefix="peakbench-test-", dir=SHM))
+        yield path, "tmpfs"
+        shutil.rmtree(path)
+        return
+    if os.geteuid() != 0 or shutil.which("mkfs.ext4") is None:
+        pytest.skip("a loop-mounted ext4 needs root and mkfs.ext4")
+    fs = fsimage.create(tmp_path / "fs", "ext4", size_mb=128)
+    try:
+        yield fs.mountpoint, "ext4"
+    finally:
+        fs.destroy()
+
+
 def all_paths(root: Path) -> set[Path]:
     return {Path(dirpath, name) for dirpath, dirnames, filenames in os.walk(root) for name in dirnames + filenames}
 
 
-def test_a_trial_of_a_canned_workload(engine_path, shm_dir, cli, tmp_path):
-    target = shm_dir / "target"
+def test_a_trial_of_a_canned_workload(engine_path, scratch_fs, cli, tmp_path):
+    scratch, fstype = scratch_fs
+    target = scratch / "target"
     target.mkdir()
-    outside_before = set(shm_dir.iterdir())
+    outside_before = all_paths(scratch) - all_paths(target)
     db, report = tmp_path / "p.db", tmp_path / "out.json"
     done = cli("run", "web-server", "--target", str(target), "--rate", "200", "--warmup", "1", "--runtime", "3",
                "--db", str(db), "--json", str(report))
@@ -56,12 +75,12 @@ def test_a_trial_of_a_canned_workload(engine_path, shm_dir, cli, tmp_path):
     assert {"mean_ms", "p99_ms", "max_ms"} <= set(result["schedule_lag"])
 
     # The file set lives inside the target and nowhere else; the trial is in the store.
-    assert set(shm_dir.iterdir()) == outside_before
+    assert all_paths(scratch) - all_paths(target) == outside_before
     assert result["fileset"]["files"] == find_workload("web-server").files_at(200)
     listing = cli("results", "list", "--db", str(db))
     assert listing.returncode == 0 and "web-server" in listing.stdout and "done" in listing.stdout
     shown = cli("results", "show", "1", "--db", str(db))
-    assert shown.returncode == 0 and "target file system: tmpfs" in shown.stdout
+    assert shown.returncode == 0 and f"target file system: {fstype}" in shown.stdout
     exported = tmp_path / "trials.csv"
     assert cli("results", "export", "--csv", str(exported), "--db", str(db)).returncode == 0
     assert exported.read_text().splitlines()[1].startswith("1,")
