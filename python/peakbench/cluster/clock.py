@@ -4,7 +4,9 @@ An offset is measured like NTP does: the controller notes its clock before (t0)
 and after (t1) asking the worker for its clock (tw); the worker read its clock
 somewhere in between, so offset = tw − (t0 + t1)/2 is wrong by at most
 (t1 − t0)/2, the measurement's uncertainty. Of several rounds the one with the
-shortest round trip wins.
+shortest round trip wins: at least 3 rounds, more (up to 30) while the best is not
+yet a quarter of the tolerance, since a busy host or scheduler delays some
+round trips by milliseconds.
 
 The controller starts every client at one instant of its own clock, handed to
 each client in that client's clock (instant + offset): the start is then skewed
@@ -22,7 +24,7 @@ from collections.abc import Callable, Sequence
 
 from ..errors import RunError
 
-ROUNDS = 7
+MIN_ROUNDS, MAX_ROUNDS = 3, 30
 DEFAULT_TOLERANCE_S = 0.010
 
 
@@ -78,13 +80,14 @@ def check_skew(offsets: Sequence[ClockOffset], tolerance_s: float, compensate: b
                    f" {tolerance_s * 1e3:g} ms: {why}")
 
 
-def measure_offsets(cluster, rounds: int = ROUNDS, clock: Callable[[], float] = worker_clock,
-                    now: Callable[[], float] = time.time) -> list[ClockOffset]:
+def measure_offsets(cluster, clock: Callable[[], float] = worker_clock, now: Callable[[], float] = time.time,
+                    good_enough_s: float = DEFAULT_TOLERANCE_S / 4) -> list[ClockOffset]:
     """Each load client's offset (in client order). `clock` runs on the workers (tests pass a skewed one)."""
     offsets = []
     for load_client in cluster.clients:
-        samples = []
-        for _ in range(rounds):
+        samples: list[tuple[float, float, float]] = []
+        while len(samples) < MIN_ROUNDS or (
+                len(samples) < MAX_ROUNDS and estimate(load_client.name, samples).uncertainty_s > good_enough_s):
             t0 = now()
             answers = cluster.client.run(clock, workers=[load_client.worker])
             t1 = now()

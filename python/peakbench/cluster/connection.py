@@ -157,7 +157,7 @@ def connect(clients: int | None = None, address: str | None = None, *, timeout_s
         if address is None:
             with _main_module_hidden():
                 local = LocalCluster(n_workers=clients, threads_per_worker=1, processes=True,
-                                     dashboard_address=None, silence_logs=logging.ERROR, env=worker_env or {})
+                                     dashboard_address=":0", silence_logs=logging.ERROR, env=worker_env or {})
             client = Client(local, timeout=timeout_s)
         else:
             client = _reach(address, timeout_s)

@@ -244,7 +244,7 @@ class DistributedEngine:
     def run_trial(self, spec: dict, on_progress=None) -> DistributedTrial:
         cluster = self.cluster
         specs = client_specs(spec, cluster.size, self.shared_fileset)
-        offsets = measure_offsets(cluster, clock=self.clock)
+        offsets = measure_offsets(cluster, clock=self.clock, good_enough_s=self.clock_tolerance_s / 4)
         self.last_offsets = offsets
         bound = check_skew(offsets, self.clock_tolerance_s, self.compensate_clocks)
         lead = self.start_lead_s if self.start_lead_s is not None else default_start_lead_s(spec)
