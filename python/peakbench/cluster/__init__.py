@@ -15,7 +15,8 @@ from .connection import LoadClient, LoadCluster, connect
 from .fanout import (COMPLETE, FAILED, LOST, ClientRun, ClientsLost, DistributedEngine, DistributedTrial,
                      client_specs, engine_for)
 from .merge import merge_results
+from .pool import PoolResult, map_surface_on_pool
 
 __all__ = ["COMPLETE", "FAILED", "LOST", "ClientRun", "ClientsLost", "ClockOffset", "DistributedEngine",
            "DistributedTrial", "LoadClient", "engine_for", "LoadCluster", "check_skew", "client_specs", "connect",
-           "measure_offsets", "merge_results"]
+           "map_surface_on_pool", "measure_offsets", "merge_results", "PoolResult"]
