@@ -75,8 +75,10 @@ def test_open_loop_latency_grows_with_the_queue_on_a_saturated_disk(engine_path,
     easy, overloaded = trial(20), trial(600)
     # The disk, not the generator, is the limit: the generator kept its schedule ...
     assert overloaded["generator_saturated"] is False
-    # ... the server fell behind the offered load, and the queue shows in the latency.
-    assert overloaded["achieved_rate"] < 0.8 * 600
+    # ... the server fell behind the offered load by more than the search's 5% tolerance (only
+    # the commits wait for the disk; the rest of the mail mix is served from memory) ...
+    assert overloaded["achieved_rate"] < 0.95 * 600
+    # ... and the queue shows in the latency.
     assert overloaded["latency"]["mean_ms"] > 20 * easy["latency"]["mean_ms"]
     assert overloaded["ops"]["commit"]["mean_ms"] > 50
 

@@ -6,6 +6,7 @@ mod prepare;
 mod progress;
 mod record;
 mod spec;
+mod start;
 mod target;
 mod trial;
 mod workload;

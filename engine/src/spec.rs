@@ -7,6 +7,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 pub const SPEC_SCHEMA: &str = "peakbench.trial-spec/1";
+/// Version 2 adds `start_at_unix_s` (a synchronized start across load clients); a /1 spec is still accepted.
+pub const SPEC_SCHEMA_V2: &str = "peakbench.trial-spec/2";
+/// A start further ahead than this is a controller bug or a wildly wrong clock, never a plan.
+pub const MAX_START_AHEAD_S: f64 = 3600.0;
 pub const RESULT_SCHEMA: &str = "peakbench.trial-result/1";
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -27,6 +31,10 @@ pub struct TrialSpec {
     pub progress_interval_s: f64,
     #[serde(default)]
     pub trace_ops: usize,
+    /// Schema /2 only: the wall-clock instant (CLOCK_REALTIME, seconds since the Unix epoch)
+    /// at which the schedule's time zero falls. The engine waits for it after its set-up.
+    #[serde(default)]
+    pub start_at_unix_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -162,8 +170,16 @@ fn strip_position(e: &serde_json::Error) -> String {
 
 impl TrialSpec {
     pub fn validate(&self) -> Result<(), SpecError> {
-        if self.schema != SPEC_SCHEMA {
-            return Err(bad("schema", format!("expected {SPEC_SCHEMA:?}, got {:?}", self.schema)));
+        if self.schema != SPEC_SCHEMA && self.schema != SPEC_SCHEMA_V2 {
+            return Err(bad("schema", format!("expected {SPEC_SCHEMA:?} or {SPEC_SCHEMA_V2:?}, got {:?}", self.schema)));
+        }
+        if let Some(at) = self.start_at_unix_s {
+            if self.schema != SPEC_SCHEMA_V2 {
+                return Err(bad("start_at_unix_s", format!("needs schema {SPEC_SCHEMA_V2:?}")));
+            }
+            if !(at.is_finite() && at > 0.0) {
+                return Err(bad("start_at_unix_s", "must be a finite number of seconds since the Unix epoch"));
+            }
         }
         let l = &self.load;
         if !(l.rate.is_finite() && l.rate > 0.0) {

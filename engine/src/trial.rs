@@ -279,10 +279,13 @@ pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Valu
         trace: Vec::new(),
         trace_limit: spec.trace_ops,
     };
+    // Everything slow is done: wait for the agreed instant (if any), then the schedule starts.
+    let (start, start_late_ms) = crate::start::anchor(spec.start_at_unix_s)?;
+    let started_at_unix_s = crate::start::unix_now() - start.elapsed().as_secs_f64();
     let shared = Arc::new(Shared {
         state: Mutex::new(state),
         target: Arc::from(target),
-        start: Instant::now(),
+        start,
         window,
         thread_limit: load.max_outstanding.unwrap_or(DEFAULT_THREAD_LIMIT),
         lag_limit_ns: (load.lag_limit_ms * 1e6) as u64,
@@ -309,7 +312,9 @@ pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Valu
     } else {
         restore(&mut state.gen, shared.target.as_ref())
     };
-    Ok(result(spec, &shared, &state, max_busy, restore, &id))
+    let mut result = result(spec, &shared, &state, max_busy, restore, &id);
+    result["start"] = json!({"at_unix_s": started_at_unix_s, "requested_unix_s": spec.start_at_unix_s, "late_ms": start_late_ms});
+    Ok(result)
 }
 
 /// Follow the trial from the main thread: add senders when all are busy, report

@@ -1,8 +1,8 @@
 """The `peakbench` command.
 
-    peakbench run WORKLOAD --target DIR --rate OPS [--warmup S] [--runtime S] ...
+    peakbench run WORKLOAD --target DIR --rate OPS [--warmup S] [--runtime S] [--clients N | --cluster ADDR] ...
     peakbench prepare WORKLOAD --target DIR --rate OPS [--scale F]
-    peakbench search WORKLOAD --target DIR|sim://... [--quick] [--confidence C] [--accuracy A] ...
+    peakbench search WORKLOAD --target DIR|sim://... [--quick] [--confidence C] [--accuracy A] [--clients N] ...
     peakbench surface PLAN.toml [--json FILE]
     peakbench simulate [--samples N] [--policies P,...] [--surfaces]
     peakbench workloads list | show NAME [--rate OPS] [--scale F]
@@ -16,6 +16,7 @@ stderr naming the file, line and field; nothing written to the store or target),
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import math
@@ -26,6 +27,8 @@ from rich.console import Console
 from rich.table import Table
 
 from . import searching, sim
+from .cluster import ClientsLost, engine_for
+from .cluster.report import print_clients
 from . import store as store_module
 from .controller import DEFAULT_POLICY, POLICIES, SearchSettings
 from .controller.design import quadratic_terms
@@ -84,6 +87,16 @@ def _positive_duration(text: str) -> float:
     return seconds
 
 
+def _positive_ms(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of milliseconds") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a number of milliseconds above 0")
+    return value
+
+
 def _scale(text: str) -> float:
     try:
         scale = float(text)
@@ -121,7 +134,18 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--scale", type=_scale, default=1.0, metavar="F",
                              help="multiply the self-scaled file-set size (default 1)")
 
-    run = commands.add_parser("run", parents=[store_option], help="prepare the file set and run one trial")
+    cluster_options = _Parser(add_help=False)
+    cluster_options.add_argument("--clients", type=_whole(1), metavar="N",
+                                 help="run the load from N clients (Dask worker processes on this host, or N"
+                                      " workers of --cluster), each offering its share of --rate")
+    cluster_options.add_argument("--cluster", metavar="ADDR",
+                                 help="an existing Dask scheduler, e.g. tcp://scheduler:8786: every worker is a"
+                                      " load client (the first --clients N if given)")
+    cluster_options.add_argument("--clock-tolerance", type=_positive_ms, default=10.0, metavar="MS",
+                                 help="refuse a distributed start that could be skewed by more (default 10 ms)")
+
+    run = commands.add_parser("run", parents=[store_option, cluster_options],
+                              help="prepare the file set and run one trial")
     add_trial_arguments(run)
     run.add_argument("--warmup", type=_duration, default=5.0, metavar="S",
                      help="warm-up before measuring (default 5 s)")
@@ -137,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_trial_arguments(prepare)
     prepare.set_defaults(handler=command_prepare)
 
-    search = commands.add_parser("search", parents=[store_option],
+    search = commands.add_parser("search", parents=[store_option, cluster_options],
                                  help="find the peak rate to a stated confidence and accuracy")
     search.add_argument("workload", metavar="WORKLOAD", help="a canned workload name or a workload .toml file")
     search.add_argument("--target", required=True, metavar="URL",
@@ -280,6 +304,13 @@ def command_prepare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _engine(args: argparse.Namespace, workload: Workload):
+    """One local engine, or the load clients of --clients / --cluster (a context manager)."""
+    return engine_for(args.clients, args.cluster, shared_fileset=workload.cluster_fileset == "shared",
+                      clock_tolerance_s=args.clock_tolerance / 1e3,
+                      announce=lambda text: print(f"cluster: {text}", file=sys.stderr))
+
+
 def command_run(args: argparse.Namespace) -> int:
     workload, spec = _checked_trial(
         args, warmup_s=args.warmup, runtime_s=args.runtime, seed=args.seed,
@@ -288,24 +319,40 @@ def command_run(args: argparse.Namespace) -> int:
     store_module.check_compatible(args.db)
     if args.json and not args.json.absolute().parent.is_dir():
         raise InputError(f"{args.json}: its directory does not exist", field="--json")
-    engine = Engine()
+    with _engine(args, workload) as engine:
+        return _run_trial(args, workload, spec, engine)
+
+
+def _run_trial(args: argparse.Namespace, workload: Workload, spec: dict, engine) -> int:
     engine.validate(spec)
     _announce(workload, spec, args)
     system = snapshot(spec["target"], engine.version())
+    notes = [workload.mix_note] if workload.mix_note else []
 
     def record(**outcome) -> int:
         with store_module.Store(args.db) as store:
             return store.add_trial(workload=workload.name, target=target_label(spec["target"]), spec=spec,
-                                   sysinfo=system, notes=[workload.mix_note] if workload.mix_note else [], **outcome)
+                                   sysinfo=system, notes=notes, **outcome)
 
+    console = _console()
     try:
         _prepare(engine, spec)
         with ProgressDisplay("run", args.warmup + args.runtime) as display:
             result = engine.run(spec, display)
+    except ClientsLost as lost:
+        partial = lost.trial.result
+        if partial is not None:
+            print_trial(spec, partial, console)
+            print_clients(partial, console)
+            notes.append("partial results of the clients that finished: " + ", ".join(
+                f"{c['name']} achieved {c['achieved_rate']:.1f} of {c['requested_rate']:.1f} ops/s"
+                for c in partial["clients"]))
+        raise RunError(f"{lost} (recorded as failed trial {record(error=str(lost))})") from None
     except RunError as error:
         raise RunError(f"{error} (recorded as failed trial {record(error=str(error))})") from None
     trial_id = record(result=result)
-    print_trial(spec, result, _console())
+    print_trial(spec, result, console)
+    print_clients(result, console)
     print(f"trial {trial_id} stored in {args.db}", file=sys.stderr)
     if args.json:
         args.json.write_text(json.dumps(json_report(trial_id, workload.name, result), indent=2) + "\n")
@@ -332,6 +379,9 @@ def command_search(args: argparse.Namespace) -> int:
               f" confidence {settings.confidence:.0%}, accuracy {settings.accuracy:.0%} -- a first look,"
               f" not a publishable figure", file=sys.stderr)
     if args.target.startswith("sim://"):
+        if args.clients or args.cluster:
+            raise InputError("a simulated server runs in virtual time: --clients and --cluster do not apply",
+                             field="--clients" if args.clients else "--cluster")
         try:
             result = searching.search_simulated(args.target, settings, args.policy, args.seed_rate)
         except ValueError as error:
@@ -341,13 +391,14 @@ def command_search(args: argparse.Namespace) -> int:
         args.rate = settings.max_load if settings.max_load < 1e6 else settings.start_load
         workload, spec = _checked_trial(args)
         store_module.check_compatible(args.db)
-        engine = Engine()
-        engine.validate(spec)
-        if workload.mix_note:
-            print(f"note: {workload.name}: {workload.mix_note}", file=sys.stderr)
-        system = snapshot(spec["target"], engine.version())
-        search_id, result = searching.search_engine_target(
-            workload, spec["target"], settings, args.policy, args.db, system, args.scale, args.seed, args.seed_rate)
+        with _engine(args, workload) as engine:
+            engine.validate(spec)
+            if workload.mix_note:
+                print(f"note: {workload.name}: {workload.mix_note}", file=sys.stderr)
+            system = snapshot(spec["target"], engine.version())
+            search_id, result = searching.search_engine_target(
+                workload, spec["target"], settings, args.policy, args.db, system, args.scale, args.seed,
+                args.seed_rate, engine=engine)
     print_search(result, settings, _console())
     if search_id is not None:
         print(f"search {search_id} and its {result.trials} trials stored in {args.db}", file=sys.stderr)

@@ -88,12 +88,15 @@ def progress_printer(stream=sys.stderr) -> Callable[[float, int, float | None], 
 
 
 def search_engine_target(workload: Workload, target: dict, settings: SearchSettings, policy: str, db: Path,
-                         sysinfo: dict, scale: float, seed: int, seed_load: float | None) -> tuple[int, SearchResult]:
-    """A search against a real target; returns the stored search's id and its result."""
+                         sysinfo: dict, scale: float, seed: int, seed_load: float | None,
+                         engine: Engine | None = None) -> tuple[int, SearchResult]:
+    """A search against a real target; returns the stored search's id and its result.
+
+    `engine` runs the trials: one local Engine by default, or a cluster.DistributedEngine."""
     with store_module.Store(db) as store:
         search_id = store.add_search(workload=workload.name, target=target_label(target), policy=policy,
                                      settings=dataclasses.asdict(settings))
-        trials = EngineTrials(workload, target, Engine(), store, search_id, settings, sysinfo, scale, seed)
+        trials = EngineTrials(workload, target, engine or Engine(), store, search_id, settings, sysinfo, scale, seed)
         try:
             result = find_peak(trials, settings, policy, seed_load, progress_printer())
         except BaseException as error:

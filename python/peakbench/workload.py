@@ -33,6 +33,8 @@
     pattern = "append"         # random | sequential | append | whole_file
     [load]                     # optional
     arrivals = "uniform"       # uniform (Fstress metronome) | poisson
+    [cluster]                  # optional: many load clients (--clients, --cluster)
+    fileset = "per-client"     # per-client (each its own part) | shared (read-only mixes)
 
 Unknown keys are errors, so a typo cannot silently fall back to a default.
 Every error names the file, the line of the offending key, and the field.
@@ -53,7 +55,7 @@ from .units import parse_size
 SPEC_SCHEMA = "peakbench.trial-spec/1"
 CANNED_DIR = Path(__file__).parent / "workloads"
 
-TABLES = ("fileset", "scaling", "mix", "read", "write", "load")
+TABLES = ("fileset", "scaling", "mix", "read", "write", "load", "cluster")
 TOP_KEYS = ("name", "description", "source", *TABLES)
 FILESET_DISTS = {  # key -> what its samples measure
     "files_per_dir": "count", "dirs_per_dir": "count", "symlinks_per_dir": "count",
@@ -67,6 +69,7 @@ SCALING_KEYS = ("files_per_op", "bytes_per_op", "min_files")
 READ_PATTERNS = ("random", "sequential", "whole_file")
 WRITE_PATTERNS = ("random", "sequential", "append", "whole_file")
 ARRIVALS = ("uniform", "poisson")
+CLUSTER_FILESETS = ("per-client", "shared")
 DEFAULT_IO = {"size": "8KiB", "pattern": "random"}
 
 
@@ -92,6 +95,7 @@ class Workload:
     read: dict
     write: dict
     arrivals: str
+    cluster_fileset: str = "per-client"  # how many load clients split the file set: per-client | shared
 
     @property
     def mean_file_size(self) -> float:
@@ -186,7 +190,13 @@ def _parse(document: dict, path: Path) -> Workload:
         read=_parse_io(_table(document, "read", required=False), "read", READ_PATTERNS, base_dir),
         write=_parse_io(_table(document, "write", required=False), "write", WRITE_PATTERNS, base_dir),
         arrivals=_choice(_table(document, "load", required=False), "arrivals", "load.", ARRIVALS, "uniform"),
+        cluster_fileset=_parse_cluster(_table(document, "cluster", required=False)),
     )
+
+
+def _parse_cluster(table: dict) -> str:
+    tomlfile.check_keys(table, ("fileset",), "cluster.")
+    return _choice(table, "fileset", "cluster.", CLUSTER_FILESETS, "per-client")
 
 
 def _parse_fileset(table: dict, base_dir: Path) -> dict:

@@ -116,7 +116,16 @@ def map_surface(factors: Sequence[Factor], samples: Sequence[Sample],
             raise RuntimeError(f"sample {sample}: {result.message}")
         else:
             searched.append((sample, seed, result, f"{result.verdict}: {result.message}"))
+    return surface_from_searches(factors, searched)
 
+
+def surface_from_searches(factors: Sequence[Factor],
+                          searched: Sequence[tuple[Sample, float | None, SearchResult | None, str | None]]
+                          ) -> SurfaceResult:
+    """Fit and report over finished searches: (sample, seed load, result or None, failure or None) each.
+    Shared by map_surface and the cluster's pool of servers (peakbench.cluster.pool)."""
+    factors = tuple(factors)
+    finished = [(sample, result.peak_rate) for sample, _, result, failure in searched if failure is None]
     surface = None
     if len(finished) >= len(quadratic_terms(factors)):
         surface = QuadraticSurface.fit(factors, [s for s, _ in finished], [p for _, p in finished])

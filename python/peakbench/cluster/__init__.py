@@ -1,0 +1,30 @@
+"""Many load clients on Dask distributed: one trial across clients, merged exactly.
+
+    connection.py  connect(clients=N | address="tcp://scheduler:8786") -> LoadCluster; version check
+    clock.py       clock offsets of the clients against the controller; start-skew refusal
+    fanout.py      DistributedEngine: the seam (Engine's interface over every client), DistributedTrial
+    merge.py       merge_results: TrialResults of many clients -> one (pure)
+    pool.py        a pool of independent servers: a surface's samples in parallel, one per server
+    report.py      the per-client table printed under a merged trial
+
+Dask is imported only when a cluster is used, so single-engine runs do not pay for it.
+"""
+
+from .clock import ClockOffset, check_skew, measure_offsets
+from .connection import LoadClient, LoadCluster, connect
+from .fanout import (COMPLETE, FAILED, LOST, ClientRun, ClientsLost, DistributedEngine, DistributedTrial,
+                     client_specs, engine_for)
+from .merge import merge_results
+
+__all__ = ["COMPLETE", "FAILED", "LOST", "ClientRun", "ClientsLost", "ClockOffset", "DistributedEngine",
+           "DistributedTrial", "LoadClient", "engine_for", "LoadCluster", "check_skew", "client_specs", "connect",
+           "map_surface_on_pool", "measure_offsets", "merge_results", "PoolResult"]
+
+
+def __getattr__(name: str):
+    # The pool needs the controller (statsmodels, scipy): imported on use, so that workers,
+    # which import this package to run an engine, start in a fraction of a second.
+    if name in ("PoolResult", "map_surface_on_pool"):
+        from . import pool
+        return getattr(pool, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,211 @@
+"""Reaching the load clients: a Dask LocalCluster of local worker processes, or an existing
+Dask scheduler; naming its workers as load clients; refusing workers whose peakbench differs.
+
+    with connect(clients=4) as cluster: ...                       # 4 local worker processes
+    with connect(address="tcp://scheduler:8786") as cluster: ...  # every worker of that cluster
+    with connect(address=..., clients=8) as cluster: ...          # wait for 8 and use those
+
+Each Dask worker is one load client and runs one engine at a time. A client is
+named client-0, client-1, ... in the order of its worker's address, so the
+names are stable for one cluster. A scheduler that cannot be reached is one
+line (RunError). Before anything runs, every worker is asked for its identity
+(peakbench version, engine version, cluster protocol): any difference from the
+controller's is refused here, before any load starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib.metadata
+import logging
+import os
+import socket
+import sys
+import time
+
+from ..engine import Engine
+from ..errors import InputError, RunError
+
+# Bumped whenever the functions the controller sends to workers change their contract.
+PROTOCOL = 1
+CONNECT_TIMEOUT_S = 10.0
+# Identity fields that must agree between the controller and every worker.
+MUST_MATCH = ("peakbench", "engine", "protocol")
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadClient:
+    name: str  # client-0, client-1, ...
+    worker: str  # the Dask worker's address
+    host: str  # the worker's host name
+    pid: int
+
+
+def peakbench_version() -> str:
+    try:
+        return importlib.metadata.version("peakbench")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def identity() -> dict:
+    """What a process runs: compared between the controller and each worker (runs on workers too)."""
+    try:
+        engine = Engine().version().removeprefix("peakbench-engine ").strip() or "unknown"
+    except (RunError, OSError) as error:
+        engine = f"missing ({error})"
+    return {
+        "peakbench": peakbench_version(),
+        "engine": engine,
+        "protocol": PROTOCOL,
+        "python": ".".join(map(str, sys.version_info[:3])),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+    }
+
+
+def version_mismatches(controller: dict, workers: dict[str, dict]) -> list[str]:
+    """One line per worker whose identity differs from the controller's in a field that must match."""
+    problems = []
+    for address, found in sorted(workers.items()):
+        if isinstance(found, BaseException):
+            problems.append(f"worker {address} could not run peakbench ({type(found).__name__}: {found});"
+                            f" install the same peakbench on every worker")
+            continue
+        differ = [f"{key} {found.get(key)} (controller {controller[key]})" for key in MUST_MATCH
+                  if found.get(key) != controller[key]]
+        if differ:
+            problems.append(f"worker {address} on {found.get('host')} has " + ", ".join(differ))
+    return problems
+
+
+class LoadCluster:
+    """A connected Dask client and the load clients it offers. Close it (or use `with`)."""
+
+    def __init__(self, client, clients: list[LoadClient], local=None, identities: dict | None = None):
+        self.client = client
+        self.clients = clients
+        self.local = local  # the LocalCluster we started, closed with us
+        self.identities = identities or {}
+
+    @property
+    def size(self) -> int:
+        return len(self.clients)
+
+    def alive(self) -> set[str]:
+        """Addresses of the workers the scheduler knows now."""
+        return set(self.client.scheduler_info(n_workers=-1)["workers"])
+
+    def describe(self) -> str:
+        hosts = sorted({c.host for c in self.clients})
+        kind = "local worker processes" if self.local is not None else f"workers of {self.client.scheduler.address}"
+        return f"{self.size} load clients ({kind}) on {', '.join(hosts)}"
+
+    def close(self) -> None:
+        try:
+            self.client.close()
+        finally:
+            if self.local is not None:
+                self.local.close()
+
+    def __enter__(self) -> LoadCluster:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+@contextlib.contextmanager
+def _main_module_hidden():
+    """Spawned worker processes re-import the controller's __main__ (multiprocessing's spawn
+    does, to find functions defined there). For `python -m peakbench.cli` that is the whole
+    CLI with statsmodels and scipy, seconds per worker on two cores; the workers only run
+    functions of peakbench.cluster, so they are started without it."""
+    main = sys.modules.get("__main__")
+    saved = {key: getattr(main, key) for key in ("__spec__", "__file__") if hasattr(main, key)}
+    try:
+        for key in saved:
+            setattr(main, key, None)
+        yield
+    finally:
+        for key, value in saved.items():
+            setattr(main, key, value)
+
+
+def _quiet_dask() -> None:
+    # A closing cluster logs connection resets and heartbeats at WARNING; the user needs none of it.
+    for name in ("distributed", "distributed.nanny", "distributed.scheduler", "distributed.worker",
+                 "distributed.core", "distributed.comm", "distributed.client", "distributed.batched"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def connect(clients: int | None = None, address: str | None = None, *, timeout_s: float = CONNECT_TIMEOUT_S,
+            check_versions: bool = True, worker_env: dict | None = None) -> LoadCluster:
+    """A LocalCluster of `clients` worker processes, or the workers of the scheduler at `address`."""
+    if clients is None and address is None:
+        raise InputError("give a number of clients or a scheduler address", field="--clients")
+    if clients is not None and clients < 1:
+        raise InputError(f"must be at least 1 (got {clients})", field="--clients")
+    import dask
+    from distributed import Client, LocalCluster
+
+    _quiet_dask()
+    local = None
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0,
+                          "distributed.comm.timeouts.connect": f"{timeout_s}s"}):
+        if address is None:
+            with _main_module_hidden():
+                local = LocalCluster(n_workers=clients, threads_per_worker=1, processes=True,
+                                     dashboard_address=":0", silence_logs=logging.ERROR, env=worker_env or {})
+            client = Client(local, timeout=timeout_s)
+        else:
+            client = _reach(address, timeout_s)
+    try:
+        wanted = clients or 1
+        try:
+            client.wait_for_workers(wanted, timeout=max(timeout_s, 60.0 if local is not None else timeout_s))
+        except (TimeoutError, OSError) as error:
+            have = len(client.scheduler_info(n_workers=-1)["workers"])
+            raise RunError(f"the Dask cluster has {have} workers, {wanted} wanted ({type(error).__name__})") from None
+        workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+        if clients is not None:
+            workers = workers[:clients]
+        found = client.run(identity, workers=workers, on_error="return")
+        if check_versions:
+            problems = version_mismatches(identity(), found)
+            if problems:
+                raise RunError("refused before any load started: " + "; ".join(problems))
+        load_clients = [
+            LoadClient(f"client-{i}", address_, _field(found.get(address_), "host", address_),
+                       _field(found.get(address_), "pid", 0))
+            for i, address_ in enumerate(workers)
+        ]
+        return LoadCluster(client, load_clients, local, found)
+    except BaseException:
+        client.close()
+        if local is not None:
+            local.close()
+        raise
+
+
+def _field(found, key: str, default):
+    return found.get(key, default) if isinstance(found, dict) else default
+
+
+def _reach(address: str, timeout_s: float):
+    from distributed import Client
+
+    if "://" not in address:
+        address = f"tcp://{address}"
+    started = time.monotonic()
+    try:
+        return Client(address, timeout=timeout_s)
+    except (OSError, TimeoutError) as error:
+        waited = time.monotonic() - started
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        if len(reason) > 160:
+            reason = reason[:157] + "..."
+        raise RunError(f"cannot reach the Dask scheduler at {address} (gave up after {waited:.0f} s: {reason})") from None
+    except ValueError as error:
+        raise InputError(f"{address}: not a scheduler address ({error})", field="--cluster") from None

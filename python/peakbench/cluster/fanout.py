@@ -1,0 +1,406 @@
+"""One trial across many load clients: split the spec, start together, stop together, merge.
+
+THE SEAM every caller uses (`run`, `search`, `sfs`, plans):
+
+    from peakbench.cluster import connect, DistributedEngine
+
+    with connect(clients=4) as cluster:           # or connect(address="tcp://host:8786")
+        engine = DistributedEngine(cluster, shared_fileset=False)
+        engine.prepare(spec)                      # each client's part of the file set
+        result = engine.run(spec)                 # merged TrialResult; ClientsLost if a client was lost
+        trial = engine.run_trial(spec)            # never raises for a lost client: a DistributedTrial with
+                                                  # .result (merged), .clients (per client), .verdict, .message
+
+DistributedEngine has the methods of peakbench.engine.Engine (version, validate,
+prepare, run) with the same arguments, so code written against one engine
+takes a DistributedEngine unchanged. `spec` is an ordinary TrialSpec at the
+*aggregate* offered rate; the split is:
+
+- rate: each client offers rate/N; with uniform arrivals client i starts i/rate
+  later, so the N metronomes interleave into one at the aggregate rate;
+- op seed: client i gets seed + i·1000003 (client 0 keeps the seed, so one
+  client runs exactly the given spec);
+- file set: per client (default), client i owns ceil(files/N) files under its own
+  layout seed (fileset.seed + i), so the parts are disjoint file sets that the
+  engine keeps apart in the target; shared (shared_fileset=True, for read-only
+  mixes only: concurrent restores of a mutated set would collide), every client
+  uses the whole set, prepared once by client-0;
+- max_outstanding: ceil(cap/N) per client.
+
+The start: the controller measures every client's clock offset (clock.py),
+refuses a start whose skew could exceed the tolerance, picks an instant
+`start_lead_s` ahead and hands each client that instant in its own clock
+(schema peakbench.trial-spec/2, start_at_unix_s). Every engine stops at the end
+of its own window, so clients stop together too. Prepares run one client at a
+time (per-client parts share the target's manifest).
+
+Faults: a client whose worker leaves the cluster mid-trial (or that returns
+nothing by the deadline: warm-up + run + drain + margins) is lost; the trial
+still ends, with verdict "lost-clients" naming it, and the merged result of
+the clients that finished. A client whose engine fails is "failed-clients".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import time
+import uuid
+from collections.abc import Callable
+
+from ..engine import Engine, prepare_timeout, run_timeout
+from ..errors import InputError, RunError
+from .clock import DEFAULT_TOLERANCE_S, ClockOffset, check_skew, measure_offsets, worker_clock
+from .merge import merge_results
+
+SPEC_SCHEMA_V2 = "peakbench.trial-spec/2"
+SEED_STRIDE = 1_000_003
+READ_ONLY_OPS = frozenset({"null", "getattr", "lookup", "access", "readlink", "read", "readdir", "readdirplus",
+                           "fsstat", "fsinfo", "pathconf"})
+DEFAULT_START_LEAD_S = 1.0
+POLL_S = 0.2
+PROGRESS_S = 1.0
+MARGIN_S = 30.0
+
+COMPLETE, LOST, FAILED = "complete", "lost-clients", "failed-clients"
+
+
+# ------------------------------------------------------------------ the split (pure)
+
+def check_shareable(spec: dict) -> None:
+    writes = sorted(op for op, share in spec["mix"].items() if share > 0 and op not in READ_ONLY_OPS)
+    if writes:
+        raise InputError(f"a file set shared by several clients needs a read-only mix; this one has"
+                         f" {', '.join(writes)} (use a per-client file set)", field="cluster.fileset")
+
+
+def client_specs(spec: dict, n: int, shared_fileset: bool = False) -> list[dict]:
+    """The N clients' TrialSpecs for one trial at the aggregate rate of `spec` (see the module's doc)."""
+    if n < 1:
+        raise ValueError("at least one client")
+    if shared_fileset:
+        check_shareable(spec)
+    cap = spec["load"].get("max_outstanding")
+    specs = []
+    for i in range(n):
+        part = {**spec, "schema": SPEC_SCHEMA_V2, "seed": spec.get("seed", 0) + i * SEED_STRIDE}
+        part["load"] = {**spec["load"], "rate": spec["load"]["rate"] / n,
+                        "max_outstanding": math.ceil(cap / n) if cap else cap}
+        if not shared_fileset:
+            fileset = spec["fileset"]
+            part["fileset"] = {**fileset, "files": math.ceil(fileset["files"] / n),
+                               "seed": fileset.get("seed", 0) + i}
+        part.pop("start_at_unix_s", None)
+        specs.append(part)
+    return specs
+
+
+def start_instants(start_at: float, offsets: list[ClockOffset], spec: dict, compensate: bool = True) -> list[float]:
+    """Each client's start_at_unix_s, in its own clock: one instant, interleaved for uniform arrivals."""
+    rate = spec["load"]["rate"]
+    uniform = spec["load"].get("arrivals", "uniform") == "uniform"
+    return [start_at + (o.offset_s if compensate else 0.0) + (i / rate if uniform else 0.0)
+            for i, o in enumerate(offsets)]
+
+
+def default_start_lead_s(spec: dict) -> float:
+    """Time for every client to get its task, start its engine and build the file-set model."""
+    return DEFAULT_START_LEAD_S + spec["fileset"]["files"] / 1e6
+
+
+# ------------------------------------------------------------------ on the workers
+
+def prepare_on_worker(spec: dict) -> dict:
+    return Engine().prepare(spec)
+
+
+def run_on_worker(spec: dict) -> dict:
+    return Engine().run(spec)
+
+
+# ------------------------------------------------------------------ outcomes
+
+@dataclasses.dataclass
+class ClientRun:
+    name: str
+    worker: str
+    host: str
+    spec: dict
+    result: dict | None = None
+    error: str | None = None  # why it has no result
+    lost: bool = False  # its worker left the cluster (or never answered)
+    clock: ClockOffset | None = None
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "worker": self.worker, "host": self.host, "lost": self.lost, "error": self.error,
+                "clock": self.clock.to_dict() if self.clock else None,
+                "rate": self.spec["load"]["rate"], "seed": self.spec.get("seed"),
+                "start_at_unix_s": self.spec.get("start_at_unix_s"), "fileset": self.spec["fileset"].get("seed"),
+                "files": self.spec["fileset"]["files"]}
+
+
+@dataclasses.dataclass
+class DistributedTrial:
+    spec: dict  # the aggregate spec
+    clients: list[ClientRun]
+    result: dict | None  # merged over the clients that returned a result; None if none did
+    verdict: str  # complete | lost-clients | failed-clients
+    message: str
+
+    @property
+    def lost(self) -> list[str]:
+        return [c.name for c in self.clients if c.lost]
+
+    @property
+    def failed(self) -> list[str]:
+        return [c.name for c in self.clients if c.error and not c.lost]
+
+    @property
+    def complete(self) -> bool:
+        return self.verdict == COMPLETE
+
+    def to_dict(self) -> dict:
+        return {"verdict": self.verdict, "message": self.message, "lost": self.lost, "failed": self.failed,
+                "clients": [c.to_dict() for c in self.clients], "result": self.result}
+
+
+class ClientsLost(RunError):
+    """A distributed trial without every client's result; .trial holds what the others measured."""
+
+    def __init__(self, trial: DistributedTrial):
+        super().__init__(trial.message)
+        self.trial = trial
+
+
+def verdict_of(runs: list[ClientRun]) -> tuple[str, str]:
+    lost = [r for r in runs if r.lost]
+    failed = [r for r in runs if r.error and not r.lost]
+    finished = len(runs) - len(lost) - len(failed)
+    if not lost and not failed:
+        return COMPLETE, f"all {len(runs)} clients finished"
+    parts = [f"lost {r.name} ({r.worker}: {r.error})" for r in lost]
+    parts += [f"{r.name} failed: {r.error}" for r in failed]
+    verdict = LOST if lost else FAILED
+    return verdict, f"{'; '.join(parts)}; {finished} of {len(runs)} clients finished (their merged results kept)"
+
+
+# ------------------------------------------------------------------ the engine over many clients
+
+class DistributedEngine:
+    """The interface of peakbench.engine.Engine, over every load client of a LoadCluster."""
+
+    def __init__(self, cluster, *, shared_fileset: bool = False, clock_tolerance_s: float = DEFAULT_TOLERANCE_S,
+                 compensate_clocks: bool = True, start_lead_s: float | None = None,
+                 clock: Callable[[], float] = worker_clock, poll_s: float = POLL_S):
+        self.cluster = cluster
+        self.shared_fileset = shared_fileset
+        self.clock_tolerance_s = clock_tolerance_s
+        self.compensate_clocks = compensate_clocks
+        self.start_lead_s = start_lead_s
+        self.clock = clock
+        self.poll_s = poll_s
+        self.last_offsets: list[ClockOffset] = []
+
+    # -- Engine's interface
+
+    def version(self) -> str:
+        return Engine().version()  # every worker's was checked equal when connecting
+
+    def validate(self, spec: dict) -> None:
+        engine = Engine()
+        for part in client_specs(spec, self.cluster.size, self.shared_fileset):
+            engine.validate({**part, "start_at_unix_s": time.time() + 60})
+
+    def prepare(self, spec: dict, on_progress=None) -> dict:
+        """Each client's part of the file set (client-0 alone for a shared one), one client at a time."""
+        specs = client_specs(spec, self.cluster.size, self.shared_fileset)
+        clients = self.cluster.clients[:1] if self.shared_fileset else self.cluster.clients
+        prepared = []
+        for load_client, part in zip(clients, specs):
+            future = self.cluster.client.submit(prepare_on_worker, part, key=f"peakbench-prepare-{load_client.name}-"
+                                                f"{uuid.uuid4().hex[:8]}", workers=[load_client.worker],
+                                                allow_other_workers=False, pure=False, retries=0)
+            run = ClientRun(load_client.name, load_client.worker, load_client.host, part)
+            self._gather({load_client.name: future}, {load_client.name: run}, prepare_timeout(part) + MARGIN_S,
+                         on_progress, phase="prepare")
+            if run.result is None:
+                what = "lost" if run.lost else "failed"
+                raise RunError(f"prepare on {run.name} ({run.worker}) {what}: {run.error}")
+            prepared.append(run.result)
+            if on_progress is not None:
+                on_progress({"phase": "prepare", "done": sum(p["fileset"]["files"] for p in prepared),
+                             "total": sum(s["fileset"]["files"] for s in specs[:len(clients)])})
+        return _merge_prepared(prepared, self.shared_fileset)
+
+    def run(self, spec: dict, on_progress=None) -> dict:
+        trial = self.run_trial(spec, on_progress)
+        if not trial.complete:
+            raise ClientsLost(trial)
+        return trial.result
+
+    # -- the distributed trial
+
+    def run_trial(self, spec: dict, on_progress=None) -> DistributedTrial:
+        cluster = self.cluster
+        specs = client_specs(spec, cluster.size, self.shared_fileset)
+        offsets = measure_offsets(cluster, clock=self.clock, good_enough_s=self.clock_tolerance_s / 4)
+        self.last_offsets = offsets
+        bound = check_skew(offsets, self.clock_tolerance_s, self.compensate_clocks)
+        lead = self.start_lead_s if self.start_lead_s is not None else default_start_lead_s(spec)
+        start_at = time.time() + lead
+        instants = start_instants(start_at, offsets, spec, self.compensate_clocks)
+        runs, futures = {}, {}
+        for load_client, part, offset, instant in zip(cluster.clients, specs, offsets, instants):
+            part["start_at_unix_s"] = instant
+            runs[load_client.name] = ClientRun(load_client.name, load_client.worker, load_client.host, part,
+                                               clock=offset)
+            futures[load_client.name] = cluster.client.submit(
+                run_on_worker, part, key=f"peakbench-run-{load_client.name}-{uuid.uuid4().hex[:8]}",
+                workers=[load_client.worker], allow_other_workers=False, pure=False, retries=0)
+        deadline_s = lead + run_timeout(specs[0]) + MARGIN_S
+        self._gather(futures, runs, deadline_s, on_progress, phase="run", start_at=start_at, spec=spec)
+
+        ordered = [runs[c.name] for c in cluster.clients]
+        verdict, message = verdict_of(ordered)
+        finished = [r for r in ordered if r.result is not None]
+        merged = None
+        if finished:
+            started = time.perf_counter()
+            merged = merge_results([r.result for r in finished], [r.name for r in finished],
+                                   shared_fileset=self.shared_fileset,
+                                   late_tolerance_ms=self.clock_tolerance_s * 1e3)
+            merge_s = time.perf_counter() - started
+            merged["cluster"] = {
+                "clients": len(ordered),
+                "finished": [r.name for r in finished],
+                "lost": [r.name for r in ordered if r.lost],
+                "failed": [r.name for r in ordered if r.error and not r.lost],
+                "verdict": verdict,
+                "hosts": {r.name: r.host for r in ordered},
+                "clock": {r.name: r.clock.to_dict() for r in ordered if r.clock},
+                "skew_bound_ms": bound * 1e3,
+                "start_skew_ms": measured_start_skew_ms(finished, start_at, spec),
+                "start_lead_s": lead,
+                "merge_s": merge_s,
+                "shared_fileset": self.shared_fileset,
+            }
+        return DistributedTrial(spec, ordered, merged, verdict, message)
+
+    def _gather(self, futures: dict, runs: dict, deadline_s: float, on_progress, phase: str,
+                start_at: float | None = None, spec: dict | None = None) -> None:
+        """Wait for every future; a client whose worker leaves, or that is silent past the deadline, is lost."""
+        from distributed import wait
+
+        deadline = time.monotonic() + deadline_s
+        pending = dict(futures)
+        next_progress = time.monotonic()
+        try:
+            while pending:
+                try:
+                    wait(list(pending.values()), timeout=self.poll_s, return_when="FIRST_COMPLETED")
+                except TimeoutError:
+                    pass
+                for name, future in list(pending.items()):
+                    if future.done():
+                        del pending[name]
+                        self._collect(future, runs[name])
+                if not pending:
+                    break
+                alive = self.cluster.alive()
+                for name, future in list(pending.items()):
+                    if runs[name].worker not in alive:
+                        runs[name].lost, runs[name].error = True, "its worker left the cluster mid-trial"
+                        future.cancel()
+                        del pending[name]
+                if time.monotonic() > deadline:
+                    for name, future in pending.items():
+                        runs[name].lost = True
+                        runs[name].error = f"no result within {deadline_s:.0f} s"
+                        future.cancel()
+                    pending.clear()
+                if (on_progress is not None and start_at is not None and spec is not None
+                        and time.monotonic() >= next_progress):
+                    next_progress += PROGRESS_S
+                    on_progress(_elapsed_event(spec, start_at, len(pending), len(futures)))
+        except BaseException:
+            for future in pending.values():
+                future.cancel()
+            raise
+
+    def _collect(self, future, run: ClientRun) -> None:
+        if future.status == "finished":
+            run.result = future.result()
+            return
+        if future.cancelled():
+            run.lost, run.error = True, run.error or "cancelled"
+            return
+        error = future.exception()
+        if run.worker not in self.cluster.alive():
+            run.lost, run.error = True, f"its worker left the cluster mid-trial ({type(error).__name__})"
+        else:
+            run.error = str(error) or type(error).__name__
+
+
+def _elapsed_event(spec: dict, start_at: float, pending: int, total: int) -> dict:
+    load = spec["load"]
+    elapsed = time.time() - start_at
+    if elapsed < 0:
+        phase = "start"
+    elif elapsed < load.get("warmup_s", 0):
+        phase = "warmup"
+    elif elapsed < load.get("warmup_s", 0) + load["runtime_s"]:
+        phase = "measure"
+    else:
+        phase = "drain"
+    return {"phase": phase, "elapsed_s": max(0.0, elapsed), "clients_running": pending, "clients": total}
+
+
+def measured_start_skew_ms(finished: list[ClientRun], start_at: float, spec: dict) -> float | None:
+    """Spread of the clients' actual time zeros, in the controller's clock, around their planned ones."""
+    uniform = spec["load"].get("arrivals", "uniform") == "uniform"
+    rate = spec["load"]["rate"]
+    deviations = []
+    for run in finished:
+        at = (run.result.get("start") or {}).get("at_unix_s")
+        if at is None or run.clock is None:
+            continue
+        index = int(run.name.rsplit("-", 1)[-1]) if run.name.rsplit("-", 1)[-1].isdigit() else 0
+        planned = start_at + (index / rate if uniform else 0.0)
+        deviations.append(at - run.clock.offset_s - planned)
+    if len(deviations) < 1:
+        return None
+    return (max(deviations) - min(deviations)) * 1e3
+
+
+def _merge_prepared(prepared: list[dict], shared: bool) -> dict:
+    if shared or len(prepared) == 1:
+        return prepared[0]
+    first = prepared[0]
+    fileset = {"id": ",".join(sorted({p["fileset"]["id"] for p in prepared}))}
+    for key in ("files", "dirs", "symlinks", "bytes"):
+        fileset[key] = sum(p["fileset"][key] for p in prepared)
+    return {
+        "schema": first.get("schema"),
+        "fileset": fileset,
+        "files_created": sum(p.get("files_created", 0) for p in prepared),
+        "files_already_complete": sum(p.get("files_already_complete", 0) for p in prepared),
+        "seconds": sum(p.get("seconds", 0.0) for p in prepared),
+        "clients": len(prepared),
+    }
+
+
+@contextlib.contextmanager
+def engine_for(clients: int | None = None, address: str | None = None, *, shared_fileset: bool = False,
+               clock_tolerance_s: float = DEFAULT_TOLERANCE_S, announce: Callable[[str], None] | None = None):
+    """The engine a command uses: one local Engine, or a DistributedEngine over a cluster it connects
+    (and closes on exit). `run` and `search` use this; `sfs` and plans should too."""
+    if clients is None and address is None:
+        yield Engine()
+        return
+    from .connection import connect
+
+    with connect(clients=clients, address=address) as cluster:
+        if announce is not None:
+            announce(cluster.describe())
+        yield DistributedEngine(cluster, shared_fileset=shared_fileset, clock_tolerance_s=clock_tolerance_s)

@@ -1,0 +1,242 @@
+"""Merging the TrialResults of many load clients into one: pure logic over result dicts.
+
+The merged result has the engine's own schema (engine/SPEC.md), so everything
+that reads one engine's result (the trial table, the store, the search's
+Observation) reads a merged one unchanged. What merges exactly:
+
+- counts add: sent, unsent, completed, per-op count, errors by kind, timeouts, bytes;
+- rates add: requested_rate and achieved_rate are sums over the clients;
+- latency figures are recomputed from the sum of the clients' HDR histograms
+  (per op, overall and schedule lag): a merged p99 is the p99 of every request
+  of every client, exactly as one engine that had sent them all would report it.
+
+Figures that are not additive are said so where they are made: outstanding.max
+and .threads are sums of the clients' (an upper bound of the aggregate's at any
+one instant), peak_rss_kib is the largest client's, schedule_lag.quarters_mean_ms
+weights each client's quarter means by its number of lag samples (exact when
+every client's quarters hold equal shares of its requests, as a steady schedule does).
+
+The per-client figures are kept in `clients` (one summary per client, in
+client order), and `lagging` names every client that fell behind its schedule
+(see lag_reasons).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from hdrh.histogram import HdrHistogram
+
+# The engine's histograms: nanoseconds, 1 ns to 1 hour, 3 significant digits (engine/src/record.rs).
+LOWEST_NS, HIGHEST_NS, DIGITS = 1, 3_600_000_000_000, 3
+MS = 1e6
+PERCENTILES = (("p50_ms", 50.0), ("p90_ms", 90.0), ("p95_ms", 95.0), ("p99_ms", 99.0), ("p999_ms", 99.9))
+
+
+def new_histogram() -> HdrHistogram:
+    return HdrHistogram(LOWEST_NS, HIGHEST_NS, DIGITS)
+
+
+def add_histograms(encoded: Sequence[str | None]) -> HdrHistogram:
+    """The sum of base64 V2 histograms (None or "" count as empty)."""
+    total = new_histogram()
+    for text in encoded:
+        if text:
+            total.add(HdrHistogram.decode(text))
+    return total
+
+
+def encode(histogram: HdrHistogram) -> str:
+    data = histogram.encode()
+    return data.decode("ascii") if isinstance(data, bytes) else data
+
+
+def _recorded(histogram: HdrHistogram) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(indexes, counts, median-equivalent values) of the non-empty buckets, in value order."""
+    counts = np.asarray(histogram.counts[: histogram.counts_len], dtype=np.int64)
+    indexes = np.flatnonzero(counts)
+    medians = np.array([histogram._hdr_median_equiv_value(histogram.get_value_from_index(int(i))) for i in indexes],
+                       dtype=np.float64)
+    return indexes, counts[indexes], medians
+
+
+def summarize(histogram: HdrHistogram) -> dict:
+    """The engine's latency summary (record.rs `summarize`) computed from a histogram.
+
+    The same definitions as HdrHistogram's (mean and deviation over bucket medians,
+    percentiles as the highest value equivalent to the bucket that reaches the
+    rank), vectorised: hdrh's own get_mean_value walks every bucket in Python.
+    """
+    count = histogram.get_total_count()
+    summary = {"count": count}
+    if count == 0:
+        summary.update({key: 0.0 for key in ("mean_ms", "stddev_ms", "min_ms", "max_ms")})
+        summary.update({key: 0.0 for key, _ in PERCENTILES})
+        summary.update(total_ms=0.0, hist=encode(histogram))
+        return summary
+    indexes, counts, medians = _recorded(histogram)
+    mean_ns = float(np.dot(counts, medians)) / count
+    summary["mean_ms"] = mean_ns / MS
+    summary["stddev_ms"] = math.sqrt(float(np.dot(counts, (medians - mean_ns) ** 2)) / count) / MS
+    summary["min_ms"] = histogram.get_min_value() / MS
+    summary["max_ms"] = histogram.get_max_value() / MS
+    cumulative = np.cumsum(counts)
+    for key, percentile in PERCENTILES:
+        rank = histogram.get_target_count_at_percentile(percentile)
+        index = int(indexes[min(int(np.searchsorted(cumulative, rank)), len(indexes) - 1)])
+        summary[key] = histogram.get_highest_equivalent_value(histogram.get_value_from_index(index)) / MS
+    summary["total_ms"] = mean_ns * count / MS
+    summary["hist"] = encode(histogram)
+    return summary
+
+
+def _add_counts(dicts: Sequence[dict]) -> dict:
+    total: dict = {}
+    for d in dicts:
+        for key, value in d.items():
+            total[key] = total.get(key, 0) + value
+    return dict(sorted(total.items()))
+
+
+def merge_op(ops: Sequence[dict]) -> dict:
+    """One op's record over clients: histogram sum, errors by kind, timeouts and bytes added."""
+    merged = summarize(add_histograms([op.get("hist") for op in ops]))
+    merged["errors"] = _add_counts([op.get("errors", {}) for op in ops])
+    merged["timeouts"] = sum(op.get("timeouts", 0) for op in ops)
+    merged["bytes"] = sum(op.get("bytes", 0) for op in ops)
+    return merged
+
+
+def lag_reasons(result: dict, late_tolerance_ms: float) -> list[str]:
+    """Why one client fell behind its schedule (empty when it kept up)."""
+    reasons = []
+    if result.get("generator_saturated"):
+        reasons.append(result.get("saturation_reason") or "its generator saturated")
+    if result.get("unsent", 0) > 0 and not result.get("generator_saturated"):
+        reasons.append(f"{result['unsent']} of its window's requests were never sent")
+    late = (result.get("start") or {}).get("late_ms") or 0.0
+    if late > late_tolerance_ms:
+        reasons.append(f"it started {late:.1f} ms after the agreed instant (tolerance {late_tolerance_ms:g} ms)")
+    return reasons
+
+
+def client_summary(name: str, result: dict, late_tolerance_ms: float) -> dict:
+    """The per-client figures kept beside the merged ones."""
+    latency = result.get("latency", {})
+    lag = result.get("schedule_lag", {})
+    return {
+        "name": name,
+        "requested_rate": result["requested_rate"],
+        "achieved_rate": result["achieved_rate"],
+        "sent": result.get("sent", 0),
+        "unsent": result.get("unsent", 0),
+        "completed": result.get("completed", 0),
+        "errors": sum(sum(op.get("errors", {}).values()) + op.get("timeouts", 0)
+                      for op in result.get("ops", {}).values()),
+        "mean_ms": latency.get("mean_ms", 0.0),
+        "p99_ms": latency.get("p99_ms", 0.0),
+        "lag_p99_ms": lag.get("p99_ms", 0.0),
+        "generator_saturated": bool(result.get("generator_saturated")),
+        "start_late_ms": (result.get("start") or {}).get("late_ms", 0.0),
+        "engine_cpu_s": result.get("engine_cpu_s", 0.0),
+        "lagged": lag_reasons(result, late_tolerance_ms),
+    }
+
+
+def _weighted_quarters(results: Sequence[dict]) -> list[float]:
+    weights = [add_histograms([r.get("schedule_lag", {}).get("hist")]).get_total_count() for r in results]
+    total = sum(weights)
+    quarters = [r.get("schedule_lag", {}).get("quarters_mean_ms", [0.0] * 4) for r in results]
+    if total == 0:
+        return [0.0] * 4
+    return [sum(w * q[i] for w, q in zip(weights, quarters)) / total for i in range(4)]
+
+
+def merge_results(results: Sequence[dict], names: Sequence[str], *, shared_fileset: bool = False,
+                  late_tolerance_ms: float = 10.0) -> dict:
+    """One TrialResult over the clients' results (in the same order as `names`)."""
+    if not results:
+        raise ValueError("nothing to merge: no client returned a result")
+    if len(results) != len(names):
+        raise ValueError("one name per result")
+    first = results[0]
+    for name, result in zip(names, results):
+        for key in ("schema", "engine_version", "warmup_s", "runtime_s"):
+            if result.get(key) != first.get(key):
+                raise ValueError(f"{name}: {key} {result.get(key)!r} differs from {names[0]}'s {first.get(key)!r}")
+
+    op_names = sorted({op for r in results for op in r.get("ops", {})})
+    ops = {op: merge_op([r["ops"][op] for r in results if op in r.get("ops", {})]) for op in op_names}
+    latency = summarize(add_histograms([op["hist"] for op in ops.values()]))
+    lag_hist = add_histograms([r.get("schedule_lag", {}).get("hist") for r in results])
+    lag = summarize(lag_hist)
+    sent = sum(r.get("sent", 0) for r in results)
+
+    mix_counts: dict = {}
+    for r in results:
+        for op, share in r.get("mix_actual", {}).items():
+            mix_counts[op] = mix_counts.get(op, 0.0) + share * r.get("sent", 0)
+    mix_actual = {op: count / sent for op, count in sorted(mix_counts.items())} if sent else {}
+
+    summaries = [client_summary(name, r, late_tolerance_ms) for name, r in zip(names, results)]
+    saturated = [s["name"] for s in summaries if s["generator_saturated"]]
+    outstanding = [r.get("outstanding", {}) for r in results]
+    caps = [o.get("cap") for o in outstanding]
+    filesets = [r.get("fileset", {}) for r in results]
+    restores = [r.get("restore") for r in results if r.get("restore") is not None]
+
+    merged = {
+        "schema": first["schema"],
+        "engine_version": first.get("engine_version"),
+        "requested_rate": sum(r["requested_rate"] for r in results),
+        "achieved_rate": sum(r["achieved_rate"] for r in results),
+        "sent": sent,
+        "unsent": sum(r.get("unsent", 0) for r in results),
+        "completed": sum(r.get("completed", 0) for r in results),
+        "warmup_s": first.get("warmup_s"),
+        "runtime_s": first.get("runtime_s"),
+        "ops": ops,
+        "latency": latency,
+        "schedule_lag": {"mean_ms": lag["mean_ms"], "p99_ms": lag["p99_ms"], "max_ms": lag["max_ms"],
+                         "hist": lag["hist"], "quarters_mean_ms": _weighted_quarters(results)},
+        "generator_saturated": bool(saturated),
+        "saturation_reason": (
+            "; ".join(f"{s['name']}: {s['lagged'][0]}" for s in summaries if s["generator_saturated"])
+            if saturated else None),
+        "outstanding": {
+            "cap": None if all(c is None for c in caps) else sum(c or 0 for c in caps),
+            "cap_bound": sum(o.get("cap_bound", 0) for o in outstanding),
+            "max": sum(o.get("max", 0) for o in outstanding),
+            "threads": sum(o.get("threads", 0) for o in outstanding),
+            "thread_limit_bound": sum(o.get("thread_limit_bound", 0) for o in outstanding),
+        },
+        "mix_actual": mix_actual,
+        "engine_cpu_s": sum(r.get("engine_cpu_s", 0.0) for r in results),
+        "peak_rss_kib": max(r.get("peak_rss_kib", 0) for r in results),
+        "fileset": _merge_filesets(filesets, shared_fileset),
+        "clients": summaries,
+        "lagging": [s["name"] for s in summaries if s["lagged"]],
+    }
+    if restores:
+        merged["restore"] = {
+            "done": all(r.get("done", False) for r in restores),
+            "errors": sum(r.get("errors", 0) for r in restores),
+            "first_errors": [e for r in restores for e in r.get("first_errors", [])][:5],
+        }
+        reasons = [r["reason"] for r in restores if r.get("reason")]
+        if reasons:
+            merged["restore"]["reason"] = reasons[0]
+    return merged
+
+
+def _merge_filesets(filesets: Sequence[dict], shared: bool) -> dict:
+    if shared or not filesets:
+        return dict(filesets[0]) if filesets else {}
+    ids = sorted({f.get("id") for f in filesets if f.get("id")})
+    merged = {"id": ids[0] if len(ids) == 1 else ",".join(ids)}
+    for key in ("files", "dirs", "symlinks", "bytes"):
+        merged[key] = sum(f.get(key, 0) for f in filesets)
+    return merged

@@ -1,0 +1,163 @@
+"""Merging many clients' TrialResults: exact, over hand-made results whose every request is known."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hdrh.histogram import HdrHistogram
+
+from peakbench.cluster.merge import add_histograms, encode, merge_results, new_histogram, summarize
+
+OPS = ("getattr", "read", "write")
+
+
+def histogram_of(values_ns) -> HdrHistogram:
+    histogram = new_histogram()
+    for value in values_ns:
+        histogram.record_value(value)
+    return histogram
+
+
+def fake_result(rng: random.Random, rate: float, runtime_s: float = 10.0, *, saturated: bool = False,
+                late_ms: float = 0.0, unsent: int = 0) -> tuple[dict, dict[str, list[int]], list[int]]:
+    """An engine-shaped result over random latencies; returns it with the raw latencies per op and the lags."""
+    values = {op: [rng.randint(1_000, 50_000_000) for _ in range(rng.randint(50, 400))] for op in OPS}
+    lags = [rng.randint(1, 2_000_000) for _ in range(sum(map(len, values.values())))]
+    ops = {}
+    for op, latencies in values.items():
+        ops[op] = {**summarize(histogram_of(latencies)), "errors": {"ENOENT": rng.randint(0, 3)},
+                   "timeouts": rng.randint(0, 2), "bytes": rng.randint(0, 10**6)}
+    if rng.random() < 0.5:
+        ops["read"]["errors"]["EIO"] = 1
+    sent = sum(map(len, values.values())) + unsent
+    lag = summarize(histogram_of(lags))
+    result = {
+        "schema": "peakbench.trial-result/1", "engine_version": "0.1.0",
+        "requested_rate": rate, "achieved_rate": rate * rng.uniform(0.9, 1.0),
+        "sent": sent, "unsent": unsent, "completed": sent - unsent,
+        "warmup_s": 1.0, "runtime_s": runtime_s, "ops": ops,
+        "latency": summarize(histogram_of([v for vs in values.values() for v in vs])),
+        "schedule_lag": {"mean_ms": lag["mean_ms"], "p99_ms": lag["p99_ms"], "max_ms": lag["max_ms"],
+                         "hist": lag["hist"], "quarters_mean_ms": [rng.uniform(0, 1) for _ in range(4)]},
+        "generator_saturated": saturated,
+        "saturation_reason": "the generator fell behind its own schedule" if saturated else None,
+        "outstanding": {"cap": None, "cap_bound": 0, "max": rng.randint(1, 20), "threads": rng.randint(1, 20),
+                        "thread_limit_bound": rng.randint(0, 3)},
+        "mix_actual": {op: len(vs) / (sent - unsent) for op, vs in values.items()},
+        "engine_cpu_s": rng.uniform(0.1, 2), "peak_rss_kib": rng.randint(4000, 9000),
+        "fileset": {"id": "ab12cd34", "files": rng.randint(10, 100), "dirs": 3, "symlinks": 0, "bytes": 4096},
+        "restore": {"done": True, "errors": 0, "first_errors": []},
+        "start": {"at_unix_s": 1.0, "requested_unix_s": 1.0, "late_ms": late_ms},
+    }
+    return result, values, lags
+
+
+@pytest.fixture
+def three_clients():
+    rng = random.Random(8)
+    return [fake_result(rng, rate) for rate in (100.0, 100.0, 100.0)]
+
+
+def test_histograms_add_exactly(three_clients):
+    results = [r for r, _, _ in three_clients]
+    merged = merge_results(results, ["client-0", "client-1", "client-2"])
+    for op in OPS:
+        every_value = [v for _, values, _ in three_clients for v in values[op]]
+        expected = summarize(histogram_of(every_value))
+        got = merged["ops"][op]
+        assert got["count"] == len(every_value)
+        for key in ("count", "min_ms", "max_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms"):
+            assert got[key] == expected[key], (op, key)
+        assert got["mean_ms"] == pytest.approx(expected["mean_ms"], rel=1e-12)
+        assert got["stddev_ms"] == pytest.approx(expected["stddev_ms"], rel=1e-12)
+        # Bucket for bucket the same histogram as one engine that saw every request.
+        assert HdrHistogram.decode(got["hist"]).equals(histogram_of(every_value))
+    all_values = [v for _, values, _ in three_clients for vs in values.values() for v in vs]
+    assert merged["latency"]["count"] == len(all_values)
+    assert HdrHistogram.decode(merged["latency"]["hist"]).equals(histogram_of(all_values))
+    assert merged["latency"]["p99_ms"] == summarize(histogram_of(all_values))["p99_ms"]
+    all_lags = [v for _, _, lags in three_clients for v in lags]
+    assert HdrHistogram.decode(merged["schedule_lag"]["hist"]).equals(histogram_of(all_lags))
+    assert merged["schedule_lag"]["p99_ms"] == summarize(histogram_of(all_lags))["p99_ms"]
+
+
+def test_counts_and_rates_add(three_clients):
+    results = [r for r, _, _ in three_clients]
+    merged = merge_results(results, ["a", "b", "c"])
+    for key in ("sent", "unsent", "completed"):
+        assert merged[key] == sum(r[key] for r in results)
+    assert merged["requested_rate"] == 300.0
+    assert merged["achieved_rate"] == pytest.approx(sum(r["achieved_rate"] for r in results), rel=1e-15)
+    for op in OPS:
+        assert merged["ops"][op]["timeouts"] == sum(r["ops"][op]["timeouts"] for r in results)
+        assert merged["ops"][op]["bytes"] == sum(r["ops"][op]["bytes"] for r in results)
+        assert merged["ops"][op]["errors"]["ENOENT"] == sum(r["ops"][op]["errors"]["ENOENT"] for r in results)
+    eio = sum(r["ops"]["read"]["errors"].get("EIO", 0) for r in results)
+    assert merged["ops"]["read"]["errors"].get("EIO", 0) == eio
+    assert merged["engine_cpu_s"] == pytest.approx(sum(r["engine_cpu_s"] for r in results))
+    assert merged["peak_rss_kib"] == max(r["peak_rss_kib"] for r in results)
+    assert merged["outstanding"]["threads"] == sum(r["outstanding"]["threads"] for r in results)
+    assert merged["fileset"]["files"] == sum(r["fileset"]["files"] for r in results)
+    assert sum(merged["mix_actual"].values()) == pytest.approx(1.0)
+    for op in OPS:  # the merged mix is each op's share of everything sent
+        assert merged["mix_actual"][op] == pytest.approx(merged["ops"][op]["count"] / merged["sent"])
+    assert [c["name"] for c in merged["clients"]] == ["a", "b", "c"]
+    assert [c["sent"] for c in merged["clients"]] == [r["sent"] for r in results]
+    assert merged["lagging"] == [] and merged["generator_saturated"] is False
+    assert merged["restore"] == {"done": True, "errors": 0, "first_errors": []}
+
+
+def test_a_shared_file_set_is_counted_once(three_clients):
+    results = [r for r, _, _ in three_clients]
+    merged = merge_results(results, ["a", "b", "c"], shared_fileset=True)
+    assert merged["fileset"] == results[0]["fileset"]
+
+
+def test_a_lagging_client_is_named():
+    rng = random.Random(3)
+    ok, _, _ = fake_result(rng, 50.0)
+    saturated, _, _ = fake_result(rng, 50.0, saturated=True)
+    late, _, _ = fake_result(rng, 50.0, late_ms=25.0)
+    unsent, _, _ = fake_result(rng, 50.0, unsent=7)
+    merged = merge_results([ok, saturated, late, unsent], ["client-0", "client-1", "client-2", "client-3"],
+                           late_tolerance_ms=10.0)
+    assert merged["lagging"] == ["client-1", "client-2", "client-3"]
+    assert merged["generator_saturated"] is True
+    assert merged["saturation_reason"].startswith("client-1: ")
+    by_name = {c["name"]: c for c in merged["clients"]}
+    assert "25.0 ms after the agreed instant" in by_name["client-2"]["lagged"][0]
+    assert "7 of its window's requests were never sent" in by_name["client-3"]["lagged"][0]
+    assert by_name["client-0"]["lagged"] == []
+
+
+def test_one_client_merges_to_itself():
+    rng = random.Random(5)
+    result, _, _ = fake_result(rng, 80.0)
+    merged = merge_results([result], ["client-0"])
+    for key in ("requested_rate", "achieved_rate", "sent", "unsent", "completed", "mix_actual"):
+        assert merged[key] == pytest.approx(result[key])
+    for op in OPS:
+        for key, value in result["ops"][op].items():
+            assert merged["ops"][op][key] == (pytest.approx(value) if isinstance(value, float) else value)
+
+
+def test_an_empty_histogram_and_an_absent_op():
+    rng = random.Random(9)
+    first, _, _ = fake_result(rng, 10.0)
+    second, _, _ = fake_result(rng, 10.0)
+    del second["ops"]["write"]
+    merged = merge_results([first, second], ["a", "b"])
+    assert merged["ops"]["write"]["count"] == first["ops"]["write"]["count"]
+    assert summarize(new_histogram())["count"] == 0
+    assert add_histograms([None, "", encode(new_histogram())]).get_total_count() == 0
+
+
+def test_results_that_do_not_belong_together_are_refused():
+    rng = random.Random(1)
+    first, _, _ = fake_result(rng, 10.0, runtime_s=10.0)
+    second, _, _ = fake_result(rng, 10.0, runtime_s=5.0)
+    with pytest.raises(ValueError, match="runtime_s"):
+        merge_results([first, second], ["a", "b"])
+    with pytest.raises(ValueError, match="nothing to merge"):
+        merge_results([], [])

@@ -1,0 +1,132 @@
+"""Pure logic of the cluster layer: splitting a trial across clients, clock offsets, version checks."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from peakbench.cluster.clock import ClockOffset, check_skew, estimate, skew_bound_s
+from peakbench.cluster.connection import identity, version_mismatches
+from peakbench.cluster.fanout import (COMPLETE, FAILED, LOST, SEED_STRIDE, ClientRun, client_specs,
+                                      measured_start_skew_ms, start_instants, verdict_of)
+from peakbench.errors import InputError, RunError
+from peakbench.workload import find_workload, trial_spec
+
+
+@pytest.fixture
+def spec():
+    return trial_spec(find_workload("mail"), {"kind": "posix", "path": "/tmp/x"}, rate=900.0, warmup_s=1.0,
+                      runtime_s=5.0, seed=7, max_outstanding=10)
+
+
+def test_the_aggregate_rate_is_split_evenly(spec):
+    parts = client_specs(spec, 4)
+    assert [p["load"]["rate"] for p in parts] == [225.0] * 4
+    assert math.fsum(p["load"]["rate"] for p in parts) == spec["load"]["rate"]
+    assert all(p["schema"] == "peakbench.trial-spec/2" for p in parts)
+    assert [p["seed"] for p in parts] == [7 + i * SEED_STRIDE for i in range(4)]
+    assert [p["load"]["max_outstanding"] for p in parts] == [3] * 4
+    # The rest of the load is unchanged, and the caller's spec is not modified.
+    for p in parts:
+        assert {k: v for k, v in p["load"].items() if k not in ("rate", "max_outstanding")} == \
+               {k: v for k, v in spec["load"].items() if k not in ("rate", "max_outstanding")}
+    assert spec["schema"] == "peakbench.trial-spec/1" and spec["load"]["rate"] == 900.0
+
+
+def test_each_client_gets_its_own_part_of_the_file_set(spec):
+    files = spec["fileset"]["files"]
+    parts = client_specs(spec, 3)
+    assert [p["fileset"]["files"] for p in parts] == [math.ceil(files / 3)] * 3
+    assert sum(p["fileset"]["files"] for p in parts) >= files
+    seeds = [p["fileset"]["seed"] for p in parts]
+    assert seeds == [spec["fileset"]["seed"] + i for i in range(3)]  # disjoint layouts
+    layout = {k: v for k, v in spec["fileset"].items() if k not in ("files", "seed")}
+    assert all({k: v for k, v in p["fileset"].items() if k not in ("files", "seed")} == layout for p in parts)
+
+
+def test_one_client_runs_the_given_spec(spec):
+    (only,) = client_specs(spec, 1)
+    assert {**only, "schema": spec["schema"]} == spec
+
+
+def test_a_shared_file_set_needs_a_read_only_mix(spec):
+    with pytest.raises(InputError, match="read-only mix"):
+        client_specs(spec, 2, shared_fileset=True)
+    web = trial_spec(find_workload("web-server"), {"kind": "null"}, rate=100.0, warmup_s=0, runtime_s=1)
+    parts = client_specs(web, 2, shared_fileset=True)
+    assert all(p["fileset"] == web["fileset"] for p in parts)
+
+
+def test_uniform_clients_interleave_into_one_metronome(spec):
+    offsets = [ClockOffset(f"client-{i}", offset, 0.0001) for i, offset in enumerate((0.0, 0.5, -0.25))]
+    instants = start_instants(1000.0, offsets, spec)
+    gap = 1 / spec["load"]["rate"]
+    assert instants == pytest.approx([1000.0, 1000.5 + gap, 999.75 + 2 * gap])
+    # Each client runs rate/3, so their sends at t0 + i/rate + k·3/rate cover every 1/rate slot once.
+    assert start_instants(1000.0, offsets, spec, compensate=False) == pytest.approx([1000.0, 1000 + gap, 1000 + 2 * gap])
+    poisson = {**spec, "load": {**spec["load"], "arrivals": "poisson"}}
+    assert start_instants(1000.0, offsets, poisson) == pytest.approx([1000.0, 1000.5, 999.75])
+
+
+def test_the_clock_offset_comes_from_the_shortest_round_trip():
+    samples = [(10.0, 15.2, 10.1), (11.0, 16.0301, 11.001), (12.0, 17.9, 12.5)]
+    offset = estimate("client-0", samples)
+    assert offset.offset_s == pytest.approx(16.0301 - 11.0005)
+    assert offset.uncertainty_s == pytest.approx(0.0005)
+    with pytest.raises(ValueError):
+        estimate("client-0", [])
+
+
+def test_the_start_skew_bound():
+    offsets = [ClockOffset("a", 0.002, 0.001), ClockOffset("b", -0.003, 0.0005), ClockOffset("c", 0.0, 0.0002)]
+    assert skew_bound_s(offsets) == pytest.approx(0.0015)  # compensated: the two widest uncertainties
+    assert skew_bound_s(offsets, compensate=False) == pytest.approx(0.003 - (-0.0035))
+    assert check_skew(offsets, 0.010) == pytest.approx(0.0015)
+    with pytest.raises(RunError, match=r"refused: a start skewed by up to 6\.5 ms.*a \+2\.0 ms"):
+        check_skew(offsets, 0.005, compensate=False)
+    slow = [ClockOffset("a", 0.0, 0.020), ClockOffset("b", 0.0, 0.001)]
+    with pytest.raises(RunError, match=r"a ±20\.0 ms"):
+        check_skew(slow, 0.010)
+
+
+def test_a_measured_start_skew_is_in_the_controllers_clock(spec):
+    runs = []
+    gap = 1 / spec["load"]["rate"]
+    for i, (offset, error) in enumerate(((0.5, 0.0), (-1.0, 0.0003))):
+        run = ClientRun(f"client-{i}", "w", "h", spec, clock=ClockOffset(f"client-{i}", offset, 0.0001))
+        run.result = {"start": {"at_unix_s": 100.0 + i * gap + offset + error}}
+        runs.append(run)
+    assert measured_start_skew_ms(runs, 100.0, spec) == pytest.approx(0.3)
+
+
+def test_verdicts_name_lost_and_failed_clients(spec):
+    runs = [ClientRun(f"client-{i}", f"tcp://w{i}", "h", spec) for i in range(3)]
+    for run in runs:
+        run.result = {}
+    assert verdict_of(runs)[0] == COMPLETE
+    runs[1].result, runs[1].lost, runs[1].error = None, True, "its worker left the cluster mid-trial"
+    verdict, message = verdict_of(runs)
+    assert verdict == LOST
+    assert message.startswith("lost client-1 (tcp://w1: its worker left the cluster mid-trial)")
+    assert "2 of 3 clients finished" in message
+    runs[1].lost, runs[1].error = False, "engine run failed"
+    assert verdict_of(runs) == (FAILED, "client-1 failed: engine run failed; 2 of 3 clients finished"
+                                         " (their merged results kept)")
+
+
+def test_a_worker_with_another_version_is_refused():
+    controller = {"peakbench": "0.1.0", "engine": "0.1.0", "protocol": 1, "host": "c"}
+    workers = {"tcp://a:1": dict(controller, host="a"), "tcp://b:1": dict(controller, engine="0.2.0", host="b"),
+               "tcp://c:1": ModuleNotFoundError("No module named 'peakbench'")}
+    problems = version_mismatches(controller, workers)
+    assert problems == [
+        "worker tcp://b:1 on b has engine 0.2.0 (controller 0.1.0)",
+        "worker tcp://c:1 could not run peakbench (ModuleNotFoundError: No module named 'peakbench');"
+        " install the same peakbench on every worker",
+    ]
+
+
+def test_this_process_knows_its_identity(engine_path):
+    mine = identity()
+    assert mine["engine"] == "0.1.0" and mine["protocol"] >= 1 and mine["host"]
