@@ -64,10 +64,11 @@ fn execute(command: &str, source: &str) -> Result<Option<serde_json::Value>, Fai
         "prepare" => {
             let mut target = target::open(&spec.target).map_err(run)?;
             let where_ = match &spec.target {
-                spec::TargetSpec::Posix { path } => path.as_str(),
-                spec::TargetSpec::Null => "null://",
+                spec::TargetSpec::Posix { path } => path.clone(),
+                spec::TargetSpec::Null => "null://".into(),
+                spec::TargetSpec::Nfs(n) => target::nfs::Nfs::url_of(n),
             };
-            prepare::prepare(&spec, target.as_mut(), where_).map(Some).map_err(run)
+            prepare::prepare(&spec, target.as_mut(), &where_).map(Some).map_err(run)
         }
         "run" => {
             let target = target::open(&spec.target).map_err(run)?;

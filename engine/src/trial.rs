@@ -80,6 +80,7 @@ struct Done {
     start_ns: u64,
     done_ns: u64,
     outcome: Outcome,
+    retransmissions: u32,
 }
 
 /// Everything the sender threads change, behind one lock taken once per request.
@@ -178,7 +179,7 @@ impl State {
                 // Lag behind the cap is the server's doing; only free lag indicts the generator.
                 self.lag_quarters[w.quarter(due)].add(lag);
             }
-            self.rec.ops[d.claim.op.index()].record(d.done_ns.saturating_sub(due), &d.outcome);
+            self.rec.ops[d.claim.op.index()].record(d.done_ns.saturating_sub(due), &d.outcome, d.retransmissions);
         }
         if w.contains(d.done_ns) {
             self.completed_in_window += 1;
@@ -223,13 +224,14 @@ fn sender(shared: Arc<Shared>) {
         }
         shared.busy.fetch_add(1, Relaxed);
         let outcome = shared.target.execute(&claim.request);
+        let retransmissions = shared.target.take_retransmissions();
         shared.busy.fetch_sub(1, Relaxed);
         let done_ns = shared.now_ns();
         if counted {
             shared.in_flight[claim.op.index()].fetch_sub(1, Relaxed);
         }
         shared.completed.fetch_add(1, Relaxed);
-        finished = Some(Done { claim, start_ns, done_ns, outcome });
+        finished = Some(Done { claim, start_ns, done_ns, outcome, retransmissions });
     }
     shared.live.fetch_sub(1, Relaxed);
 }
@@ -300,9 +302,10 @@ pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Valu
 
     let timed_out = shared.live.load(Relaxed) > 0;
     let mut state = shared.state.lock().expect("a sender panicked");
-    // Whatever is still executing after the drain timeout is a timeout, not silently dropped.
+    // Whatever is still executing after the drain timeout is abandoned: counted as
+    // cancelled, not silently dropped.
     for op in Op::ALL {
-        state.rec.ops[op.index()].timeouts += shared.in_flight[op.index()].load(Relaxed);
+        state.rec.ops[op.index()].cancellations += shared.in_flight[op.index()].load(Relaxed);
     }
     let restore = if timed_out {
         json!({"done": false, "reason": "requests still outstanding at the drain timeout"})

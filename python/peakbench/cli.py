@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add_trial_arguments(command: argparse.ArgumentParser) -> None:
         command.add_argument("workload", metavar="WORKLOAD", help="a canned workload name or a workload .toml file")
-        command.add_argument("--target", required=True, metavar="DIR", help="a directory, file:///DIR, or null://")
+        command.add_argument("--target", required=True, metavar="DIR", help="a directory, file:///DIR, nfs://SERVER/EXPORT[?options], or null://")
         command.add_argument("--rate", required=True, type=_rate, metavar="OPS", help="offered load in ops/s")
         command.add_argument("--scale", type=_scale, default=1.0, metavar="F",
                              help="multiply the self-scaled file-set size (default 1)")

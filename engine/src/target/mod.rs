@@ -1,6 +1,7 @@
 //! Targets: the systems under test. Each maps the op vocabulary onto its own
 //! protocol behind one small trait; the engine knows nothing else about them.
 
+pub mod nfs;
 pub mod null;
 pub mod posix;
 
@@ -40,6 +41,10 @@ pub trait Target: Send + Sync {
     /// Ops this target cannot perform are rejected before a trial starts.
     fn supports(&self, op: Op) -> bool;
     fn execute(&self, request: &Request) -> Outcome;
+    /// Retransmissions made by this thread's last `execute` (protocol targets only).
+    fn take_retransmissions(&self) -> u32 {
+        0
+    }
 
     // File-set building and restoring, outside any measurement.
     /// Make the file set's root (named `id`) and use it for all later paths.
@@ -60,5 +65,6 @@ pub fn open(spec: &TargetSpec) -> anyhow::Result<Box<dyn Target>> {
     Ok(match spec {
         TargetSpec::Posix { path } => Box::new(posix::Posix::open(path)?),
         TargetSpec::Null => Box::new(null::NullTarget),
+        TargetSpec::Nfs(n) => Box::new(nfs::Nfs::open(n)?),
     })
 }
