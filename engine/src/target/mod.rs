@@ -37,10 +37,23 @@ pub enum Request {
 /// Bytes moved, or the kind of error (an errno name such as "ENOENT").
 pub type Outcome = Result<u64, String>;
 
+/// The completion of a request started with `Target::start`: its outcome and the
+/// retransmissions it took. Called exactly once, on any thread.
+pub type Completion = Box<dyn FnOnce(Outcome, u32) + Send>;
+
 pub trait Target: Send + Sync {
     /// Ops this target cannot perform are rejected before a trial starts.
     fn supports(&self, op: Op) -> bool;
     fn execute(&self, request: &Request) -> Outcome;
+    /// Whether `start` may accept requests: then one sender keeps many in flight.
+    fn pipelines(&self) -> bool {
+        false
+    }
+    /// Start a request without waiting for it, or hand `done` back if this one must
+    /// go through the blocking `execute`.
+    fn start(&self, _request: &Request, done: Completion) -> Result<(), Completion> {
+        Err(done)
+    }
     /// Retransmissions made by this thread's last `execute` (protocol targets only).
     fn take_retransmissions(&self) -> u32 {
         0

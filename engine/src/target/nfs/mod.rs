@@ -8,7 +8,7 @@ pub mod proto;
 pub mod rpc;
 pub mod xdr;
 
-use super::{Outcome, Request, Target};
+use super::{Completion, Outcome, Request, Target};
 use crate::spec::NfsSpec;
 use crate::workload::mix::Op;
 use anyhow::{anyhow, bail};
@@ -16,7 +16,7 @@ use proto::{CreateHow, Error, Fh, Nfs3, Res, Sattr, Stable};
 use rpc::{CallOptions, RpcClient};
 use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// ACCESS3_READ | LOOKUP | MODIFY | EXTEND | DELETE | EXECUTE
@@ -26,10 +26,10 @@ const READDIRPLUS_MAX: u32 = 32768;
 
 pub struct Nfs {
     pub url: String,
-    pub nfs: Nfs3,
+    pub nfs: Arc<Nfs3>,
     pub export_fh: Fh,
     root: Fh,
-    cache: Mutex<HashMap<String, Fh>>,
+    cache: Arc<Mutex<HashMap<String, Fh>>>,
     pub rsize: u32,
     pub wsize: u32,
     pub fsinfo: proto::FsInfo,
@@ -96,7 +96,7 @@ impl Nfs {
         let nfs_addr = SocketAddr::new(pmap_addr.ip(), nfs_port);
         let rpc = RpcClient::new(nfs_addr, proto::NFS_PROG, 3, spec.connections.max(1), opts);
         rpc.connect_all().map_err(|e| fail(&format!("NFS at {nfs_addr}"), &e))?;
-        let nfs = Nfs3 { rpc };
+        let nfs = Arc::new(Nfs3 { rpc });
         let fsinfo = nfs.fsinfo(&export_fh).map_err(|e| fail("NFS FSINFO on the export", &e))?;
         let clamp = |want: Option<u32>, max: u32, pref: u32| -> u32 {
             let max = if max == 0 { 1 << 20 } else { max.min(1 << 20) };
@@ -109,7 +109,7 @@ impl Nfs {
             root: export_fh.clone(),
             export_fh,
             nfs,
-            cache: Mutex::new(HashMap::new()),
+            cache: Arc::new(Mutex::new(HashMap::new())),
             rsize,
             wsize,
             fsinfo,
@@ -372,6 +372,67 @@ impl Target for Nfs {
 
     fn take_retransmissions(&self) -> u32 {
         rpc::take_retransmissions()
+    }
+
+    fn pipelines(&self) -> bool {
+        self.nfs.rpc.pipelines()
+    }
+
+    fn start(&self, request: &Request, done: Completion) -> Result<(), Completion> {
+        use proto::*;
+        use xdr::Dec;
+        // Single-RPC requests whose handles are cached go out without waiting; the
+        // rest (LOOKUP chains, multi-transfer I/O, namespace changes) block a sender.
+        let fh_of = |path: &str| if path.is_empty() { Some(self.root.clone()) } else { self.cached(path) };
+        fn finish<T>(done: Completion, r: Result<rpc::Reply, rpc::RpcError>, n: u32, dec: impl FnOnce(&mut Dec) -> Res<T>, bytes: impl FnOnce(T) -> u64) {
+            let outcome = match r {
+                Ok(reply) => dec(&mut reply.dec()).map(bytes).map_err(|e| e.kind()),
+                Err(e) => Err(Error::Rpc(e).kind()),
+            };
+            done(outcome, n)
+        }
+        let rpc = &self.nfs.rpc;
+        match request {
+            Request::Null => rpc.call_async(0, |_| {}, Box::new(move |r, n| finish(done, r, n, |_| Ok(()), |_| 0))),
+            Request::Getattr { path } => {
+                let Some(f) = fh_of(path) else { return Err(done) };
+                rpc.call_async(1, |e| { e.opaque(&f); }, Box::new(move |r, n| finish(done, r, n, dec_getattr, |_| 0)))
+            }
+            Request::Access { path } => {
+                let Some(f) = fh_of(path) else { return Err(done) };
+                rpc.call_async(4, |e| { e.opaque(&f).u32(ACCESS_ALL); }, Box::new(move |r, n| finish(done, r, n, dec_access, |_| 0)))
+            }
+            Request::Readlink { path } => {
+                let Some(f) = fh_of(path) else { return Err(done) };
+                rpc.call_async(5, |e| { e.opaque(&f); }, Box::new(move |r, n| finish(done, r, n, dec_readlink, |s| s.len() as u64)))
+            }
+            Request::Lookup { dir, name } => {
+                let Some(d) = fh_of(dir) else { return Err(done) };
+                let (cache, key) = (self.cache.clone(), join(dir, name));
+                rpc.call_async(3, |e| { e.opaque(&d).str(name); }, Box::new(move |r, n| {
+                    finish(done, r, n, |d| {
+                        let (f, _) = dec_lookup(d)?;
+                        cache.lock().expect("cache lock").insert(key, f);
+                        Ok(())
+                    }, |_| 0)
+                }))
+            }
+            Request::Read { path, offset, len, xfer } if *len <= (*xfer).min(self.rsize as u64) => {
+                let Some(f) = fh_of(path) else { return Err(done) };
+                rpc.call_async(6, |e| { e.opaque(&f).u64(*offset).u32(*len as u32); }, Box::new(move |r, n| finish(done, r, n, dec_read, |(c, _, _)| c as u64)))
+            }
+            Request::Fsstat | Request::Fsinfo | Request::Pathconf => {
+                let p = match request { Request::Fsstat => 18, Request::Fsinfo => 19, _ => 20 };
+                let root = self.root.clone();
+                rpc.call_async(p, |e| { e.opaque(&root); }, Box::new(move |r, n| match p {
+                    18 => finish(done, r, n, dec_fsstat, |_| 0),
+                    19 => finish(done, r, n, dec_fsinfo, |_| 0),
+                    _ => finish(done, r, n, dec_pathconf, |_| 0),
+                }))
+            }
+            _ => return Err(done),
+        }
+        Ok(())
     }
 
     fn enter_fileset(&mut self, id: &str, create: bool) -> anyhow::Result<()> {

@@ -7,7 +7,7 @@
 use super::xdr::{Dec, Enc};
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::io::{BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex};
@@ -99,11 +99,41 @@ struct Slot {
     waiter: Thread,
 }
 
+/// What an asynchronous call's completion receives: the reply (header already
+/// checked) and how many times the call was retransmitted.
+pub type Callback = Box<dyn FnOnce(Result<Reply, RpcError>, u32) + Send>;
+
+struct AsyncCall {
+    cb: Callback,
+    record: Vec<u8>,
+    deadline: Instant,
+    tries_left: u32,
+    retransmitted: u32,
+}
+
+enum Waiter {
+    Thread(Arc<Slot>),
+    Async(AsyncCall),
+}
+
+impl Waiter {
+    fn finish(self, r: Result<Vec<u8>, RpcError>) {
+        match self {
+            Waiter::Thread(s) => {
+                *s.reply.lock().expect("slot lock") = Some(r);
+                s.waiter.unpark();
+            }
+            Waiter::Async(a) => (a.cb)(r.and_then(parse_reply), a.retransmitted),
+        }
+    }
+}
+
 struct Live {
     writer: Mutex<TcpStream>,
-    pending: Mutex<HashMap<u32, Arc<Slot>>>,
+    pending: Mutex<HashMap<u32, Waiter>>,
     dead: AtomicBool,
     xid: AtomicU32,
+    timeout: Duration,
 }
 
 impl Live {
@@ -112,10 +142,48 @@ impl Live {
         if let Ok(w) = self.writer.lock() {
             let _ = w.shutdown(Shutdown::Both);
         }
-        let slots: Vec<Arc<Slot>> = self.pending.lock().map(|mut p| p.drain().map(|(_, s)| s).collect()).unwrap_or_default();
-        for s in slots {
-            *s.reply.lock().expect("slot lock") = Some(Err(why.clone()));
-            s.waiter.unpark();
+        let waiters: Vec<Waiter> = self.pending.lock().map(|mut p| p.drain().map(|(_, s)| s).collect()).unwrap_or_default();
+        for w in waiters {
+            w.finish(Err(why.clone()));
+        }
+    }
+
+    /// Retransmit or time out the asynchronous calls whose time is up.
+    fn expire(&self, now: Instant) {
+        let mut expired = Vec::new();
+        let mut resend = Vec::new();
+        {
+            let mut pending = self.pending.lock().expect("pending lock");
+            let due: Vec<u32> = pending
+                .iter()
+                .filter_map(|(x, w)| match w {
+                    Waiter::Async(a) if a.deadline <= now => Some(*x),
+                    _ => None,
+                })
+                .collect();
+            for xid in due {
+                if let Some(Waiter::Async(a)) = pending.get_mut(&xid) {
+                    if a.tries_left > 0 {
+                        a.tries_left -= 1;
+                        a.retransmitted += 1;
+                        a.deadline = now + self.timeout;
+                        resend.push(a.record.clone());
+                        continue;
+                    }
+                }
+                if let Some(w) = pending.remove(&xid) {
+                    expired.push(w);
+                }
+            }
+        }
+        for rec in resend {
+            if let Err(e) = self.writer.lock().expect("writer lock").write_all(&rec) {
+                self.kill(&RpcError::Connection(format!("send: {e}")));
+                break;
+            }
+        }
+        for w in expired {
+            w.finish(Err(RpcError::Timeout));
         }
     }
 }
@@ -207,6 +275,7 @@ impl RpcClient {
             pending: Mutex::new(HashMap::new()),
             dead: AtomicBool::new(false),
             xid: AtomicU32::new(self.xid_seed.wrapping_add((index as u32) << 24)),
+            timeout: self.opts.timeout,
         });
         let (l2, stats) = (live.clone(), self.stats.clone());
         std::thread::Builder::new()
@@ -220,10 +289,12 @@ impl RpcClient {
 
     /// One call: `args` appends the procedure's arguments. Blocks until the reply,
     /// retransmitting (same XID) after each timeout.
-    pub fn call(&self, proc_: u32, args: impl FnOnce(&mut Enc)) -> Result<Reply, RpcError> {
+    fn pick(&self) -> Result<Arc<Live>, RpcError> {
         let index = if self.conns.len() == 1 { 0 } else { self.next.fetch_add(1, Relaxed) % self.conns.len() };
-        let live = self.live(&self.conns[index], index, false)?;
-        let xid = live.xid.fetch_add(1, Relaxed);
+        self.live(&self.conns[index], index, false)
+    }
+
+    fn record(&self, xid: u32, proc_: u32, args: impl FnOnce(&mut Enc)) -> Vec<u8> {
         let mut rec = Vec::with_capacity(256);
         {
             let mut e = Enc(&mut rec);
@@ -233,10 +304,40 @@ impl RpcClient {
         }
         let len = (rec.len() - 4) as u32;
         rec[..4].copy_from_slice(&(LAST_FRAGMENT | len).to_be_bytes());
+        rec
+    }
+
+    /// Start a call and return at once; `cb` runs with the reply (on the connection's
+    /// reader thread), the timeout, or a connection error. Not for capped clients.
+    pub fn call_async(&self, proc_: u32, args: impl FnOnce(&mut Enc), cb: Callback) {
+        let live = match self.pick() {
+            Ok(l) => l,
+            Err(e) => return cb(Err(e), 0),
+        };
+        let xid = live.xid.fetch_add(1, Relaxed);
+        let rec = self.record(xid, proc_, args);
+        let copy = if self.opts.retrans > 0 { rec.clone() } else { Vec::new() };
+        let call = AsyncCall { cb, record: copy, deadline: Instant::now() + self.opts.timeout, tries_left: self.opts.retrans, retransmitted: 0 };
+        live.pending.lock().expect("pending lock").insert(xid, Waiter::Async(call));
+        let sent = live.writer.lock().expect("writer lock").write_all(&rec);
+        if let Err(e) = sent {
+            live.kill(&RpcError::Connection(format!("send to {}: {e}", self.addr)));
+        }
+    }
+
+    /// Whether `call_async` may be used: a cap on calls in flight needs blocking callers.
+    pub fn pipelines(&self) -> bool {
+        self.opts.max_outstanding.is_none()
+    }
+
+    pub fn call(&self, proc_: u32, args: impl FnOnce(&mut Enc)) -> Result<Reply, RpcError> {
+        let live = self.pick()?;
+        let xid = live.xid.fetch_add(1, Relaxed);
+        let rec = self.record(xid, proc_, args);
 
         let _permit = self.acquire();
         let slot = Arc::new(Slot { reply: Mutex::new(None), waiter: std::thread::current() });
-        live.pending.lock().expect("pending lock").insert(xid, slot.clone());
+        live.pending.lock().expect("pending lock").insert(xid, Waiter::Thread(slot.clone()));
         let mut tries_left = self.opts.retrans;
         let result = loop {
             if let Err(e) = live.writer.lock().expect("writer lock").write_all(&rec) {
@@ -373,32 +474,129 @@ pub fn read_record<R: Read>(r: &mut R, max: usize) -> std::io::Result<Result<Vec
     }
 }
 
-fn read_replies(live: Arc<Live>, stream: TcpStream, stats: Arc<TransportStats>) {
-    let mut r = BufReader::with_capacity(256 * 1024, stream);
-    let why = loop {
-        match read_record(&mut r, MAX_RECORD) {
+/// Records assembled from a byte stream that arrives in arbitrary pieces.
+pub struct Records {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    max: usize,
+}
+
+pub enum Next {
+    Record(Vec<u8>),
+    /// More bytes are needed.
+    Incomplete,
+    /// The stream is broken (an oversized record): nothing after it can be trusted.
+    Broken(String),
+}
+
+impl Records {
+    pub fn new(max: usize) -> Records {
+        Records { buf: vec![0; 256 * 1024], start: 0, end: 0, max }
+    }
+
+    /// Space to read into (compacting and growing as needed).
+    pub fn space(&mut self) -> &mut [u8] {
+        if self.start > 0 && (self.start == self.end || self.end == self.buf.len()) {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.end == self.buf.len() {
+            let grown = (self.buf.len() * 2).min(self.max + 64);
+            self.buf.resize(grown.max(self.buf.len() + 4096), 0);
+        }
+        &mut self.buf[self.end..]
+    }
+
+    pub fn filled(&mut self, n: usize) {
+        self.end += n;
+    }
+
+    pub fn next(&mut self) -> Next {
+        let mut at = self.start;
+        let mut total = 0usize;
+        let mut fragments = 0;
+        loop {
+            if self.end - at < 4 {
+                return Next::Incomplete;
+            }
+            let m = u32::from_be_bytes([self.buf[at], self.buf[at + 1], self.buf[at + 2], self.buf[at + 3]]);
+            let len = (m & !LAST_FRAGMENT) as usize;
+            total += len;
+            fragments += 1;
+            if total > self.max {
+                return Next::Broken(format!("record of more than {} bytes", self.max));
+            }
+            if self.end - at - 4 < len {
+                return Next::Incomplete;
+            }
+            at += 4 + len;
+            if m & LAST_FRAGMENT != 0 {
+                break;
+            }
+        }
+        let rec = if fragments == 1 {
+            self.buf[self.start + 4..at].to_vec()
+        } else {
+            let mut rec = Vec::with_capacity(total);
+            let mut p = self.start;
+            while p < at {
+                let len = (u32::from_be_bytes([self.buf[p], self.buf[p + 1], self.buf[p + 2], self.buf[p + 3]]) & !LAST_FRAGMENT) as usize;
+                rec.extend_from_slice(&self.buf[p + 4..p + 4 + len]);
+                p += 4 + len;
+            }
+            rec
+        };
+        self.start = at;
+        Next::Record(rec)
+    }
+}
+
+/// How often the reader looks for asynchronous calls whose time is up.
+const EXPIRE_EVERY: Duration = Duration::from_millis(50);
+
+fn read_replies(live: Arc<Live>, mut stream: TcpStream, stats: Arc<TransportStats>) {
+    let _ = stream.set_read_timeout(Some(EXPIRE_EVERY));
+    let mut records = Records::new(MAX_RECORD);
+    let mut last_expire = Instant::now();
+    let why = 'outer: loop {
+        match stream.read(records.space()) {
+            Ok(0) => break RpcError::Connection("connection closed by the server".into()),
+            Ok(n) => records.filled(n),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted) => {}
             Err(e) => break RpcError::Connection(format!("connection lost: {e}")),
-            Ok(Err(e)) => {
-                stats.bad_records.fetch_add(1, Relaxed);
-                break RpcError::Malformed(e);
-            }
-            Ok(Ok(rec)) => {
-                if rec.len() < 4 {
+        }
+        loop {
+            match records.next() {
+                Next::Incomplete => break,
+                Next::Broken(e) => {
                     stats.bad_records.fetch_add(1, Relaxed);
-                    continue;
+                    break 'outer RpcError::Malformed(e);
                 }
-                let xid = u32::from_be_bytes([rec[0], rec[1], rec[2], rec[3]]);
-                let slot = live.pending.lock().expect("pending lock").remove(&xid);
-                match slot {
-                    Some(s) => {
-                        *s.reply.lock().expect("slot lock") = Some(Ok(rec));
-                        s.waiter.unpark();
+                Next::Record(rec) => {
+                    if rec.len() < 4 {
+                        stats.bad_records.fetch_add(1, Relaxed);
+                        continue;
                     }
-                    None => {
-                        stats.stray_replies.fetch_add(1, Relaxed);
+                    let xid = u32::from_be_bytes([rec[0], rec[1], rec[2], rec[3]]);
+                    let waiter = live.pending.lock().expect("pending lock").remove(&xid);
+                    match waiter {
+                        Some(w) => w.finish(Ok(rec)),
+                        None => {
+                            stats.stray_replies.fetch_add(1, Relaxed);
+                        }
                     }
                 }
             }
+        }
+        if live.dead.load(Relaxed) {
+            break RpcError::Connection("connection closed".into());
+        }
+        let now = Instant::now();
+        if now.duration_since(last_expire) >= EXPIRE_EVERY {
+            last_expire = now;
+            live.expire(now);
         }
     };
     live.kill(&why);
@@ -421,6 +619,21 @@ mod tests {
         assert!(read_record(&mut r, 4).unwrap().is_err());
         let mut r = &s[..5];
         assert!(read_record(&mut r, 100).is_err());
+        // The same stream byte by byte through Records.
+        let mut recs = Records::new(100);
+        let mut got = Vec::new();
+        for b in s.iter().chain(s.iter()) {
+            recs.space()[0] = *b;
+            recs.filled(1);
+            while let Next::Record(r) = recs.next() {
+                got.push(r);
+            }
+        }
+        assert_eq!(got, vec![b"abcde".to_vec(), b"abcde".to_vec()]);
+        let mut recs = Records::new(4);
+        recs.space()[..9].copy_from_slice(&s[..9]);
+        recs.filled(9);
+        assert!(matches!(recs.next(), Next::Broken(_)));
     }
 
     #[test]
