@@ -68,6 +68,10 @@ class Engine:
         """Create or augment the file set; returns the engine's PrepareResult."""
         return self._call("prepare", spec, prepare_timeout(spec), on_progress)
 
+    def validate_target(self, target: dict, timeout_s: float = 300) -> dict:
+        """Exercise every operation on a target; returns the engine's validation result."""
+        return self._call("validate-target", target, timeout_s, None)
+
     def run(self, spec: dict, on_progress: Progress | None = None) -> dict:
         """One trial; returns the engine's TrialResult."""
         return self._call("run", spec, run_timeout(spec), on_progress)

@@ -81,3 +81,12 @@ pub fn open(spec: &TargetSpec) -> anyhow::Result<Box<dyn Target>> {
         TargetSpec::Nfs(n) => Box::new(nfs::Nfs::open(n)?),
     })
 }
+
+/// Exercise every operation on the target (validate.rs); the result lists each check.
+pub fn validate(spec: &TargetSpec) -> anyhow::Result<serde_json::Value> {
+    Ok(match spec {
+        TargetSpec::Posix { path } => crate::validate::validate(&posix::Posix::open(path)?),
+        TargetSpec::Nfs(n) => crate::validate::validate(&nfs::Nfs::open(n)?),
+        TargetSpec::Null => anyhow::bail!("null:// does nothing, so there is nothing to validate"),
+    })
+}

@@ -523,3 +523,122 @@ impl Target for Nfs {
         self.with_fh(path, |f| self.nfs.setattr(f, &s)).map(|_| ()).map_err(|e| self.anyhow("SETATTR", path, e))
     }
 }
+
+fn kind_of(ftype: u32) -> crate::validate::Kind {
+    use crate::validate::Kind;
+    match ftype {
+        proto::NF3REG => Kind::File,
+        proto::NF3DIR => Kind::Dir,
+        proto::NF3LNK => Kind::Symlink,
+        _ => Kind::Other,
+    }
+}
+
+fn attr_of(a: &proto::Fattr) -> crate::validate::Attr {
+    crate::validate::Attr { kind: kind_of(a.ftype), mode: a.mode, size: a.size, nlink: a.nlink }
+}
+
+/// Validation, procedure by procedure (validate.rs); each error names the procedure.
+impl crate::validate::Probe for Nfs {
+    fn label(&self) -> String {
+        self.url.clone()
+    }
+    fn null(&self) -> Result<(), String> {
+        self.nfs.null().map_err(|e| format!("NULL: {e}"))
+    }
+    fn mkdir(&self, path: &str) -> Result<(), String> {
+        self.op(&Request::Mkdir { path: path.into() }).map(|_| ()).map_err(|e| format!("MKDIR: {e}"))
+    }
+    fn create(&self, path: &str) -> Result<(), String> {
+        self.op(&Request::Create { path: path.into() }).map(|_| ()).map_err(|e| format!("CREATE (guarded): {e}"))
+    }
+    fn write(&self, path: &str, offset: u64, data: &[u8]) -> Result<u64, String> {
+        let f = self.resolve(path).map_err(|e| format!("LOOKUP: {e}"))?;
+        let w = self.nfs.write(&f, offset, data, Stable::Unstable).map_err(|e| format!("WRITE: {e}"))?;
+        if w.count as usize > data.len() {
+            return Err(format!("WRITE: the server claims {} bytes of {}", w.count, data.len()));
+        }
+        Ok(w.count as u64)
+    }
+    fn commit(&self, path: &str) -> Result<(), String> {
+        let f = self.resolve(path).map_err(|e| format!("LOOKUP: {e}"))?;
+        self.nfs.commit(&f, 0, 0).map(|_| ()).map_err(|e| format!("COMMIT: {e}"))
+    }
+    fn read(&self, path: &str, offset: u64, len: u32) -> Result<Vec<u8>, String> {
+        let f = self.resolve(path).map_err(|e| format!("LOOKUP: {e}"))?;
+        let r = self.nfs.read(&f, offset, len.min(self.rsize)).map_err(|e| format!("READ: {e}"))?;
+        Ok(r.data().to_vec())
+    }
+    fn set_mode(&self, path: &str, mode: u32) -> Result<(), String> {
+        let f = self.resolve(path).map_err(|e| format!("LOOKUP: {e}"))?;
+        self.nfs.setattr(&f, &Sattr { mode: Some(mode), ..Default::default() }).map(|_| ()).map_err(|e| format!("SETATTR: {e}"))
+    }
+    fn getattr(&self, path: &str) -> Result<crate::validate::Attr, String> {
+        let f = self.resolve(path).map_err(|e| format!("LOOKUP: {e}"))?;
+        self.nfs.getattr(&f).map(|a| attr_of(&a)).map_err(|e| format!("GETATTR: {e}"))
+    }
+    fn lookup(&self, dir: &str, name: &str) -> Result<crate::validate::Attr, String> {
+        let d = self.resolve(dir).map_err(|e| format!("LOOKUP: {e}"))?;
+        let (f, a) = self.nfs.lookup(&d, name).map_err(|e| format!("LOOKUP: {e}"))?;
+        match a {
+            Some(a) => Ok(attr_of(&a)),
+            None => self.nfs.getattr(&f).map(|a| attr_of(&a)).map_err(|e| format!("GETATTR: {e}")),
+        }
+    }
+    fn access(&self, path: &str) -> Result<bool, String> {
+        let f = self.resolve(path).map_err(|e| format!("LOOKUP: {e}"))?;
+        let granted = self.nfs.access(&f, ACCESS_ALL).map_err(|e| format!("ACCESS: {e}"))?;
+        Ok(granted & 0x5 == 0x5) // READ and MODIFY
+    }
+    fn rename(&self, from: &str, to: &str) -> Result<(), String> {
+        self.op(&Request::Rename { from: from.into(), to: to.into() }).map(|_| ()).map_err(|e| format!("RENAME: {e}"))
+    }
+    fn link(&self, from: &str, to: &str) -> Result<(), String> {
+        self.op(&Request::Link { from: from.into(), to: to.into() }).map(|_| ()).map_err(|e| format!("LINK: {e}"))
+    }
+    fn symlink(&self, path: &str, points_to: &str) -> Result<(), String> {
+        self.op(&Request::Symlink { path: path.into(), points_to: points_to.into() }).map(|_| ()).map_err(|e| format!("SYMLINK: {e}"))
+    }
+    fn readlink(&self, path: &str) -> Result<String, String> {
+        let f = self.resolve(path).map_err(|e| format!("LOOKUP: {e}"))?;
+        self.nfs.readlink(&f).map_err(|e| format!("READLINK: {e}"))
+    }
+    fn readdir(&self, path: &str, plus: bool) -> Result<Vec<String>, String> {
+        let name = if plus { "READDIRPLUS" } else { "READDIR" };
+        let (_, entries) = self.list(path, plus).map_err(|e| format!("{name}: {e}"))?;
+        if plus {
+            if let Some(e) = entries.iter().find(|e| e.name != "." && e.name != ".." && (e.fh.is_none() || e.attr.is_none())) {
+                return Err(format!("READDIRPLUS: no handle or attributes for {:?}", e.name));
+            }
+        }
+        Ok(entries.into_iter().map(|e| e.name).filter(|n| n != "." && n != "..").collect())
+    }
+    fn remove(&self, path: &str) -> Result<(), String> {
+        self.op(&Request::Remove { path: path.into() }).map(|_| ()).map_err(|e| format!("REMOVE: {e}"))
+    }
+    fn rmdir(&self, path: &str) -> Result<(), String> {
+        self.op(&Request::Rmdir { path: path.into() }).map(|_| ()).map_err(|e| format!("RMDIR: {e}"))
+    }
+    fn fsstat(&self) -> Result<String, String> {
+        let s = self.nfs.fsstat(&self.root).map_err(|e| format!("FSSTAT: {e}"))?;
+        if s.fbytes > s.tbytes || s.abytes > s.tbytes || s.ffiles > s.tfiles {
+            return Err(format!("FSSTAT: free exceeds total ({s:?})"));
+        }
+        Ok(format!("{} of {} bytes free, {} of {} files free", s.fbytes, s.tbytes, s.ffiles, s.tfiles))
+    }
+    fn fsinfo(&self) -> Result<String, String> {
+        let i = self.nfs.fsinfo(&self.root).map_err(|e| format!("FSINFO: {e}"))?;
+        if i.rtmax == 0 || i.wtmax == 0 || i.rtpref > i.rtmax || i.wtpref > i.wtmax {
+            return Err(format!("FSINFO: inconsistent transfer sizes ({i:?})"));
+        }
+        Ok(format!("rtmax {} rtpref {} wtmax {} wtpref {} dtpref {}, max file {} bytes; using rsize {} wsize {}",
+            i.rtmax, i.rtpref, i.wtmax, i.wtpref, i.dtpref, i.maxfilesize, self.rsize, self.wsize))
+    }
+    fn pathconf(&self) -> Result<String, String> {
+        let c = self.nfs.pathconf(&self.root).map_err(|e| format!("PATHCONF: {e}"))?;
+        if c.name_max == 0 {
+            return Err("PATHCONF: name_max is 0".into());
+        }
+        Ok(format!("name_max {}, linkmax {}, no_trunc {}, case_preserving {}", c.name_max, c.linkmax, c.no_trunc, c.case_preserving))
+    }
+}
