@@ -631,8 +631,9 @@ mod tests {
         }
         assert_eq!(got, vec![b"abcde".to_vec(), b"abcde".to_vec()]);
         let mut recs = Records::new(4);
-        recs.space()[..9].copy_from_slice(&s[..9]);
-        recs.filled(9);
+        let n = s.len();
+        recs.space()[..n].copy_from_slice(&s);
+        recs.filled(n);
         assert!(matches!(recs.next(), Next::Broken(_)));
     }
 
