@@ -7,6 +7,10 @@ cd "$(dirname "$0")/.."
 need_apt=()
 command -v cc >/dev/null || need_apt+=(build-essential)
 command -v mkfs.ext4 >/dev/null || need_apt+=(e2fsprogs)
+# The NFS tests and benchmarks run a real nfs-ganesha (VFS FSAL) behind rpcbind.
+command -v ganesha.nfsd >/dev/null || need_apt+=(nfs-ganesha nfs-ganesha-vfs)
+[ -e /usr/lib/x86_64-linux-gnu/ganesha/libfsalvfs.so ] || ls /usr/lib/*/ganesha/libfsalvfs.so >/dev/null 2>&1 || need_apt+=(nfs-ganesha-vfs)
+command -v rpcbind >/dev/null || [ -x /usr/sbin/rpcbind ] || need_apt+=(rpcbind)
 command -v python3 >/dev/null || need_apt+=(python3 python3-pip python3-venv)
 if ! command -v cargo >/dev/null && [ ! -x "$HOME/.cargo/bin/cargo" ]; then need_apt+=(cargo); fi
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -61,3 +61,29 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
 @pytest.fixture
 def cli():
     return run_cli
+
+
+@pytest.fixture(scope="session")
+def ganesha_server():
+    """A real nfs-ganesha on 127.0.0.1 (NFS port 2049, rpcbind 111) for the whole session.
+
+    It must work wherever the suite runs (CI is root and installs the packages), so a
+    server that cannot start fails the NFS tests instead of skipping them.
+    """
+    sys.path.insert(0, str(REPO / "tests"))
+    from ganesha import Ganesha, ServerUnavailable
+
+    server = Ganesha()
+    try:
+        server.start()
+    except ServerUnavailable as error:
+        pytest.fail(f"nfs-ganesha could not be started: {error}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def nfs_url(ganesha_server, request):
+    """A fresh, empty directory of the export, as an nfs:// URL of its own."""
+    name = "t-" + "".join(c if c.isalnum() else "-" for c in request.node.name)[:80]
+    return ganesha_server.url(name)

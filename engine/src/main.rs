@@ -9,12 +9,13 @@ mod spec;
 mod start;
 mod target;
 mod trial;
+mod validate;
 mod workload;
 
 use std::io::Read;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: peakbench-engine (run|prepare|validate-spec) SPEC.json|-\n       peakbench-engine --version";
+const USAGE: &str = "usage: peakbench-engine (run|prepare|validate-spec) SPEC.json|-\n       peakbench-engine validate-target TARGET.json|-\n       peakbench-engine --version";
 
 /// Exit 2: the spec is wrong. Exit 1: the spec is fine but the trial could not run.
 enum Failure {
@@ -58,17 +59,22 @@ fn execute(command: &str, source: &str) -> Result<Option<serde_json::Value>, Fai
         std::fs::read_to_string(source)
     }
     .map_err(|e| Failure::Spec(format!("{label}: {e}")))?;
-    let spec = spec::parse(&text).map_err(|e| Failure::Spec(format!("{label}: {e}")))?;
     let run = |e: anyhow::Error| Failure::Run(format!("{e:#}"));
+    if command == "validate-target" {
+        let target: spec::TargetSpec = serde_json::from_str(&text).map_err(|e| Failure::Spec(format!("{label}: {e}")))?;
+        return target::validate(&target).map(Some).map_err(run);
+    }
+    let spec = spec::parse(&text).map_err(|e| Failure::Spec(format!("{label}: {e}")))?;
     match command {
         "validate-spec" => Ok(None),
         "prepare" => {
             let mut target = target::open(&spec.target).map_err(run)?;
             let where_ = match &spec.target {
-                spec::TargetSpec::Posix { path } => path.as_str(),
-                spec::TargetSpec::Null => "null://",
+                spec::TargetSpec::Posix { path } => path.clone(),
+                spec::TargetSpec::Null => "null://".into(),
+                spec::TargetSpec::Nfs(n) => target::nfs::Nfs::url_of(n),
             };
-            prepare::prepare(&spec, target.as_mut(), where_).map(Some).map_err(run)
+            prepare::prepare(&spec, target.as_mut(), &where_).map(Some).map_err(run)
         }
         "run" => {
             let target = target::open(&spec.target).map_err(run)?;

@@ -17,14 +17,25 @@ pub struct OpRecord {
     pub hist: Option<Histogram<u64>>,
     pub errors: BTreeMap<String, u64>,
     pub timeouts: u64,
+    pub retransmissions: u64,
+    pub cancellations: u64,
+    pub successes: u64,
     pub bytes: u64,
 }
 
+/// The error kind a target reports for a request that got no reply in time.
+pub const TIMEOUT_KIND: &str = "ETIMEDOUT";
+
 impl OpRecord {
-    pub fn record(&mut self, latency_ns: u64, outcome: &Result<u64, String>) {
+    pub fn record(&mut self, latency_ns: u64, outcome: &Result<u64, String>, retransmissions: u32) {
         self.hist.get_or_insert_with(new_histogram).saturating_record(latency_ns.max(1));
+        self.retransmissions += retransmissions as u64;
         match outcome {
-            Ok(bytes) => self.bytes += bytes,
+            Ok(bytes) => {
+                self.bytes += bytes;
+                self.successes += 1;
+            }
+            Err(kind) if kind == TIMEOUT_KIND => self.timeouts += 1,
             Err(kind) => *self.errors.entry(kind.clone()).or_insert(0) += 1,
         }
     }
@@ -64,6 +75,9 @@ pub struct OpSummary {
     pub latency: LatencySummary,
     pub errors: BTreeMap<String, u64>,
     pub timeouts: u64,
+    pub retransmissions: u64,
+    pub cancellations: u64,
+    pub successes: u64,
     pub bytes: u64,
 }
 
@@ -103,12 +117,20 @@ impl Recorder {
         let mut out = BTreeMap::new();
         for op in Op::ALL {
             let r = &self.ops[op.index()];
-            if r.hist.is_none() && r.timeouts == 0 {
+            if r.hist.is_none() && r.timeouts == 0 && r.cancellations == 0 {
                 continue; // never sent in the measured window
             }
             let h = r.hist.as_ref().unwrap_or(&empty);
             all.add(h).expect("same bounds");
-            out.insert(op.name().to_string(), OpSummary { latency: summarize(h), errors: r.errors.clone(), timeouts: r.timeouts, bytes: r.bytes });
+            out.insert(op.name().to_string(), OpSummary {
+                latency: summarize(h),
+                errors: r.errors.clone(),
+                timeouts: r.timeouts,
+                retransmissions: r.retransmissions,
+                cancellations: r.cancellations,
+                successes: r.successes,
+                bytes: r.bytes,
+            });
         }
         (out, all)
     }

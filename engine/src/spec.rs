@@ -42,6 +42,53 @@ pub struct TrialSpec {
 pub enum TargetSpec {
     Posix { path: String },
     Null,
+    Nfs(NfsSpec),
+}
+
+/// An NFSv3 export spoken to over ONC-RPC/TCP.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct NfsSpec {
+    pub host: String,
+    /// The export's path, as MOUNT knows it (e.g. "/export").
+    pub export: String,
+    /// NFS and MOUNT ports; absent: ask the portmapper.
+    #[serde(default)]
+    pub port: Option<u16>,
+    #[serde(default)]
+    pub mount_port: Option<u16>,
+    #[serde(default)]
+    pub uid: u32,
+    #[serde(default)]
+    pub gid: u32,
+    /// Transfer sizes; absent: negotiated through FSINFO.
+    #[serde(default)]
+    pub rsize: Option<u32>,
+    #[serde(default)]
+    pub wsize: Option<u32>,
+    #[serde(default = "one_usize")]
+    pub connections: usize,
+    /// Cap on RPCs in flight across the connections.
+    #[serde(default)]
+    pub max_outstanding: Option<usize>,
+    /// Per-attempt RPC timeout, and retransmissions before a call times out.
+    #[serde(default = "default_rpc_timeout")]
+    pub timeout_ms: f64,
+    #[serde(default = "default_retrans")]
+    pub retrans: u32,
+    /// How the target is named in messages.
+    #[serde(default)]
+    pub url: Option<String>,
+}
+
+fn one_usize() -> usize {
+    1
+}
+fn default_rpc_timeout() -> f64 {
+    5000.0
+}
+fn default_retrans() -> u32 {
+    2
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -235,6 +282,28 @@ impl TrialSpec {
         if let TargetSpec::Posix { path } = &self.target {
             if path.is_empty() {
                 return Err(bad("target.path", "empty path"));
+            }
+        }
+        if let TargetSpec::Nfs(n) = &self.target {
+            if n.host.is_empty() {
+                return Err(bad("target.host", "empty host"));
+            }
+            if !n.export.starts_with('/') {
+                return Err(bad("target.export", "must be an absolute path such as /export"));
+            }
+            if n.connections == 0 || n.connections > 1024 {
+                return Err(bad("target.connections", "must be 1 to 1024"));
+            }
+            if n.max_outstanding == Some(0) {
+                return Err(bad("target.max_outstanding", "must be >= 1 (or absent for no cap)"));
+            }
+            if !(n.timeout_ms.is_finite() && n.timeout_ms > 0.0) {
+                return Err(bad("target.timeout_ms", "must be > 0"));
+            }
+            for (name, v) in [("target.rsize", n.rsize), ("target.wsize", n.wsize)] {
+                if v.is_some_and(|v| !(512..=(1 << 20)).contains(&v)) {
+                    return Err(bad(name, "must be 512 to 1048576 bytes"));
+                }
             }
         }
         Ok(())

@@ -80,6 +80,7 @@ struct Done {
     start_ns: u64,
     done_ns: u64,
     outcome: Outcome,
+    retransmissions: u32,
 }
 
 /// Everything the sender threads change, behind one lock taken once per request.
@@ -107,6 +108,8 @@ struct Shared {
     start: Instant,
     window: Window,
     thread_limit: usize,
+    /// The user's cap on requests in flight, for pipelining targets.
+    thread_limit_cap: Option<usize>,
     lag_limit_ns: u64,
     /// Due time of the next unclaimed request, NOT_DUE once the schedule is done.
     next_due: AtomicU64,
@@ -114,6 +117,8 @@ struct Shared {
     claimed: AtomicU64,
     threads: AtomicUsize,
     busy: AtomicUsize,
+    /// Requests started without blocking (pipelining targets) and not yet complete.
+    started: AtomicUsize,
     live: AtomicUsize,
     completed: AtomicU64,
     interval_lag_ns: AtomicU64,
@@ -178,7 +183,7 @@ impl State {
                 // Lag behind the cap is the server's doing; only free lag indicts the generator.
                 self.lag_quarters[w.quarter(due)].add(lag);
             }
-            self.rec.ops[d.claim.op.index()].record(d.done_ns.saturating_sub(due), &d.outcome);
+            self.rec.ops[d.claim.op.index()].record(d.done_ns.saturating_sub(due), &d.outcome, d.retransmissions);
         }
         if w.contains(d.done_ns) {
             self.completed_in_window += 1;
@@ -204,6 +209,8 @@ fn sender(shared: Arc<Shared>) {
     // Wake-ups land within microseconds instead of the default 50 µs timer slack.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
     let mut finished: Option<Done> = None;
+    let pipelines = shared.target.pipelines();
+    let cap = shared.thread_limit_cap;
     loop {
         let claim = {
             let mut state = shared.state.lock().expect("a sender panicked");
@@ -221,15 +228,48 @@ fn sender(shared: Arc<Shared>) {
             shared.interval_lag_ns.fetch_add(start_ns - claim.due_ns, Relaxed);
             shared.interval_lag_count.fetch_add(1, Relaxed);
         }
+        if pipelines {
+            if let Some(cap) = cap {
+                // The user's cap holds requests back while that many are in flight.
+                while shared.started.load(Relaxed) >= cap {
+                    std::thread::sleep(Duration::from_micros(20));
+                }
+            }
+            shared.started.fetch_add(1, Relaxed);
+            let (s, op, due_ns, held) = (shared.clone(), claim.op, claim.due_ns, claim.held_by_limit);
+            let request = claim.request;
+            let done: crate::target::Completion = Box::new(move |outcome, retransmissions| {
+                let done_ns = s.now_ns();
+                if counted {
+                    s.in_flight[op.index()].fetch_sub(1, Relaxed);
+                }
+                s.completed.fetch_add(1, Relaxed);
+                let d = Done { claim: Claim { op, due_ns, request: Request::Null, held_by_limit: held }, start_ns, done_ns, outcome, retransmissions };
+                s.state.lock().expect("a sender panicked").complete(&s, d);
+                s.started.fetch_sub(1, Relaxed);
+            });
+            match shared.target.start(&request, done) {
+                Ok(()) => continue,
+                Err(done) => {
+                    shared.busy.fetch_add(1, Relaxed);
+                    let outcome = shared.target.execute(&request);
+                    let retransmissions = shared.target.take_retransmissions();
+                    shared.busy.fetch_sub(1, Relaxed);
+                    done(outcome, retransmissions);
+                    continue;
+                }
+            }
+        }
         shared.busy.fetch_add(1, Relaxed);
         let outcome = shared.target.execute(&claim.request);
+        let retransmissions = shared.target.take_retransmissions();
         shared.busy.fetch_sub(1, Relaxed);
         let done_ns = shared.now_ns();
         if counted {
             shared.in_flight[claim.op.index()].fetch_sub(1, Relaxed);
         }
         shared.completed.fetch_add(1, Relaxed);
-        finished = Some(Done { claim, start_ns, done_ns, outcome });
+        finished = Some(Done { claim, start_ns, done_ns, outcome, retransmissions });
     }
     shared.live.fetch_sub(1, Relaxed);
 }
@@ -288,11 +328,13 @@ pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Valu
         start,
         window,
         thread_limit: load.max_outstanding.unwrap_or(DEFAULT_THREAD_LIMIT),
+        thread_limit_cap: load.max_outstanding,
         lag_limit_ns: (load.lag_limit_ms * 1e6) as u64,
         next_due: AtomicU64::new(first_due),
         claimed: AtomicU64::new(0),
         threads: AtomicUsize::new(0),
         busy: AtomicUsize::new(0),
+        started: AtomicUsize::new(0),
         live: AtomicUsize::new(0),
         completed: AtomicU64::new(0),
         interval_lag_ns: AtomicU64::new(0),
@@ -301,11 +343,12 @@ pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Valu
     });
     let max_busy = monitor(spec, &shared);
 
-    let timed_out = shared.live.load(Relaxed) > 0;
+    let timed_out = shared.live.load(Relaxed) > 0 || shared.started.load(Relaxed) > 0;
     let mut state = shared.state.lock().expect("a sender panicked");
-    // Whatever is still executing after the drain timeout is a timeout, not silently dropped.
+    // Whatever is still executing after the drain timeout is abandoned: counted as
+    // cancelled, not silently dropped.
     for op in Op::ALL {
-        state.rec.ops[op.index()].timeouts += shared.in_flight[op.index()].load(Relaxed);
+        state.rec.ops[op.index()].cancellations += shared.in_flight[op.index()].load(Relaxed);
     }
     let restore = if timed_out {
         json!({"done": false, "reason": "requests still outstanding at the drain timeout"})
@@ -332,7 +375,7 @@ fn monitor(spec: &TrialSpec, shared: &Arc<Shared>) -> usize {
         let now = shared.now_ns();
         let due = shared.next_due.load(Relaxed);
         let threads = shared.threads.load(Relaxed);
-        max_busy = max_busy.max(shared.busy.load(Relaxed));
+        max_busy = max_busy.max(shared.busy.load(Relaxed) + shared.started.load(Relaxed));
         // Every thread busy inside the target while a request waits, seen twice: add
         // threads for what is overdue. Seen once, it may be a 1 µs syscall caught in the act.
         let claimed = shared.claimed.load(Relaxed);
@@ -362,13 +405,13 @@ fn monitor(spec: &TrialSpec, shared: &Arc<Shared>) -> usize {
             let phase = if now < shared.window.start_ns { "warmup" } else if due != NOT_DUE { "measure" } else { "drain" };
             progress::emit(json!({
                 "phase": phase, "elapsed_s": now as f64 / 1e9, "completed": completed,
-                "outstanding": shared.busy.load(Relaxed), "rate": (completed - last_completed) as f64 / spec.progress_interval_s,
+                "outstanding": shared.busy.load(Relaxed) + shared.started.load(Relaxed), "rate": (completed - last_completed) as f64 / spec.progress_interval_s,
                 "lag_ms": lag_ns as f64 / lag_count as f64 / 1e6, "threads": threads,
             }));
             last_completed = completed;
             next_progress += progress_ns * ((now - next_progress) / progress_ns + 1);
         }
-        if shared.live.load(Relaxed) == 0 || now >= drain_deadline {
+        if (shared.live.load(Relaxed) == 0 && shared.started.load(Relaxed) == 0) || now >= drain_deadline {
             return max_busy;
         }
         let watch = if suspect.is_some() { now + SPAWN_AFTER_NS / 2 } else if due == NOT_DUE { NOT_DUE } else { due + SPAWN_AFTER_NS };

@@ -4,11 +4,12 @@
     peakbench prepare WORKLOAD --target DIR --rate OPS [--scale F]
     peakbench search WORKLOAD --target DIR|sim://... [--quick] [--confidence C] [--accuracy A] [--clients N] ...
     peakbench surface PLAN.toml [--json FILE]
+    peakbench validate TARGET [--json FILE]
     peakbench simulate [--samples N] [--policies P,...] [--surfaces]
     peakbench workloads list | show NAME [--rate OPS] [--scale F]
     peakbench results list | show ID | export (--csv FILE | --json FILE)
 
-Exit status: 0 done, 1 the trial could not run, 2 bad input (one line on
+Exit status: 0 done, 1 the trial could not run (or `validate` found a failure), 2 bad input (one line on
 stderr naming the file, line and field; nothing written to the store or target),
 3 a search ended without a peak (its verdict says why and what to change).
 """
@@ -129,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add_trial_arguments(command: argparse.ArgumentParser) -> None:
         command.add_argument("workload", metavar="WORKLOAD", help="a canned workload name or a workload .toml file")
-        command.add_argument("--target", required=True, metavar="DIR", help="a directory, file:///DIR, or null://")
+        command.add_argument("--target", required=True, metavar="DIR", help="a directory, file:///DIR, nfs://SERVER/EXPORT[?options], or null://")
         command.add_argument("--rate", required=True, type=_rate, metavar="OPS", help="offered load in ops/s")
         command.add_argument("--scale", type=_scale, default=1.0, metavar="F",
                              help="multiply the self-scaled file-set size (default 1)")
@@ -189,6 +190,11 @@ def build_parser() -> argparse.ArgumentParser:
     surface.add_argument("--seed", type=_whole(0), default=1, metavar="N", help="first trial's op-sequence seed")
     surface.add_argument("--json", type=Path, metavar="FILE", help="also write the surface result to this JSON file")
     surface.set_defaults(handler=command_surface)
+
+    validate = commands.add_parser("validate", help="check that the target performs every operation correctly")
+    validate.add_argument("target", metavar="TARGET", help="a directory, file:///DIR, or nfs://SERVER/EXPORT[?options]")
+    validate.add_argument("--json", type=Path, metavar="FILE", help="also write the checks to this JSON file")
+    validate.set_defaults(handler=command_validate)
 
     # `simulate` has its own parser (peakbench.sim.main); main() hands it the rest of the line.
     commands.add_parser("simulate", add_help=False,
@@ -357,6 +363,31 @@ def _run_trial(args: argparse.Namespace, workload: Workload, spec: dict, engine)
     if args.json:
         args.json.write_text(json.dumps(json_report(trial_id, workload.name, result), indent=2) + "\n")
     return 0
+
+
+def command_validate(args: argparse.Namespace) -> int:
+    """Every operation exercised in a scratch directory of the target, then removed."""
+    target = parse_target(args.target)
+    if target["kind"] == "null":
+        raise InputError("null:// does nothing, so there is nothing to validate", field="TARGET")
+    if args.json and not args.json.absolute().parent.is_dir():
+        raise InputError(f"{args.json}: its directory does not exist", field="--json")
+    result = Engine().validate_target(target)
+    console = _console()
+    table = Table(title=f"validation of {target_label(target)}")
+    for heading in ("op", "result", "check", "detail"):
+        table.add_column(heading, no_wrap=heading in ("op", "result"), overflow="fold")
+    style = {"pass": "green", "fail": "bold red", "skipped": "yellow"}
+    for check in result["checks"]:
+        status = check["status"]
+        table.add_row(check["op"], f"[{style[status]}]{status}[/{style[status]}]", check["check"], check["detail"])
+    console.print(table)
+    cleanup = "scratch directory removed" if result["cleaned_up"] else f"[red]cleanup failed: {result['cleanup_error']}[/red]"
+    verdict = "[green]all operations passed[/green]" if result["ok"] else "[bold red]VALIDATION FAILED[/bold red]"
+    console.print(f"{verdict}: {result['passed']} passed, {result['failed']} failed; {cleanup}")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    return 0 if result["ok"] else 1
 
 
 def _search_settings(args: argparse.Namespace) -> SearchSettings:

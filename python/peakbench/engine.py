@@ -71,6 +71,10 @@ class Engine:
         settle(spec["target"])
         return prepared
 
+    def validate_target(self, target: dict, timeout_s: float = 300) -> dict:
+        """Exercise every operation on a target; returns the engine's validation result."""
+        return self._call("validate-target", target, timeout_s, None)
+
     def run(self, spec: dict, on_progress: Progress | None = None) -> dict:
         """One trial, then write back what it left dirty; returns the engine's TrialResult."""
         result = self._call("run", spec, run_timeout(spec), on_progress)

@@ -15,8 +15,8 @@ from rich.text import Text
 
 
 def error_count(op: dict) -> int:
-    """All failed requests of one op: errors by kind (errno) plus timeouts."""
-    return sum(op.get("errors", {}).values()) + op.get("timeouts", 0)
+    """All failed requests of one op: errors by kind (errno, NFS status) plus timeouts and cancellations."""
+    return sum(op.get("errors", {}).values()) + op.get("timeouts", 0) + op.get("cancellations", 0)
 
 
 def _ms(value: float | None) -> str:
@@ -74,11 +74,16 @@ def summary_lines(spec: dict, result: dict) -> list[Text]:
     failures = [
         f"{name} {kind}×{count}"
         for name, op in sorted(result.get("ops", {}).items())
-        for kind, count in sorted({**op.get("errors", {}), "timeout": op.get("timeouts", 0)}.items())
+        for kind, count in sorted({**op.get("errors", {}), "timeout": op.get("timeouts", 0),
+                                   "cancelled": op.get("cancellations", 0)}.items())
         if count
     ]
     if failures:
         lines.append(Text("errors: " + ", ".join(failures), style="red"))
+    retransmitted = [f"{name} ×{op['retransmissions']}" for name, op in sorted(result.get("ops", {}).items())
+                     if op.get("retransmissions")]
+    if retransmitted:
+        lines.append(Text("retransmissions: " + ", ".join(retransmitted), style="yellow"))
     outstanding = result.get("outstanding") or {}
     if outstanding.get("cap_bound"):
         lines.append(Text(

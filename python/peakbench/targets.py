@@ -1,7 +1,9 @@
 """Targets named on the command line, turned into the engine's target object.
 
-Accepted: a directory path, `file:///absolute/path`, or `null://` (a target
-that does nothing, to measure the engine's own floor). A directory must exist
+Accepted: a directory path, `file:///absolute/path`, `null://` (a target
+that does nothing, to measure the engine's own floor), or an NFSv3 export
+`nfs://host[:port]/export?option=value&...` that the engine speaks to directly
+over ONC-RPC (options in NFS_OPTIONS). A directory must exist
 and be writable, and is checked here so that a typo fails in a second with one
 line instead of after the engine has started.
 """
@@ -10,13 +12,72 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from .errors import InputError
-from .units import format_size
+from .units import format_size, parse_duration
 
 FIELD = "--target"
 MANIFEST = ".peakbench-manifest.json"  # the engine's mark on a directory it prepared
+
+
+# nfs:// URL options: name -> (engine field, parser, help).
+NFS_OPTIONS = {
+    "mountport": ("mount_port", "port", "MOUNT's port (default: ask the portmapper)"),
+    "uid": ("uid", "id", "AUTH_SYS uid (default 0)"),
+    "gid": ("gid", "id", "AUTH_SYS gid (default 0)"),
+    "rsize": ("rsize", "xfer", "READ transfer size in bytes (default: FSINFO's)"),
+    "wsize": ("wsize", "xfer", "WRITE transfer size in bytes (default: FSINFO's)"),
+    "conns": ("connections", "conns", "TCP connections (default 1)"),
+    "max_outstanding": ("max_outstanding", "count", "cap on RPCs in flight (default: none)"),
+    "timeout": ("timeout_ms", "duration", "per-attempt RPC timeout, e.g. 500ms, 5s (default 5s)"),
+    "retrans": ("retrans", "retrans", "retransmissions before a call times out (default 2)"),
+}
+
+
+def _nfs_number(text: str, name: str, kind: str, label: str) -> float | int:
+    if kind == "duration":
+        seconds = parse_duration(text if text[-1:].isalpha() else text + "ms", field=FIELD)
+        if seconds <= 0:
+            raise InputError(f"{label}: {name}={text} must be longer than 0", field=FIELD)
+        return seconds * 1000.0
+    bounds = {"port": (1, 65535), "id": (0, 2**32 - 1), "xfer": (512, 1 << 20), "conns": (1, 1024),
+              "count": (1, 2**32), "retrans": (0, 100)}[kind]
+    try:
+        value = int(text)
+    except ValueError:
+        raise InputError(f"{label}: {name}={text} is not a whole number", field=FIELD) from None
+    if not bounds[0] <= value <= bounds[1]:
+        raise InputError(f"{label}: {name}={text} must be {bounds[0]} to {bounds[1]}", field=FIELD)
+    return value
+
+
+def parse_nfs(text: str) -> dict:
+    """`nfs://host[:port]/export?opt=v&...` as the engine's NFS target object."""
+    url = urlsplit(text)
+    try:
+        host, port = url.hostname, url.port
+    except ValueError:
+        raise InputError(f"{text}: the port is not a number from 1 to 65535", field=FIELD) from None
+    if not host:
+        raise InputError(f"{text}: no server; write nfs://SERVER/EXPORT", field=FIELD)
+    export = unquote(url.path).rstrip("/") or "/"
+    if not url.path or url.path == "/":
+        raise InputError(f"{text}: no export path; write nfs://SERVER/EXPORT", field=FIELD)
+    target = {"kind": "nfs", "host": host, "export": export, "url": text}
+    if port is not None:
+        target["port"] = port
+    seen = set()
+    for name, value in parse_qsl(url.query, keep_blank_values=True, strict_parsing=False):
+        if name not in NFS_OPTIONS:
+            known = ", ".join(sorted(NFS_OPTIONS))
+            raise InputError(f"{text}: unknown option {name!r} (known: {known})", field=FIELD)
+        if name in seen:
+            raise InputError(f"{text}: option {name!r} given twice", field=FIELD)
+        seen.add(name)
+        field, kind, _ = NFS_OPTIONS[name]
+        target[field] = _nfs_number(value, name, kind, text)
+    return target
 
 
 def parse_target(text: str) -> dict:
@@ -25,9 +86,12 @@ def parse_target(text: str) -> dict:
         return {"kind": "null"}
     if "://" in text:
         url = urlsplit(text)
+        if url.scheme == "nfs":
+            return parse_nfs(text)
         if url.scheme != "file":
             raise InputError(
-                f"{url.scheme}:// targets are not supported yet; use a directory, file:///DIR or null://",
+                f"{url.scheme}:// targets are not supported yet; use a directory, file:///DIR,"
+                " nfs://SERVER/EXPORT or null://",
                 field=FIELD,
             )
         if url.netloc not in ("", "localhost"):
@@ -40,7 +104,11 @@ def parse_target(text: str) -> dict:
 
 def target_label(target: dict) -> str:
     """How a parsed target is shown and stored: its absolute path, or its URL."""
-    return target["path"] if target["kind"] == "posix" else f"{target['kind']}://"
+    if target["kind"] == "posix":
+        return target["path"]
+    if target["kind"] == "nfs":
+        return target.get("url") or f"nfs://{target['host']}{target['export']}"
+    return f"{target['kind']}://"
 
 
 def _check_directory(path: Path) -> None:

@@ -1,6 +1,7 @@
 //! Targets: the systems under test. Each maps the op vocabulary onto its own
 //! protocol behind one small trait; the engine knows nothing else about them.
 
+pub mod nfs;
 pub mod null;
 pub mod posix;
 
@@ -36,10 +37,27 @@ pub enum Request {
 /// Bytes moved, or the kind of error (an errno name such as "ENOENT").
 pub type Outcome = Result<u64, String>;
 
+/// The completion of a request started with `Target::start`: its outcome and the
+/// retransmissions it took. Called exactly once, on any thread.
+pub type Completion = Box<dyn FnOnce(Outcome, u32) + Send>;
+
 pub trait Target: Send + Sync {
     /// Ops this target cannot perform are rejected before a trial starts.
     fn supports(&self, op: Op) -> bool;
     fn execute(&self, request: &Request) -> Outcome;
+    /// Whether `start` may accept requests: then one sender keeps many in flight.
+    fn pipelines(&self) -> bool {
+        false
+    }
+    /// Start a request without waiting for it, or hand `done` back if this one must
+    /// go through the blocking `execute`.
+    fn start(&self, _request: &Request, done: Completion) -> Result<(), Completion> {
+        Err(done)
+    }
+    /// Retransmissions made by this thread's last `execute` (protocol targets only).
+    fn take_retransmissions(&self) -> u32 {
+        0
+    }
 
     // File-set building and restoring, outside any measurement.
     /// Make the file set's root (named `id`) and use it for all later paths.
@@ -60,5 +78,15 @@ pub fn open(spec: &TargetSpec) -> anyhow::Result<Box<dyn Target>> {
     Ok(match spec {
         TargetSpec::Posix { path } => Box::new(posix::Posix::open(path)?),
         TargetSpec::Null => Box::new(null::NullTarget),
+        TargetSpec::Nfs(n) => Box::new(nfs::Nfs::open(n)?),
+    })
+}
+
+/// Exercise every operation on the target (validate.rs); the result lists each check.
+pub fn validate(spec: &TargetSpec) -> anyhow::Result<serde_json::Value> {
+    Ok(match spec {
+        TargetSpec::Posix { path } => crate::validate::validate(&posix::Posix::open(path)?),
+        TargetSpec::Nfs(n) => crate::validate::validate(&nfs::Nfs::open(n)?),
+        TargetSpec::Null => anyhow::bail!("null:// does nothing, so there is nothing to validate"),
     })
 }

@@ -1,0 +1,653 @@
+//! ONC-RPC over TCP (RFC 5531) with record marking, pipelined: many calls in
+//! flight on one connection, each matched to its reply by XID. Callers block in
+//! `call`; one reader thread per connection reads replies in large chunks and
+//! hands each to the thread that waits for it. Replies with an XID that nobody
+//! waits for (late replies to calls that timed out, garbage) are counted and dropped.
+
+use super::xdr::{Dec, Enc};
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+/// A record larger than this is a protocol error: the stream cannot be trusted after it.
+pub const MAX_RECORD: usize = 16 << 20;
+const LAST_FRAGMENT: u32 = 0x8000_0000;
+/// A dead connection is re-dialled at most this often, so a dead server costs little.
+const REDIAL_EVERY: Duration = Duration::from_millis(500);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RpcError {
+    /// No reply after every retransmission.
+    Timeout,
+    /// Could not connect, or the connection broke.
+    Connection(String),
+    /// The server refused the call (MSG_DENIED, PROG_UNAVAIL, GARBAGE_ARGS, ...).
+    Rejected(String),
+    /// The reply could not be decoded.
+    Malformed(String),
+}
+
+impl RpcError {
+    /// The error kind recorded for an op.
+    pub fn kind(&self) -> String {
+        match self {
+            RpcError::Timeout => "ETIMEDOUT".into(),
+            RpcError::Connection(_) => "RPC_CONNECTION".into(),
+            RpcError::Rejected(why) => format!("RPC_{}", why.split(' ').next().unwrap_or("REJECTED")),
+            RpcError::Malformed(_) => "RPC_MALFORMED_REPLY".into(),
+        }
+    }
+}
+
+impl std::fmt::Display for RpcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RpcError::Timeout => write!(f, "no reply (timed out after retransmissions)"),
+            RpcError::Connection(e) => write!(f, "connection: {e}"),
+            RpcError::Rejected(e) => write!(f, "rejected: {e}"),
+            RpcError::Malformed(e) => write!(f, "malformed reply: {e}"),
+        }
+    }
+}
+
+thread_local! {
+    /// Retransmissions made by this thread's calls since the last `take_retransmissions`.
+    static RETRANSMISSIONS: Cell<u32> = const { Cell::new(0) };
+}
+
+pub fn take_retransmissions() -> u32 {
+    RETRANSMISSIONS.with(|c| c.replace(0))
+}
+
+/// A reply whose header was accepted: the results start at `at`.
+pub struct Reply {
+    pub buf: Vec<u8>,
+    pub at: usize,
+}
+
+impl Reply {
+    pub fn dec(&self) -> Dec<'_> {
+        let mut d = Dec::new(&self.buf);
+        d.at = self.at;
+        d
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct CallOptions {
+    pub timeout: Duration,
+    pub retrans: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub max_outstanding: Option<usize>,
+    pub connect_timeout: Duration,
+}
+
+impl Default for CallOptions {
+    fn default() -> Self {
+        CallOptions { timeout: Duration::from_secs(5), retrans: 2, uid: 0, gid: 0, max_outstanding: None, connect_timeout: Duration::from_secs(5) }
+    }
+}
+
+struct Slot {
+    reply: Mutex<Option<Result<Vec<u8>, RpcError>>>,
+    waiter: Thread,
+}
+
+/// What an asynchronous call's completion receives: the reply (header already
+/// checked) and how many times the call was retransmitted.
+pub type Callback = Box<dyn FnOnce(Result<Reply, RpcError>, u32) + Send>;
+
+struct AsyncCall {
+    cb: Callback,
+    record: Vec<u8>,
+    deadline: Instant,
+    tries_left: u32,
+    retransmitted: u32,
+}
+
+enum Waiter {
+    Thread(Arc<Slot>),
+    Async(AsyncCall),
+}
+
+impl Waiter {
+    fn finish(self, r: Result<Vec<u8>, RpcError>) {
+        match self {
+            Waiter::Thread(s) => {
+                *s.reply.lock().expect("slot lock") = Some(r);
+                s.waiter.unpark();
+            }
+            Waiter::Async(a) => (a.cb)(r.and_then(parse_reply), a.retransmitted),
+        }
+    }
+}
+
+struct Live {
+    writer: Mutex<TcpStream>,
+    pending: Mutex<HashMap<u32, Waiter>>,
+    dead: AtomicBool,
+    xid: AtomicU32,
+    timeout: Duration,
+}
+
+impl Live {
+    fn kill(&self, why: &RpcError) {
+        self.dead.store(true, Relaxed);
+        if let Ok(w) = self.writer.lock() {
+            let _ = w.shutdown(Shutdown::Both);
+        }
+        let waiters: Vec<Waiter> = self.pending.lock().map(|mut p| p.drain().map(|(_, s)| s).collect()).unwrap_or_default();
+        for w in waiters {
+            w.finish(Err(why.clone()));
+        }
+    }
+
+    /// Retransmit or time out the asynchronous calls whose time is up.
+    fn expire(&self, now: Instant) {
+        let mut expired = Vec::new();
+        let mut resend = Vec::new();
+        {
+            let mut pending = self.pending.lock().expect("pending lock");
+            let due: Vec<u32> = pending
+                .iter()
+                .filter_map(|(x, w)| match w {
+                    Waiter::Async(a) if a.deadline <= now => Some(*x),
+                    _ => None,
+                })
+                .collect();
+            for xid in due {
+                if let Some(Waiter::Async(a)) = pending.get_mut(&xid) {
+                    if a.tries_left > 0 {
+                        a.tries_left -= 1;
+                        a.retransmitted += 1;
+                        a.deadline = now + self.timeout;
+                        resend.push(a.record.clone());
+                        continue;
+                    }
+                }
+                if let Some(w) = pending.remove(&xid) {
+                    expired.push(w);
+                }
+            }
+        }
+        for rec in resend {
+            if let Err(e) = self.writer.lock().expect("writer lock").write_all(&rec) {
+                self.kill(&RpcError::Connection(format!("send: {e}")));
+                break;
+            }
+        }
+        for w in expired {
+            w.finish(Err(RpcError::Timeout));
+        }
+    }
+}
+
+struct Conn {
+    live: Mutex<(Option<Arc<Live>>, Option<Instant>)>,
+}
+
+/// Counters of the transport itself (not per op).
+#[derive(Default)]
+pub struct TransportStats {
+    pub stray_replies: AtomicU64,
+    pub bad_records: AtomicU64,
+    pub reconnects: AtomicU64,
+}
+
+pub struct RpcClient {
+    pub addr: SocketAddr,
+    prog: u32,
+    vers: u32,
+    /// Encoded credential and verifier (AUTH_SYS, AUTH_NONE).
+    auth: Vec<u8>,
+    conns: Vec<Conn>,
+    next: AtomicUsize,
+    opts: CallOptions,
+    inflight: Mutex<usize>,
+    inflight_cv: Condvar,
+    pub stats: Arc<TransportStats>,
+    xid_seed: u32,
+}
+
+fn auth_sys(uid: u32, gid: u32) -> Vec<u8> {
+    let mut body = Vec::new();
+    let stamp = std::process::id();
+    Enc(&mut body).u32(stamp).str("peakbench").u32(uid).u32(gid).u32(1).u32(gid);
+    let mut v = Vec::new();
+    Enc(&mut v).u32(1).opaque(&body).u32(0).u32(0); // AUTH_SYS cred, AUTH_NONE verifier
+    v
+}
+
+impl RpcClient {
+    /// A client for one program; connects lazily unless `connect_now`.
+    pub fn new(addr: SocketAddr, prog: u32, vers: u32, conns: usize, opts: CallOptions) -> RpcClient {
+        let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(1)
+            ^ std::process::id().rotate_left(16);
+        RpcClient {
+            addr,
+            prog,
+            vers,
+            auth: auth_sys(opts.uid, opts.gid),
+            conns: (0..conns.max(1)).map(|_| Conn { live: Mutex::new((None, None)) }).collect(),
+            next: AtomicUsize::new(0),
+            opts,
+            inflight: Mutex::new(0),
+            inflight_cv: Condvar::new(),
+            stats: Arc::new(TransportStats::default()),
+            xid_seed: seed,
+        }
+    }
+
+    /// Dial every connection now, so that an unreachable server is one clear error.
+    pub fn connect_all(&self) -> Result<(), RpcError> {
+        for (i, c) in self.conns.iter().enumerate() {
+            self.live(c, i, true)?;
+        }
+        Ok(())
+    }
+
+    fn live(&self, conn: &Conn, index: usize, force: bool) -> Result<Arc<Live>, RpcError> {
+        let mut g = conn.live.lock().expect("conn lock");
+        if let Some(l) = &g.0 {
+            if !l.dead.load(Relaxed) {
+                return Ok(l.clone());
+            }
+        }
+        if let Some(last) = g.1 {
+            if !force && last.elapsed() < REDIAL_EVERY {
+                return Err(RpcError::Connection(format!("{} is down (redial pending)", self.addr)));
+            }
+            self.stats.reconnects.fetch_add(1, Relaxed);
+        }
+        g.1 = Some(Instant::now());
+        let stream = TcpStream::connect_timeout(&self.addr, self.opts.connect_timeout)
+            .map_err(|e| RpcError::Connection(format!("connect to {}: {e}", self.addr)))?;
+        let _ = stream.set_nodelay(true);
+        let reader = stream.try_clone().map_err(|e| RpcError::Connection(e.to_string()))?;
+        let live = Arc::new(Live {
+            writer: Mutex::new(stream),
+            pending: Mutex::new(HashMap::new()),
+            dead: AtomicBool::new(false),
+            xid: AtomicU32::new(self.xid_seed.wrapping_add((index as u32) << 24)),
+            timeout: self.opts.timeout,
+        });
+        let (l2, stats) = (live.clone(), self.stats.clone());
+        std::thread::Builder::new()
+            .name("pb-rpc-reader".into())
+            .stack_size(256 * 1024)
+            .spawn(move || read_replies(l2, reader, stats))
+            .map_err(|e| RpcError::Connection(format!("reader thread: {e}")))?;
+        g.0 = Some(live.clone());
+        Ok(live)
+    }
+
+    /// One call: `args` appends the procedure's arguments. Blocks until the reply,
+    /// retransmitting (same XID) after each timeout.
+    fn pick(&self) -> Result<Arc<Live>, RpcError> {
+        let index = if self.conns.len() == 1 { 0 } else { self.next.fetch_add(1, Relaxed) % self.conns.len() };
+        self.live(&self.conns[index], index, false)
+    }
+
+    fn record(&self, xid: u32, proc_: u32, args: impl FnOnce(&mut Enc)) -> Vec<u8> {
+        let mut rec = Vec::with_capacity(256);
+        {
+            let mut e = Enc(&mut rec);
+            e.u32(0).u32(xid).u32(0).u32(2).u32(self.prog).u32(self.vers).u32(proc_);
+            e.0.extend_from_slice(&self.auth);
+            args(&mut e);
+        }
+        let len = (rec.len() - 4) as u32;
+        rec[..4].copy_from_slice(&(LAST_FRAGMENT | len).to_be_bytes());
+        rec
+    }
+
+    /// Start a call and return at once; `cb` runs with the reply (on the connection's
+    /// reader thread), the timeout, or a connection error. Not for capped clients.
+    pub fn call_async(&self, proc_: u32, args: impl FnOnce(&mut Enc), cb: Callback) {
+        let live = match self.pick() {
+            Ok(l) => l,
+            Err(e) => return cb(Err(e), 0),
+        };
+        let xid = live.xid.fetch_add(1, Relaxed);
+        let rec = self.record(xid, proc_, args);
+        let copy = if self.opts.retrans > 0 { rec.clone() } else { Vec::new() };
+        let call = AsyncCall { cb, record: copy, deadline: Instant::now() + self.opts.timeout, tries_left: self.opts.retrans, retransmitted: 0 };
+        live.pending.lock().expect("pending lock").insert(xid, Waiter::Async(call));
+        let sent = live.writer.lock().expect("writer lock").write_all(&rec);
+        if let Err(e) = sent {
+            live.kill(&RpcError::Connection(format!("send to {}: {e}", self.addr)));
+        }
+    }
+
+    /// Whether `call_async` may be used: a cap on calls in flight needs blocking callers.
+    pub fn pipelines(&self) -> bool {
+        self.opts.max_outstanding.is_none()
+    }
+
+    pub fn call(&self, proc_: u32, args: impl FnOnce(&mut Enc)) -> Result<Reply, RpcError> {
+        let live = self.pick()?;
+        let xid = live.xid.fetch_add(1, Relaxed);
+        let rec = self.record(xid, proc_, args);
+
+        let _permit = self.acquire();
+        let slot = Arc::new(Slot { reply: Mutex::new(None), waiter: std::thread::current() });
+        live.pending.lock().expect("pending lock").insert(xid, Waiter::Thread(slot.clone()));
+        let mut tries_left = self.opts.retrans;
+        let result = loop {
+            if let Err(e) = live.writer.lock().expect("writer lock").write_all(&rec) {
+                let err = RpcError::Connection(format!("send to {}: {e}", self.addr));
+                live.kill(&err);
+                break Err(err);
+            }
+            let deadline = Instant::now() + self.opts.timeout;
+            let got = loop {
+                if let Some(r) = slot.reply.lock().expect("slot lock").take() {
+                    break Some(r);
+                }
+                let now = Instant::now();
+                if now >= deadline {
+                    break None;
+                }
+                std::thread::park_timeout(deadline - now);
+            };
+            match got {
+                Some(r) => break r,
+                None if tries_left > 0 && !live.dead.load(Relaxed) => {
+                    tries_left -= 1;
+                    RETRANSMISSIONS.with(|c| c.set(c.get() + 1));
+                }
+                None => {
+                    live.pending.lock().expect("pending lock").remove(&xid);
+                    // The reply may have landed between the last look and the removal.
+                    break slot.reply.lock().expect("slot lock").take().unwrap_or(Err(RpcError::Timeout));
+                }
+            }
+        };
+        let buf = result?;
+        parse_reply(buf)
+    }
+
+    fn acquire(&self) -> Option<Permit<'_>> {
+        let cap = self.opts.max_outstanding?;
+        let mut n = self.inflight.lock().expect("inflight lock");
+        while *n >= cap {
+            n = self.inflight_cv.wait(n).expect("inflight lock");
+        }
+        *n += 1;
+        Some(Permit(self))
+    }
+
+    /// Close every connection; blocked callers get a connection error.
+    pub fn shutdown(&self) {
+        for c in &self.conns {
+            if let Some(l) = c.live.lock().expect("conn lock").0.take() {
+                l.kill(&RpcError::Connection("client shut down".into()));
+            }
+        }
+    }
+}
+
+impl Drop for RpcClient {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+struct Permit<'a>(&'a RpcClient);
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        *self.0.inflight.lock().expect("inflight lock") -= 1;
+        self.0.inflight_cv.notify_one();
+    }
+}
+
+/// Check a reply's header; the results follow it.
+pub fn parse_reply(buf: Vec<u8>) -> Result<Reply, RpcError> {
+    let bad = |e: super::xdr::XdrError| RpcError::Malformed(e.to_string());
+    let mut d = Dec::new(&buf);
+    let _xid = d.u32().map_err(bad)?;
+    if d.u32().map_err(bad)? != 1 {
+        return Err(RpcError::Malformed("not a REPLY message".into()));
+    }
+    match d.u32().map_err(bad)? {
+        0 => {
+            let _flavor = d.u32().map_err(bad)?;
+            d.opaque(400).map_err(bad)?;
+            match d.u32().map_err(bad)? {
+                0 => {
+                    let at = d.at;
+                    Ok(Reply { buf, at })
+                }
+                1 => Err(RpcError::Rejected("PROG_UNAVAIL program not available".into())),
+                2 => {
+                    let (lo, hi) = (d.u32().unwrap_or(0), d.u32().unwrap_or(0));
+                    Err(RpcError::Rejected(format!("PROG_MISMATCH versions {lo}..{hi} only")))
+                }
+                3 => Err(RpcError::Rejected("PROC_UNAVAIL procedure not available".into())),
+                4 => Err(RpcError::Rejected("GARBAGE_ARGS the server could not decode the arguments".into())),
+                5 => Err(RpcError::Rejected("SYSTEM_ERR server system error".into())),
+                n => Err(RpcError::Malformed(format!("accept status {n}"))),
+            }
+        }
+        1 => match d.u32().map_err(bad)? {
+            0 => Err(RpcError::Rejected("RPC_MISMATCH RPC version not supported".into())),
+            1 => {
+                let why = match d.u32().unwrap_or(0) {
+                    1 => "bad credential",
+                    2 => "credential rejected",
+                    3 => "bad verifier",
+                    4 => "verifier rejected",
+                    5 => "credential too weak",
+                    _ => "authentication failed",
+                };
+                Err(RpcError::Rejected(format!("AUTH_ERROR {why}")))
+            }
+            n => Err(RpcError::Malformed(format!("reject status {n}"))),
+        },
+        n => Err(RpcError::Malformed(format!("reply status {n}"))),
+    }
+}
+
+/// Split a byte stream into records; `Err` on a record the stream cannot recover from.
+pub fn read_record<R: Read>(r: &mut R, max: usize) -> std::io::Result<Result<Vec<u8>, String>> {
+    let mut rec = Vec::new();
+    loop {
+        let mut mark = [0u8; 4];
+        r.read_exact(&mut mark)?;
+        let m = u32::from_be_bytes(mark);
+        let len = (m & !LAST_FRAGMENT) as usize;
+        if rec.len() + len > max {
+            return Ok(Err(format!("record of more than {max} bytes")));
+        }
+        let start = rec.len();
+        rec.resize(start + len, 0);
+        r.read_exact(&mut rec[start..])?;
+        if m & LAST_FRAGMENT != 0 {
+            return Ok(Ok(rec));
+        }
+    }
+}
+
+/// Records assembled from a byte stream that arrives in arbitrary pieces.
+pub struct Records {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    max: usize,
+}
+
+pub enum Next {
+    Record(Vec<u8>),
+    /// More bytes are needed.
+    Incomplete,
+    /// The stream is broken (an oversized record): nothing after it can be trusted.
+    Broken(String),
+}
+
+impl Records {
+    pub fn new(max: usize) -> Records {
+        Records { buf: vec![0; 256 * 1024], start: 0, end: 0, max }
+    }
+
+    /// Space to read into (compacting and growing as needed).
+    pub fn space(&mut self) -> &mut [u8] {
+        if self.start > 0 && (self.start == self.end || self.end == self.buf.len()) {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.end == self.buf.len() {
+            let grown = (self.buf.len() * 2).min(self.max + 64);
+            self.buf.resize(grown.max(self.buf.len() + 4096), 0);
+        }
+        &mut self.buf[self.end..]
+    }
+
+    pub fn filled(&mut self, n: usize) {
+        self.end += n;
+    }
+
+    pub fn next(&mut self) -> Next {
+        let mut at = self.start;
+        let mut total = 0usize;
+        let mut fragments = 0;
+        loop {
+            if self.end - at < 4 {
+                return Next::Incomplete;
+            }
+            let m = u32::from_be_bytes([self.buf[at], self.buf[at + 1], self.buf[at + 2], self.buf[at + 3]]);
+            let len = (m & !LAST_FRAGMENT) as usize;
+            total += len;
+            fragments += 1;
+            if total > self.max {
+                return Next::Broken(format!("record of more than {} bytes", self.max));
+            }
+            if self.end - at - 4 < len {
+                return Next::Incomplete;
+            }
+            at += 4 + len;
+            if m & LAST_FRAGMENT != 0 {
+                break;
+            }
+        }
+        let rec = if fragments == 1 {
+            self.buf[self.start + 4..at].to_vec()
+        } else {
+            let mut rec = Vec::with_capacity(total);
+            let mut p = self.start;
+            while p < at {
+                let len = (u32::from_be_bytes([self.buf[p], self.buf[p + 1], self.buf[p + 2], self.buf[p + 3]]) & !LAST_FRAGMENT) as usize;
+                rec.extend_from_slice(&self.buf[p + 4..p + 4 + len]);
+                p += 4 + len;
+            }
+            rec
+        };
+        self.start = at;
+        Next::Record(rec)
+    }
+}
+
+/// How often the reader looks for asynchronous calls whose time is up.
+const EXPIRE_EVERY: Duration = Duration::from_millis(50);
+
+fn read_replies(live: Arc<Live>, mut stream: TcpStream, stats: Arc<TransportStats>) {
+    let _ = stream.set_read_timeout(Some(EXPIRE_EVERY));
+    let mut records = Records::new(MAX_RECORD);
+    let mut last_expire = Instant::now();
+    let why = 'outer: loop {
+        match stream.read(records.space()) {
+            Ok(0) => break RpcError::Connection("connection closed by the server".into()),
+            Ok(n) => records.filled(n),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted) => {}
+            Err(e) => break RpcError::Connection(format!("connection lost: {e}")),
+        }
+        loop {
+            match records.next() {
+                Next::Incomplete => break,
+                Next::Broken(e) => {
+                    stats.bad_records.fetch_add(1, Relaxed);
+                    break 'outer RpcError::Malformed(e);
+                }
+                Next::Record(rec) => {
+                    if rec.len() < 4 {
+                        stats.bad_records.fetch_add(1, Relaxed);
+                        continue;
+                    }
+                    let xid = u32::from_be_bytes([rec[0], rec[1], rec[2], rec[3]]);
+                    let waiter = live.pending.lock().expect("pending lock").remove(&xid);
+                    match waiter {
+                        Some(w) => w.finish(Ok(rec)),
+                        None => {
+                            stats.stray_replies.fetch_add(1, Relaxed);
+                        }
+                    }
+                }
+            }
+        }
+        if live.dead.load(Relaxed) {
+            break RpcError::Connection("connection closed".into());
+        }
+        let now = Instant::now();
+        if now.duration_since(last_expire) >= EXPIRE_EVERY {
+            last_expire = now;
+            live.expire(now);
+        }
+    };
+    live.kill(&why);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_join_fragments_and_refuse_oversize() {
+        let mut s = Vec::new();
+        s.extend_from_slice(&3u32.to_be_bytes());
+        s.extend_from_slice(b"abc");
+        s.extend_from_slice(&(LAST_FRAGMENT | 2).to_be_bytes());
+        s.extend_from_slice(b"de");
+        let mut r = &s[..];
+        assert_eq!(read_record(&mut r, 100).unwrap().unwrap(), b"abcde");
+        let mut r = &s[..];
+        assert!(read_record(&mut r, 4).unwrap().is_err());
+        let mut r = &s[..5];
+        assert!(read_record(&mut r, 100).is_err());
+        // The same stream byte by byte through Records.
+        let mut recs = Records::new(100);
+        let mut got = Vec::new();
+        for b in s.iter().chain(s.iter()) {
+            recs.space()[0] = *b;
+            recs.filled(1);
+            while let Next::Record(r) = recs.next() {
+                got.push(r);
+            }
+        }
+        assert_eq!(got, vec![b"abcde".to_vec(), b"abcde".to_vec()]);
+        let mut recs = Records::new(4);
+        let n = s.len();
+        recs.space()[..n].copy_from_slice(&s);
+        recs.filled(n);
+        assert!(matches!(recs.next(), Next::Broken(_)));
+    }
+
+    #[test]
+    fn reply_headers() {
+        let mut v = Vec::new();
+        Enc(&mut v).u32(9).u32(1).u32(0).u32(0).u32(0).u32(0).u32(42);
+        let r = parse_reply(v).unwrap();
+        assert_eq!(r.dec().u32().unwrap(), 42);
+        let mut v = Vec::new();
+        Enc(&mut v).u32(9).u32(1).u32(1).u32(1).u32(2);
+        assert!(matches!(parse_reply(v), Err(RpcError::Rejected(_))));
+        let mut v = Vec::new();
+        Enc(&mut v).u32(9).u32(0);
+        assert!(matches!(parse_reply(v), Err(RpcError::Malformed(_))));
+    }
+}

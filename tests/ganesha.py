@@ -1,0 +1,269 @@
+"""A real NFSv3 server for tests and benchmarks: nfs-ganesha (VFS FSAL) on 127.0.0.1.
+
+rpcbind must run first (ganesha registers MOUNT and NFS with it); ganesha
+listens on the fixed NFS port 2049 and rpcbind on 111, so only one such server
+can run per machine. A ganesha left over from an earlier run (found by its pid
+file, or as the ganesha.nfsd process holding port 2049) is stopped first; an
+rpcbind that is already running is reused and left alone. Both are stopped by
+PID afterwards, only if this module started them.
+
+    with Ganesha() as server:          # exports server.export_dir as /export
+        url = server.url("sub")        # nfs://127.0.0.1/export/sub (made fresh)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+NFS_PORT = 2049
+RPCBIND_PORT = 111
+STATE_DIR = Path(tempfile.gettempdir()) / "peakbench-ganesha"
+PIDFILE = STATE_DIR / "ganesha.pid"
+PACKAGES = ("nfs-ganesha", "nfs-ganesha-vfs", "rpcbind")
+
+CONFIG = """\
+NFS_CORE_PARAM {{
+    Protocols = 3;
+    NFS_Port = {nfs_port};
+    Bind_Addr = 127.0.0.1;
+    mount_path_pseudo = true;
+    Enable_NLM = false;
+    Enable_RQUOTA = false;
+}}
+NFSV4 {{ Graceless = true; }}
+NFS_KRB5 {{ Active_krb5 = false; }}
+{extra}
+EXPORT {{
+    Export_Id = 1;
+    Path = {export_dir};
+    Pseudo = /export;
+    Protocols = 3;
+    Transports = TCP;
+    Access_Type = RW;
+    Squash = No_Root_Squash;
+    SecType = sys;
+    FSAL {{ Name = VFS; }}
+}}
+LOG {{ Default_Log_Level = EVENT; }}
+"""
+
+
+class ServerUnavailable(Exception):
+    """ganesha or rpcbind cannot be had here (not installed and not installable, not root)."""
+
+
+def ensure_installed() -> None:
+    if shutil.which("ganesha.nfsd") and _rpcbind_binary():
+        return
+    if os.geteuid() != 0:
+        raise ServerUnavailable("nfs-ganesha is not installed and installing it needs root")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    done = subprocess.run(["apt-get", "install", "-y", "-qq", *PACKAGES], env=env, capture_output=True, text=True,
+                          timeout=600)
+    if done.returncode != 0:
+        subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True, timeout=600)
+        done = subprocess.run(["apt-get", "install", "-y", "-qq", *PACKAGES], env=env, capture_output=True,
+                              text=True, timeout=600)
+    if done.returncode != 0 or not shutil.which("ganesha.nfsd"):
+        raise ServerUnavailable(f"apt-get install {' '.join(PACKAGES)} failed: {done.stderr.strip()[-300:]}")
+
+
+def _rpcbind_binary() -> str | None:
+    return shutil.which("rpcbind") or next((p for p in ("/usr/sbin/rpcbind", "/sbin/rpcbind") if os.access(p, os.X_OK)), None)
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _port_owner(port: int) -> int | None:
+    """The PID of the process listening on a local TCP port, from /proc."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(fields[9])
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if link.startswith("socket:[") and link[8:-1] in inodes:
+                    return int(pid)
+        except OSError:
+            continue
+    return None
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _stop(pid: int, timeout_s: float = 5.0) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        _reap(pid)
+        time.sleep(0.02)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    _reap(pid)
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def stop_leftover() -> None:
+    """Stop a ganesha that an earlier run left behind (by its pid file, or by port 2049)."""
+    candidates = []
+    try:
+        candidates.append(int(PIDFILE.read_text().strip()))
+    except (OSError, ValueError):
+        pass
+    owner = _port_owner(NFS_PORT)
+    if owner is not None:
+        candidates.append(owner)
+    for pid in candidates:
+        if _comm(pid).startswith("ganesha"):
+            _stop(pid)
+    deadline = time.monotonic() + 5
+    while _listening(NFS_PORT) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _listening(NFS_PORT):
+        raise ServerUnavailable(f"port {NFS_PORT} is held by pid {_port_owner(NFS_PORT)}, which is not a ganesha")
+
+
+def _registered(prog: int, vers: int) -> bool:
+    """Ask the portmapper (GETPORT over TCP) whether a program is registered."""
+    import struct
+
+    call = struct.pack(">IIIIIIIIIIIIII", 0x70626231, 0, 2, 100000, 2, 3, 0, 0, 0, 0, prog, vers, 6, 0)
+    try:
+        with socket.create_connection(("127.0.0.1", RPCBIND_PORT), timeout=1) as s:
+            s.sendall(struct.pack(">I", 0x80000000 | len(call)) + call)
+            data = b""
+            while len(data) < 4 + 28:
+                chunk = s.recv(4096)
+                if not chunk:
+                    return False
+                data += chunk
+        return struct.unpack(">I", data[-4:])[0] != 0
+    except OSError:
+        return False
+
+
+class Ganesha:
+    """nfs-ganesha exporting a fresh temporary directory as /export on 127.0.0.1."""
+
+    def __init__(self, extra_config: str = "", workdir: Path | None = None):
+        self.extra_config = extra_config
+        self.workdir = Path(workdir) if workdir else None
+        self.process: subprocess.Popen | None = None
+        self.rpcbind: subprocess.Popen | None = None
+        self._own_workdir = workdir is None
+
+    def url(self, sub: str = "", options: str = "") -> str:
+        """nfs://127.0.0.1/export[/sub][?options]; a named subdirectory is made first."""
+        path = "/export"
+        if sub:
+            (self.export_dir / sub).mkdir(parents=True, exist_ok=True)
+            path += "/" + sub
+        return f"nfs://127.0.0.1{path}" + (f"?{options}" if options else "")
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def start(self) -> "Ganesha":
+        ensure_installed()
+        stop_leftover()
+        if self.workdir is None:
+            self.workdir = Path(tempfile.mkdtemp(prefix="peakbench-ganesha-"))
+        self.export_dir = self.workdir / "export"
+        self.export_dir.mkdir(parents=True, exist_ok=True)
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        if not _listening(RPCBIND_PORT):
+            Path("/run/rpcbind").mkdir(parents=True, exist_ok=True)
+            self.rpcbind = subprocess.Popen([_rpcbind_binary(), "-f", "-w"], stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL, start_new_session=True)
+            deadline = time.monotonic() + 10
+            while not _listening(RPCBIND_PORT):
+                if self.rpcbind.poll() is not None or time.monotonic() > deadline:
+                    raise ServerUnavailable("rpcbind did not start")
+                time.sleep(0.01)
+        config = self.workdir / "ganesha.conf"
+        config.write_text(CONFIG.format(nfs_port=NFS_PORT, export_dir=self.export_dir, extra=self.extra_config))
+        self.log = self.workdir / "ganesha.log"
+        PIDFILE.unlink(missing_ok=True)
+        self.process = subprocess.Popen(
+            ["ganesha.nfsd", "-F", "-f", str(config), "-L", str(self.log), "-p", str(PIDFILE), "-N", "NIV_EVENT"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
+        deadline = time.monotonic() + 20
+        while not (_listening(NFS_PORT) and _registered(100005, 3) and _registered(100003, 3)):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                tail = self.log.read_text()[-800:] if self.log.exists() else ""
+                self.stop()
+                raise ServerUnavailable(f"ganesha did not start: {tail}")
+            time.sleep(0.01)
+        return self
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the ganesha process so far."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def kill(self) -> None:
+        """Kill the server at once (a crash), leaving rpcbind running."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            _stop(self.process.pid)
+            self.process.wait(timeout=10) if self.process.poll() is None else None
+            self.process = None
+        PIDFILE.unlink(missing_ok=True)
+        if self.rpcbind is not None:
+            _stop(self.rpcbind.pid)
+            self.rpcbind.wait(timeout=10) if self.rpcbind.poll() is None else None
+            self.rpcbind = None
+        if self._own_workdir and self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> "Ganesha":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,215 @@
+"""The NFSv3 target against a real nfs-ganesha: canned workloads, the file set as the
+server stores it, NFS errors, timeouts, a server killed mid-trial, bad URLs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from peakbench.errors import InputError
+from peakbench.targets import parse_target, target_label
+from peakbench.workload import find_workload
+
+CANNED = ["specsfs97", "specsfs2008", "web-server", "web-proxy", "db-tp", "peer-to-peer", "mail", "news"]
+
+
+def export_path(server, url: str) -> Path:
+    return server.export_dir / url.split("/export/", 1)[1].split("?")[0]
+
+
+# ---------------------------------------------------------------- URLs
+
+
+def test_nfs_urls_parse_with_options():
+    t = parse_target("nfs://127.0.0.1/export")
+    assert t == {"kind": "nfs", "host": "127.0.0.1", "export": "/export", "url": "nfs://127.0.0.1/export"}
+    t = parse_target("nfs://server:2050/a/b/?mountport=635&uid=1000&gid=100&rsize=65536&wsize=32768"
+                     "&conns=4&max_outstanding=64&timeout=2s&retrans=3")
+    assert t["port"] == 2050 and t["export"] == "/a/b" and t["mount_port"] == 635
+    assert (t["uid"], t["gid"], t["rsize"], t["wsize"]) == (1000, 100, 65536, 32768)
+    assert (t["connections"], t["max_outstanding"], t["timeout_ms"], t["retrans"]) == (4, 64, 2000.0, 3)
+    assert parse_target("nfs://h/e?timeout=250")["timeout_ms"] == 250.0
+    assert target_label(t).startswith("nfs://server:2050/a/b/")
+
+
+@pytest.mark.parametrize("url, message", [
+    ("nfs://127.0.0.1", "no export path"),
+    ("nfs:///export", "no server"),
+    ("nfs://h/e?colour=blue", "unknown option 'colour'"),
+    ("nfs://h/e?conns=0", "conns=0 must be 1 to 1024"),
+    ("nfs://h/e?rsize=12", "rsize=12 must be 512 to 1048576"),
+    ("nfs://h/e?uid=x", "uid=x is not a whole number"),
+    ("nfs://h/e?timeout=0", "must be longer than 0"),
+    ("nfs://h:99999/e", "port is not a number"),
+    ("nfs://h/e?conns=2&conns=3", "given twice"),
+])
+def test_bad_nfs_urls_are_one_line_input_errors(url, message):
+    with pytest.raises(InputError) as raised:
+        parse_target(url)
+    assert message in str(raised.value)
+    assert "\n" not in str(raised.value)
+
+
+# ---------------------------------------------------------------- workloads
+
+
+@pytest.mark.parametrize("name", CANNED)
+def test_canned_workload_runs_against_ganesha(engine_path, ganesha_server, nfs_url, tmp_path, cli, name):
+    out = tmp_path / "result.json"
+    done = cli("run", name, "--target", nfs_url, "--rate", "100", "--scale", "0.01", "--warmup", "0.5",
+               "--runtime", "2", "--db", str(tmp_path / "pb.db"), "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(out.read_text())
+    assert result["achieved_rate"] == pytest.approx(100, rel=0.1)
+    assert not result["generator_saturated"]
+    assert result["restore"]["done"], result["restore"]
+    # Every op of the mix was sent, and every one of them completed without error.
+    mix = find_workload(name).mix
+    sent = set(result["mix_actual"])
+    assert sent <= {op for op, weight in mix.items() if weight > 0}
+    for op, summary in result["ops"].items():
+        if op == "readlink" and result["fileset"]["symlinks"] == 0:
+            # A set this small may have no symlink: the op happens and fails visibly (ENOENT).
+            assert set(summary["errors"]) <= {"NFS3ERR_NOENT"}
+            continue
+        assert summary["errors"] == {}, (op, summary["errors"])
+        assert summary["timeouts"] == 0 and summary["cancellations"] == 0
+        assert summary["successes"] == summary["count"]
+    # The server holds the file set the engine prepared, restored to its prepared state.
+    root = export_path(ganesha_server, nfs_url)
+    fileset = root / result["fileset"]["id"]
+    files = [p for p in fileset.rglob("*") if p.is_file() and not p.is_symlink()]
+    assert len(files) == result["fileset"]["files"]
+    assert sum(p.stat().st_size for p in files) == result["fileset"]["bytes"]
+    assert (root / ".peakbench-manifest.json").exists()
+
+
+def test_reads_and_writes_move_the_bytes_the_server_sees(engine_path, ganesha_server, nfs_url, tmp_path, cli):
+    """db-tp's logical 256 KiB writes are split into transfers; the bytes counted are the bytes moved."""
+    out = tmp_path / "result.json"
+    done = cli("run", "db-tp", "--target", nfs_url + "?wsize=16384&rsize=8192", "--rate", "50", "--scale", "0.01",
+               "--warmup", "0", "--runtime", "2", "--db", str(tmp_path / "pb.db"), "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(out.read_text())
+    assert result["ops"]["read"]["bytes"] > 0 and result["ops"]["write"]["bytes"] > 0
+    assert result["ops"]["write"]["errors"] == {}
+
+
+def test_prepare_over_nfs_builds_the_same_tree_as_posix(engine_path, ganesha_server, nfs_url, tmp_path, cli):
+    local = tmp_path / "local"
+    local.mkdir()
+    for target in (nfs_url, str(local)):
+        done = cli("prepare", "specsfs97", "--target", target, "--rate", "50", "--scale", "0.01")
+        assert done.returncode == 0, done.stderr
+    remote = export_path(ganesha_server, nfs_url)
+
+    def tree(root: Path) -> dict:
+        out = {}
+        for p in sorted(root.rglob("*")):
+            rel = str(p.relative_to(root))
+            if rel.startswith(".peakbench-manifest"):
+                continue
+            out[rel] = ("link", os.readlink(p)) if p.is_symlink() else ("dir",) if p.is_dir() else ("file", p.stat().st_size)
+        return out
+
+    assert tree(remote) == tree(local)
+    assert len(tree(remote)) > 100
+
+
+def test_nfs_errors_are_counted_by_status(engine_path, ganesha_server, nfs_url, tmp_path):
+    """RMDIR with no directory made by the trial names a missing path: NFS3ERR_NOENT, counted."""
+    import subprocess
+    spec = _spec(nfs_url, {"rmdir": 0.5, "getattr": 0.5}, rate=200, runtime_s=1.0)
+    _engine(engine_path, "prepare", spec)
+    result = _engine(engine_path, "run", spec)
+    rmdir = result["ops"]["rmdir"]
+    assert rmdir["errors"] == {"NFS3ERR_NOENT": rmdir["count"]}
+    assert rmdir["successes"] == 0
+    assert result["ops"]["getattr"]["successes"] == result["ops"]["getattr"]["count"]
+
+
+def test_a_stopped_server_times_out_and_a_killed_one_fails_cleanly(engine_path, ganesha_server, nfs_url):
+    spec = _spec(nfs_url + "?timeout=300ms&retrans=1", {"getattr": 1.0}, rate=100, runtime_s=2.0, warmup_s=0.0)
+    spec["load"]["drain_timeout_s"] = 3.0
+    _engine(engine_path, "prepare", spec)
+    # A server that stops answering: every request in the pause times out after one retransmission.
+    pid = ganesha_server.pid
+    timer = threading.Timer(0.5, os.kill, (pid, signal.SIGSTOP))
+    timer.start()
+    resume = threading.Timer(1.5, os.kill, (pid, signal.SIGCONT))
+    resume.start()
+    try:
+        started = time.monotonic()
+        result = _engine(engine_path, "run", spec)
+        assert time.monotonic() - started < 2.0 + 3.0 + 5.0
+    finally:
+        timer.join()
+        resume.join()
+        os.kill(pid, signal.SIGCONT)
+    getattr_ = result["ops"]["getattr"]
+    assert getattr_["timeouts"] > 0 or getattr_["errors"], getattr_
+    assert getattr_["retransmissions"] > 0
+    assert getattr_["successes"] > 0
+    # A server killed mid-trial: the trial ends within its timeouts and the engine exits cleanly.
+    killer = threading.Timer(0.7, ganesha_server.kill)
+    killer.start()
+    try:
+        started = time.monotonic()
+        result = _engine(engine_path, "run", spec, check=False)
+        assert time.monotonic() - started < 2.0 + 3.0 + 10.0
+    finally:
+        killer.join()
+        ganesha_server.start()
+    if isinstance(result, dict):
+        failed = sum(sum(op["errors"].values()) + op["timeouts"] + op["cancellations"] for op in result["ops"].values())
+        assert failed > 0
+    else:
+        assert result.returncode == 1 and result.stderr.strip()
+
+
+def test_unreachable_server_and_missing_export_are_one_line_errors(engine_path, ganesha_server, tmp_path, cli):
+    done = cli("run", "mail", "--target", "nfs://127.0.0.1/no-such-export", "--rate", "10", "--scale", "0.01",
+               "--runtime", "1", "--db", str(tmp_path / "pb.db"))
+    assert done.returncode == 1
+    assert "nfs://127.0.0.1/no-such-export: MOUNT MNT /no-such-export" in done.stderr
+    with socket.socket() as s:  # a port where nothing listens
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]
+    url = f"nfs://127.0.0.1:{free}/export?mountport={free}&timeout=500ms"
+    done = cli("run", "mail", "--target", url, "--rate", "10", "--scale", "0.01", "--runtime", "1",
+               "--db", str(tmp_path / "pb.db"))
+    assert done.returncode == 1
+    assert f"{url}: MOUNT MNT /export at 127.0.0.1:{free}: connection: connect to" in done.stderr
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _spec(url: str, mix: dict, *, rate: float, runtime_s: float, warmup_s: float = 0.0) -> dict:
+    return {
+        "schema": "peakbench.trial-spec/1",
+        "target": parse_target(url),
+        "seed": 1,
+        "load": {"rate": rate, "warmup_s": warmup_s, "runtime_s": runtime_s},
+        "fileset": {"seed": 1, "files": 50, "files_per_dir": {"kind": "constant", "value": 10},
+                    "dirs_per_dir": {"kind": "constant", "value": 3}, "max_depth": 2,
+                    "file_sizes": {"kind": "constant", "value": 4096}},
+        "mix": mix,
+    }
+
+
+def _engine(engine_path, command: str, spec: dict, check: bool = True):
+    import subprocess
+    done = subprocess.run([str(engine_path), command, "-"], input=json.dumps(spec), capture_output=True, text=True,
+                          timeout=120)
+    if not check and done.returncode != 0:
+        return done
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
