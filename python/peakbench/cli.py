@@ -439,7 +439,7 @@ def command_search(args: argparse.Namespace) -> int:
 
 
 def print_search(result, settings: SearchSettings, console: Console) -> None:
-    loads = Table(title="test loads (in the order first tried)")
+    loads = Table(title="test loads (by load; the trace has the order tried)")
     for heading in ("load ops/s", "ρ", "class", "mean R ms", "R interval ms", "trials", "cost s", "why"):
         loads.add_column(heading, no_wrap=heading != "why")
     for load in result.loads:
