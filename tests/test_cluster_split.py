@@ -130,3 +130,26 @@ def test_a_worker_with_another_version_is_refused():
 def test_this_process_knows_its_identity(engine_path):
     mine = identity()
     assert mine["engine"] == "0.1.0" and mine["protocol"] >= 1 and mine["host"]
+
+
+def test_a_workload_says_how_clients_split_its_file_set(tmp_path):
+    from peakbench.workload import load_workload
+
+    base = (find_workload("web-server").path).read_text()
+    shared = tmp_path / "shared.toml"
+    shared.write_text(base + '\n[cluster]\nfileset = "shared"\n')
+    assert load_workload(shared).cluster_fileset == "shared"
+    assert find_workload("web-server").cluster_fileset == "per-client"
+    wrong = tmp_path / "wrong.toml"
+    wrong.write_text(base + '\n[cluster]\nfileset = "everyone"\n')
+    with pytest.raises(InputError) as error:
+        load_workload(wrong)
+    assert "cluster.fileset" in str(error.value) and "per-client, shared" in str(error.value)
+    assert error.value.line == base.count("\n") + 3
+
+
+def test_clients_do_not_apply_to_a_simulated_server(cli):
+    done = cli("search", "mail", "--target", "sim://?capacity=800", "--clients", "2")
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("peakbench: field --clients: a simulated server runs in virtual time:"
+                                   " --clients and --cluster do not apply")
