@@ -67,6 +67,10 @@ def test_uniform_clients_interleave_into_one_metronome(spec):
     assert start_instants(1000.0, offsets, spec, compensate=False) == pytest.approx([1000.0, 1000 + gap, 1000 + 2 * gap])
     poisson = {**spec, "load": {**spec["load"], "arrivals": "poisson"}}
     assert start_instants(1000.0, offsets, poisson) == pytest.approx([1000.0, 1000.5, 999.75])
+    # An offset within its uncertainty of zero is noise: a client on the controller's clock is not shifted.
+    noise = [ClockOffset("client-0", 0.0004, 0.001), ClockOffset("client-1", -0.003, 0.001)]
+    assert [o.correction_s for o in noise] == [0.0, -0.003]
+    assert start_instants(1000.0, noise, poisson) == pytest.approx([1000.0, 999.997])
 
 
 def test_the_clock_offset_comes_from_the_shortest_round_trip():
