@@ -135,6 +135,8 @@ def test_run_with_clients_on_the_command_line(engine_path, cli, tmp_path):
     assert done.returncode == 0, done.stderr
     assert "cluster: 2 load clients (local worker processes)" in done.stderr
     assert "per client" in done.stdout and "client-1" in done.stdout and "start skew" in done.stdout
+    # Live progress: the clients' engine progress lines, summed, on the controller's terminal.
+    assert any("ops/s" in line for line in done.stderr.splitlines() if line.startswith(("measure", "drain")))
     result = json.loads(out.read_text())
     assert result["requested_rate"] == 800.0
     assert [c["requested_rate"] for c in result["clients"]] == [400.0, 400.0]

@@ -157,3 +157,15 @@ def test_clients_do_not_apply_to_a_simulated_server(cli):
     assert done.returncode == 2
     assert done.stderr.strip() == ("peakbench: field --clients: a simulated server runs in virtual time:"
                                    " --clients and --cluster do not apply")
+
+
+def test_one_progress_line_sums_the_clients(spec, monkeypatch):
+    from peakbench.cluster.fanout import progress_event
+
+    monkeypatch.setattr("time.time", lambda: 1002.0)  # 2 s after the start: measuring (1 s warm-up)
+    latest = {"client-0": {"client": "client-0", "completed": 100, "outstanding": 2, "rate": 50.0, "lag_ms": 0.5},
+              "client-1": {"client": "client-1", "completed": 120, "outstanding": 1, "rate": 60.0, "lag_ms": 1.5}}
+    event = progress_event(spec, 1000.0, 2, 2, latest)
+    assert event == {"phase": "measure", "elapsed_s": 2.0, "clients_running": 2, "clients": 2, "completed": 220,
+                     "outstanding": 3, "rate": 110.0, "lag_ms": 1.5}
+    assert progress_event(spec, 1003.0, 2, 2, {})["phase"] == "start"
