@@ -207,3 +207,27 @@ def test_workers_with_another_engine_version_are_refused_before_any_load(engine_
     assert message.startswith("refused before any load started: worker tcp://")
     assert "engine 9.9.9 (controller 0.1.0)" in message
     assert not marker.exists()  # no engine ran on any worker
+
+
+def test_an_interrupted_trial_stops_the_engines_on_the_workers(cluster):
+    import psutil
+
+    spec = trial_spec(find_workload("mail"), {"kind": "null"}, rate=300.0, warmup_s=0.5, runtime_s=20.0)
+    engine = DistributedEngine(cluster, clock_tolerance_s=TOLERANCE_S)
+
+    def interrupt(event):
+        if event["phase"] == "measure":
+            raise KeyboardInterrupt
+
+    def engines():
+        return [c for client in cluster.clients for c in psutil.Process(client.pid).children(recursive=True)
+                if c.name() == "peakbench-engine"]
+
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        engine.run_trial(spec, on_progress=interrupt)
+    assert time.monotonic() - started < 15
+    deadline = time.monotonic() + 10
+    while engines() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert engines() == []

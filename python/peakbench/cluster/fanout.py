@@ -129,6 +129,23 @@ def run_on_worker(spec: dict, name: str | None = None, topic: str | None = None)
     return Engine().run(spec, on_progress)
 
 
+def stop_engines_on_worker() -> int:
+    """Interrupt the engines this worker started (as Ctrl-C does to a local one); returns how many."""
+    import signal
+
+    import psutil
+
+    stopped = 0
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.name() == "peakbench-engine" or "peakbench-engine" in " ".join(child.cmdline()[:1]):
+                child.send_signal(signal.SIGINT)
+                stopped += 1
+        except psutil.Error:
+            pass
+    return stopped
+
+
 # ------------------------------------------------------------------ outcomes
 
 @dataclasses.dataclass
@@ -346,6 +363,12 @@ class DistributedEngine:
         except BaseException:
             for future in pending.values():
                 future.cancel()
+            if pending:  # interrupted: the engines still running on the workers stop too
+                try:
+                    self.cluster.client.run(stop_engines_on_worker, workers=[runs[n].worker for n in pending],
+                                            on_error="ignore")
+                except Exception:
+                    pass
             raise
 
     def _collect(self, future, run: ClientRun) -> None:
