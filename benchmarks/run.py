@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """peakbench performance benchmarks (issue 2, "Benchmarks"). Not part of the test suite.
 
-    python3 benchmarks/run.py [--max-wait S] [--engine PATH] [floor|posix|openloop|memory|all]
+    python3 benchmarks/run.py [--max-wait S] [--engine PATH] [floor|posix|openloop|memory|cluster|all]
 
 --max-wait S   wait up to S seconds (default 300) for other work to leave the CPUs idle before
                each benchmark; the load seen is recorded in the result either way.
@@ -629,9 +629,110 @@ def _objects(fs: dict | None) -> int:
     return sum(fs.get(k, 0) for k in ("files", "dirs", "symlinks")) if fs else 0
 
 
+# --------------------------------------------------------------------------- 5. many load clients (Dask)
+
+
+def bench_cluster(name: str = "cluster") -> dict:
+    """The cost of distributing a trial over Dask load clients, and how null-target throughput scales.
+
+    Overhead: one aggregate rate run by one engine called directly, then by 1, 2 and 4 clients of a
+    LocalCluster (peakbench.cluster.DistributedEngine): achieved rate, latency and schedule lag of the
+    merged result next to the single engine's, and the coordination figures (connect, clock check,
+    start lead, measured start skew, merge time, wall time per trial beyond warm-up + runtime).
+    Scaling: the same clients offered far more than they can send (4,000,000 ops/s aggregate) on
+    null://: what the aggregate achieves with 1, 2 and 4 clients on this machine's cores."""
+    header("5. many load clients (Dask): overhead of distribution, null-target scaling")
+    sys.path.insert(0, str(ROOT / "python"))
+    os.environ["PEAKBENCH_ENGINE"] = str(ENGINE)
+    from peakbench.cluster import DistributedEngine, connect
+    from peakbench.cluster.clock import measure_offsets
+    from peakbench.engine import Engine
+
+    rate, warmup_s, runtime_s, repeats = 100_000.0, 1.0, 5.0, 3
+    flat_repeats = 3  # flat-out trials per config: the median is reported (a shared machine is noisy)
+    flat_rate, flat_runtime_s = 4_000_000.0, 3.0
+    spec = trial_spec({"kind": "null"}, rate, EXAMPLE_MIX, fileset(1000), warmup_s=warmup_s, runtime_s=runtime_s)
+    flat = trial_spec({"kind": "null"}, flat_rate, EXAMPLE_MIX, fileset(1000), warmup_s=0.5, runtime_s=flat_runtime_s)
+
+    def figures(result: dict, wall_s: float, measured_s: float) -> dict:
+        return {"achieved": result["achieved_rate"], "mean_us": result["latency"]["mean_ms"] * 1e3,
+                "p99_us": result["latency"]["p99_ms"] * 1e3, "lag_p99_us": result["schedule_lag"]["p99_ms"] * 1e3,
+                "saturated": result["generator_saturated"], "wall_s": wall_s, "overhead_s": wall_s - measured_s}
+
+    out: dict = {"rate": rate, "warmup_s": warmup_s, "runtime_s": runtime_s, "flat_rate": flat_rate, "configs": {}}
+    rows, flat_rows = [], []
+    single = Engine(ENGINE)
+    runs = []
+    for _ in range(repeats):
+        t0 = time.monotonic()
+        result = single.run(spec)
+        runs.append(figures(result, time.monotonic() - t0, warmup_s + runtime_s))
+    flats = sorted((single.run(flat) for _ in range(flat_repeats)), key=lambda r: r["achieved_rate"])
+    flat_single = flats[len(flats) // 2]
+    out["configs"]["single engine"] = {"trials": runs, "flat_out": {
+        "achieved": flat_single["achieved_rate"], "all": [r["achieved_rate"] for r in flats]}}
+    baseline = flat_single["achieved_rate"]
+    best = min(runs, key=lambda r: r["p99_us"])
+    rows.append({"config": "single engine", **{k: best[k] for k in ("achieved", "mean_us", "p99_us", "lag_p99_us")},
+                 "overhead_s": sum(r["overhead_s"] for r in runs) / repeats, "skew_ms": "-", "merge_ms": "-"})
+    flat_rows.append({"config": "single engine", "offered": flat_rate, "achieved": baseline, "vs single": 1.0,
+                      "runs": " ".join(f"{r['achieved_rate']:,.0f}" for r in flats),
+                      "per client": f"{baseline:,.0f}", "cpu_s": flat_single["engine_cpu_s"]})
+    for clients in (1, 2, 4):
+        t0 = time.monotonic()
+        with connect(clients=clients) as cluster:
+            connect_s = time.monotonic() - t0
+            t0 = time.monotonic()
+            offsets = measure_offsets(cluster)
+            clock_s = time.monotonic() - t0
+            engine_ = DistributedEngine(cluster, clock_tolerance_s=0.05)
+            runs = []
+            for _ in range(repeats):
+                t0 = time.monotonic()
+                trial = engine_.run_trial(spec)
+                if not trial.complete:
+                    raise RuntimeError(trial.message)
+                info = trial.result["cluster"]
+                runs.append({**figures(trial.result, time.monotonic() - t0, warmup_s + runtime_s),
+                             "start_skew_ms": info["start_skew_ms"], "skew_bound_ms": info["skew_bound_ms"],
+                             "start_lead_s": info["start_lead_s"], "merge_ms": info["merge_s"] * 1e3,
+                             "lagging": trial.result["lagging"]})
+            flat_trials = sorted((engine_.run_trial(flat) for _ in range(flat_repeats)),
+                                 key=lambda t: t.result["achieved_rate"])
+            flat_trial = flat_trials[len(flat_trials) // 2]
+        label = f"{clients} client{'s' if clients > 1 else ''}"
+        merged = flat_trial.result
+        out["configs"][label] = {"connect_s": connect_s, "clock_check_s": clock_s,
+                                 "clock": [o.to_dict() for o in offsets], "trials": runs,
+                                 "flat_out": {"achieved": merged["achieved_rate"],
+                                              "all": [t.result["achieved_rate"] for t in flat_trials],
+                                              "clients": [c["achieved_rate"] for c in merged["clients"]],
+                                              "cpu_s": merged["engine_cpu_s"],
+                                              "start_skew_ms": merged["cluster"]["start_skew_ms"]}}
+        best = min(runs, key=lambda r: r["p99_us"])
+        rows.append({"config": label, **{k: best[k] for k in ("achieved", "mean_us", "p99_us", "lag_p99_us")},
+                     "overhead_s": sum(r["overhead_s"] for r in runs) / repeats,
+                     "skew_ms": max(r["start_skew_ms"] for r in runs),
+                     "merge_ms": sum(r["merge_ms"] for r in runs) / repeats,
+                     "connect_s": connect_s, "clock_check_ms": clock_s * 1e3})
+        flat_rows.append({"config": label, "offered": flat_rate, "achieved": merged["achieved_rate"],
+                          "vs single": merged["achieved_rate"] / baseline,
+                          "runs": " ".join(f"{t.result['achieved_rate']:,.0f}" for t in flat_trials),
+                          "per client": " ".join(f"{c['achieved_rate']:,.0f}" for c in merged["clients"]),
+                          "cpu_s": merged["engine_cpu_s"]})
+    table(f"overhead at one aggregate rate ({rate:,.0f} ops/s null, best p99 of {repeats}; overhead = wall"
+          f" per trial - warm-up - runtime, mean)", rows)
+    table(f"null-target flat out ({flat_rate:,.0f} ops/s offered in aggregate, {flat_runtime_s:g} s; median of"
+          f" {flat_repeats} runs, per-client figures of the median run)", flat_rows)
+    out["rows"], out["flat_rows"] = rows, flat_rows
+    save(name, out)
+    return out
+
+
 # --------------------------------------------------------------------------- main
 
-BENCHMARKS = {"floor": bench_floor, "posix": bench_posix, "openloop": bench_openloop, "memory": bench_memory}
+BENCHMARKS = {"floor": bench_floor, "posix": bench_posix, "openloop": bench_openloop, "memory": bench_memory,
+              "cluster": bench_cluster}
 MACHINE: dict = {}
 LOAD: dict = {}  # benchmark -> what the machine was doing when it started
 

@@ -21,6 +21,9 @@ from peakbench.errors import RunError
 from peakbench.workload import find_workload, trial_spec
 
 CLIENTS = 3
+# These tests check the split, the merge and the faults, not this machine's scheduling: a shared
+# two-core machine under load delays round trips and wake-ups by milliseconds.
+TOLERANCE_S = 0.05
 
 
 @pytest.fixture(scope="module")
@@ -56,15 +59,15 @@ def _check_split_and_merge(trial, spec, clients):
     assert info["clients"] == clients and info["verdict"] == "complete"
     assert set(info["clock"]) == {f"client-{i}" for i in range(clients)}
     assert all(abs(c["offset_ms"]) < 50 for c in info["clock"].values())  # one host: one clock
-    assert info["start_skew_ms"] < 10, info  # they started together
-    assert all(p["start"]["late_ms"] < 10 for p in parts)
+    assert info["start_skew_ms"] < TOLERANCE_S * 1e3, info  # they started together
+    assert all(p["start"]["late_ms"] < TOLERANCE_S * 1e3 for p in parts)
     # ...and stopped together: every engine measured the same window length.
     assert {p["runtime_s"] for p in parts} == {spec["load"]["runtime_s"]}
 
 
 def test_an_aggregate_rate_on_null_is_split_achieved_and_merged(cluster):
     spec = trial_spec(find_workload("mail"), {"kind": "null"}, rate=3000.0, warmup_s=0.5, runtime_s=2.0)
-    engine = DistributedEngine(cluster)
+    engine = DistributedEngine(cluster, clock_tolerance_s=TOLERANCE_S)
     engine.validate(spec)
     trial = engine.run_trial(spec)
     _check_split_and_merge(trial, spec, CLIENTS)
@@ -76,7 +79,7 @@ def test_an_aggregate_rate_on_null_is_split_achieved_and_merged(cluster):
 def test_per_client_file_sets_on_dev_shm(cluster, shm_dir):
     spec = trial_spec(find_workload("mail"), {"kind": "posix", "path": str(shm_dir)}, rate=600.0,
                       warmup_s=0.5, runtime_s=2.0)
-    engine = DistributedEngine(cluster)
+    engine = DistributedEngine(cluster, clock_tolerance_s=TOLERANCE_S)
     prepared = engine.prepare(spec)
     assert prepared["clients"] == CLIENTS
     assert prepared["fileset"]["files"] >= spec["fileset"]["files"]
@@ -93,7 +96,7 @@ def test_per_client_file_sets_on_dev_shm(cluster, shm_dir):
 def test_a_shared_read_only_file_set(cluster, shm_dir):
     spec = trial_spec(find_workload("web-server"), {"kind": "posix", "path": str(shm_dir)}, rate=600.0,
                       warmup_s=0.5, runtime_s=2.0)
-    engine = DistributedEngine(cluster, shared_fileset=True)
+    engine = DistributedEngine(cluster, shared_fileset=True, clock_tolerance_s=TOLERANCE_S)
     engine.prepare(spec)
     manifest = json.loads((shm_dir / ".peakbench-manifest.json").read_text())
     assert len(manifest["filesets"]) == 1
@@ -106,12 +109,12 @@ def test_clock_offsets_are_measured_compensated_and_refused_beyond_tolerance(clu
     spec = trial_spec(find_workload("mail"), {"kind": "null"}, rate=300.0, warmup_s=0.0, runtime_s=1.0)
     # Every worker's clock reads 5 s ahead of the controller's.
     ahead = lambda: __import__("time").time() + 5.0  # noqa: E731 (pickled by value to the workers)
-    trial = DistributedEngine(cluster, clock=ahead).run_trial(spec)
+    trial = DistributedEngine(cluster, clock=ahead, clock_tolerance_s=TOLERANCE_S).run_trial(spec)
     assert trial.complete, trial.message
     offsets = trial.result["cluster"]["clock"]
     assert all(o["offset_ms"] == pytest.approx(5000, abs=20) for o in offsets.values())
     # ...yet they started together, because each was handed the instant in its own clock.
-    assert trial.result["cluster"]["start_skew_ms"] < 10
+    assert trial.result["cluster"]["start_skew_ms"] < TOLERANCE_S * 1e3
     skewed = {}
 
     def one_behind():
@@ -128,10 +131,12 @@ def test_clock_offsets_are_measured_compensated_and_refused_beyond_tolerance(clu
 def test_run_with_clients_on_the_command_line(engine_path, cli, tmp_path):
     out, db = tmp_path / "trial.json", tmp_path / "p.db"
     done = cli("run", "mail", "--target", "null://", "--rate", "800", "--warmup", "0.5", "--runtime", "1.5",
-               "--clients", "2", "--db", str(db), "--json", str(out))
+               "--clients", "2", "--clock-tolerance", "50", "--db", str(db), "--json", str(out))
     assert done.returncode == 0, done.stderr
     assert "cluster: 2 load clients (local worker processes)" in done.stderr
     assert "per client" in done.stdout and "client-1" in done.stdout and "start skew" in done.stdout
+    # Live progress: the clients' engine progress lines, summed, on the controller's terminal.
+    assert any("ops/s" in line for line in done.stderr.splitlines() if line.startswith(("measure", "drain")))
     result = json.loads(out.read_text())
     assert result["requested_rate"] == 800.0
     assert [c["requested_rate"] for c in result["clients"]] == [400.0, 400.0]
@@ -144,7 +149,7 @@ def test_run_with_clients_on_the_command_line(engine_path, cli, tmp_path):
 def test_search_with_clients_on_the_command_line(engine_path, cli, tmp_path):
     out, db = tmp_path / "search.json", tmp_path / "p.db"
     done = cli("search", "mail", "--target", "null://", "--clients", "2", "--quick", "--runlength", "1",
-               "--warmup", "0", "--start-rate", "200", "--max-rate", "400", "--max-trials", "3",
+               "--warmup", "0", "--start-rate", "200", "--max-rate", "400", "--max-trials", "3", "--clock-tolerance", "50",
                "--db", str(db), "--json", str(out))
     assert done.returncode in (0, 3), done.stderr  # null:// never saturates: no peak below --max-rate
     result = json.loads(out.read_text())
@@ -158,7 +163,7 @@ def test_a_worker_killed_mid_trial_ends_the_trial_naming_it(engine_path):
     spec = trial_spec(find_workload("mail"), {"kind": "null"}, rate=400.0, warmup_s=0.5, runtime_s=4.0)
     with connect(clients=2) as cluster:
         victim = cluster.clients[1]
-        engine = DistributedEngine(cluster)
+        engine = DistributedEngine(cluster, clock_tolerance_s=TOLERANCE_S)
         killer = threading.Timer(2.5, os.kill, (victim.pid, signal.SIGKILL))
         killer.start()
         started = time.monotonic()
@@ -202,3 +207,27 @@ def test_workers_with_another_engine_version_are_refused_before_any_load(engine_
     assert message.startswith("refused before any load started: worker tcp://")
     assert "engine 9.9.9 (controller 0.1.0)" in message
     assert not marker.exists()  # no engine ran on any worker
+
+
+def test_an_interrupted_trial_stops_the_engines_on_the_workers(cluster):
+    import psutil
+
+    spec = trial_spec(find_workload("mail"), {"kind": "null"}, rate=300.0, warmup_s=0.5, runtime_s=20.0)
+    engine = DistributedEngine(cluster, clock_tolerance_s=TOLERANCE_S)
+
+    def interrupt(event):
+        if event["phase"] == "measure":
+            raise KeyboardInterrupt
+
+    def engines():
+        return [c for client in cluster.clients for c in psutil.Process(client.pid).children(recursive=True)
+                if c.name() == "peakbench-engine"]
+
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        engine.run_trial(spec, on_progress=interrupt)
+    assert time.monotonic() - started < 15
+    deadline = time.monotonic() + 10
+    while engines() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert engines() == []

@@ -186,7 +186,7 @@ def test_a_trial_across_hosts_in_network_namespaces(hosts, tmp_path):
     before = {host: hosts.bytes_through(host) for host in ("ctl", "c0", "c1")}
     done = hosts.run("ctl", [sys.executable, "-m", "peakbench.cli", "run", "mail", "--target",
                              hosts.server.target(), "--rate", "600", "--warmup", "0.5", "--runtime", "2",
-                             "--cluster", hosts.scheduler, "--clock-tolerance", "20", "--db", str(db),
+                             "--cluster", hosts.scheduler, "--clock-tolerance", "50", "--db", str(db),
                              "--json", str(out)], hosts.env)
     assert done.returncode == 0, done.stderr + hosts.diagnostics()
     assert f"cluster: 2 load clients (workers of {hosts.scheduler})" in done.stderr
@@ -195,7 +195,7 @@ def test_a_trial_across_hosts_in_network_namespaces(hosts, tmp_path):
     assert result["achieved_rate"] == pytest.approx(600.0, rel=0.02)
     assert [c["requested_rate"] for c in result["clients"]] == [300.0, 300.0]
     assert result["cluster"]["verdict"] == "complete" and result["lagging"] == []
-    assert result["cluster"]["start_skew_ms"] < 20
+    assert result["cluster"]["start_skew_ms"] < 50
     # Each client host prepared and drove its own part of the file set on its own tmpfs.
     assert sum(sum(op["errors"].values()) for op in result["ops"].values()) == 0
     assert not any(Path(hosts.server.target()).iterdir())  # the controller's view: nothing of theirs
@@ -207,7 +207,7 @@ def test_a_trial_across_hosts_in_network_namespaces(hosts, tmp_path):
 def test_a_host_lost_mid_trial_is_named_and_the_other_kept(hosts, tmp_path):
     out, db = tmp_path / "trial.json", tmp_path / "p.db"
     command = [sys.executable, "-m", "peakbench.cli", "run", "mail", "--target", hosts.server.target(), "--rate",
-               "400", "--warmup", "0.5", "--runtime", "6", "--cluster", hosts.scheduler, "--clock-tolerance", "20",
+               "400", "--warmup", "0.5", "--runtime", "6", "--cluster", hosts.scheduler, "--clock-tolerance", "50",
                "--db", str(db), "--json", str(out)]
     controller = subprocess.Popen(["ip", "netns", "exec", hosts.ns("ctl"), *command], stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True, env=hosts.env, start_new_session=True)

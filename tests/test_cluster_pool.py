@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -14,7 +15,7 @@ from peakbench.controller.surface import map_surface
 from peakbench.sim import SURFACES, SimulatedTarget
 
 SURFACE = SURFACES["mail"]
-TRIAL_WALL_S = 0.003  # each simulated trial also takes this much real time, so the pool's parallelism shows
+TRIAL_WALL_S = 0.003  # each simulated trial also takes real time, so the pool's parallelism shows
 
 
 class Servers:
@@ -69,14 +70,17 @@ def test_samples_run_in_parallel_one_per_server():
         assert (server, sample) == (outcome[0], outcome[1].sample)
 
 
-def test_a_pool_cuts_the_wall_time_not_the_cost():
+def test_a_pool_cuts_the_wall_time_not_the_cost(monkeypatch):
+    # Trials that take real time (a server under load), far more than the search's own arithmetic,
+    # which shares one interpreter (and, on a busy machine, little CPU) between the pool's threads.
+    monkeypatch.setattr(sys.modules[__name__], "TRIAL_WALL_S", 0.02)
     samples = d_optimal(SURFACE.factors, 6)
     pool_of_one, pool_of_three = Servers(), Servers()
     alone = map_surface_on_pool(SURFACE.factors, samples, ["s0"], pool_of_one.configure, SearchSettings(),
                                 release=pool_of_one.release)
     three = map_surface_on_pool(SURFACE.factors, samples, ["s0", "s1", "s2"], pool_of_three.configure,
                                 SearchSettings(), release=pool_of_three.release)
-    assert three.wall_seconds < 0.6 * alone.wall_seconds, (three.wall_seconds, alone.wall_seconds)
+    assert three.wall_seconds < 0.7 * alone.wall_seconds, (three.wall_seconds, alone.wall_seconds)
     # Seeds differ (fewer samples have finished when a sample starts), so costs differ a little, not 3x.
     assert three.surface.cost_seconds == pytest.approx(alone.surface.cost_seconds, rel=0.5)
 

@@ -67,6 +67,10 @@ def test_uniform_clients_interleave_into_one_metronome(spec):
     assert start_instants(1000.0, offsets, spec, compensate=False) == pytest.approx([1000.0, 1000 + gap, 1000 + 2 * gap])
     poisson = {**spec, "load": {**spec["load"], "arrivals": "poisson"}}
     assert start_instants(1000.0, offsets, poisson) == pytest.approx([1000.0, 1000.5, 999.75])
+    # An offset within its uncertainty of zero is noise: a client on the controller's clock is not shifted.
+    noise = [ClockOffset("client-0", 0.0004, 0.001), ClockOffset("client-1", -0.003, 0.001)]
+    assert [o.correction_s for o in noise] == [0.0, -0.003]
+    assert start_instants(1000.0, noise, poisson) == pytest.approx([1000.0, 999.997])
 
 
 def test_the_clock_offset_comes_from_the_shortest_round_trip():
@@ -130,3 +134,38 @@ def test_a_worker_with_another_version_is_refused():
 def test_this_process_knows_its_identity(engine_path):
     mine = identity()
     assert mine["engine"] == "0.1.0" and mine["protocol"] >= 1 and mine["host"]
+
+
+def test_a_workload_says_how_clients_split_its_file_set(tmp_path):
+    from peakbench.workload import load_workload
+
+    base = (find_workload("web-server").path).read_text()
+    shared = tmp_path / "shared.toml"
+    shared.write_text(base + '\n[cluster]\nfileset = "shared"\n')
+    assert load_workload(shared).cluster_fileset == "shared"
+    assert find_workload("web-server").cluster_fileset == "per-client"
+    wrong = tmp_path / "wrong.toml"
+    wrong.write_text(base + '\n[cluster]\nfileset = "everyone"\n')
+    with pytest.raises(InputError) as error:
+        load_workload(wrong)
+    assert "cluster.fileset" in str(error.value) and "per-client, shared" in str(error.value)
+    assert error.value.line == base.count("\n") + 3
+
+
+def test_clients_do_not_apply_to_a_simulated_server(cli):
+    done = cli("search", "mail", "--target", "sim://?capacity=800", "--clients", "2")
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("peakbench: field --clients: a simulated server runs in virtual time:"
+                                   " --clients and --cluster do not apply")
+
+
+def test_one_progress_line_sums_the_clients(spec, monkeypatch):
+    from peakbench.cluster.fanout import progress_event
+
+    monkeypatch.setattr("time.time", lambda: 1002.0)  # 2 s after the start: measuring (1 s warm-up)
+    latest = {"client-0": {"client": "client-0", "completed": 100, "outstanding": 2, "rate": 50.0, "lag_ms": 0.5},
+              "client-1": {"client": "client-1", "completed": 120, "outstanding": 1, "rate": 60.0, "lag_ms": 1.5}}
+    event = progress_event(spec, 1000.0, 2, 2, latest)
+    assert event == {"phase": "measure", "elapsed_s": 2.0, "clients_running": 2, "clients": 2, "completed": 220,
+                     "outstanding": 3, "rate": 110.0, "lag_ms": 1.5}
+    assert progress_event(spec, 1003.0, 2, 2, {})["phase"] == "start"

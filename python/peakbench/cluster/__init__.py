@@ -8,6 +8,17 @@
     report.py      the per-client table printed under a merged trial
 
 Dask is imported only when a cluster is used, so single-engine runs do not pay for it.
+
+The one seam for every command (run, search, sfs, plans):
+
+    with engine_for(clients=args.clients, address=args.cluster,
+                    shared_fileset=workload.cluster_fileset == "shared") as engine:
+        engine.prepare(spec)          # Engine() when neither is given, else a DistributedEngine
+        result = engine.run(spec)     # merged TrialResult; raises ClientsLost (a RunError) if a
+                                      # client was lost, with .trial holding the others' results
+
+`DistributedEngine.run_trial(spec)` returns a DistributedTrial (merged result,
+per-client runs, verdict) without raising for a lost client. See fanout.py.
 """
 
 from .clock import ClockOffset, check_skew, measure_offsets

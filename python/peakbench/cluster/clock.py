@@ -9,7 +9,9 @@ yet a quarter of the tolerance, since a busy host or scheduler delays some
 round trips by milliseconds.
 
 The controller starts every client at one instant of its own clock, handed to
-each client in that client's clock (instant + offset): the start is then skewed
+each client in that client's clock (instant + offset; an offset within its own
+uncertainty of zero is taken as zero, so clients that share the controller's
+clock are not skewed by measurement noise): the start is then skewed
 by at most the sum of the two largest uncertainties. Without compensation
 (compensate=False, for clients that must be started on their own clock) the
 skew is the spread of the offsets, widened by the uncertainties. A start whose
@@ -34,8 +36,15 @@ class ClockOffset:
     offset_s: float  # client clock − controller clock
     uncertainty_s: float  # half the round trip of the best measurement
 
+    @property
+    def correction_s(self) -> float:
+        """What the start compensates: the offset, unless it is within its own uncertainty of zero
+        (clients sharing the controller's clock would otherwise be skewed by measurement noise)."""
+        return self.offset_s if abs(self.offset_s) > self.uncertainty_s else 0.0
+
     def to_dict(self) -> dict:
-        return {"offset_ms": self.offset_s * 1e3, "uncertainty_ms": self.uncertainty_s * 1e3}
+        return {"offset_ms": self.offset_s * 1e3, "uncertainty_ms": self.uncertainty_s * 1e3,
+                "corrected_ms": self.correction_s * 1e3}
 
 
 def worker_clock() -> float:

@@ -100,7 +100,7 @@ def start_instants(start_at: float, offsets: list[ClockOffset], spec: dict, comp
     """Each client's start_at_unix_s, in its own clock: one instant, interleaved for uniform arrivals."""
     rate = spec["load"]["rate"]
     uniform = spec["load"].get("arrivals", "uniform") == "uniform"
-    return [start_at + (o.offset_s if compensate else 0.0) + (i / rate if uniform else 0.0)
+    return [start_at + (o.correction_s if compensate else 0.0) + (i / rate if uniform else 0.0)
             for i, o in enumerate(offsets)]
 
 
@@ -115,8 +115,35 @@ def prepare_on_worker(spec: dict) -> dict:
     return Engine().prepare(spec)
 
 
-def run_on_worker(spec: dict) -> dict:
-    return Engine().run(spec)
+def run_on_worker(spec: dict, name: str | None = None, topic: str | None = None) -> dict:
+    """One client's trial; its engine's progress lines go to the controller as Dask events on `topic`."""
+    on_progress = None
+    if topic is not None:
+        from distributed import get_worker
+
+        worker = get_worker()
+
+        def on_progress(event: dict) -> None:
+            worker.log_event(topic, {"client": name, **event})
+
+    return Engine().run(spec, on_progress)
+
+
+def stop_engines_on_worker() -> int:
+    """Interrupt the engines this worker started (as Ctrl-C does to a local one); returns how many."""
+    import signal
+
+    import psutil
+
+    stopped = 0
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.name() == "peakbench-engine" or "peakbench-engine" in " ".join(child.cmdline()[:1]):
+                child.send_signal(signal.SIGINT)
+                stopped += 1
+        except psutil.Error:
+            pass
+    return stopped
 
 
 # ------------------------------------------------------------------ outcomes
@@ -251,15 +278,25 @@ class DistributedEngine:
         start_at = time.time() + lead
         instants = start_instants(start_at, offsets, spec, self.compensate_clocks)
         runs, futures = {}, {}
+        topic = f"peakbench-progress-{uuid.uuid4().hex[:12]}" if on_progress is not None else None
+        latest: dict[str, dict] = {}
+        if topic is not None:
+            cluster.client.subscribe_topic(topic, lambda event: latest.__setitem__(event[1]["client"], event[1]))
         for load_client, part, offset, instant in zip(cluster.clients, specs, offsets, instants):
             part["start_at_unix_s"] = instant
             runs[load_client.name] = ClientRun(load_client.name, load_client.worker, load_client.host, part,
                                                clock=offset)
             futures[load_client.name] = cluster.client.submit(
-                run_on_worker, part, key=f"peakbench-run-{load_client.name}-{uuid.uuid4().hex[:8]}",
+                run_on_worker, part, load_client.name, topic,
+                key=f"peakbench-run-{load_client.name}-{uuid.uuid4().hex[:8]}",
                 workers=[load_client.worker], allow_other_workers=False, pure=False, retries=0)
         deadline_s = lead + run_timeout(specs[0]) + MARGIN_S
-        self._gather(futures, runs, deadline_s, on_progress, phase="run", start_at=start_at, spec=spec)
+        try:
+            self._gather(futures, runs, deadline_s, on_progress, phase="run", start_at=start_at, spec=spec,
+                         latest=latest)
+        finally:
+            if topic is not None:
+                cluster.client.unsubscribe_topic(topic)
 
         ordered = [runs[c.name] for c in cluster.clients]
         verdict, message = verdict_of(ordered)
@@ -288,7 +325,7 @@ class DistributedEngine:
         return DistributedTrial(spec, ordered, merged, verdict, message)
 
     def _gather(self, futures: dict, runs: dict, deadline_s: float, on_progress, phase: str,
-                start_at: float | None = None, spec: dict | None = None) -> None:
+                start_at: float | None = None, spec: dict | None = None, latest: dict | None = None) -> None:
         """Wait for every future; a client whose worker leaves, or that is silent past the deadline, is lost."""
         from distributed import wait
 
@@ -322,10 +359,16 @@ class DistributedEngine:
                 if (on_progress is not None and start_at is not None and spec is not None
                         and time.monotonic() >= next_progress):
                     next_progress += PROGRESS_S
-                    on_progress(_elapsed_event(spec, start_at, len(pending), len(futures)))
+                    on_progress(progress_event(spec, start_at, len(pending), len(futures), latest or {}))
         except BaseException:
             for future in pending.values():
                 future.cancel()
+            if pending:  # interrupted: the engines still running on the workers stop too
+                try:
+                    self.cluster.client.run(stop_engines_on_worker, workers=[runs[n].worker for n in pending],
+                                            on_error="ignore")
+                except Exception:
+                    pass
             raise
 
     def _collect(self, future, run: ClientRun) -> None:
@@ -342,7 +385,9 @@ class DistributedEngine:
             run.error = str(error) or type(error).__name__
 
 
-def _elapsed_event(spec: dict, start_at: float, pending: int, total: int) -> dict:
+def progress_event(spec: dict, start_at: float, pending: int, total: int, latest: dict[str, dict]) -> dict:
+    """One progress line for the whole trial: the phase from the controller's clock, and the sums of
+    the clients' latest engine progress lines (completed, in flight, rate; the largest lag)."""
     load = spec["load"]
     elapsed = time.time() - start_at
     if elapsed < 0:
@@ -353,11 +398,22 @@ def _elapsed_event(spec: dict, start_at: float, pending: int, total: int) -> dic
         phase = "measure"
     else:
         phase = "drain"
-    return {"phase": phase, "elapsed_s": max(0.0, elapsed), "clients_running": pending, "clients": total}
+    event = {"phase": phase, "elapsed_s": max(0.0, elapsed), "clients_running": pending, "clients": total}
+    events = list(latest.values())
+    for key in ("completed", "outstanding", "rate"):
+        values = [e[key] for e in events if isinstance(e.get(key), (int, float))]
+        if values:
+            event[key] = sum(values)
+    lags = [e["lag_ms"] for e in events if isinstance(e.get("lag_ms"), (int, float))]
+    if lags:
+        event["lag_ms"] = max(lags)
+    return event
 
 
 def measured_start_skew_ms(finished: list[ClientRun], start_at: float, spec: dict) -> float | None:
-    """Spread of the clients' actual time zeros, in the controller's clock, around their planned ones."""
+    """Spread of the clients' actual time zeros around their planned ones, each converted to the
+    controller's clock by the offset the start compensated: how closely the engines hit their
+    instants. The clock check's error is not in it (skew_bound_ms bounds that)."""
     uniform = spec["load"].get("arrivals", "uniform") == "uniform"
     rate = spec["load"]["rate"]
     deviations = []
@@ -367,7 +423,7 @@ def measured_start_skew_ms(finished: list[ClientRun], start_at: float, spec: dic
             continue
         index = int(run.name.rsplit("-", 1)[-1]) if run.name.rsplit("-", 1)[-1].isdigit() else 0
         planned = start_at + (index / rate if uniform else 0.0)
-        deviations.append(at - run.clock.offset_s - planned)
+        deviations.append(at - run.clock.correction_s - planned)
     if len(deviations) < 1:
         return None
     return (max(deviations) - min(deviations)) * 1e3
