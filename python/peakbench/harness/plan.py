@@ -202,6 +202,11 @@ def _read(path: Path) -> tuple[Source, dict]:
     except tomllib.TOMLDecodeError as error:
         match = re.search(r"\(at line (\d+), column (\d+)\)$", str(error))
         if match is None:
+            end = re.search(r"\s*\(at end of document\)$", str(error))
+            if end is not None:
+                last = len(text.splitlines()) or 1
+                raise InputError(f"invalid TOML: {str(error)[: end.start()]} (at the end of the file)", file=path,
+                                 line=last) from None
             raise InputError(f"invalid TOML: {error}", file=path) from None
         message = str(error)[: match.start()].rstrip()
         raise InputError(f"invalid TOML: {message} (column {match.group(2)})", file=path,
