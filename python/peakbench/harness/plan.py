@@ -74,6 +74,8 @@ from .expr import Expression, ExpressionError
 from .tomlpos import Positions
 
 RUNTIME_NAMES = ("run", "thread", "threads", "mount", "workdir", "plan", "test")
+# A plan may name its own variable `threads` (a loop over thread counts); the others are peakbench's.
+RESERVED_NAMES = tuple(n for n in RUNTIME_NAMES if n != "threads")
 TOP_KEYS = ("name", "description", "include", "vars", "env", "defaults", "test", "notify", "on_failure",
             "confidence", "outlier_z")
 TEST_KEYS = ("name", "kind", "loop", "when", "vars", "env", "threads", "clients", "command", "shell", "timeout",
@@ -365,7 +367,7 @@ def _plan_vars(loaded: Loaded) -> dict:
     for key, value, source in loaded.vars:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             raise source.error(("vars", key), "a variable name must be letters, digits and _")
-        if key in RUNTIME_NAMES:
+        if key in RESERVED_NAMES:
             raise source.error(("vars", key), f"{key!r} is filled in by peakbench; choose another name")
         if not isinstance(value, (str, int, float, bool)):
             raise source.error(("vars", key), "must be a string, number or boolean (loops go in a test's loop)")
@@ -379,7 +381,7 @@ def _expand_loop(raw: RawTest, loop: object) -> list[dict]:
     axes = []
     for var, spec in loop.items():
         where = ("loop", var)
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var) or var in RUNTIME_NAMES:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var) or var in RESERVED_NAMES:
             raise raw.error(where, f"{var!r} cannot be a loop variable")
         if isinstance(spec, list):
             for i, v in enumerate(spec):
@@ -571,7 +573,7 @@ def _instance(raw: RawTest, merged: dict, values: dict, point: dict, plan_env: d
     if not isinstance(test_vars, dict):
         raise f.error(("vars",), "must be a table")
     for key, value in test_vars.items():
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) or key in RUNTIME_NAMES:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) or key in RESERVED_NAMES:
             raise f.error(("vars", key), f"{key!r} cannot be a variable name")
         if not isinstance(value, (str, int, float, bool)):
             raise f.error(("vars", key), "must be a string, number or boolean")

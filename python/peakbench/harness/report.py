@@ -19,6 +19,9 @@ from .. import store as store_module
 
 # Always-constant or bookkeeping metrics: no outlier or drift warnings on them.
 QUIET_METRICS = {"exit_status", "generator_saturated", "errors"}
+# Outliers are looked for in the stop metric and in these (Auto-pilot's elapsed and CPU times);
+# the other metrics' outliers are only in the data (analysis.outliers on any series).
+OUTLIER_METRICS = ("elapsed", "cpu")
 DRIFT_METRICS = ("elapsed", "cpu", "user", "system", "mon_mem_available_end_mb")
 
 
@@ -69,8 +72,9 @@ def warnings_for(series: list[dict], outlier_z: float, confidence: float) -> lis
     for item in series:
         if item["metric"] in QUIET_METRICS:
             continue
-        warnings.extend(analysis.outliers(item["values"], [f"attempt {a}" for a in item["labels"]],
-                                          outlier_z, item["metric"], item["test"]))
+        if item.get("primary") or item["metric"] in OUTLIER_METRICS:
+            warnings.extend(analysis.outliers(item["values"], [f"attempt {a}" for a in item["labels"]],
+                                              outlier_z, item["metric"], item["test"]))
         if item["metric"] in DRIFT_METRICS or item.get("primary"):
             warning = analysis.drift_warning(item["values"], item["metric"], item["test"], confidence)
             if warning:
