@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 need_apt=()
 command -v cc >/dev/null || need_apt+=(build-essential)
 command -v mkfs.ext4 >/dev/null || need_apt+=(e2fsprogs)
+command -v mkfs.xfs >/dev/null || need_apt+=(xfsprogs)      # plans benchmark xfs and btrfs images too
+command -v mkfs.btrfs >/dev/null || need_apt+=(btrfs-progs)
+command -v losetup >/dev/null || need_apt+=(mount)
 command -v python3 >/dev/null || need_apt+=(python3 python3-pip python3-venv)
 if ! command -v cargo >/dev/null && [ ! -x "$HOME/.cargo/bin/cargo" ]; then need_apt+=(cargo); fi
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -338,3 +339,26 @@ def test_drop_caches_and_chill(cli, tmp_path):
     cache = runs_of(db, "cold")[0]["cache"]
     assert [c["policy"] for c in cache] == ["drop", "chill"]
     assert 0 < cache[1]["allocated_mb"] <= 64
+
+
+def test_a_second_plan_on_a_busy_store_is_refused(cli, tmp_path):
+    slow = write(tmp_path / "slow.toml", '[[test]]\nname = "slow"\ncommand = ["sleep", "600"]\nstop = {min_runs = 1}\n')
+    db = tmp_path / "s.db"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "python")}
+    first = subprocess.Popen([sys.executable, "-m", "peakbench.cli", "plan", "run", str(slow), "--db", str(db)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (db.exists() and query(db, "SELECT 1 FROM sqlite_master"
+                                                                          " WHERE name = 'plans'")
+                                                   and query(db, "SELECT id FROM plans")):
+            time.sleep(0.05)
+        second = cli("plan", "run", str(slow), "--db", str(db))
+        assert second.returncode == 1
+        assert "is in use by another peakbench plan (pid" in second.stderr and second.stderr.count("\n") == 1
+        resumed = cli("plan", "resume", "--db", str(db))
+        assert resumed.returncode == 1 and "in use" in resumed.stderr
+    finally:
+        first.kill()
+        first.communicate(timeout=120)
+    assert len(query(db, "SELECT * FROM plans")) == 1 and query(db, "SELECT * FROM plan_runs") == []

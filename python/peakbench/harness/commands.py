@@ -102,12 +102,23 @@ def _finish(db: Path, plan_id: int, status: str, json_path: Path | None) -> int:
         data = report.plan_analysis(store, plan_id)
     report.print_plan_report(data, _console())
     if json_path:
-        json_path.write_text(json.dumps(data, indent=2, default=_json_default) + "\n")
+        json_path.write_text(json.dumps(finite(data), indent=2, default=_json_default) + "\n")
     return 0 if status == "done" else 1
 
 
 def _json_default(value):
     return str(value)
+
+
+def finite(value):
+    """The same data with inf and nan as None, so the JSON files are standard JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
 
 
 def command_run(args: argparse.Namespace) -> int:
@@ -147,7 +158,7 @@ def command_report(args: argparse.Namespace) -> int:
         raise InputError(f"no plan {plan_id} in the store", file=args.db)
     report.print_plan_report(data, _console(), all_metrics=args.all_metrics)
     if args.json:
-        args.json.write_text(json.dumps(data, indent=2, default=_json_default) + "\n")
+        args.json.write_text(json.dumps(finite(data), indent=2, default=_json_default) + "\n")
     return 0
 
 
@@ -241,7 +252,7 @@ def command_compare(args: argparse.Namespace) -> int:
     result["metric"] = metric_a
     print_comparison(result, _console())
     if args.json:
-        args.json.write_text(json.dumps(result, indent=2, default=_json_default) + "\n")
+        args.json.write_text(json.dumps(finite(result), indent=2, default=_json_default) + "\n")
     return 0
 
 

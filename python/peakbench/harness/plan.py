@@ -860,23 +860,17 @@ class _TopFields(_Fields):
 
 def _hook_command(value, source: Source | None, path: tuple, values: dict, check_programs: bool,
                   extra_names: tuple = (), fields: _Fields | None = None, environment: dict | None = None) -> dict:
+    """A single command outside the hooks table (notify, server_version): an argv list, a shell
+    string, or a table {argv | command, shell, timeout}; `extra_names` are filled in when it runs."""
     environment = environment or {}
     if fields is None:
-        fields = _TopFields(source, path[0], value, {**values}, environment)
-    saved = fields.values
-    fields.values = dict(saved)
-    keep_extra = extra_names
-    try:
-        if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            value = {"argv": value}
-        if isinstance(value, str):
-            value = {"command": value, "shell": True}
-        original_keep = RUNTIME_NAMES
-        # allow the extra names to survive rendering for the run-time pass
-        global_keep = tuple(set(original_keep) | set(keep_extra))
-        return _hook_entry_keep(fields, path, value, check_programs, environment, global_keep)
-    finally:
-        fields.values = saved
+        fields = _TopFields(source, path[0], value, dict(values), environment)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        value = {"argv": value}
+    elif isinstance(value, str):
+        value = {"command": value, "shell": True}
+    keep = tuple(set(RUNTIME_NAMES) | set(extra_names))
+    return _hook_entry_keep(fields, path, value, check_programs, environment, keep)
 
 
 def _hook_entry_keep(f: _Fields, path: tuple, item, check_programs: bool, environment: dict, keep: tuple) -> dict:

@@ -576,7 +576,7 @@ class Runner:
                       "exit_status": result.exit_status}
         except OSError as failure:
             outcome, detail = f"could not start: {failure}", {"command": command}
-        _event(self.store, None if False else self.plan_id, None, "notify",
+        _event(self.store, self.plan_id, None, "notify",
                f"notify for {test['name']}: {outcome}", detail)
 
 
