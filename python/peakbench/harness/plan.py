@@ -591,9 +591,8 @@ def _instance(raw: RawTest, merged: dict, values: dict, point: dict, plan_env: d
         kind = "trial" if f.has("workload") else "command"
     if kind not in ("command", "trial"):
         raise f.error(("kind",), f"must be 'command' or 'trial' (got {kind!r})")
-    for key in ("threads", "clients"):
-        if f.has(key) and f.has("clients" if key == "threads" else "threads") and key == "clients":
-            raise f.error((key,), "give threads or clients, not both")
+    if f.has("threads") and f.has("clients"):
+        raise f.error(("clients",), "give threads or clients, not both (they are the same thing)")
     threads_key = "clients" if f.has("clients") else "threads"
     threads = f.number((threads_key,), f.raw(threads_key, 1), integer=True, minimum=1) if f.has(threads_key) else 1
     if threads > 1024:

@@ -524,13 +524,13 @@ class Runner:
         try:
             workload = find_workload(t["workload"])
             target = parse_target(render(t["target"], values))
-            check_ours(target)
             spec = trial_spec(workload, target, rate=t["rate"], warmup_s=t["warmup_s"], runtime_s=t["runtime_s"],
                               seed=t["seed"] + attempt - 1, scale=t["scale"], max_outstanding=t["max_outstanding"])
             specs = trials.client_specs(spec, test["threads"])
-            for one in specs:
+            for one in specs:  # each client prepares in its own directory, which must be new or its own
                 if one["target"]["kind"] == "posix":
                     Path(one["target"]["path"]).mkdir(parents=True, exist_ok=True)
+                check_ours(one["target"])
         except InputError as error:
             return {}, [], None, [], f"trial input: {error}"
         started = time.monotonic()
