@@ -44,7 +44,8 @@
     name = "mail-{rate}"
     loop = {rate = [100, 200]}
     workload = "mail"                   # canned name or workload file
-    target = "/mnt/x"                   # a directory, file:///DIR or null://
+    target = "/mnt/x"                   # a directory, file:///DIR or null:// (a command test may name
+                                        #   its directory under test too, for the snapshot and monitors)
     rate = "{rate}"                     # total offered ops/s, split evenly over the clients
     warmup = "2s"
     runtime = "10s"
@@ -613,7 +614,7 @@ def _instance(raw: RawTest, merged: dict, values: dict, point: dict, plan_env: d
     metric_names: set[str] = set()
     parses_json = False
     if kind == "command":
-        for key in ("workload", "target", "rate", "warmup", "runtime", "scale", "seed", "max_outstanding"):
+        for key in ("workload", "rate", "warmup", "runtime", "scale", "seed", "max_outstanding"):
             if f.has(key):
                 raise f.error((key,), f"{key!r} belongs to a trial test (kind = 'trial'), not a command")
         if not f.has("command"):
@@ -621,6 +622,8 @@ def _instance(raw: RawTest, merged: dict, values: dict, point: dict, plan_env: d
         shell = f.boolean(("shell",), f.raw("shell", False))
         command = _argv_or_shell(f, ("command",), f.raw("command"), shell, check_programs, environment)
         instance.update(command=command, shell=shell)
+        # optional: the directory under test, for the snapshot (its file system) and the disk monitor
+        instance["target"] = f.text(("target",), f.raw("target"), keep=RUNTIME_NAMES) if f.has("target") else None
         parse = f.raw("parse", "none")
         if parse not in ("json", "none"):
             raise f.error(("parse",), f"must be 'json' or 'none' (got {parse!r})")

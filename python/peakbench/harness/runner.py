@@ -265,9 +265,8 @@ class Runner:
             for test in self.tests:
                 if test["status"] == "done":
                     continue
-                if test["status"] == "failed" and test["settings"]["on_failure"] == "continue":
-                    failed_tests += 1
-                    continue
+                # A test that failed before (fast-fail, or on_failure = continue) is tried again on
+                # resume: its failed runs stay stored but never count.
                 status = self.run_test(test, total)
                 if status == "failed":
                     failed_tests += 1
@@ -359,11 +358,7 @@ class Runner:
         return decision
 
     def _sysinfo(self, test: dict, values: dict) -> dict:
-        target_path = values["mount"] if test["fs"] else None
-        if test["kind"] == "trial":
-            rendered = render(test["trial"]["target"], values)
-            if "://" not in rendered:
-                target_path = rendered
+        target_path = self._target_path(test, values)
         try:
             target = {"kind": "posix", "path": target_path} if target_path and os.path.exists(target_path) \
                 else {"kind": "none"}
@@ -456,7 +451,7 @@ class Runner:
                 device_setting = render(test["monitor"]["device"], values)
                 device = None
                 if device_setting == "auto":
-                    device = device_of(values["mount"] if fs is not None else self._target_path(test, values))
+                    device = device_of(self._target_path(test, values))
                 elif device_setting != "none":
                     device = os.path.basename(os.path.realpath(device_setting))
                 monitor = Monitor(test["monitor"]["interval_s"], device, test["monitor"]["processes"])
@@ -485,10 +480,14 @@ class Runner:
         return ""
 
     def _target_path(self, test: dict, values: dict) -> str | None:
-        if test["kind"] == "trial":
-            rendered = render(test["trial"]["target"], values)
+        """The directory under test: a trial's target, a command test's `target`, else the fs image's mount."""
+        written = test["trial"]["target"] if test["kind"] == "trial" else test.get("target")
+        if written:
+            rendered = render(written, values)
+            if rendered.startswith("file://"):
+                rendered = rendered[len("file://"):]
             return None if "://" in rendered else rendered
-        return None
+        return values["mount"] if test["fs"] else None
 
     def _run_command(self, test: dict, values: dict, test_dir: Path) -> tuple[dict, list, str | None]:
         count = test["threads"]
