@@ -11,6 +11,9 @@ command -v mkfs.ext4 >/dev/null || need_apt+=(e2fsprogs)
 command -v ganesha.nfsd >/dev/null || need_apt+=(nfs-ganesha nfs-ganesha-vfs)
 [ -e /usr/lib/x86_64-linux-gnu/ganesha/libfsalvfs.so ] || ls /usr/lib/*/ganesha/libfsalvfs.so >/dev/null 2>&1 || need_apt+=(nfs-ganesha-vfs)
 command -v rpcbind >/dev/null || [ -x /usr/sbin/rpcbind ] || need_apt+=(rpcbind)
+command -v mkfs.xfs >/dev/null || need_apt+=(xfsprogs)      # plans benchmark xfs and btrfs images too
+command -v mkfs.btrfs >/dev/null || need_apt+=(btrfs-progs)
+command -v losetup >/dev/null || need_apt+=(mount)
 command -v python3 >/dev/null || need_apt+=(python3 python3-pip python3-venv)
 if ! command -v cargo >/dev/null && [ ! -x "$HOME/.cargo/bin/cargo" ]; then need_apt+=(cargo); fi
 if [ ${#need_apt[@]} -gt 0 ]; then

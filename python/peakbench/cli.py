@@ -8,6 +8,8 @@
     peakbench simulate [--samples N] [--policies P,...] [--surfaces]
     peakbench workloads list | show NAME [--rate OPS] [--scale F]
     peakbench results list | show ID | export (--csv FILE | --json FILE)
+    peakbench plan check|run PLAN.toml | resume [ID] | report [ID] | list
+    peakbench compare A B [--metric M] [--alpha 0.05]
 
 Exit status: 0 done, 1 the trial could not run (or `validate` found a failure), 2 bad input (one line on
 stderr naming the file, line and field; nothing written to the store or target),
@@ -223,6 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
     export_to.add_argument("--csv", type=Path, metavar="FILE")
     export_to.add_argument("--json", type=Path, metavar="FILE")
     export.set_defaults(handler=command_results_export)
+
+    from .harness.commands import add_commands as add_harness_commands  # plan run|resume|..., compare
+    add_harness_commands(commands, _Parser, store_option)
     return parser
 
 

@@ -62,9 +62,68 @@ MIGRATIONS = [
         "ALTER TABLE searches ADD COLUMN surface_id INTEGER REFERENCES surfaces (id)",
         "ALTER TABLE searches ADD COLUMN sample TEXT",  # JSON factor values of the sample
     ],
+    [  # version 4: experiment plans (harness/): the plan, its expanded tests, every run, events
+        """CREATE TABLE plans (
+            id INTEGER PRIMARY KEY,
+            created TEXT NOT NULL,            -- UTC, ISO 8601
+            name TEXT NOT NULL,
+            path TEXT NOT NULL,               -- the plan file as given
+            sources TEXT NOT NULL,            -- JSON {file: text} of the plan and its includes
+            plan TEXT NOT NULL,               -- JSON of the validated, expanded plan (resume reads this)
+            workdir TEXT NOT NULL,            -- outputs, images and mount points of this plan
+            status TEXT NOT NULL,             -- 'running', 'done', 'failed' (fast-fail) or 'stopped'
+            error TEXT,
+            finished TEXT
+        )""",
+        """CREATE TABLE plan_tests (
+            id INTEGER PRIMARY KEY,
+            plan_id INTEGER NOT NULL REFERENCES plans (id),
+            seq INTEGER NOT NULL,             -- run order within the plan
+            name TEXT NOT NULL,               -- unique within the plan, after expansion
+            kind TEXT NOT NULL,               -- 'command' or 'trial'
+            vars TEXT NOT NULL,               -- JSON: the variables this instance ran with
+            settings TEXT NOT NULL,           -- JSON: the whole expanded test instance
+            status TEXT NOT NULL,             -- 'pending', 'running', 'done', 'failed'
+            stop_reason TEXT,                 -- why it stopped: the rule that held, max_runs, a failure
+            sysinfo TEXT,                     -- JSON system snapshot taken when the test (re)started
+            UNIQUE (plan_id, seq), UNIQUE (plan_id, name)
+        )""",
+        """CREATE TABLE plan_runs (
+            id INTEGER PRIMARY KEY,
+            plan_id INTEGER NOT NULL REFERENCES plans (id),
+            test_id INTEGER NOT NULL REFERENCES plan_tests (id),
+            attempt INTEGER NOT NULL,         -- 1, 2, ... every stored run of the test, in order
+            created TEXT NOT NULL,
+            status TEXT NOT NULL,             -- 'done' or 'failed'
+            discarded INTEGER NOT NULL,       -- 1: a warm-up run (cache = warm), not counted
+            metrics TEXT NOT NULL,            -- JSON {name: number}: elapsed user system cpu exit_status,
+                                              --   parsed metrics, trial metrics, mon_* monitor metrics
+            threads TEXT NOT NULL,            -- JSON list: each thread's/client's own figures and output
+            hooks TEXT NOT NULL,              -- JSON list: setup/cleanup hooks of this run, with output
+            cache TEXT NOT NULL,              -- JSON list: what the cache policy did before the run
+            monitor TEXT,                     -- JSON {summary, series} sampled during the run
+            sysinfo TEXT NOT NULL,            -- JSON system snapshot
+            result TEXT,                      -- JSON merged TrialResult (trial tests)
+            trial_ids TEXT,                   -- JSON list of trials.id rows (one per client)
+            error TEXT,
+            UNIQUE (test_id, attempt)
+        )""",
+        """CREATE TABLE plan_events (
+            id INTEGER PRIMARY KEY,
+            plan_id INTEGER NOT NULL REFERENCES plans (id),
+            test_id INTEGER REFERENCES plan_tests (id),
+            created TEXT NOT NULL,
+            kind TEXT NOT NULL,               -- 'hook', 'warning', 'failure', 'notify', 'resume', 'note'
+            message TEXT NOT NULL,
+            detail TEXT                       -- JSON
+        )""",
+        "CREATE INDEX plan_runs_by_test ON plan_runs (test_id, attempt)",
+        "CREATE INDEX plan_events_by_plan ON plan_events (plan_id, id)",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
-JSON_COLUMNS = ("notes", "spec", "result", "sysinfo", "settings", "plan", "sample")
+JSON_COLUMNS = ("notes", "spec", "result", "sysinfo", "settings", "plan", "sample", "sources", "vars", "metrics",
+                "threads", "hooks", "cache", "monitor", "trial_ids", "detail")
 
 
 def check_compatible(path: Path) -> None:
@@ -155,16 +214,26 @@ class Store:
                   error: str | None = None, notes: list[str] = (), search_id: int | None = None) -> int:
         """Store one trial (done if it has a result, failed otherwise); returns its id."""
         with self._transaction():  # the whole trial or nothing
-            cursor = self.connection.execute(
-                "INSERT INTO trials (created, workload, target, rate, status, error, notes, spec, result, sysinfo,"
-                " search_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    _now(), workload, target, spec["load"]["rate"],
-                    "done" if result is not None else "failed", error,
-                    json.dumps(list(notes)), json.dumps(spec),
-                    json.dumps(result) if result is not None else None, json.dumps(sysinfo), search_id,
-                ),
-            )
+            return self.insert_trial(workload=workload, target=target, spec=spec, sysinfo=sysinfo, result=result,
+                                     error=error, notes=notes, search_id=search_id)
+
+    def transaction(self):
+        """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on any exception): for writes that must land together."""
+        return self._transaction()
+
+    def insert_trial(self, *, workload: str, target: str, spec: dict, sysinfo: dict, result: dict | None = None,
+                     error: str | None = None, notes: list[str] = (), search_id: int | None = None) -> int:
+        """add_trial's INSERT, inside a transaction the caller holds (see transaction())."""
+        cursor = self.connection.execute(
+            "INSERT INTO trials (created, workload, target, rate, status, error, notes, spec, result, sysinfo,"
+            " search_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                _now(), workload, target, spec["load"]["rate"],
+                "done" if result is not None else "failed", error,
+                json.dumps(list(notes)), json.dumps(spec),
+                json.dumps(result) if result is not None else None, json.dumps(sysinfo), search_id,
+            ),
+        )
         return cursor.lastrowid
 
     def add_search(self, *, workload: str, target: str, policy: str, settings: dict,

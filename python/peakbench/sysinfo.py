@@ -26,9 +26,64 @@ def snapshot(target: dict, engine_version: str | None = None) -> dict:
         "peakbench_version": peakbench_version(),
         "engine_version": engine_version,
     }
+    info.update(cpu_frequency())
+    info["disks"] = disks()
     if target["kind"] == "posix":
         info["target_fs"] = mount_of(target["path"])
     return info
+
+
+def cpu_frequency(sys_cpu: Path = Path("/sys/devices/system/cpu")) -> dict:
+    """The frequency governor and current MHz of cpu0, where the kernel exposes them."""
+    out: dict = {"cpu_governor": None, "cpu_mhz": None}
+    try:
+        out["cpu_governor"] = (sys_cpu / "cpu0" / "cpufreq" / "scaling_governor").read_text().strip()
+    except OSError:
+        pass
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("cpu MHz"):
+                out["cpu_mhz"] = float(line.split(":", 1)[1])
+                break
+    except (OSError, ValueError):
+        pass
+    return out
+
+
+def disks(partitions_text: str | None = None, sys_block: Path = Path("/sys/block")) -> list[dict]:
+    """Disks and their partitions from /proc/partitions, with model and rotational flag where known.
+
+    Loop, ram and zram devices that back nothing are left out; a loop device that
+    has an image attached is kept (a benchmark's file system may live on one).
+    """
+    if partitions_text is None:
+        try:
+            partitions_text = Path("/proc/partitions").read_text()
+        except OSError:
+            return []
+    found: dict[str, dict] = {}
+    for line in partitions_text.splitlines()[2:]:
+        fields = line.split()
+        if len(fields) != 4:
+            continue
+        name, blocks = fields[3], int(fields[2])
+        if name.startswith(("ram", "zram")) or blocks == 0:
+            continue
+        disk_dir = sys_block / name
+        if disk_dir.is_dir():
+            entry = {"name": name, "size_bytes": blocks * 1024, "partitions": []}
+            for attribute, key in (("device/model", "model"), ("queue/rotational", "rotational"),
+                                   ("loop/backing_file", "backing_file")):
+                try:
+                    entry[key] = (disk_dir / attribute).read_text().strip()
+                except OSError:
+                    pass
+            found[name] = entry
+        else:
+            parent = next((d for d in found if name.startswith(d)), None)
+            if parent is not None:
+                found[parent]["partitions"].append({"name": name, "size_bytes": blocks * 1024})
+    return list(found.values())
 
 
 def peakbench_version() -> str:

@@ -1,0 +1,285 @@
+"""`peakbench plan ...` and `peakbench compare A B`.
+
+    peakbench plan check PLAN.toml              validate and list the expanded tests; writes nothing
+    peakbench plan run PLAN.toml [--db FILE] [--workdir DIR] [--json FILE]
+    peakbench plan resume [PLAN_ID] [--db FILE]  finish a plan whose controller was killed
+    peakbench plan report [PLAN_ID] [--db FILE] [--all-metrics] [--json FILE]
+    peakbench plan list [--db FILE]
+    peakbench compare A B [--metric M] [--alpha 0.05] [--plan ID] [--db FILE] [--json FILE]
+
+A and B of compare: a test's name (in the latest plan that has it, or --plan),
+PLAN_ID:TEST, a test id (#ID), or a file of numbers (one or more per line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from .. import analysis
+from .. import store as store_module
+from ..errors import InputError
+from . import report, runner
+from .plan import load_plan
+
+
+def _console() -> Console:
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
+def add_commands(commands, parser_class, store_option) -> None:
+    plan = commands.add_parser("plan", help="run whole experiments from a plan file (loops, hooks, stop rules)")
+    actions = plan.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    check = actions.add_parser("check", help="validate a plan and show its expanded tests")
+    check.add_argument("plan", type=Path, metavar="PLAN.toml")
+    check.set_defaults(handler=command_check)
+
+    run = actions.add_parser("run", parents=[store_option], help="run a plan unattended")
+    run.add_argument("plan", type=Path, metavar="PLAN.toml")
+    run.add_argument("--workdir", type=Path, metavar="DIR",
+                     help="outputs, images and mount points (default STORE.work/)")
+    run.add_argument("--json", type=Path, metavar="FILE", help="also write the analysis to this JSON file")
+    run.set_defaults(handler=command_run)
+
+    resume = actions.add_parser("resume", parents=[store_option], help="finish a plan that was interrupted")
+    resume.add_argument("plan_id", type=int, nargs="?", metavar="PLAN_ID", help="default: the latest unfinished")
+    resume.add_argument("--json", type=Path, metavar="FILE", help="also write the analysis to this JSON file")
+    resume.set_defaults(handler=command_resume)
+
+    show = actions.add_parser("report", parents=[store_option], help="getstats table and warnings of a plan")
+    show.add_argument("plan_id", type=int, nargs="?", metavar="PLAN_ID", help="default: the latest plan")
+    show.add_argument("--all-metrics", action="store_true", help="every metric, not only the stop metrics")
+    show.add_argument("--json", type=Path, metavar="FILE", help="also write the analysis to this JSON file")
+    show.set_defaults(handler=command_report)
+
+    listing = actions.add_parser("list", parents=[store_option], help="the plans in the store")
+    listing.set_defaults(handler=command_list)
+
+    compare = commands.add_parser("compare", parents=[store_option],
+                                  help="do two results differ? Welch's t, F/Levene, CI of the difference")
+    compare.add_argument("a", metavar="A", help="a test name, PLAN_ID:TEST, #TEST_ID, or a file of numbers")
+    compare.add_argument("b", metavar="B")
+    compare.add_argument("--metric", help="which metric (default: the tests' stop metric)")
+    compare.add_argument("--plan", type=int, metavar="ID", help="look test names up in this plan")
+    compare.add_argument("--alpha", type=float, default=analysis.DEFAULT_ALPHA,
+                         help="significance level (default 0.05)")
+    compare.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison to this JSON file")
+    compare.set_defaults(handler=command_compare)
+
+
+def _check_json_path(path: Path | None) -> None:
+    if path is not None and not path.absolute().parent.is_dir():
+        raise InputError(f"{path}: its directory does not exist", field="--json")
+
+
+def command_check(args: argparse.Namespace) -> int:
+    plan = load_plan(args.plan)
+    console = _console()
+    table = Table(title=f"plan {plan.name}: {len(plan.tests)} tests")
+    for heading in ("#", "test", "kind", "threads", "stop", "cache", "fs"):
+        table.add_column(heading, overflow="fold")
+    for test in plan.tests:
+        stop = test["stop"]
+        rule = f"{stop['min_runs']}..{stop['max_runs']} runs" + (f", until {stop['until']}" if stop["until"] else "")
+        table.add_row(str(test["seq"] + 1), test["name"], test["kind"], str(test["threads"]), rule,
+                      ",".join(test["cache"]["policy"]) or "-", test["fs"]["type"] if test["fs"] else "-")
+    console.print(table)
+    for note in plan.notes:
+        console.print(f"note: {note}", highlight=False)
+    return 0
+
+
+def _finish(db: Path, plan_id: int, status: str, json_path: Path | None) -> int:
+    with store_module.Store(db) as store:
+        data = report.plan_analysis(store, plan_id)
+    report.print_plan_report(data, _console())
+    if json_path:
+        json_path.write_text(json.dumps(finite(data), indent=2, default=_json_default) + "\n")
+    return 0 if status == "done" else 1
+
+
+def _json_default(value):
+    return str(value)
+
+
+def finite(value):
+    """The same data with inf and nan as None, so the JSON files are standard JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+def command_run(args: argparse.Namespace) -> int:
+    plan = load_plan(args.plan)   # every input error surfaces here, before anything is written
+    store_module.check_compatible(args.db)
+    _check_json_path(args.json)
+    if args.workdir is not None and args.workdir.exists() and not args.workdir.is_dir():
+        raise InputError(f"{args.workdir}: not a directory", field="--workdir")
+    plan_id, status = runner.run_plan(plan, args.db, args.workdir)
+    return _finish(args.db, plan_id, status, args.json)
+
+
+def command_resume(args: argparse.Namespace) -> int:
+    _check_json_path(args.json)
+    plan_id, status = runner.resume_plan(args.db, args.plan_id)
+    return _finish(args.db, plan_id, status, args.json)
+
+
+def _open(db: Path) -> store_module.Store:
+    if not Path(db).exists():
+        raise InputError("no such store (run a plan first, or give --db)", file=db)
+    store_module.check_compatible(db)
+    return store_module.Store(db)
+
+
+def command_report(args: argparse.Namespace) -> int:
+    _check_json_path(args.json)
+    with _open(args.db) as store:
+        plan_id = args.plan_id
+        if plan_id is None:
+            row = store.connection.execute("SELECT MAX(id) FROM plans").fetchone()
+            if row[0] is None:
+                raise InputError("no plans in the store", file=args.db)
+            plan_id = row[0]
+        data = report.plan_analysis(store, plan_id)
+    if not data:
+        raise InputError(f"no plan {plan_id} in the store", file=args.db)
+    report.print_plan_report(data, _console(), all_metrics=args.all_metrics)
+    if args.json:
+        args.json.write_text(json.dumps(finite(data), indent=2, default=_json_default) + "\n")
+    return 0
+
+
+def command_list(args: argparse.Namespace) -> int:
+    with _open(args.db) as store:
+        rows = store.connection.execute(
+            "SELECT p.id, p.created, p.name, p.status, COUNT(t.id) AS tests,"
+            " SUM(t.status = 'done') AS done FROM plans p LEFT JOIN plan_tests t ON t.plan_id = p.id"
+            " GROUP BY p.id ORDER BY p.id").fetchall()
+    table = Table()
+    for heading in ("id", "created (UTC)", "plan", "status", "tests done"):
+        table.add_column(heading)
+    for row in rows:
+        table.add_row(str(row["id"]), row["created"][:16].replace("T", " "), row["name"], row["status"],
+                      f"{row['done'] or 0}/{row['tests']}")
+    _console().print(table)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# compare
+
+
+def _numbers_file(path: Path, field: str) -> list[float]:
+    values = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        for token in line.split("#", 1)[0].replace(",", " ").split():
+            try:
+                value = float(token)
+            except ValueError:
+                raise InputError(f"{token!r} is not a number", file=path, line=number) from None
+            if not math.isfinite(value):
+                raise InputError(f"{token!r} is not a finite number", file=path, line=number)
+            values.append(value)
+    if len(values) < 2:
+        raise InputError(f"needs at least two numbers (found {len(values)})", file=path, field=field)
+    return values
+
+
+def resolve_side(store: store_module.Store | None, text: str, metric: str | None, plan_id: int | None,
+                 field: str) -> tuple[str, list[float], str]:
+    """(label, values, metric) of one side of a comparison."""
+    path = Path(text)
+    if path.is_file():
+        return text, _numbers_file(path, field), metric or "value"
+    if store is None:
+        raise InputError(f"{text!r} is neither a file of numbers nor, without a store, a test", field=field)
+    match = re.fullmatch(r"#(\d+)", text)
+    plan_match = re.fullmatch(r"(\d+):(.+)", text)
+    if match:
+        row = store.connection.execute("SELECT * FROM plan_tests WHERE id = ?", (int(match.group(1)),)).fetchone()
+    else:
+        name, chosen = (plan_match.group(2), int(plan_match.group(1))) if plan_match else (text, plan_id)
+        if chosen is not None:
+            row = store.connection.execute("SELECT * FROM plan_tests WHERE plan_id = ? AND name = ?",
+                                           (chosen, name)).fetchone()
+        else:
+            row = store.connection.execute(
+                "SELECT * FROM plan_tests WHERE name = ? ORDER BY plan_id DESC LIMIT 1", (name,)).fetchone()
+    if row is None:
+        raise InputError(f"no test {text!r} in the store (nor a file of that name)", field=field)
+    test = store_module._decode(row)
+    test["runs"] = [store_module._decode(r) for r in store.connection.execute(
+        "SELECT * FROM plan_runs WHERE test_id = ? ORDER BY attempt", (test["id"],))]
+    chosen_metric = metric or test["settings"]["metric"]
+    values = [float(r["metrics"][chosen_metric]) for r in report.counted_runs(test)
+              if isinstance(r["metrics"].get(chosen_metric), (int, float))]
+    if len(values) < 2:
+        raise InputError(f"test {test['name']!r} has {len(values)} counted run(s) with metric {chosen_metric!r};"
+                         " a comparison needs at least two", field=field)
+    return f"{test['name']} (plan {test['plan_id']})", values, chosen_metric
+
+
+def command_compare(args: argparse.Namespace) -> int:
+    if not 0 < args.alpha < 0.5:
+        raise InputError(f"{args.alpha}: alpha must be in (0, 0.5)", field="--alpha")
+    _check_json_path(args.json)
+    store = None
+    needs_store = not (Path(args.a).is_file() and Path(args.b).is_file())
+    if needs_store:
+        store = _open(args.db)
+    try:
+        label_a, a, metric_a = resolve_side(store, args.a, args.metric, args.plan, "A")
+        label_b, b, metric_b = resolve_side(store, args.b, args.metric or metric_a, args.plan, "B")
+    finally:
+        if store is not None:
+            store.close()
+    if metric_a != metric_b and args.metric is None and metric_a != "value" and metric_b != "value":
+        raise InputError(f"A's metric is {metric_a!r} and B's {metric_b!r}; choose one with --metric", field="B")
+    result = analysis.compare(a, b, alpha=args.alpha, names=(label_a, label_b))
+    result["metric"] = metric_a
+    print_comparison(result, _console())
+    if args.json:
+        args.json.write_text(json.dumps(finite(result), indent=2, default=_json_default) + "\n")
+    return 0
+
+
+def print_comparison(result: dict, console: Console) -> None:
+    na, nb = result["names"]
+    summaries = Table(title=f"{result['metric']}: {result['confidence']:.0%} intervals")
+    for heading in ("", "COUNT", "MEAN", "MEDIAN", "LOW", "HIGH", "SDEV%", "HW%", "normal? (Shapiro-Wilk p)"):
+        summaries.add_column(heading, justify="left" if not heading or heading.startswith("normal") else "right")
+    for name, s, norm in zip((na, nb), result["summaries"], result["normality"]):
+        normal = "n/a" if norm["normal"] is None else f"{'yes' if norm['normal'] else 'NO'} ({norm['p_value']:.3g})"
+        summaries.add_row(f"u{1 if name == na else 2} = {name}", str(s["count"]), report._num(s["mean"]),
+                          report._num(s["median"]), report._num(s["low"]), report._num(s["high"]),
+                          report._num(s["sdev_pct"]), report._num(s["hw_pct"]), normal)
+    console.print(summaries)
+    w = result["welch"]
+    console.print(f"difference of means u1 - u2 = {w['difference']:+.6g}; {result['confidence']:.0%} CI (Welch)"
+                  f" {w['low']:+.6g} .. {w['high']:+.6g}; t = {w['t']:.4g}, df = {w['df']:.4g}", highlight=False)
+    tests = Table(title=f"hypotheses (alpha = {result['alpha']:g}, {result['rests_on']})")
+    for heading in ("null hypothesis", "p-value", "decision"):
+        tests.add_column(heading)
+    for h in result["hypotheses"]:
+        tests.add_row(h["null"], f"{h['p_value']:.4g}", h["decision"])
+    console.print(tests)
+    v = result["variances"]
+    console.print(f"variances: F = {v['f_test']['F']:.4g} (p = {v['f_test']['p_value']:.3g}), Levene p ="
+                  f" {v['levene']['p_value']:.3g}: {'they differ' if v['differ'] else 'no evidence they differ'}"
+                  f" ({v['rests_on']}); Welch's test does not assume equal variances", highlight=False)
+    rank = result["rank"]
+    console.print(f"rank test (Mann-Whitney U = {rank['U']:.4g}): p = {rank['p_two_sided']:.3g}", highlight=False)
+    console.print(f"[bold]verdict:[/bold] {result['verdict']}", highlight=False)

@@ -1,0 +1,159 @@
+"""Small, safe expressions for `when` conditions and stop-rule predicates.
+
+    when  = "fs != 'btrfs' or threads <= 2"
+    until = "hw_pct < 5 or elapsed > 600"
+    until = "ops_per_s.hw_pct < 2 and count >= 5"
+
+Allowed: numbers, strings, true/false, names, name.attribute, comparisons
+(chained too), and/or/not, + - * / // % **, unary minus, `in` over a
+[list]/(tuple), and abs/min/max/round/int/float/str/len. Nothing else:
+no calls of other functions, no subscripts, no lambdas. Expressions are
+parsed once, when the plan is loaded, and the names they use are checked there.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+
+FUNCTIONS = {"abs": abs, "min": min, "max": max, "round": round, "int": int, "float": float, "str": str,
+             "len": len}
+_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+            ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b,
+            ast.NotIn: lambda a, b: a not in b}
+
+
+class ExpressionError(ValueError):
+    pass
+
+
+class Expression:
+    def __init__(self, text: str):
+        if not isinstance(text, str) or not text.strip():
+            raise ExpressionError("an expression must be a non-empty string")
+        self.text = text
+        # TOML-style booleans read naturally in a plan.
+        source = text.strip()
+        try:
+            tree = ast.parse(source, mode="eval")
+        except SyntaxError as error:
+            raise ExpressionError(f"does not parse: {error.msg} at column {error.offset} of {text!r}") from None
+        self.tree = tree.body
+        self.names: set[str] = set()   # bare names used
+        self.dotted: set[tuple[str, str]] = set()  # name.attribute pairs used
+        self._check(self.tree)
+
+    def _check(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Constant):
+            if not isinstance(node.value, (int, float, str, bool)) or node.value is None:
+                raise ExpressionError(f"constant {node.value!r} is not allowed in {self.text!r}")
+        elif isinstance(node, ast.Name):
+            if node.id not in ("true", "false"):
+                self.names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            if not isinstance(node.value, ast.Name):
+                raise ExpressionError(f"only name.attribute is allowed in {self.text!r}")
+            self.dotted.add((node.value.id, node.attr))
+        elif isinstance(node, ast.BoolOp):
+            for value in node.values:
+                self._check(value)
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.USub, ast.UAdd)):
+            self._check(node.operand)
+        elif isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            self._check(node.left)
+            self._check(node.right)
+        elif isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
+            self._check(node.left)
+            for comparator in node.comparators:
+                self._check(comparator)
+        elif isinstance(node, (ast.List, ast.Tuple)):
+            for element in node.elts:
+                self._check(element)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS \
+                and not node.keywords:
+            for argument in node.args:
+                self._check(argument)
+        else:
+            raise ExpressionError(f"{ast.unparse(node)!r} is not allowed in {self.text!r}"
+                                  " (use names, numbers, strings, comparisons, and/or/not, arithmetic)")
+
+    def check_names(self, known: set[str] | dict, dotted_ok: set[str] | None = None) -> None:
+        """Raise ExpressionError naming the first unknown name."""
+        for name in sorted(self.names):
+            if name not in known:
+                raise ExpressionError(f"unknown name {name!r} in {self.text!r}; known: {', '.join(sorted(known))}")
+        for base, _attribute in sorted(self.dotted):
+            if dotted_ok is not None and base not in dotted_ok:
+                raise ExpressionError(f"unknown metric {base!r} in {self.text!r}"
+                                      f"{'; known: ' + ', '.join(sorted(dotted_ok)) if dotted_ok else ''}")
+
+    def evaluate(self, variables: dict):
+        return _evaluate(self.tree, variables, self.text)
+
+    def __repr__(self) -> str:
+        return f"Expression({self.text!r})"
+
+
+def _evaluate(node: ast.AST, variables: dict, text: str):
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id in ("true", "false"):
+            return node.id == "true"
+        if node.id not in variables:
+            raise ExpressionError(f"unknown name {node.id!r} in {text!r}")
+        return variables[node.id]
+    if isinstance(node, ast.Attribute):
+        base = variables.get(node.value.id)
+        if base is None:
+            raise ExpressionError(f"no metric {node.value.id!r} (yet) for {text!r}")
+        value = base.get(node.attr) if isinstance(base, dict) else getattr(base, node.attr, None)
+        if value is None:
+            raise ExpressionError(f"{node.value.id}.{node.attr} is unknown in {text!r}")
+        return value
+    if isinstance(node, ast.BoolOp):
+        if isinstance(node.op, ast.And):
+            result = True
+            for value in node.values:
+                result = _evaluate(value, variables, text)
+                if not result:
+                    return result
+            return result
+        result = False
+        for value in node.values:
+            result = _evaluate(value, variables, text)
+            if result:
+                return result
+        return result
+    if isinstance(node, ast.UnaryOp):
+        operand = _evaluate(node.operand, variables, text)
+        if isinstance(node.op, ast.Not):
+            return not operand
+        return -operand if isinstance(node.op, ast.USub) else +operand
+    if isinstance(node, ast.BinOp):
+        left, right = _evaluate(node.left, variables, text), _evaluate(node.right, variables, text)
+        try:
+            return _BINARY[type(node.op)](left, right)
+        except ZeroDivisionError:
+            return math.nan
+        except TypeError as error:
+            raise ExpressionError(f"{error} in {text!r}") from None
+    if isinstance(node, ast.Compare):
+        left = _evaluate(node.left, variables, text)
+        for op, comparator in zip(node.ops, node.comparators):
+            right = _evaluate(comparator, variables, text)
+            try:
+                if not _COMPARE[type(op)](left, right):
+                    return False
+            except TypeError as error:
+                raise ExpressionError(f"{error} in {text!r}") from None
+            left = right
+        return True
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_evaluate(element, variables, text) for element in node.elts]
+    if isinstance(node, ast.Call):
+        return FUNCTIONS[node.func.id](*(_evaluate(a, variables, text) for a in node.args))
+    raise ExpressionError(f"cannot evaluate {text!r}")

@@ -1,0 +1,648 @@
+"""Running a plan, crash-safely.
+
+The store is the checkpoint. A plan, its expanded tests and every completed
+run are committed, each in one transaction, before the next step starts; a
+run interrupted before its commit leaves nothing and is run again on resume.
+The stop rule is a pure function of the committed runs, so `plan resume`
+continues each unfinished test exactly where the killed controller was:
+it re-runs the test's presetup (images and mounts are made again, as after
+a reboot), then only the runs still missing.
+
+Only one controller may write a store's plans at a time: a plan run or
+resume holds an exclusive lock (flock on STORE.lock, released by the kernel
+if the process dies), and a second one fails at once with a clear message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import fcntl
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .. import fsimage
+from .. import store as store_module
+from ..errors import InputError, RunError
+from ..sysinfo import snapshot
+from ..targets import check_ours, parse_target, target_label
+from . import cache, stoprule, trials
+from .monitor import Monitor, device_of, monitor_metrics
+from .plan import Plan, render
+from .process import aggregate, run_together
+
+COMMIT_DELAY_ENV = "PEAKBENCH_TEST_COMMIT_DELAY"  # tests only: seconds to sleep inside a run's commit
+
+
+class PlanStopped(Exception):
+    """Fast-fail: a run failed in a test whose on_failure is 'stop'."""
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+# ---------------------------------------------------------------------------------------------
+# the lock
+
+
+class StoreLock:
+    def __init__(self, db: Path):
+        self.path = Path(str(db) + ".lock")
+        self.file = None
+
+    def acquire(self, what: str) -> None:
+        self.file = open(self.path, "a+")
+        try:
+            fcntl.flock(self.file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.file.seek(0)
+            holder = self.file.read().strip() or "another process"
+            self.file.close()
+            self.file = None
+            raise RunError(f"{self.path.with_suffix('')} is in use by another peakbench plan ({holder});"
+                           " wait for it to finish, or give this plan another --db") from None
+        self.file.seek(0)
+        self.file.truncate()
+        self.file.write(f"pid {os.getpid()} on {socket.gethostname()}, {what}, since {_now()}\n")
+        self.file.flush()
+
+    def release(self) -> None:
+        if self.file is not None:
+            self.file.seek(0)
+            self.file.truncate()
+            fcntl.flock(self.file.fileno(), fcntl.LOCK_UN)
+            self.file.close()
+            self.file = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+# ---------------------------------------------------------------------------------------------
+# store records
+
+
+def _json(value) -> str:
+    return json.dumps(value, default=str)
+
+
+def create_plan(store: store_module.Store, plan: Plan, workdir: Path) -> int:
+    """The plan and all its (pending) tests, in one transaction."""
+    with store.transaction():
+        cursor = store.connection.execute(
+            "INSERT INTO plans (created, name, path, sources, plan, workdir, status) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (_now(), plan.name, plan.path, _json(plan.sources), _json(plan.to_dict()), str(workdir), "running"))
+        plan_id = cursor.lastrowid
+        for test in plan.tests:
+            store.connection.execute(
+                "INSERT INTO plan_tests (plan_id, seq, name, kind, vars, settings, status) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (plan_id, test["seq"], test["name"], test["kind"], _json(test["vars"]), _json(test), "pending"))
+        for note in plan.notes:
+            store.connection.execute(
+                "INSERT INTO plan_events (plan_id, created, kind, message) VALUES (?, ?, 'note', ?)",
+                (plan_id, _now(), note))
+    return plan_id
+
+
+def _event(store, plan_id: int, test_id: int | None, kind: str, message: str, detail=None) -> None:
+    with store.transaction():
+        store.connection.execute(
+            "INSERT INTO plan_events (plan_id, test_id, created, kind, message, detail) VALUES (?, ?, ?, ?, ?, ?)",
+            (plan_id, test_id, _now(), kind, message, _json(detail) if detail is not None else None))
+
+
+def _set_test(store, test_id: int, **columns) -> None:
+    with store.transaction():
+        for column, value in columns.items():
+            if column in ("sysinfo",):
+                value = _json(value)
+            store.connection.execute(f"UPDATE plan_tests SET {column} = ? WHERE id = ?", (value, test_id))
+
+
+def _set_plan(store, plan_id: int, **columns) -> None:
+    with store.transaction():
+        for column, value in columns.items():
+            store.connection.execute(f"UPDATE plans SET {column} = ? WHERE id = ?", (value, plan_id))
+
+
+def stored_runs(store, test_id: int) -> list[dict]:
+    rows = store.connection.execute("SELECT * FROM plan_runs WHERE test_id = ? ORDER BY attempt", (test_id,))
+    return [store_module._decode(row) for row in rows]
+
+
+def _commit_run(store, *, plan_id: int, test_id: int, attempt: int, status: str, discarded: bool, metrics: dict,
+                threads: list, hooks: list, cache_done: list, monitor: dict | None, sysinfo: dict,
+                result: dict | None, trial_rows: list[dict], error: str | None) -> int:
+    """One run, with its trials, in one transaction: all of it is stored, or none."""
+    with store.transaction():
+        trial_ids = [store.insert_trial(**row) for row in trial_rows]
+        cursor = store.connection.execute(
+            "INSERT INTO plan_runs (plan_id, test_id, attempt, created, status, discarded, metrics, threads, hooks,"
+            " cache, monitor, sysinfo, result, trial_ids, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (plan_id, test_id, attempt, _now(), status, int(discarded), _json(metrics), _json(threads), _json(hooks),
+             _json(cache_done), _json(monitor) if monitor is not None else None, _json(sysinfo),
+             _json(result) if result is not None else None, _json(trial_ids), error))
+        delay = os.environ.get(COMMIT_DELAY_ENV)
+        if delay:
+            time.sleep(float(delay))
+    return cursor.lastrowid
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:80]
+
+
+def _render_command(command, values: dict):
+    if isinstance(command, str):
+        return render(command, values)
+    return [render(part, values) for part in command]
+
+
+def cleanup_stale(directory: Path) -> list[str]:
+    """Unmount whatever a killed controller left mounted under `directory` and detach its loop devices."""
+    done = []
+    try:
+        mountinfo = Path("/proc/self/mountinfo").read_text()
+    except OSError:
+        return done
+    root = os.path.realpath(directory)
+    mount_points = []
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if len(fields) > 4:
+            point = fields[4].replace("\\040", " ")
+            if point == root or point.startswith(root + "/"):
+                mount_points.append(point)
+    for point in sorted(mount_points, key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], capture_output=True, timeout=120)
+        done.append(f"unmounted {point}")
+    if shutil.which("losetup") and directory.is_dir():
+        for image in directory.glob("*.img"):
+            listed = subprocess.run(["losetup", "-j", str(image)], capture_output=True, text=True, timeout=60)
+            for line in listed.stdout.splitlines():
+                device = line.split(":", 1)[0]
+                subprocess.run(["losetup", "-d", device], capture_output=True, timeout=60)
+                done.append(f"detached {device}")
+    return done
+
+
+def _parse_metrics(test: dict, text: str) -> dict:
+    metrics: dict[str, float] = {}
+    if test.get("parse") == "json":
+        found = None
+        stripped = text.strip()
+        candidates = [stripped] + [line.strip() for line in reversed(stripped.splitlines())]
+        for candidate in candidates:
+            if candidate.startswith("{"):
+                try:
+                    value = json.loads(candidate)
+                except ValueError:
+                    continue
+                if isinstance(value, dict):
+                    found = value
+                    break
+        for key, value in (found or {}).items():
+            if isinstance(value, bool):
+                continue
+            if isinstance(value, (int, float)):
+                metrics[re.sub(r"\W", "_", key)] = float(value)
+            elif isinstance(value, dict):
+                for sub, number in value.items():
+                    if isinstance(number, (int, float)) and not isinstance(number, bool):
+                        metrics[re.sub(r"\W", "_", f"{key}_{sub}")] = float(number)
+    for name, pattern in test.get("metrics", {}).items():
+        matches = list(re.finditer(pattern, text, re.MULTILINE))
+        if matches:
+            match = matches[-1]
+            group = match.group("value") if "value" in match.re.groupindex else match.group(1)
+            try:
+                metrics[name] = float(group)
+            except (TypeError, ValueError):
+                pass
+    return metrics
+
+
+# ---------------------------------------------------------------------------------------------
+# the runner
+
+
+class Runner:
+    def __init__(self, store: store_module.Store, plan_id: int, out=sys.stderr):
+        self.store = store
+        self.plan_id = plan_id
+        self.out = out
+        row = store.connection.execute("SELECT * FROM plans WHERE id = ?", (plan_id,)).fetchone()
+        self.plan = json.loads(row["plan"])
+        self.workdir = Path(row["workdir"])
+        self.settings = self.plan["settings"]
+        self.tests = [store_module._decode(r) for r in
+                      store.connection.execute("SELECT * FROM plan_tests WHERE plan_id = ? ORDER BY seq", (plan_id,))]
+
+    def say(self, message: str) -> None:
+        print(message, file=self.out, flush=True)
+
+    def run(self) -> str:
+        """Run every unfinished test; returns the plan's final status ('done', 'failed' or 'stopped')."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        failed_tests = 0
+        total = len(self.tests)
+        try:
+            for test in self.tests:
+                if test["status"] == "done":
+                    continue
+                # A test that failed before (fast-fail, or on_failure = continue) is tried again on
+                # resume: its failed runs stay stored but never count.
+                status = self.run_test(test, total)
+                if status == "failed":
+                    failed_tests += 1
+        except PlanStopped as stop:
+            _set_plan(self.store, self.plan_id, status="failed", error=str(stop), finished=_now())
+            self.say(f"plan {self.plan['name']}: stopped: {stop}")
+            return "failed"
+        final = "done" if failed_tests == 0 else "stopped"
+        _set_plan(self.store, self.plan_id, status=final, finished=_now(),
+                  error=None if final == "done" else f"{failed_tests} test(s) failed")
+        return final
+
+    # -- one test -------------------------------------------------------------------------------
+    def run_test(self, row: dict, total: int) -> str:
+        test = row["settings"]
+        test_id = row["id"]
+        label = f"[{test['seq'] + 1}/{total}] {test['name']}"
+        runs = stored_runs(self.store, test_id)
+        resumed = bool(runs) or row["status"] in ("running", "failed")
+        decision = self._decision(test, runs)
+        if decision:
+            _set_test(self.store, test_id, status="done", stop_reason=decision)
+            self.say(f"{label}: done ({decision})")
+            return "done"
+        test_dir = self.workdir / f"{test['seq']:04d}-{_safe(test['name'])}"
+        for message in cleanup_stale(test_dir):
+            _event(self.store, self.plan_id, test_id, "resume", f"{test['name']}: {message} (left by a killed run)")
+        test_dir.mkdir(parents=True, exist_ok=True)
+        _set_test(self.store, test_id, status="running")
+        if resumed:
+            _event(self.store, self.plan_id, test_id, "resume",
+                   f"{test['name']}: resumed with {len(runs)} stored run(s)")
+        fs = None
+        values = {"plan": self.plan["name"], "test": test["name"], "workdir": str(test_dir),
+                  "threads": test["threads"], "mount": str(test_dir / "mnt"), "run": 0, "thread": 1,
+                  "error": "", **test["vars"]}
+        try:
+            if test["fs"]:
+                try:
+                    fs = fsimage.create(test_dir, test["fs"]["type"], test["fs"]["size_mb"], test["fs"]["options"])
+                except (RuntimeError, OSError, subprocess.SubprocessError) as error:
+                    return self._fail(test, test_id, 0, f"cannot make the {test['fs']['type']} image: {error}")
+                values["mount"] = str(fs.mountpoint)
+            sysinfo = self._sysinfo(test, values)
+            _set_test(self.store, test_id, sysinfo=sysinfo)
+            failure = self._hooks(test, test_id, "presetup", values, test_dir)
+            if failure:
+                return self._fail(test, test_id, 0, failure)
+            warm_pending = "warm" in test["cache"]["policy"]
+            while True:
+                attempt = (runs[-1]["attempt"] if runs else 0) + 1
+                values["run"] = attempt
+                outcome = self._one_run(test, test_id, attempt, values, test_dir, fs, sysinfo, warm_pending)
+                runs = stored_runs(self.store, test_id)
+                last = runs[-1]
+                if last["status"] != "done":
+                    return self._fail(test, test_id, attempt, last["error"])
+                discarded = bool(last["discarded"])
+                warm_pending = False
+                shown = last["metrics"].get(test["metric"])
+                shown_text = f"{test['metric']} {shown:.6g}" if isinstance(shown, (int, float)) else ""
+                self.say(f"{label} run {attempt}{' (warm-up, discarded)' if discarded else ''}: {shown_text}"
+                         f"{outcome}")
+                decision = self._decision(test, runs)
+                if decision:
+                    break
+            failure = self._hooks(test, test_id, "postcleanup", values, test_dir)
+            if failure:
+                return self._fail(test, test_id, attempt, failure)
+            _set_test(self.store, test_id, status="done", stop_reason=decision)
+            self.say(f"{label}: done ({decision})")
+            return "done"
+        finally:
+            if fs is not None:
+                try:
+                    fs.destroy()
+                except Exception as error:  # noqa: BLE001 - reported, the plan goes on
+                    _event(self.store, self.plan_id, test_id, "warning", f"{test['name']}: teardown: {error}")
+
+    def _decision(self, test: dict, runs: list[dict]) -> str | None:
+        counted = [r["metrics"] for r in runs if r["status"] == "done" and not r["discarded"]]
+        elapsed = sum(float(r["metrics"].get("elapsed", 0.0)) for r in runs)
+        failures = sum(1 for r in runs if r["status"] != "done")
+        decision, warning = stoprule.decide(test["stop"], test["metric"], counted, attempts=len(runs),
+                                            failures=failures, elapsed=elapsed,
+                                            confidence=self.settings["confidence"])
+        if warning:
+            self.say(f"warning: {test['name']}: {warning}")
+        return decision
+
+    def _sysinfo(self, test: dict, values: dict) -> dict:
+        target_path = self._target_path(test, values)
+        try:
+            target = {"kind": "posix", "path": target_path} if target_path and os.path.exists(target_path) \
+                else {"kind": "none"}
+            engine_version = None
+            if test["kind"] == "trial":
+                with contextlib.suppress(Exception):
+                    engine_version = trials.Engine().version()
+            info = snapshot(target, engine_version)
+        except Exception as error:  # noqa: BLE001 - a snapshot must never stop a plan
+            info = {"error": str(error)}
+        if test.get("server_version"):
+            hook = test["server_version"]
+            results = run_together([_render_command(hook["command"], values)], shell=hook["shell"],
+                                   envs=[self._env(test, values, 1)], timeout_s=hook["timeout_s"],
+                                   output_dir=Path(values["workdir"]) / "out", label="server-version")
+            info["server_version"] = (results[0].stdout.strip() or results[0].stderr.strip())[:500]
+        return info
+
+    def _env(self, test: dict, values: dict, thread: int) -> dict:
+        env = dict(os.environ)
+        local = {**values, "thread": thread}
+        for key, value in test["env"].items():
+            env[key] = render(value, local)
+        env.update({"PEAKBENCH_THREAD": str(thread), "APTHREAD": str(thread),
+                    "PEAKBENCH_THREADS": str(test["threads"]), "PEAKBENCH_RUN": str(values["run"]),
+                    "PEAKBENCH_TEST": test["name"], "PEAKBENCH_PLAN": self.plan["name"],
+                    "PEAKBENCH_MOUNT": str(values["mount"]), "PEAKBENCH_WORKDIR": str(values["workdir"])})
+        return env
+
+    def _hooks(self, test: dict, test_id: int, phase: str, values: dict, test_dir: Path,
+               collect: list | None = None) -> str | None:
+        """Run one phase's hooks in order; returns why a hook failed (None when all were fine)."""
+        for number, hook in enumerate(test["hooks"][phase], start=1):
+            command = _render_command(hook["command"], values)
+            started = time.monotonic()
+            try:
+                result = run_together([command], shell=hook["shell"], envs=[self._env(test, values, 1)],
+                                      timeout_s=hook["timeout_s"], output_dir=test_dir / "out",
+                                      label=f"{phase}{number}.run{values['run']}")[0]
+            except OSError as error:
+                return f"{phase} hook {number} could not start: {error}"
+            record = {"phase": phase, "number": number, "command": command, "exit_status": result.exit_status,
+                      "elapsed": time.monotonic() - started, "timed_out": result.timed_out,
+                      "stdout": result.stdout, "stderr": result.stderr, "error": result.error}
+            if collect is not None:
+                collect.append(record)
+            else:
+                _event(self.store, self.plan_id, test_id, "hook",
+                       f"{test['name']}: {phase} hook {number}: {'ok' if result.ok else result.describe_failure()}",
+                       record)
+            if not result.ok and not hook["ignore_errors"]:
+                return f"{phase} hook {number} ({_show(command)}) failed: {result.describe_failure()}"
+        return None
+
+    def _cache(self, test: dict, values: dict, fs) -> list[dict]:
+        done = []
+        policy = test["cache"]["policy"]
+        if "remount" in policy:
+            if fs is not None:
+                os.sync()
+                fs.remount()
+                done.append({"policy": "remount", "mount_point": str(fs.mountpoint), "fs_type": fs.fstype})
+            else:
+                done.append(cache.remount_path(render(test["cache"]["mount"], values)))
+        if "drop" in policy:
+            done.append(cache.drop_caches())
+        if "chill" in policy:
+            done.append(cache.chill(test["cache"]["chill_bytes"]))
+        return done
+
+    def _one_run(self, test: dict, test_id: int, attempt: int, values: dict, test_dir: Path, fs, sysinfo: dict,
+                 discard: bool) -> str:
+        """Setup, cache policy, the measured run (with monitors), commit, cleanup. Returns a note to print."""
+        hooks: list[dict] = []
+        threads_out: list[dict] = []
+        metrics: dict = {}
+        result = None
+        trial_rows: list[dict] = []
+        monitor_record = None
+        cache_done: list[dict] = []
+        error = self._hooks(test, test_id, "setup", values, test_dir, collect=hooks)
+        if error is None:
+            try:
+                cache_done = self._cache(test, values, fs)
+            except (RunError, OSError, RuntimeError, subprocess.SubprocessError) as failure:
+                error = f"cache policy: {failure}"
+        if error is None:
+            monitor = None
+            if test["monitor"]["enabled"]:
+                device_setting = render(test["monitor"]["device"], values)
+                device = None
+                if device_setting == "auto":
+                    device = device_of(self._target_path(test, values))
+                elif device_setting != "none":
+                    device = os.path.basename(os.path.realpath(device_setting))
+                monitor = Monitor(test["monitor"]["interval_s"], device, test["monitor"]["processes"])
+                monitor.start()
+            try:
+                if test["kind"] == "command":
+                    metrics, threads_out, error = self._run_command(test, values, test_dir)
+                else:
+                    metrics, threads_out, result, trial_rows, error = self._run_trial(test, values, attempt,
+                                                                                      sysinfo)
+            finally:
+                if monitor is not None:
+                    summary = monitor.stop()
+                    monitor_record = {"summary": summary, "series": monitor.series()}
+                    if error is None:
+                        metrics.update(monitor_metrics(summary))
+        status = "done" if error is None else "failed"
+        _commit_run(self.store, plan_id=self.plan_id, test_id=test_id, attempt=attempt, status=status,
+                    discarded=discard and status == "done", metrics=metrics, threads=threads_out, hooks=hooks,
+                    cache_done=cache_done, monitor=monitor_record, sysinfo=sysinfo, result=result,
+                    trial_rows=trial_rows, error=error)
+        if status == "done":
+            cleanup_error = self._hooks(test, test_id, "cleanup", values, test_dir)
+            if cleanup_error:
+                _event(self.store, self.plan_id, test_id, "warning", f"{test['name']}: {cleanup_error}")
+        return ""
+
+    def _target_path(self, test: dict, values: dict) -> str | None:
+        """The directory under test: a trial's target, a command test's `target`, else the fs image's mount."""
+        written = test["trial"]["target"] if test["kind"] == "trial" else test.get("target")
+        if written:
+            rendered = render(written, values)
+            if rendered.startswith("file://"):
+                rendered = rendered[len("file://"):]
+            return None if "://" in rendered else rendered
+        return values["mount"] if test["fs"] else None
+
+    def _run_command(self, test: dict, values: dict, test_dir: Path) -> tuple[dict, list, str | None]:
+        count = test["threads"]
+        commands = [_render_command(test["command"], {**values, "thread": i}) for i in range(1, count + 1)]
+        envs = [self._env(test, values, i) for i in range(1, count + 1)]
+        results = run_together(commands, shell=test["shell"], envs=envs, timeout_s=test["timeout_s"],
+                               output_dir=test_dir / "out", label=f"run{values['run']}")
+        per_thread = []
+        parsed_all = []
+        for result in results:
+            parsed = _parse_metrics(test, result.stdout)
+            parsed_all.append(parsed)
+            per_thread.append({**result.to_dict(), "metrics": parsed})
+        metrics = aggregate(results)
+        combined: dict[str, float] = {}
+        for parsed in parsed_all:
+            for key, value in parsed.items():
+                combined[key] = combined.get(key, 0.0) + value   # threads' throughputs and counts add up
+        metrics.update(combined)
+        failed = [r for r in results if not r.ok]
+        error = None
+        if failed:
+            first = failed[0]
+            error = f"thread {first.index} of {count}: {first.describe_failure()}" if count > 1 \
+                else first.describe_failure()
+        elif test["metric"] not in metrics:
+            error = f"the output has no metric {test['metric']!r} (parsed: {', '.join(sorted(combined)) or 'none'})"
+        return metrics, per_thread, error
+
+    def _run_trial(self, test: dict, values: dict, attempt: int, sysinfo: dict):
+        from ..workload import find_workload, trial_spec
+        t = test["trial"]
+        try:
+            workload = find_workload(t["workload"])
+            target = parse_target(render(t["target"], values))
+            spec = trial_spec(workload, target, rate=t["rate"], warmup_s=t["warmup_s"], runtime_s=t["runtime_s"],
+                              seed=t["seed"] + attempt - 1, scale=t["scale"], max_outstanding=t["max_outstanding"])
+            specs = trials.client_specs(spec, test["threads"])
+            for one in specs:  # each client prepares in its own directory, which must be new or its own
+                if one["target"]["kind"] == "posix":
+                    Path(one["target"]["path"]).mkdir(parents=True, exist_ok=True)
+                check_ours(one["target"])
+        except InputError as error:
+            return {}, [], None, [], f"trial input: {error}"
+        started = time.monotonic()
+        record = dict(workload=workload.name, sysinfo=sysinfo)
+        try:
+            results = trials.RUNNER(specs)
+        except RunError as error:
+            return {"elapsed": time.monotonic() - started}, [], None, [], str(error)
+        elapsed = time.monotonic() - started
+        merged = trials.merge_results(results)
+        metrics = {"elapsed": elapsed, **trials.trial_metrics(merged)}
+        rows = [dict(record, target=target_label(one["target"]), spec=one, result=res) for one, res in
+                zip(specs, results)]
+        per_client = [{"index": i + 1, "rate": one["load"]["rate"], **trials.trial_metrics(res)}
+                      for i, (one, res) in enumerate(zip(specs, results))]
+        merged_small = {k: v for k, v in merged.items() if k != "ops"} if len(results) > 1 else None
+        return metrics, per_client, merged_small, rows, None
+
+    def _fail(self, test: dict, test_id: int, attempt: int, error: str) -> str:
+        message = f"{test['name']}: {'run ' + str(attempt) if attempt else 'test'} failed: {error}"
+        self.say(f"FAILED {message}")
+        _event(self.store, self.plan_id, test_id, "failure", message, {"attempt": attempt, "error": error})
+        _set_test(self.store, test_id, status="failed", stop_reason=f"failed: {error}"[:1000])
+        self._notify(test, attempt, error)
+        if test["on_failure"] == "stop":
+            raise PlanStopped(message)
+        return "failed"
+
+    def _notify(self, test: dict, attempt: int, error: str) -> None:
+        hook = self.settings.get("notify")
+        if not hook:
+            return
+        values = {"plan": self.plan["name"], "test": test["name"], "run": attempt, "error": error,
+                  "thread": 1, "threads": test["threads"], "mount": "", "workdir": str(self.workdir)}
+        command = _render_command(hook["command"], values)
+        env = dict(os.environ, PEAKBENCH_PLAN=self.plan["name"], PEAKBENCH_TEST=test["name"],
+                   PEAKBENCH_ERROR=error, PEAKBENCH_RUN=str(attempt))
+        try:
+            result = run_together([command], shell=hook["shell"], envs=[env], timeout_s=hook["timeout_s"],
+                                  output_dir=self.workdir / "notify", label=f"notify-{_safe(test['name'])}")[0]
+            outcome = "ok" if result.ok else result.describe_failure()
+            detail = {"command": command, "stdout": result.stdout, "stderr": result.stderr,
+                      "exit_status": result.exit_status}
+        except OSError as failure:
+            outcome, detail = f"could not start: {failure}", {"command": command}
+        _event(self.store, self.plan_id, None, "notify",
+               f"notify for {test['name']}: {outcome}", detail)
+
+
+def _show(command) -> str:
+    return command if isinstance(command, str) else " ".join(command)
+
+
+# ---------------------------------------------------------------------------------------------
+# entry points
+
+
+def default_workdir(db: Path) -> Path:
+    return Path(str(Path(db).absolute()) + ".work")
+
+
+def run_plan(plan: Plan, db: Path, workdir: Path | None = None, out=sys.stderr) -> tuple[int, str]:
+    """Store the plan and run it; returns (plan id, final status)."""
+    store_module.check_compatible(db)
+    lock = StoreLock(db)
+    lock.acquire(f"running plan {plan.name}")
+    try:
+        with store_module.Store(db) as store:
+            base = workdir or default_workdir(db)
+            plan_id = create_plan(store, plan, base / f"plan{_next_plan_id(store)}")
+            print(f"plan {plan_id} ({plan.name}): {len(plan.tests)} tests; store {db};"
+                  f" resume with `peakbench plan resume --db {db}` if interrupted", file=out, flush=True)
+            for note in plan.notes:
+                print(f"note: {note}", file=out)
+            return plan_id, Runner(store, plan_id, out).run()
+    finally:
+        lock.release()
+
+
+def _next_plan_id(store) -> int:
+    row = store.connection.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM plans").fetchone()
+    return row[0]
+
+
+def unfinished_plan(store, plan_id: int | None) -> int:
+    if plan_id is not None:
+        row = store.connection.execute("SELECT id, status FROM plans WHERE id = ?", (plan_id,)).fetchone()
+        if row is None:
+            raise InputError(f"no plan {plan_id} in the store", file=store.path)
+        if row["status"] == "done":
+            raise InputError(f"plan {plan_id} is already done; nothing to resume", file=store.path)
+        return plan_id
+    row = store.connection.execute(
+        "SELECT id FROM plans WHERE status != 'done' ORDER BY id DESC LIMIT 1").fetchone()
+    if row is None:
+        raise InputError("no unfinished plan in the store; nothing to resume", file=store.path)
+    return row["id"]
+
+
+def resume_plan(db: Path, plan_id: int | None = None, out=sys.stderr) -> tuple[int, str]:
+    if not Path(db).exists():
+        raise InputError("no such store", file=db)
+    store_module.check_compatible(db)
+    lock = StoreLock(db)
+    lock.acquire("resuming a plan")
+    try:
+        with store_module.Store(db) as store:
+            plan_id = unfinished_plan(store, plan_id)
+            counts = store.connection.execute(
+                "SELECT COUNT(*) FROM plan_runs WHERE plan_id = ? AND status = 'done'", (plan_id,)).fetchone()[0]
+            _set_plan(store, plan_id, status="running", error=None, finished=None)
+            _event(store, plan_id, None, "resume", f"resumed by pid {os.getpid()} with {counts} completed run(s)")
+            print(f"plan {plan_id}: resuming ({counts} completed runs kept)", file=out, flush=True)
+            return plan_id, Runner(store, plan_id, out).run()
+    finally:
+        lock.release()

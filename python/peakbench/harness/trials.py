@@ -1,0 +1,143 @@
+"""A peakbench trial as a harness test: the one seam through which plans run trials.
+
+`run_clients(specs)` is the only function the runner calls to run a trial:
+it prepares every client's file set, then starts all clients' engines
+together behind a barrier and returns their TrialResults. Distributed runs
+(Dask, issue 8) replace this one function (see RUNNER), nothing else.
+`merge_results` combines the clients' results as the paper's aggregation
+says: histograms merge exactly, rates and counts add.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable
+
+from hdrh.histogram import HdrHistogram
+
+from ..engine import Engine
+from ..errors import RunError
+from ..searching import percentile_ms
+from ..table import error_count
+
+
+def client_specs(spec: dict, clients: int) -> list[dict]:
+    """One spec per client: the offered rate split evenly, a seed and (posix) a directory each."""
+    if clients == 1:
+        return [spec]
+    specs = []
+    for index in range(1, clients + 1):
+        one = copy.deepcopy(spec)
+        one["load"]["rate"] = spec["load"]["rate"] / clients
+        one["seed"] = spec["seed"] * 1000 + index
+        if one["target"]["kind"] == "posix":
+            one["target"]["path"] = f"{spec['target']['path'].rstrip('/')}/client{index}"
+        specs.append(one)
+    return specs
+
+
+def run_clients(specs: list[dict], engine: Engine | None = None) -> list[dict]:
+    """Prepare each client's file set, then run every client's trial at once; their TrialResults.
+
+    Any client failing fails the whole run (RunError).
+    """
+    engine = engine or Engine()
+    for spec in specs:
+        engine.prepare(spec)
+    if len(specs) == 1:
+        return [engine.run(specs[0])]
+    barrier = threading.Barrier(len(specs))
+    results: list[dict | None] = [None] * len(specs)
+    errors: list[BaseException | None] = [None] * len(specs)
+
+    def client(slot: int) -> None:
+        try:
+            barrier.wait(timeout=600)
+            results[slot] = engine.run(specs[slot])
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors[slot] = error
+
+    threads = [threading.Thread(target=client, args=(slot,), daemon=True) for slot in range(len(specs))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    failed = [(slot, error) for slot, error in enumerate(errors) if error is not None]
+    if failed:
+        slot, error = failed[0]
+        raise RunError(f"client {slot + 1} of {len(specs)}: {error}")
+    return results  # type: ignore[return-value]
+
+
+# The runner calls trials.RUNNER(specs); a distributed implementation can replace it.
+RUNNER: Callable[[list[dict]], list[dict]] = run_clients
+
+
+def merge_results(results: list[dict]) -> dict:
+    """One TrialResult-like summary of several clients' results (exact histogram merge)."""
+    if len(results) == 1:
+        return results[0]
+    merged_hist = None
+    for result in results:
+        encoded = result.get("latency", {}).get("hist")
+        if encoded:
+            histogram = HdrHistogram.decode(encoded)
+            if merged_hist is None:
+                merged_hist = histogram
+            else:
+                merged_hist.add(histogram)
+    count = sum(r["latency"]["count"] for r in results)
+    latency = {"count": count}
+    if merged_hist is not None and merged_hist.get_total_count():
+        latency.update(
+            mean_ms=merged_hist.get_mean_value() / 1e6, stddev_ms=merged_hist.get_stddev() / 1e6,
+            p50_ms=merged_hist.get_value_at_percentile(50) / 1e6,
+            p90_ms=merged_hist.get_value_at_percentile(90) / 1e6,
+            p99_ms=merged_hist.get_value_at_percentile(99) / 1e6,
+            max_ms=merged_hist.get_max_value() / 1e6,
+            hist=merged_hist.encode().decode() if isinstance(merged_hist.encode(), bytes) else merged_hist.encode(),
+        )
+    else:
+        weights = [r["latency"]["count"] for r in results]
+        total = sum(weights) or 1
+        latency["mean_ms"] = sum(r["latency"].get("mean_ms", 0) * w for r, w in zip(results, weights)) / total
+        for key in ("p50_ms", "p90_ms", "p99_ms", "max_ms"):
+            latency[key] = max(r["latency"].get(key, 0) for r in results)
+    ops: dict = {}
+    for result in results:
+        for name, op in result.get("ops", {}).items():
+            into = ops.setdefault(name, {"count": 0, "errors": {}, "timeouts": 0})
+            into["count"] += op.get("count", 0)
+            into["timeouts"] += op.get("timeouts", 0)
+            for kind, number in op.get("errors", {}).items():
+                into["errors"][kind] = into["errors"].get(kind, 0) + number
+    return {
+        "clients": len(results),
+        "requested_rate": sum(r.get("requested_rate", 0) for r in results),
+        "achieved_rate": sum(r.get("achieved_rate", 0) for r in results),
+        "completed": sum(r.get("completed", 0) for r in results),
+        "generator_saturated": any(r.get("generator_saturated") for r in results),
+        "schedule_lag": {"p99_ms": max(r.get("schedule_lag", {}).get("p99_ms", 0) for r in results)},
+        "latency": latency,
+        "ops": ops,
+    }
+
+
+def trial_metrics(merged: dict) -> dict:
+    """The numbers of a (merged) trial that the harness analyses."""
+    latency = merged.get("latency", {})
+    metrics = {
+        "achieved_rate": merged.get("achieved_rate"),
+        "mean_ms": latency.get("mean_ms"),
+        "p50_ms": latency.get("p50_ms"),
+        "p90_ms": latency.get("p90_ms") if latency.get("p90_ms") is not None else
+        (percentile_ms(merged, 90) if latency.get("hist") else None),
+        "p99_ms": latency.get("p99_ms"),
+        "max_ms": latency.get("max_ms"),
+        "completed": merged.get("completed"),
+        "errors": sum(error_count(op) for op in merged.get("ops", {}).values()),
+        "schedule_lag_p99_ms": merged.get("schedule_lag", {}).get("p99_ms"),
+        "generator_saturated": 1.0 if merged.get("generator_saturated") else 0.0,
+    }
+    return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
