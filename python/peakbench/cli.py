@@ -6,6 +6,7 @@
     peakbench simulate [--samples N] [--policies P,...] [--surfaces]
     peakbench workloads list | show NAME [--rate OPS] [--scale F]
     peakbench results list | show ID | export (--csv FILE | --json FILE)
+    peakbench report [search:ID|sfs:ID|trial:ID ...] --html FILE [--figures DIR --format png,svg,pdf] [--csv DIR]
 
 Exit status: 0 done, 1 the trial could not run, 2 bad input (one line on
 stderr naming the file, line and field; nothing written to the store or target),
@@ -25,6 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import searching, sim
+from .report import command as report_command
 from . import store as store_module
 from .controller import DEFAULT_POLICY, POLICIES, SearchSettings
 from .distributions import describe as describe_distribution
@@ -182,6 +184,11 @@ def build_parser() -> argparse.ArgumentParser:
     export_to.add_argument("--csv", type=Path, metavar="FILE")
     export_to.add_argument("--json", type=Path, metavar="FILE")
     export.set_defaults(handler=command_results_export)
+
+    report = commands.add_parser("report", parents=[store_option],
+                                 help="tables, figures and a self-contained HTML report from the store")
+    report_command.add_arguments(report)
+    report.set_defaults(handler=lambda args: report_command.run(args, _console()))
     return parser
 
 

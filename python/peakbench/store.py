@@ -50,6 +50,18 @@ MIGRATIONS = [
         )""",
         "ALTER TABLE trials ADD COLUMN search_id INTEGER REFERENCES searches (id)",
     ],
+    [  # version 3: SPECsfs-style load-point curves (`peakbench sfs`); their trials point at them
+        """CREATE TABLE sfs_runs (
+            id INTEGER PRIMARY KEY,
+            created TEXT NOT NULL,            -- UTC, ISO 8601
+            workload TEXT NOT NULL,
+            target TEXT NOT NULL,
+            settings TEXT NOT NULL,           -- JSON: the rc file's values and the load points
+            status TEXT NOT NULL,             -- 'running', 'done' or 'failed'
+            error TEXT
+        )""",
+        "ALTER TABLE trials ADD COLUMN sfs_run_id INTEGER REFERENCES sfs_runs (id)",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 JSON_COLUMNS = ("notes", "spec", "result", "sysinfo", "settings")
@@ -140,17 +152,19 @@ class Store:
             self.connection.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
 
     def add_trial(self, *, workload: str, target: str, spec: dict, sysinfo: dict, result: dict | None = None,
-                  error: str | None = None, notes: list[str] = (), search_id: int | None = None) -> int:
+                  error: str | None = None, notes: list[str] = (), search_id: int | None = None,
+                  sfs_run_id: int | None = None) -> int:
         """Store one trial (done if it has a result, failed otherwise); returns its id."""
         with self._transaction():  # the whole trial or nothing
             cursor = self.connection.execute(
                 "INSERT INTO trials (created, workload, target, rate, status, error, notes, spec, result, sysinfo,"
-                " search_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " search_id, sfs_run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     _now(), workload, target, spec["load"]["rate"],
                     "done" if result is not None else "failed", error,
                     json.dumps(list(notes)), json.dumps(spec),
                     json.dumps(result) if result is not None else None, json.dumps(sysinfo), search_id,
+                    sfs_run_id,
                 ),
             )
         return cursor.lastrowid
@@ -182,6 +196,31 @@ class Store:
 
     def search_trials(self, search_id: int) -> list[dict]:
         rows = self.connection.execute("SELECT * FROM trials WHERE search_id = ? ORDER BY id", (search_id,))
+        return [_decode(row) for row in rows]
+
+    def add_sfs_run(self, *, workload: str, target: str, settings: dict) -> int:
+        """Open a load-point curve before its first trial; returns its id."""
+        with self._transaction():
+            cursor = self.connection.execute(
+                "INSERT INTO sfs_runs (created, workload, target, settings, status) VALUES (?, ?, ?, ?, 'running')",
+                (_now(), workload, target, json.dumps(settings)),
+            )
+        return cursor.lastrowid
+
+    def finish_sfs_run(self, run_id: int, *, error: str | None = None) -> None:
+        with self._transaction():
+            self.connection.execute("UPDATE sfs_runs SET status = ?, error = ? WHERE id = ?",
+                                    ("done" if error is None else "failed", error, run_id))
+
+    def sfs_runs(self) -> list[dict]:
+        return [_decode(row) for row in self.connection.execute("SELECT * FROM sfs_runs ORDER BY id")]
+
+    def sfs_run(self, run_id: int) -> dict | None:
+        row = self.connection.execute("SELECT * FROM sfs_runs WHERE id = ?", (run_id,)).fetchone()
+        return _decode(row) if row is not None else None
+
+    def sfs_run_trials(self, run_id: int) -> list[dict]:
+        rows = self.connection.execute("SELECT * FROM trials WHERE sfs_run_id = ? ORDER BY id", (run_id,))
         return [_decode(row) for row in rows]
 
     def trials(self) -> list[dict]:
