@@ -6,6 +6,7 @@
     peakbench simulate [--samples N] [--policies P,...] [--surfaces]
     peakbench workloads list | show NAME [--rate OPS] [--scale F]
     peakbench results list | show ID | export (--csv FILE | --json FILE)
+    peakbench sfs RCFILE [--spec-rounding] [--dry-run]
     peakbench report [search:ID|sfs:ID|trial:ID ...] --html FILE [--figures DIR --format png,svg,pdf] [--csv DIR]
 
 Exit status: 0 done, 1 the trial could not run, 2 bad input (one line on
@@ -27,6 +28,7 @@ from rich.table import Table
 
 from . import searching, sim
 from .report import command as report_command
+from .sfs import run as sfs_command
 from . import store as store_module
 from .controller import DEFAULT_POLICY, POLICIES, SearchSettings
 from .distributions import describe as describe_distribution
@@ -184,6 +186,15 @@ def build_parser() -> argparse.ArgumentParser:
     export_to.add_argument("--csv", type=Path, metavar="FILE")
     export_to.add_argument("--json", type=Path, metavar="FILE")
     export.set_defaults(handler=command_results_export)
+
+    sfs_run = commands.add_parser("sfs", parents=[store_option],
+                                  help="run a SPECsfs-style load-point curve from an rc file")
+    sfs_run.add_argument("rcfile", type=Path, metavar="RCFILE",
+                         help="sfs_rc-style file: LOAD, INCR_LOAD, NUM_RUNS, CLIENTS, PROCS, MNT_POINTS, ...")
+    sfs_run.add_argument("--spec-rounding", action="store_true",
+                         help="floor each process's rate as SPEC does (default: split the load exactly)")
+    sfs_run.add_argument("--dry-run", action="store_true", help="print the load points and stop")
+    sfs_run.set_defaults(handler=lambda args: sfs_command.command(args, _console()))
 
     report = commands.add_parser("report", parents=[store_option],
                                  help="tables, figures and a self-contained HTML report from the store")
