@@ -2,19 +2,16 @@
 
 Figures are drawn without a display (the Agg backend). The HTML report embeds
 each as inline SVG with its fonts turned into paths, so it renders the same
-everywhere and needs nothing from the network.
+everywhere and needs nothing from the network. matplotlib is imported on the
+first figure: it takes a second, which no other peakbench command should pay.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 from pathlib import Path
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 COLUMN_WIDTH_IN = 3.4  # one column of a two-column paper
 FORMATS = ("png", "svg", "pdf")
@@ -44,17 +41,39 @@ STYLE = {
 COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
 
 
+@functools.cache
+def pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot
+
+    return matplotlib.pyplot
+
+
+def palette(name: str):
+    """A matplotlib colour map, e.g. "viridis" for loads from light to heavy."""
+    return pyplot().colormaps[name]
+
+
+def integer_ticks():
+    """A tick locator for counts (trials): whole numbers only."""
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(integer=True)
+
+
 def new_figure(rows: int = 1, columns: int = 1, height_in: float = 2.4, width_in: float = COLUMN_WIDTH_IN):
     """A figure and its axes, in the report's style."""
-    with plt.rc_context(STYLE):
-        figure, axes = plt.subplots(rows, columns, figsize=(width_in, height_in), squeeze=False,
+    with pyplot().rc_context(STYLE):
+        figure, axes = pyplot().subplots(rows, columns, figsize=(width_in, height_in), squeeze=False,
                                     layout="constrained")
     return figure, axes
 
 
 def style():
     """The report's style, as a context to draw in (matplotlib reads it as artists are made)."""
-    return plt.rc_context(STYLE)
+    return pyplot().rc_context(STYLE)
 
 
 def to_svg(figure, prefix: str) -> str:
@@ -64,7 +83,7 @@ def to_svg(figure, prefix: str) -> str:
     inline SVGs share the page's one id space and matplotlib reuses names
     such as a glyph's in every figure.
     """
-    with plt.rc_context(STYLE):
+    with pyplot().rc_context(STYLE):
         buffer = io.StringIO()
         figure.savefig(buffer, format="svg")
     text = buffer.getvalue()
@@ -78,7 +97,7 @@ def to_svg(figure, prefix: str) -> str:
 def save(figure, directory: Path, name: str, formats: tuple[str, ...]) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     written = []
-    with plt.rc_context(STYLE):
+    with pyplot().rc_context(STYLE):
         for kind in formats:
             path = directory / f"{name}.{kind}"
             figure.savefig(path, format=kind, dpi=PNG_DPI if kind == "png" else None,
@@ -88,7 +107,7 @@ def save(figure, directory: Path, name: str, formats: tuple[str, ...]) -> list[P
 
 
 def close(figure) -> None:
-    plt.close(figure)
+    pyplot().close(figure)
 
 
 def slug(text: str) -> str:

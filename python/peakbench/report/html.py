@@ -19,7 +19,7 @@ CSS = """
 :root { --ink: #1b1b1b; --muted: #5b5b5b; --rule: #d0d0d0; --accent: #0072B2; --warn: #9a3412; }
 * { box-sizing: border-box; }
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; color: var(--ink);
-       max-width: 1100px; margin: 0 auto; padding: 1.5rem 1.25rem 4rem; }
+       max-width: 1240px; margin: 0 auto; padding: 1.5rem 1.25rem 4rem; }
 h1 { font-size: 1.6rem; margin: 0 0 .25rem; }
 h2 { font-size: 1.25rem; margin: 2.2rem 0 .6rem; padding-bottom: .2rem; border-bottom: 2px solid var(--rule); }
 h3 { font-size: 1rem; margin: 1.2rem 0 .4rem; }
@@ -31,6 +31,7 @@ ul.warnings { border-left: 4px solid var(--warn); background: #fff7ed; padding: 
 ul.warnings li { color: var(--warn); }
 p.ok { border-left: 4px solid #15803d; background: #f0fdf4; padding: .5rem .8rem; }
 figure { margin: 1rem 0 1.6rem; }
+figure.column { display: inline-block; vertical-align: top; width: 49%; margin-right: 1%; }
 figure svg { width: 100%; height: auto; display: block; }
 figcaption { font-size: .85rem; color: var(--muted); margin-top: .3rem; }
 .table-wrap { overflow-x: auto; margin: .4rem 0 1.4rem; }
@@ -111,8 +112,11 @@ def _section(section: Section) -> str:
         if isinstance(block, Table):
             parts.append(table(block))
         elif isinstance(block, Figure):
-            width_px = round(block.figure.get_figwidth() * SCREEN_PX_PER_INCH)
-            parts.append(f'<figure id="fig-{block.name}" style="max-width: {width_px}px">'
+            width_in = block.figure.get_figwidth()
+            # Column-wide figures sit two to a row; wider ones get a row of their own.
+            kind = "column" if width_in <= figures.COLUMN_WIDTH_IN else "wide"
+            parts.append(f'<figure id="fig-{block.name}" class="{kind}"'
+                         f' style="max-width: {round(width_in * SCREEN_PX_PER_INCH)}px">'
                          f"{figures.to_svg(block.figure, block.name)}"
                          f"<figcaption>{html.escape(block.caption)}</figcaption></figure>")
         elif isinstance(block, Html):

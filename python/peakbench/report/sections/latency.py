@@ -8,7 +8,7 @@ the measured trials of a load, so the curves are exact to the histograms'
 
 from __future__ import annotations
 
-from matplotlib import colormaps
+import numpy as np
 
 from .. import figures
 from ..histograms import merged, percentile_ms
@@ -31,17 +31,19 @@ def section(data: ReportData, options: ReportOptions) -> Section | None:
                              " ms). Each curve merges the histograms of every request of the measured trials at"
                              " that load.",
                              _draw_loads(points, options)))
-        blocks.append(_threshold_table(series, points, options))
         main = key_point(series)
         if main is not None:
             per_op = {op: merged(t["result"]["ops"].get(op) for t in main.measured)
                       for op in sorted({op for t in main.measured for op in t["result"].get("ops", {})})}
             per_op = {op: h for op, h in per_op.items() if h is not None}
-            if per_op:
+            drawn = dict(sorted(per_op.items(), key=lambda item: -item[1].total)[:MAX_CURVES])
+            if drawn:
+                left_out = f"; the {len(per_op) - len(drawn)} rarest ops are left out" if len(per_op) > len(drawn) else ""
                 blocks.append(Figure(f"latency-cdf-ops-{series.key.replace(' ', '-')}",
                                      f"{series.key} at {main.requested:,.1f} ops/s offered: cumulative distribution of"
-                                     f" response time per operation (n per op in the per-operation table).",
-                                     _draw_ops(per_op, options)))
+                                     f" response time per operation (n per op in the legend{left_out}).",
+                                     _draw_ops(dict(sorted(drawn.items())), options)))
+        blocks.append(_threshold_table(series, points, options))
     if not blocks:
         return None
     return Section("latency", "Latency distribution", blocks)
@@ -70,15 +72,13 @@ def _spread(items: list, count: int) -> list:
 
 def _draw_loads(points, options: ReportOptions):
     chosen = _spread(points, MAX_CURVES)
-    palette = colormaps["viridis"]
+    palette = figures.palette("viridis")
     with figures.style():
         figure, axes = figures.new_figure(height_in=2.6)
         axis = axes[0][0]
         for index, (point, histogram) in enumerate(chosen):
-            values, shares = histogram.cdf()
             colour = palette(0.85 * index / max(len(chosen) - 1, 1))
-            axis.step(values, shares * 100, where="post", color=colour,
-                      label=f"{point.requested:,.0f} ops/s (n={histogram.total:,})")
+            _step(axis, histogram, color=colour, label=f"{point.requested:,.0f} ops/s (n={histogram.total:,})")
         _finish(axis, options)
     return figure
 
@@ -88,11 +88,15 @@ def _draw_ops(per_op: dict, options: ReportOptions):
         figure, axes = figures.new_figure(height_in=2.6)
         axis = axes[0][0]
         for colour, (op, histogram) in zip(figures.COLOURS * 3, per_op.items()):
-            values, shares = histogram.cdf()
-            axis.step(values, shares * 100, where="post", color=colour,
-                      label=f"{op} (n={histogram.total:,})")
+            _step(axis, histogram, color=colour, label=f"{op} (n={histogram.total:,})")
         _finish(axis, options)
     return figure
+
+
+def _step(axis, distribution, **style) -> None:
+    """The CDF as steps, rising from 0% at the fastest request."""
+    values, shares = distribution.cdf()
+    axis.step(np.r_[values[0], values], np.r_[0.0, shares] * 100, where="post", **style)
 
 
 def _finish(axis, options: ReportOptions) -> None:

@@ -31,11 +31,13 @@ def overall_response_time(points: list[tuple[float, float]]) -> float | None:
 
 def peak_of(series: Series) -> tuple[float | None, str]:
     """The series' peak rate and what it means."""
-    result = series.search_result
-    if result is not None:
+    if series.kind == "search":
+        result = series.search_result
+        if result is None:
+            return None, "no result stored, so no peak yet"
         if result.get("peak_rate") is not None:
             return result["peak_rate"], "peak rate λ* found by the search"
-        return None, f"no peak: {result.get('verdict')}"
+        return None, f"no peak ({result.get('verdict')})"
     points = series.done_points()
     if not points:
         return None, "no completed trials"
@@ -53,7 +55,7 @@ def section(data: ReportData, options: ReportOptions) -> Section | None:
         ort = overall_response_time([(p.mean_achieved, p.mean_ms) for p in points])
         peak, meaning = peak_of(series)
         trials = sum(len(p.measured) for p in points)
-        line = (f"{series.key}: {meaning} " + (f"{peak:,.1f} ops/s" if peak is not None else "")
+        line = (f"{series.key}: {meaning}" + (f" {peak:,.1f} ops/s" if peak is not None else "")
                 + (f"; overall response time {ort:.2f} ms over {len(points)} load points" if ort is not None
                    else "; overall response time needs two or more load points")
                 + f" ({trials} measured trials)")
@@ -89,7 +91,7 @@ def _table(series: Series, points: list[LoadPoint], confidence: float) -> Table:
     columns = [Column("offered", "ops/s"), Column("achieved", "ops/s"), Column("n trials"),
                Column("scouts"), Column("mean R", "ms"), Column(f"{confidence:.0%} CI low", "ms"),
                Column("CI high", "ms"), Column("p99", "ms"), Column("requests"), Column("class"),
-               Column("generator saturated"), Column("failed")]
+               Column("gen. saturated"), Column("failed")]
     return Table(f"load-points-{series.key.replace(' ', '-')}", f"Load points of {series.title}", columns, rows,
                  "each row: the measured trials at that load (n trials); scouts are short trials that only steered"
                  " the search and are left out of the means; p99 from the merged histograms of all requests")
@@ -144,8 +146,8 @@ def _draw(curves: list[Series], options: ReportOptions):
             response.set_ylim(min(positive) / 3, max(positive) * 3)
         else:
             response.set_ylim(bottom=0)
-        response.legend(loc="best")
-        throughput.legend(loc="best")
+        response.legend(loc="best", fontsize=6)
+        throughput.legend(loc="best", fontsize=6)
     return figure
 
 

@@ -66,7 +66,7 @@ def section(data: ReportData, options: ReportOptions) -> Section | None:
         if main is None:
             continue
         blocks.append(op_table(series, main))
-        others = [p for p in series.done_points() if p is not main]
+        others = [p for p in series.done_points() if p.requested != main.requested]
         if others:
             blocks.append(Html(f"<details><summary>Per-operation breakdown at the other {len(others)} loads of"
                                f" {html.escape(series.key)}</summary>"))

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from matplotlib.ticker import MaxNLocator
-
 from ...controller.history import same_load
+from ...controller.settings import SearchSettings
 from ...controller.statistics import t_interval
 from .. import figures
 from ..model import Column, Figure, ReportData, ReportOptions, Section, Series, Table
@@ -36,13 +35,12 @@ def steps(series: Series) -> list[Step]:
         return [Step(t["trial"], t["load"], t["load_factor"], t["purpose"] == "scout", t["observation"]["mean_ms"],
                      t["cumulative_cost_s"]) for t in result["trace"]]
     done = [t for t in series.trials if t["status"] == "done"]
-    scout_length = series.settings.get("scout_runlength_s")
-    runlength = series.settings.get("runlength_s")
+    settings = SearchSettings(**series.settings)
     rebuilt, cost = [], 0.0
     for number, trial in enumerate(done, start=1):
         load = trial["spec"]["load"]
         cost += load.get("warmup_s", 0.0) + load["runtime_s"]
-        scout = scout_length is not None and scout_length != runlength and load["runtime_s"] == scout_length
+        scout = settings.scout_runlength < settings.runlength_s and load["runtime_s"] == settings.scout_runlength
         rebuilt.append(Step(number, trial["rate"], None, scout, trial["result"]["latency"]["mean_ms"], cost))
     return rebuilt
 
@@ -109,23 +107,28 @@ def _draw(series: Series, trace: list[Step], settings: dict):
         cost_axis.set_xlabel(f"cumulative benchmarking cost ({unit})")
         cost_axis.set_ylabel("load factor ρ = λ/λ*" if factors_known else "offered load (ops/s)")
         cost_axis.set_ylim(bottom=0)
+        cost_axis.set_xlim(left=0)
         cost_axis.legend(loc="best")
 
         loads = sorted({step.load for step in trace})
         counts = [sum(1 for step in trace if same_load(step.load, load)) for load in loads]
         classes = {round(load["load"], 6): load["classification"]
                    for load in (series.search_result or {}).get("loads", [])}
-        colours = {"below": figures.COLOURS[2], "peak": figures.COLOURS[1], "above": figures.COLOURS[0]}
+        colours = {"below": figures.COLOURS[2], "peak": figures.COLOURS[1], "above": figures.COLOURS[0],
+                   "undecided": "grey"}
         labels = [f"{load:,.0f}" for load in loads]
-        bar_colours = [colours.get(classes.get(round(load, 6)), "grey") for load in loads]
+        decided = [classes.get(round(load, 6), "undecided") for load in loads]
+        bar_colours = [colours[name] for name in decided]
         count_axis.bar(range(len(loads)), counts, color=bar_colours)
         count_axis.set_xticks(range(len(loads)), labels, rotation=60, ha="right")
-        count_axis.yaxis.set_major_locator(MaxNLocator(integer=True))
+        count_axis.yaxis.set_major_locator(figures.integer_ticks())
         count_axis.set_xlabel("test load (ops/s)")
         count_axis.set_ylabel("trials")
-        for name, colour in colours.items():
-            count_axis.bar([0], [0], color=colour, label=name)
-        count_axis.legend(loc="upper left")
+        shown = [name for name in colours if name in decided]
+        for name in shown:
+            count_axis.bar([0], [0], color=colours[name], label=name)
+        if shown:
+            count_axis.legend(loc="upper left")
 
         confidence = settings.get("confidence", 0.95)
         top = None
@@ -143,10 +146,13 @@ def _draw(series: Series, trace: list[Step], settings: dict):
                              yerr=[[i.mean - i.low for i in intervals], [i.high - i.mean for i in intervals]],
                              fmt="o-", capsize=2, markersize=2.5, color=figures.COLOURS[index % len(figures.COLOURS)],
                              label=f"{load:,.1f} ops/s")
-        ci_axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ci_axis.xaxis.set_major_locator(figures.integer_ticks())
         ci_axis.set_xlabel("careful trials at the load (n)")
         ci_axis.set_ylabel("mean response time R̄ (ms)")
         ci_axis.set_ylim(0, top)
+        if not careful_loads:
+            ci_axis.text(0.5, 0.5, "no load has two careful trials yet", transform=ci_axis.transAxes,
+                         ha="center", va="center", fontsize=7, color="grey")
         if careful_loads or top:
             ci_axis.legend(loc="best", fontsize=6)
     return figure
