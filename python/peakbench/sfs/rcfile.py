@@ -151,7 +151,10 @@ def _interpret(path: Path, values: dict[str, list[str]], lines: dict[str, int]) 
             return SPEC_DEFAULT_SECONDS
         if len(words) != 1:
             raise fail(name, f"{' '.join(words)!r} is not one duration")
-        duration = parse_duration(words[0], field=name)
+        try:
+            duration = parse_duration(words[0], field=name)
+        except InputError as error:
+            raise error.located(path, lines.get(name)) from None
         if name == "RUNTIME" and duration <= 0:
             raise fail(name, "the measured time must be longer than 0")
         return duration
@@ -163,7 +166,7 @@ def _interpret(path: Path, values: dict[str, list[str]], lines: dict[str, int]) 
         (step,) = numbers("INCR_LOAD") or [None]
         runs = whole("NUM_RUNS", None)
         if step is None or runs is None:
-            raise fail("NUM_RUNS" if step else "INCR_LOAD", "INCR_LOAD needs NUM_RUNS, the number of load points")
+            raise fail("INCR_LOAD", "INCR_LOAD needs NUM_RUNS, the number of load points")
         loads = [loads[0] + i * step for i in range(runs)]
     elif len(loads) > 1 and sorted(loads) != loads:
         raise fail("LOAD", "an explicit LOAD list must increase")

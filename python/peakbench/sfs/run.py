@@ -70,13 +70,13 @@ def plan(path: Path, spec_rounding: bool) -> Plan:
         raise InputError(f"{len(distinct)} different directories; peakbench sfs loads one directory from this"
                          " machine (repeat it once per proc)", file=rc.path, line=rc.lines.get("MNT_POINTS"),
                          field="MNT_POINTS")
+    loads = rc.loads(spec_rounding)
     try:
         target = parse_target(distinct[0])
-    except InputError as error:
+        check_ours(target)
+        check_space(target, workload.bytes_at(loads[-1]))
+    except InputError as error:  # a --target error on the command line is a MNT_POINTS error here
         raise InputError(error.message, file=rc.path, line=rc.lines.get("MNT_POINTS"), field="MNT_POINTS") from None
-    loads = rc.loads(spec_rounding)
-    check_ours(target)
-    check_space(target, workload.bytes_at(loads[-1]))
     return Plan(rc, workload, target, loads, spec_rounding)
 
 
