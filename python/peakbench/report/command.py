@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -24,6 +25,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--csv", type=Path, metavar="DIR", help="also write every table as CSV into DIR")
     parser.add_argument("--thresholds", default="10,100", metavar="MS,...",
                         help="latency thresholds for the share of requests under each (default 10,100 ms)")
+    parser.add_argument("--surface", type=Path, action="append", default=[], metavar="FILE",
+                        help="also show a response surface: a SurfaceResult JSON file (map_surface(...).to_dict())")
+    parser.add_argument("--harness", type=Path, metavar="FILE",
+                        help="also show harness results: getstats, comparisons, warnings (JSON, see"
+                             " report/sections/harness.py)")
     parser.add_argument("--confidence", type=float, metavar="C",
                         help="confidence of the intervals the report computes (default: a search's own, else 0.95)")
 
@@ -47,6 +53,15 @@ def _thresholds(text: str) -> tuple[float, ...]:
     return values
 
 
+def _json_file(path: Path, option: str):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise InputError(f"cannot read it: {error.strerror}", file=path, field=option) from None
+    except ValueError as error:
+        raise InputError(f"not JSON: {error}", file=path, field=option) from None
+
+
 def _writable_parent(path: Path | None, option: str) -> None:
     if path is not None and not path.absolute().parent.is_dir():
         raise InputError(f"{path}: its directory does not exist", field=option)
@@ -62,8 +77,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if not args.db.exists():
         raise InputError("no such store (run a search, `peakbench sfs` or a trial first, or give --db)", file=args.db)
     store_module.check_compatible(args.db)
+    extra = {"surfaces": [_json_file(path, "--surface") for path in args.surface]}
+    if args.harness:
+        extra["harness"] = _json_file(args.harness, "--harness")
     with store_module.Store(args.db) as store:
         data = selection.select(store, args.selectors)
+    data.extra.update(extra)
     sections = build(data, options)
     written = []
     if args.html:

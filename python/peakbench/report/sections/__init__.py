@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..model import ReportData, ReportOptions, Section
-from . import latency, load_curve, operations, provenance, search_trace, sfs_summary
+from . import harness, latency, load_curve, operations, provenance, search_trace, sfs_summary, surfaces
 
 SectionFunction = Callable[[ReportData, ReportOptions], Section | None]
 
@@ -21,5 +21,7 @@ SECTIONS: list[SectionFunction] = [
     operations.section,
     latency.section,
     sfs_summary.section,
+    surfaces.section,
+    harness.section,
     provenance.section,
 ]
