@@ -181,3 +181,19 @@ def test_empty_missing_and_newer_stores_are_one_line_errors(tmp_path, capsys):
         assert words in stderr and len(stderr.strip().splitlines()) == 1
     assert not (tmp_path / "r.html").exists() and not (tmp_path / "none.db").exists()
 
+
+
+def test_a_curve_cut_short_names_its_missing_load_points(store, tmp_path):
+    # The state a SIGKILL during the last point leaves: the run still 'running', that point's trial absent
+    # (a trial is stored only whole). Made from a copy of the real curve rather than by racing a kill.
+    cut = tmp_path / "cut.db"
+    with sqlite3.connect(store) as source, sqlite3.connect(cut) as copy:
+        source.backup(copy)
+        copy.execute("UPDATE sfs_runs SET status = 'running' WHERE id = 1")
+        copy.execute("DELETE FROM trials WHERE sfs_run_id = 1 AND rate = ?", (SFS_LOADS[-1],))
+    done = run_cli("report", "sfs:1", "--db", str(cut), "--html", str(tmp_path / "r.html"))
+    assert done.returncode == 0, done.stderr
+    assert (f"sfs 1 (still running, or killed) has no result at 1 of its {len(SFS_LOADS)} load points:"
+            f" {SFS_LOADS[-1]:g} ops/s") in done.stdout
+    summary = done.stdout[done.stdout.index("SPECsfs summary"):]
+    assert f"{SFS_LOADS[0]:.1f}" in summary and f"{SFS_LOADS[-1]:.1f}" not in summary

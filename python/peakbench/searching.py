@@ -17,6 +17,7 @@ from . import store as store_module
 from .controller import Observation, SearchResult, SearchSettings, find_peak
 from .engine import Engine
 from .errors import RunError
+from .progress import ProgressDisplay
 from .targets import target_label
 from .workload import Workload, trial_spec
 
@@ -58,8 +59,10 @@ class EngineTrials:
         record = dict(workload=self.workload.name, target=target_label(self.target), spec=spec,
                       sysinfo=self.sysinfo, search_id=self.search_id)
         try:
-            self.engine.prepare(spec)
-            result = self.engine.run(spec)
+            with ProgressDisplay("prepare", None) as display:
+                self.engine.prepare(spec, display)
+            with ProgressDisplay("run", self.settings.warmup_s + runlength_s) as display:
+                result = self.engine.run(spec, display)
         except RunError as error:
             trial_id = self.store.add_trial(error=str(error), **record)
             raise RunError(f"{error} (recorded as failed trial {trial_id})") from None

@@ -55,6 +55,7 @@ code { font-size: .88em; }
   h2 { break-after: avoid; }
   figure, .table-wrap { break-inside: avoid; }
   th { position: static; }
+  details::details-content { content-visibility: visible; display: block; }
 }
 """
 
