@@ -1,6 +1,7 @@
 """`peakbench report` over a store filled by real runs (an sfs curve, a finished search, a search killed
 mid-way), opened in real headless Chromium the way a reader opens it; plus its files and bad input."""
 
+import base64
 import csv
 import os
 import signal
@@ -97,6 +98,12 @@ def test_the_report_reads_well_in_a_real_browser(store, tmp_path):
           return {up, down};
         })()""")
         page.screenshot(ARTEFACTS / "report.png")
+        # Printed, the collapsed parts (every trial's spec) open up.
+        spec_shown = 'document.querySelector("details.spec pre").checkVisibility()'
+        on_screen = page.evaluate(spec_shown)
+        page.call("Emulation.setEmulatedMedia", {"media": "print"}, session=True)
+        in_print = page.evaluate(spec_shown)
+        (ARTEFACTS / "report.pdf").write_bytes(base64.b64decode(page.call("Page.printToPDF", {}, session=True)["data"]))
         problems, urls, failed = page.problems(), page.requested_urls(), page.failed_requests()
 
     assert problems == []
@@ -116,6 +123,8 @@ def test_the_report_reads_well_in_a_real_browser(store, tmp_path):
     assert any("search 2 has no result yet" in w for w in seen["warnings"])
     assert "overall response time" in seen["text"] and "n = " in seen["text"]
     assert (ARTEFACTS / "report.png").stat().st_size > 50_000
+    assert on_screen is False and in_print is True
+    assert (ARTEFACTS / "report.pdf").read_bytes().startswith(b"%PDF")
 
 
 def test_figures_and_tables_come_out_as_files(store, tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -84,26 +85,24 @@ def run(args: argparse.Namespace, console: Console) -> int:
         data = selection.select(store, args.selectors)
     data.extra.update(extra)
     sections = build(data, options)
-    written = []
+    drawn = [block for section in sections for block in section.blocks if isinstance(block, Figure)]
     if args.html:
         title = "peakbench report: " + "; ".join(s.key for s in data.series)
         subtitle = " · ".join(s.title for s in data.series)
-        args.html.write_text(html.render(title, subtitle, sections), encoding="utf-8")
-        written.append(args.html)
-    if args.figures:
-        for section in sections:
-            for block in section.blocks:
-                if isinstance(block, Figure):
-                    written += figures.save(block.figure, args.figures, block.name, formats)
-    if args.csv:
-        written += csvout.write(sections, args.csv)
-    for section in sections:
-        for block in section.blocks:
-            if isinstance(block, Figure):
-                figures.close(block.figure)
+        # Written whole or not at all: a reader never opens half a report.
+        partial = args.html.with_name(args.html.name + ".partial")
+        partial.write_text(html.render(title, subtitle, sections), encoding="utf-8")
+        os.replace(partial, args.html)
+    saved = [path for figure in drawn for path in figures.save(figure.figure, args.figures, figure.name, formats)
+             ] if args.figures else []
+    tables = csvout.write(sections, args.csv) if args.csv else []
+    for figure in drawn:
+        figures.close(figure.figure)
     terminal.show(sections, console)
     if args.html:
         print(f"report written to {args.html.absolute()}", file=sys.stderr)
-    if args.figures or args.csv:
-        print(f"{len(written) - bool(args.html)} figure and table files written", file=sys.stderr)
+    if saved:
+        print(f"{len(saved)} figure files written to {args.figures}", file=sys.stderr)
+    if tables:
+        print(f"{len(tables)} tables written to {args.csv} as CSV", file=sys.stderr)
     return 0

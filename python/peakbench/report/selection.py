@@ -46,7 +46,8 @@ def select(store: Store, selectors: list[str]) -> ReportData:
                 raise InputError(f"no trial {text.split(':', 1)[1]} in the store", file=store.path)
             loose.extend(found)
     series.extend(_loose_series(loose))
-    return ReportData(str(store.path), series, missing)
+    unique = list({s.key: s for s in series}.values())  # a run named twice is reported once
+    return ReportData(str(store.path), unique, list(dict.fromkeys(missing)))
 
 
 def _default(store: Store) -> ReportData:

@@ -58,7 +58,7 @@ def section(data: ReportData, options: ReportOptions) -> Section | None:
         line = (f"{series.key}: {meaning}" + (f" {peak:,.1f} ops/s" if peak is not None else "")
                 + (f"; overall response time {ort:.2f} ms over {len(points)} load points" if ort is not None
                    else "; overall response time needs two or more load points")
-                + f" ({trials} measured trials)")
+                + f" ({trials} measured trial{'s' if trials != 1 else ''})")
         summary.append(line)
         blocks.append(_table(series, points, options.confidence_for(series)))
     blocks.insert(0, Figure("load-curve", _caption(curves, options), _draw(curves, options)))
@@ -70,7 +70,8 @@ def _caption(curves: list[Series], options: ReportOptions) -> str:
     return (f"Left: achieved vs offered load (the dotted line is achieved = offered; the dashed line marks the peak)."
             f" Right: mean response time vs achieved load. Points are means over the measured trials at each offered"
             f" load; error bars are {'/'.join(levels)} t-intervals where a load has two or more trials (n per point"
-            f" in the table below). The shaded band is the search's peak region (Rsat ± s); the star marks the peak.")
+            f" in the table below). The shaded band is the search's peak region (Rsat ± s); the star marks the peak;"
+            f" a red cross marks a load where the load generator fell behind (it measures peakbench, not the target).")
 
 
 def _table(series: Series, points: list[LoadPoint], confidence: float) -> Table:
@@ -118,6 +119,12 @@ def _draw(curves: list[Series], options: ReportOptions):
                                 capsize=2, markersize=3)
             response.errorbar(achieved, means, yerr=_bars(mean_err), fmt="o-", color=colour, label=label,
                               capsize=2, markersize=3)
+            limited = [p for p in points if any(t["result"].get("generator_saturated") for t in p.measured)]
+            if limited:  # these points measure the load generator, not the target: never let them pass unmarked
+                for axis, xs, ys in ((throughput, [p.requested for p in limited], [p.mean_achieved for p in limited]),
+                                     (response, [p.mean_achieved for p in limited], [p.mean_ms for p in limited])):
+                    axis.plot(xs, ys, "x", color="#B91C1C", markersize=7, markeredgewidth=1.5, linestyle="none",
+                              label="generator saturated")
             peak, _ = peak_of(series)
             settings = series.settings
             if series.kind == "search" and "rsat_ms" in settings:
