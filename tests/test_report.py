@@ -86,6 +86,7 @@ def test_the_report_reads_well_in_a_real_browser(store, tmp_path):
             tables: [...document.querySelectorAll("table")].map(t => ({
                 id: t.id, rows: t.tBodies[0].rows.length, visible: box(t)[1] > 0})),
             warnings: [...document.querySelectorAll("ul.warnings li")].map(li => li.textContent),
+            csv: decodeURIComponent(document.querySelector("#table-sfs-summary-sfs-1 ~ p a.csv").href.split(",").slice(1).join(",")),
             text: document.body.innerText,
           };
         })()""")
@@ -122,6 +123,9 @@ def test_the_report_reads_well_in_a_real_browser(store, tmp_path):
     # The killed search is reported with what it has, and the reader is told what is missing.
     assert any("search 2 has no result yet" in w for w in seen["warnings"])
     assert "overall response time" in seen["text"] and "n = " in seen["text"]
+    # Each table's data travels with the page, as the same CSV `--csv` writes.
+    lines = seen["csv"].splitlines()
+    assert lines[0].startswith("requested (ops/s),achieved (ops/s),") and len(lines) == 1 + len(SFS_LOADS)
     assert (ARTEFACTS / "report.png").stat().st_size > 50_000
     assert on_screen is False and in_print is True
     assert (ARTEFACTS / "report.pdf").read_bytes().startswith(b"%PDF")

@@ -11,8 +11,9 @@ from __future__ import annotations
 import datetime
 import html
 import math
+from urllib.parse import quote
 
-from . import figures
+from . import csvout, figures
 from .model import Figure, Html, Section, Table
 
 CSS = """
@@ -45,6 +46,8 @@ th[aria-sort="ascending"]::after { content: " \\25B2"; font-size: .7em; }
 th[aria-sort="descending"]::after { content: " \\25BC"; font-size: .7em; }
 tbody tr:nth-child(even) { background: #fafafa; }
 p.basis { font-size: .8rem; color: var(--muted); margin: .2rem 0 0; }
+a.csv { color: var(--accent); }
+@media print { a.csv { display: none; } }
 details { margin: .4rem 0; }
 summary { cursor: pointer; color: var(--accent); }
 pre { background: #f6f6f6; padding: .6rem; overflow-x: auto; font-size: .78rem; }
@@ -137,6 +140,9 @@ def table(block: Table) -> str:
             kind = "num" if numeric else ("text" if isinstance(value, str) and len(value) > 40 else "")
             cells.append(f'<td class="{kind}" data-v="{html.escape(raw)}">{html.escape(text)}</td>')
         rows.append(f"<tr>{''.join(cells)}</tr>")
+    # The table's data travels with the page: a CSV download from a data: URI, no server needed.
+    download = f"data:text/csv;charset=utf-8,{quote(csvout.text(block))}"
     return (f'<div class="table-wrap"><table class="sortable" id="table-{block.name}">'
             f"<caption>{html.escape(block.title)}</caption><thead><tr>{head}</tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table><p class=\"basis\">{html.escape(block.basis)}</p></div>")
+            f"<tbody>{''.join(rows)}</tbody></table><p class=\"basis\">{html.escape(block.basis)}"
+            f' · <a class="csv" download="{block.name}.csv" href="{html.escape(download)}">CSV</a></p></div>')
