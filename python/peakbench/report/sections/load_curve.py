@@ -103,13 +103,13 @@ def _draw(curves: list[Series], options: ReportOptions):
         figure, axes = figures.new_figure(1, 2, height_in=2.5, width_in=2 * figures.COLUMN_WIDTH_IN)
         throughput, response = axes[0]
         highest = 0.0
-        all_means = []
+        shown_ms = []
         for colour, series in zip(figures.COLOURS * 4, curves):
             points = series.done_points()
             offered = [p.requested for p in points]
             achieved = [p.mean_achieved for p in points]
             means = [p.mean_ms for p in points]
-            all_means += means
+            shown_ms += means
             highest = max(highest, *offered, *achieved)
             confidence = options.confidence_for(series)
             achieved_err = [_error_bar(p.achieved(), p.mean_achieved, confidence) for p in points]
@@ -130,6 +130,7 @@ def _draw(curves: list[Series], options: ReportOptions):
             if series.kind == "search" and "rsat_ms" in settings:
                 low = settings["rsat_ms"] * (1 - settings["width"])
                 high = settings["rsat_ms"] * (1 + settings["width"])
+                shown_ms += [low, high]  # the axis shows the region too, however far from the points
                 response.axhspan(low, high, color=colour, alpha=0.15, linewidth=0,
                                  label=f"peak region {low:g}-{high:g} ms")
             if peak is not None:
@@ -146,7 +147,7 @@ def _draw(curves: list[Series], options: ReportOptions):
         response.set_xlabel("achieved throughput (ops/s)")
         response.set_ylabel("mean response time (ms)")
         response.set_xlim(left=0)
-        positive = [m for m in all_means if m > 0]
+        positive = [m for m in shown_ms if m > 0]
         if positive and max(positive) / min(positive) > 30:
             # Bars reaching below zero run off the bottom: a log axis cannot show them.
             response.set_yscale("log")

@@ -62,7 +62,7 @@ def section(data: ReportData, options: ReportOptions) -> Section | None:
             summary.append(f"{series.key}: no result stored; {len(trace)} trials so far")
         blocks.append(Figure(f"search-trace-{series.key.replace(' ', '-')}",
                              _caption(series, settings), _draw(series, trace, settings)))
-        if result is not None:
+        if result is not None and result["loads"]:
             blocks.append(_loads_table(series, result))
     return Section("search-trace", "Search trace", blocks, summary)
 
