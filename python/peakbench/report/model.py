@@ -12,7 +12,9 @@ Blocks (rendered by html.py, terminal.py and csvout.py alike):
   sorts them and the CSV keeps them exact); every table says what its
   statistics rest on (`basis`).
 - Figure: a matplotlib figure with a caption.
-- Html: a fragment only the HTML report shows (collapsible specs, notes).
+- Html: a fragment only the HTML report shows (collapsible specs, notes). Blocks
+  are rendered in order, so a <details> opened in one Html block may wrap the
+  tables after it and close in a later one.
 A Section is a titled list of blocks. Sections come from small functions
 (sections/), each `section(data: ReportData, options: ReportOptions) -> Section | None`.
 """
