@@ -3,6 +3,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
+# The report tests open the HTML in a real headless browser.
+if ! command -v chromium >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+fi
 export PATH="$HOME/.cargo/bin:$PATH"
 (cd engine && cargo test --release --quiet)
 # pytest exits 5 when it collects nothing: that is a failure here, never a pass.

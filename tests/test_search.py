@@ -115,3 +115,11 @@ def test_a_real_search_finds_the_disk_bound_peak(engine_path, cli, throttled_ext
         (searches,) = connection.execute("SELECT count(*) FROM searches WHERE status = 'done'").fetchone()
         (trials,) = connection.execute("SELECT count(*) FROM trials WHERE search_id = 1").fetchone()
     assert searches == 1 and trials == result["trials"]
+
+    # Its report, rebuilt from the store alone, states and marks the peak the search found.
+    html = tmp_path / "report.html"
+    shown = cli("report", "--db", str(db), "--html", str(html))
+    assert shown.returncode == 0, shown.stderr
+    assert f"peak rate λ* found by the search {peak:,.1f} ops/s" in shown.stdout
+    page = html.read_text()
+    assert f"peak {peak:,.1f} ops/s" in page and "peak region 36-44 ms" in page

@@ -10,6 +10,8 @@
     peakbench results list | show ID | export (--csv FILE | --json FILE)
     peakbench plan check|run PLAN.toml | resume [ID] | report [ID] | list
     peakbench compare A B [--metric M] [--alpha 0.05]
+    peakbench sfs RCFILE [--spec-rounding] [--dry-run]
+    peakbench report [search:ID|sfs:ID|trial:ID ...] --html FILE [--figures DIR --format png,svg,pdf] [--csv DIR]
 
 Exit status: 0 done, 1 the trial could not run (or `validate` found a failure), 2 bad input (one line on
 stderr naming the file, line and field; nothing written to the store or target),
@@ -32,6 +34,8 @@ from rich.table import Table
 from . import searching, sim
 from .cluster import ClientsLost, engine_for
 from .cluster.report import print_clients
+from .report import command as report_command
+from .sfs import run as sfs_command
 from . import store as store_module
 from .controller import DEFAULT_POLICY, POLICIES, SearchSettings
 from .controller.design import quadratic_terms
@@ -228,6 +232,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .harness.commands import add_commands as add_harness_commands  # plan run|resume|..., compare
     add_harness_commands(commands, _Parser, store_option)
+    sfs_run = commands.add_parser("sfs", parents=[store_option],
+                                  help="run a SPECsfs-style load-point curve from an rc file")
+    sfs_run.add_argument("rcfile", type=Path, metavar="RCFILE",
+                         help="sfs_rc-style file: LOAD, INCR_LOAD, NUM_RUNS, CLIENTS, PROCS, MNT_POINTS, ...")
+    sfs_run.add_argument("--spec-rounding", action="store_true",
+                         help="floor each process's rate as SPEC does (default: split the load exactly)")
+    sfs_run.add_argument("--dry-run", action="store_true", help="print the load points and stop")
+    sfs_run.set_defaults(handler=lambda args: sfs_command.command(args, _console()))
+
+    report = commands.add_parser("report", parents=[store_option],
+                                 help="tables, figures and a self-contained HTML report from the store")
+    report_command.add_arguments(report)
+    report.set_defaults(handler=lambda args: report_command.run(args, _console()))
     return parser
 
 

@@ -5,7 +5,9 @@ on tmpfs or a quick SSD ends generator-bound. As root, the demo therefore
 builds a small loop-mounted ext4 image under ./peakbench-data whose device is
 throttled (cgroup v1 blkio, like the paper's resource factors), so the file
 system saturates long before the generator; it is unmounted and removed
-afterwards. Without root it searches a plain directory and says so.
+afterwards. Without root it searches a plain directory and says so. Either
+way it ends by writing the search's report (self-contained HTML, figures in
+PNG/SVG/PDF and tables in CSV under ./peakbench-data) and printing its path.
 
     python -m peakbench.demo [WORKLOAD] [--iops N]
 """
@@ -33,6 +35,19 @@ def search(target: Path, workload: str, extra: list[str]) -> int:
                       "--json", str(DATA / "search.json"), *extra])
 
 
+def report(search_status: int) -> int:
+    """The report of the search just run (the store's newest), whatever its verdict, or of what it
+    stored before it failed; the search's status is kept. Bad input stored nothing to report on."""
+    if search_status not in (0, 1, 3):
+        return search_status
+    html = DATA / "report.html"
+    written = peakbench(["report", "--db", str(DATA / "peakbench.db"), "--html", str(html),
+                         "--figures", str(DATA / "figures"), "--csv", str(DATA / "tables")])
+    if written == 0:
+        print(f"demo: the report is {html.absolute()}  (figures in {DATA / 'figures'}, tables in {DATA / 'tables'})")
+    return search_status or written
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m peakbench.demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("workload", nargs="?", default="mail", help="workload to search with (default mail)")
@@ -44,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         target.mkdir(exist_ok=True)
         print(f"demo: not root (or no blkio/mkfs.ext4): searching the plain directory {target};"
               " a fast disk may leave the generator as the bottleneck", file=sys.stderr)
-        return search(target, args.workload, extra)
+        return report(search(target, args.workload, extra))
     fs = fsimage.create(DATA / "ext4", "ext4", size_mb=512)
     try:
         print(f"demo: ext4 on {fs.device} ({fs.image}), throttled to {args.iops} read and {args.iops} write"
@@ -52,10 +67,11 @@ def main(argv: list[str] | None = None) -> int:
         target = fs.mountpoint / "target"
         target.mkdir()
         with cgroups.throttled_device(fs.device_numbers, read_iops=args.iops, write_iops=args.iops):
-            return search(target, args.workload, extra)
+            status = search(target, args.workload, extra)
     finally:
         fs.destroy()
         shutil.rmtree(DATA / "ext4", ignore_errors=True)
+    return report(status)
 
 
 if __name__ == "__main__":

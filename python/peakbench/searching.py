@@ -23,6 +23,7 @@ from .errors import RunError
 from .surfaceplan import SurfacePlan
 from .sysinfo import snapshot
 from .targets import check_ours, parse_target, target_label
+from .progress import ProgressDisplay
 from .workload import Workload, trial_spec
 
 # Short trials and a looser claim, for a first look in a few minutes; said in the output.
@@ -63,8 +64,10 @@ class EngineTrials:
         record = dict(workload=self.workload.name, target=target_label(self.target), spec=spec,
                       sysinfo=self.sysinfo, search_id=self.search_id)
         try:
-            self.engine.prepare(spec)
-            result = self.engine.run(spec)
+            with ProgressDisplay("prepare", None) as display:
+                self.engine.prepare(spec, display)
+            with ProgressDisplay("run", self.settings.warmup_s + runlength_s) as display:
+                result = self.engine.run(spec, display)
         except RunError as error:
             trial_id = self.store.add_trial(error=str(error), **record)
             raise RunError(f"{error} (recorded as failed trial {trial_id})") from None

@@ -120,6 +120,18 @@ MIGRATIONS = [
         "CREATE INDEX plan_runs_by_test ON plan_runs (test_id, attempt)",
         "CREATE INDEX plan_events_by_plan ON plan_events (plan_id, id)",
     ],
+    [  # version 5: SPECsfs-style load-point curves (`peakbench sfs`); their trials point at them
+        """CREATE TABLE sfs_runs (
+            id INTEGER PRIMARY KEY,
+            created TEXT NOT NULL,            -- UTC, ISO 8601
+            workload TEXT NOT NULL,
+            target TEXT NOT NULL,
+            settings TEXT NOT NULL,           -- JSON: the rc file's values and the load points
+            status TEXT NOT NULL,             -- 'running', 'done' or 'failed'
+            error TEXT
+        )""",
+        "ALTER TABLE trials ADD COLUMN sfs_run_id INTEGER REFERENCES sfs_runs (id)",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 JSON_COLUMNS = ("notes", "spec", "result", "sysinfo", "settings", "plan", "sample", "sources", "vars", "metrics",
@@ -211,27 +223,30 @@ class Store:
             self.connection.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
 
     def add_trial(self, *, workload: str, target: str, spec: dict, sysinfo: dict, result: dict | None = None,
-                  error: str | None = None, notes: list[str] = (), search_id: int | None = None) -> int:
+                  error: str | None = None, notes: list[str] = (), search_id: int | None = None,
+                  sfs_run_id: int | None = None) -> int:
         """Store one trial (done if it has a result, failed otherwise); returns its id."""
         with self._transaction():  # the whole trial or nothing
             return self.insert_trial(workload=workload, target=target, spec=spec, sysinfo=sysinfo, result=result,
-                                     error=error, notes=notes, search_id=search_id)
+                                     error=error, notes=notes, search_id=search_id, sfs_run_id=sfs_run_id)
 
     def transaction(self):
         """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on any exception): for writes that must land together."""
         return self._transaction()
 
     def insert_trial(self, *, workload: str, target: str, spec: dict, sysinfo: dict, result: dict | None = None,
-                     error: str | None = None, notes: list[str] = (), search_id: int | None = None) -> int:
+                     error: str | None = None, notes: list[str] = (), search_id: int | None = None,
+                     sfs_run_id: int | None = None) -> int:
         """add_trial's INSERT, inside a transaction the caller holds (see transaction())."""
         cursor = self.connection.execute(
             "INSERT INTO trials (created, workload, target, rate, status, error, notes, spec, result, sysinfo,"
-            " search_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " search_id, sfs_run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 _now(), workload, target, spec["load"]["rate"],
                 "done" if result is not None else "failed", error,
                 json.dumps(list(notes)), json.dumps(spec),
                 json.dumps(result) if result is not None else None, json.dumps(sysinfo), search_id,
+                sfs_run_id,
             ),
         )
         return cursor.lastrowid
@@ -285,6 +300,31 @@ class Store:
 
     def search_trials(self, search_id: int) -> list[dict]:
         rows = self.connection.execute("SELECT * FROM trials WHERE search_id = ? ORDER BY id", (search_id,))
+        return [_decode(row) for row in rows]
+
+    def add_sfs_run(self, *, workload: str, target: str, settings: dict) -> int:
+        """Open a load-point curve before its first trial; returns its id."""
+        with self._transaction():
+            cursor = self.connection.execute(
+                "INSERT INTO sfs_runs (created, workload, target, settings, status) VALUES (?, ?, ?, ?, 'running')",
+                (_now(), workload, target, json.dumps(settings)),
+            )
+        return cursor.lastrowid
+
+    def finish_sfs_run(self, run_id: int, *, error: str | None = None) -> None:
+        with self._transaction():
+            self.connection.execute("UPDATE sfs_runs SET status = ?, error = ? WHERE id = ?",
+                                    ("done" if error is None else "failed", error, run_id))
+
+    def sfs_runs(self) -> list[dict]:
+        return [_decode(row) for row in self.connection.execute("SELECT * FROM sfs_runs ORDER BY id")]
+
+    def sfs_run(self, run_id: int) -> dict | None:
+        row = self.connection.execute("SELECT * FROM sfs_runs WHERE id = ?", (run_id,)).fetchone()
+        return _decode(row) if row is not None else None
+
+    def sfs_run_trials(self, run_id: int) -> list[dict]:
+        rows = self.connection.execute("SELECT * FROM trials WHERE sfs_run_id = ? ORDER BY id", (run_id,))
         return [_decode(row) for row in rows]
 
     def trials(self) -> list[dict]:

@@ -1,0 +1,108 @@
+"""`peakbench report [SELECTOR ...] --html FILE [--figures DIR --format png,svg,pdf] [--csv DIR]`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from .. import store as store_module
+from ..errors import InputError
+from . import build, csvout, figures, html, selection, terminal
+from .model import Figure, ReportOptions
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("selectors", nargs="*", metavar="SELECTOR",
+                        help="search:ID, sfs:ID, trial:ID or trial:FIRST-LAST (default: the newest search or sfs run)")
+    parser.add_argument("--html", type=Path, metavar="FILE", help="write the self-contained HTML report here")
+    parser.add_argument("--figures", type=Path, metavar="DIR", help="also write every figure into DIR")
+    parser.add_argument("--format", default="png,svg,pdf", metavar="LIST",
+                        help="figure formats for --figures: any of png, svg, pdf (default png,svg,pdf)")
+    parser.add_argument("--csv", type=Path, metavar="DIR", help="also write every table as CSV into DIR")
+    parser.add_argument("--thresholds", default="10,100", metavar="MS,...",
+                        help="latency thresholds for the share of requests under each (default 10,100 ms)")
+    parser.add_argument("--surface", type=Path, action="append", default=[], metavar="FILE",
+                        help="also show a response surface: a SurfaceResult JSON file (map_surface(...).to_dict())")
+    parser.add_argument("--harness", type=Path, metavar="FILE",
+                        help="also show harness results: getstats, comparisons, warnings (JSON, see"
+                             " report/sections/harness.py)")
+    parser.add_argument("--confidence", type=float, metavar="C",
+                        help="confidence of the intervals the report computes (default: a search's own, else 0.95)")
+
+
+def _formats(text: str) -> tuple[str, ...]:
+    chosen = tuple(f.strip().lower() for f in text.split(",") if f.strip())
+    unknown = [f for f in chosen if f not in figures.FORMATS]
+    if unknown or not chosen:
+        raise InputError(f"unknown figure format {', '.join(unknown) or repr(text)}; choose from png, svg, pdf",
+                         field="--format")
+    return chosen
+
+
+def _thresholds(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise InputError(f"{text!r}: write thresholds in ms such as 10,100", field="--thresholds") from None
+    if not values or any(not v > 0 for v in values):
+        raise InputError(f"{text!r}: thresholds must be positive numbers of ms", field="--thresholds")
+    return values
+
+
+def _json_file(path: Path, option: str):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise InputError(f"cannot read it: {error.strerror}", file=path, field=option) from None
+    except ValueError as error:
+        raise InputError(f"not JSON: {error}", file=path, field=option) from None
+
+
+def _writable_parent(path: Path | None, option: str) -> None:
+    if path is not None and not path.absolute().parent.is_dir():
+        raise InputError(f"{path}: its directory does not exist", field=option)
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    formats = _formats(args.format)
+    if args.confidence is not None and not 0 < args.confidence < 1:
+        raise InputError(f"{args.confidence}: must lie strictly between 0 and 1", field="--confidence")
+    options = ReportOptions(confidence=args.confidence, thresholds_ms=_thresholds(args.thresholds))
+    for path, option in ((args.html, "--html"), (args.figures, "--figures"), (args.csv, "--csv")):
+        _writable_parent(path, option)
+    if not args.db.exists():
+        raise InputError("no such store (run a search, `peakbench sfs` or a trial first, or give --db)", file=args.db)
+    store_module.check_compatible(args.db)
+    extra = {"surfaces": [_json_file(path, "--surface") for path in args.surface]}
+    if args.harness:
+        extra["harness"] = _json_file(args.harness, "--harness")
+    with store_module.Store(args.db) as store:
+        data = selection.select(store, args.selectors)
+    data.extra.update(extra)
+    sections = build(data, options)
+    drawn = [block for section in sections for block in section.blocks if isinstance(block, Figure)]
+    if args.html:
+        title = "peakbench report: " + "; ".join(s.key for s in data.series)
+        subtitle = " · ".join(s.title for s in data.series)
+        # Written whole or not at all: a reader never opens half a report.
+        partial = args.html.with_name(args.html.name + ".partial")
+        partial.write_text(html.render(title, subtitle, sections), encoding="utf-8")
+        os.replace(partial, args.html)
+    saved = [path for figure in drawn for path in figures.save(figure.figure, args.figures, figure.name, formats)
+             ] if args.figures else []
+    tables = csvout.write(sections, args.csv) if args.csv else []
+    for figure in drawn:
+        figures.close(figure.figure)
+    terminal.show(sections, console)
+    if args.html:
+        print(f"report written to {args.html.absolute()}", file=sys.stderr)
+    if saved:
+        print(f"{len(saved)} figure files written to {args.figures}", file=sys.stderr)
+    if tables:
+        print(f"{len(tables)} tables written to {args.csv} as CSV", file=sys.stderr)
+    return 0

@@ -1,0 +1,109 @@
+"""Latency distributions (Fstress's Figure 7): the CDF of response time per load on a log time axis,
+per op at the key load, and the share of requests under chosen thresholds.
+
+Everything comes from the HDR histograms stored with each trial, merged over
+the measured trials of a load, so the curves are exact to the histograms'
+3 significant digits and rest on every request, not on trial means.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import figures
+from ..histograms import merged, percentile_ms
+from ..model import Column, Figure, ReportData, ReportOptions, Section, Series, Table
+from .operations import key_point
+
+MAX_CURVES = 8  # more loads than this on one axis are unreadable: an even spread is drawn, all are tabled
+
+
+def section(data: ReportData, options: ReportOptions) -> Section | None:
+    blocks = []
+    for series in data.series:
+        points = [(p, merged(t["result"]["latency"] for t in p.measured)) for p in series.done_points()]
+        points = [(p, h) for p, h in points if h is not None]
+        if not points:
+            continue
+        blocks.append(Figure(f"latency-cdf-{series.key.replace(' ', '-')}",
+                             f"{series.title}: cumulative distribution of response time at each offered load"
+                             f" (log time axis; dashed lines at {', '.join(f'{t:g}' for t in options.thresholds_ms)}"
+                             " ms). Each curve merges the histograms of every request of the measured trials at"
+                             " that load.",
+                             _draw_loads(points, options)))
+        main = key_point(series)
+        if main is not None:
+            per_op = {op: merged(t["result"]["ops"].get(op) for t in main.measured)
+                      for op in sorted({op for t in main.measured for op in t["result"].get("ops", {})})}
+            per_op = {op: h for op, h in per_op.items() if h is not None}
+            drawn = dict(sorted(per_op.items(), key=lambda item: -item[1].total)[:MAX_CURVES])
+            if drawn:
+                left_out = f"; the {len(per_op) - len(drawn)} rarest ops are left out" if len(per_op) > len(drawn) else ""
+                blocks.append(Figure(f"latency-cdf-ops-{series.key.replace(' ', '-')}",
+                                     f"{series.key} at {main.requested:,.1f} ops/s offered: cumulative distribution of"
+                                     f" response time per operation (n per op in the legend{left_out}).",
+                                     _draw_ops(dict(sorted(drawn.items())), options)))
+        blocks.append(_threshold_table(series, points, options))
+    if not blocks:
+        return None
+    return Section("latency", "Latency distribution", blocks)
+
+
+def _threshold_table(series: Series, points, options: ReportOptions) -> Table:
+    rows = []
+    for point, histogram in points:
+        rows.append([point.requested, len(point.measured), histogram.total,
+                     percentile_ms(histogram, 50), percentile_ms(histogram, 90), percentile_ms(histogram, 99),
+                     percentile_ms(histogram, 99.9),
+                     *[histogram.share_under(t) * 100 for t in options.thresholds_ms]])
+    columns = [Column("offered", "ops/s"), Column("n trials"), Column("requests"), Column("p50", "ms"),
+               Column("p90", "ms"), Column("p99", "ms"), Column("p99.9", "ms"),
+               *[Column(f"≤ {t:g} ms", "%", 2) for t in options.thresholds_ms]]
+    return Table(f"latency-{series.key.replace(' ', '-')}", f"Response-time percentiles of {series.key}", columns,
+                 rows, "each row merges the histograms of all requests of the measured trials at that load")
+
+
+def _spread(items: list, count: int) -> list:
+    if len(items) <= count:
+        return items
+    step = (len(items) - 1) / (count - 1)
+    return [items[round(i * step)] for i in range(count)]
+
+
+def _draw_loads(points, options: ReportOptions):
+    chosen = _spread(points, MAX_CURVES)
+    palette = figures.palette("viridis")
+    with figures.style():
+        figure, axes = figures.new_figure(height_in=2.6)
+        axis = axes[0][0]
+        for index, (point, histogram) in enumerate(chosen):
+            colour = palette(0.85 * index / max(len(chosen) - 1, 1))
+            _step(axis, histogram, color=colour, label=f"{point.requested:,.0f} ops/s (n={histogram.total:,})")
+        _finish(axis, options)
+    return figure
+
+
+def _draw_ops(per_op: dict, options: ReportOptions):
+    with figures.style():
+        figure, axes = figures.new_figure(height_in=2.6)
+        axis = axes[0][0]
+        for colour, (op, histogram) in zip(figures.COLOURS * 3, per_op.items()):
+            _step(axis, histogram, color=colour, label=f"{op} (n={histogram.total:,})")
+        _finish(axis, options)
+    return figure
+
+
+def _step(axis, distribution, **style) -> None:
+    """The CDF as steps, rising from 0% at the fastest request."""
+    values, shares = distribution.cdf()
+    axis.step(np.r_[values[0], values], np.r_[0.0, shares] * 100, where="post", **style)
+
+
+def _finish(axis, options: ReportOptions) -> None:
+    for threshold in options.thresholds_ms:
+        axis.axvline(threshold, color="grey", linestyle="--", linewidth=0.7)
+    axis.set_xscale("log")
+    axis.set_xlabel("response time (ms, log scale)")
+    axis.set_ylabel("requests completed within (%)")
+    axis.set_ylim(0, 100.5)
+    axis.legend(loc="lower right", fontsize=6)

@@ -1,0 +1,177 @@
+"""The load curve (SPECsfs style): achieved vs offered ops/s, and mean response time vs achieved.
+
+Each point is one offered load: the mean over its measured trials, with the
+t-interval (at the report's confidence) as error bars when it has two or
+more. A search's peak region (Rsat ± s) is shaded and its peak marked; for a
+curve without a search, the peak is the highest achieved rate (SPEC's
+meaning). The overall response time (ORT) is SPEC's single figure: the area
+under the mean-response vs achieved-throughput curve (trapezoids, from the
+lowest to the highest achieved load point) divided by the highest achieved
+throughput, in ms.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ...controller.statistics import t_interval
+from .. import figures
+from ..histograms import merged, percentile_ms
+from ..model import Column, Figure, LoadPoint, ReportData, ReportOptions, Section, Series, Table
+
+
+def overall_response_time(points: list[tuple[float, float]]) -> float | None:
+    """SPEC's ORT from (achieved ops/s, mean response ms) points; None below two points."""
+    points = sorted(points)
+    if len(points) < 2 or points[-1][0] <= 0:
+        return None
+    area = math.fsum((x1 - x0) * (y0 + y1) / 2 for (x0, y0), (x1, y1) in zip(points, points[1:]))
+    return area / points[-1][0]
+
+
+def peak_of(series: Series) -> tuple[float | None, str]:
+    """The series' peak rate and what it means."""
+    if series.kind == "search":
+        result = series.search_result
+        if result is None:
+            return None, "no result stored, so no peak yet"
+        if result.get("peak_rate") is not None:
+            return result["peak_rate"], "peak rate λ* found by the search"
+        return None, f"no peak ({result.get('verdict')})"
+    points = series.done_points()
+    if not points:
+        return None, "no completed trials"
+    best = max(points, key=lambda p: p.mean_achieved)
+    return best.mean_achieved, "highest achieved throughput"
+
+
+def section(data: ReportData, options: ReportOptions) -> Section | None:
+    curves = [s for s in data.series if s.done_points()]
+    if not curves:
+        return None
+    blocks, summary = [], []
+    for series in curves:
+        points = series.done_points()
+        ort = overall_response_time([(p.mean_achieved, p.mean_ms) for p in points])
+        peak, meaning = peak_of(series)
+        trials = sum(len(p.measured) for p in points)
+        line = (f"{series.key}: {meaning}" + (f" {peak:,.1f} ops/s" if peak is not None else "")
+                + (f"; overall response time {ort:.2f} ms over {len(points)} load points" if ort is not None
+                   else "; overall response time needs two or more load points")
+                + f" ({trials} measured trial{'s' if trials != 1 else ''})")
+        summary.append(line)
+        blocks.append(_table(series, points, options.confidence_for(series)))
+    blocks.insert(0, Figure("load-curve", _caption(curves, options), _draw(curves, options)))
+    return Section("load-curve", "Load curve", blocks, summary)
+
+
+def _caption(curves: list[Series], options: ReportOptions) -> str:
+    levels = sorted({f"{options.confidence_for(s):.0%}" for s in curves})
+    return (f"Left: achieved vs offered load (the dotted line is achieved = offered; the dashed line marks the peak)."
+            f" Right: mean response time vs achieved load. Points are means over the measured trials at each offered"
+            f" load; error bars are {'/'.join(levels)} t-intervals where a load has two or more trials (n per point"
+            f" in the table below). The shaded band is the search's peak region (Rsat ± s); the star marks the peak;"
+            f" a red cross marks a load where the load generator fell behind (it measures peakbench, not the target).")
+
+
+def _table(series: Series, points: list[LoadPoint], confidence: float) -> Table:
+    classes = {round(load["load"], 6): load["classification"]
+               for load in (series.search_result or {}).get("loads", [])}
+    rows = []
+    for point in points:
+        interval = point.interval(confidence)
+        histogram = merged(t["result"]["latency"] for t in point.measured)
+        rows.append([
+            point.requested, point.mean_achieved, len(point.measured), len(point.trials) - len(point.measured),
+            point.mean_ms, interval.low if interval else None, interval.high if interval else None,
+            percentile_ms(histogram, 99), sum(t["result"]["latency"]["count"] for t in point.measured),
+            classes.get(round(point.requested, 6), ""),
+            sum(1 for t in point.measured if t["result"].get("generator_saturated")) or None,
+            len(point.failed) or None,
+        ])
+    columns = [Column("offered", "ops/s"), Column("achieved", "ops/s"), Column("n trials"),
+               Column("scouts"), Column("mean R", "ms"), Column(f"{confidence:.0%} CI low", "ms"),
+               Column("CI high", "ms"), Column("p99", "ms"), Column("requests"), Column("class"),
+               Column("gen. saturated"), Column("failed")]
+    return Table(f"load-points-{series.key.replace(' ', '-')}", f"Load points of {series.title}", columns, rows,
+                 "each row: the measured trials at that load (n trials); scouts are short trials that only steered"
+                 " the search and are left out of the means; p99 from the merged histograms of all requests")
+
+
+def _draw(curves: list[Series], options: ReportOptions):
+    with figures.style():
+        figure, axes = figures.new_figure(1, 2, height_in=2.5, width_in=2 * figures.COLUMN_WIDTH_IN)
+        throughput, response = axes[0]
+        highest = 0.0
+        shown_ms = []
+        for colour, series in zip(figures.COLOURS * 4, curves):
+            points = series.done_points()
+            offered = [p.requested for p in points]
+            achieved = [p.mean_achieved for p in points]
+            means = [p.mean_ms for p in points]
+            shown_ms += means
+            highest = max(highest, *offered, *achieved)
+            confidence = options.confidence_for(series)
+            achieved_err = [_error_bar(p.achieved(), p.mean_achieved, confidence) for p in points]
+            mean_err = [_interval_bar(p, confidence) for p in points]
+            label = series.key
+            throughput.errorbar(offered, achieved, yerr=_bars(achieved_err), fmt="o-", color=colour, label=label,
+                                capsize=2, markersize=3)
+            response.errorbar(achieved, means, yerr=_bars(mean_err), fmt="o-", color=colour, label=label,
+                              capsize=2, markersize=3)
+            limited = [p for p in points if any(t["result"].get("generator_saturated") for t in p.measured)]
+            if limited:  # these points measure the load generator, not the target: never let them pass unmarked
+                for axis, xs, ys in ((throughput, [p.requested for p in limited], [p.mean_achieved for p in limited]),
+                                     (response, [p.mean_achieved for p in limited], [p.mean_ms for p in limited])):
+                    axis.plot(xs, ys, "x", color="#B91C1C", markersize=7, markeredgewidth=1.5, linestyle="none",
+                              label="generator saturated")
+            peak, _ = peak_of(series)
+            settings = series.settings
+            if series.kind == "search" and "rsat_ms" in settings:
+                low = settings["rsat_ms"] * (1 - settings["width"])
+                high = settings["rsat_ms"] * (1 + settings["width"])
+                shown_ms += [low, high]  # the axis shows the region too, however far from the points
+                response.axhspan(low, high, color=colour, alpha=0.15, linewidth=0,
+                                 label=f"peak region {low:g}-{high:g} ms")
+            if peak is not None:
+                throughput.axvline(peak, color=colour, linestyle="--", linewidth=0.8)
+                nearest = min(points, key=lambda p: abs(p.requested - peak))
+                at_peak = (series.search_result or {}).get("response_ms") or nearest.mean_ms
+                response.plot([peak], [at_peak], marker="*", markersize=10, color=colour, linestyle="none",
+                              label=f"peak {peak:,.1f} ops/s")
+        throughput.plot([0, highest], [0, highest], ":", color="grey", linewidth=0.8)
+        throughput.set_xlabel("offered load (ops/s)")
+        throughput.set_ylabel("achieved throughput (ops/s)")
+        throughput.set_xlim(left=0)
+        throughput.set_ylim(bottom=0)
+        response.set_xlabel("achieved throughput (ops/s)")
+        response.set_ylabel("mean response time (ms)")
+        response.set_xlim(left=0)
+        positive = [m for m in shown_ms if m > 0]
+        if positive and max(positive) / min(positive) > 30:
+            # Bars reaching below zero run off the bottom: a log axis cannot show them.
+            response.set_yscale("log")
+            response.set_ylim(min(positive) / 3, max(positive) * 3)
+        else:
+            response.set_ylim(bottom=0)
+        response.legend(loc="best", fontsize=6)
+        throughput.legend(loc="best", fontsize=6)
+    return figure
+
+
+def _error_bar(values: list[float], mean: float, confidence: float) -> tuple[float, float]:
+    if len(values) < 2:
+        return 0.0, 0.0
+    interval = t_interval(values, confidence)
+    return mean - interval.low, interval.high - mean
+
+
+def _interval_bar(point: LoadPoint, confidence: float) -> tuple[float, float]:
+    interval = point.interval(confidence)
+    if interval is None:
+        return 0.0, 0.0
+    return point.mean_ms - interval.low, interval.high - point.mean_ms
+
+
+def _bars(errors: list[tuple[float, float]]) -> list[list[float]]:
+    return [[low for low, _ in errors], [high for _, high in errors]]

@@ -1,0 +1,125 @@
+"""Response surfaces (the workbench paper's §4): the fitted peak-rate model over two factors at a time.
+
+Reads `data.extra["surfaces"]`: a list of SurfaceResult.to_dict() records
+(controller/surface.py): factors, per-sample outcomes (sample, seed_load,
+result, failure, predicted), the fitted quadratic (terms and coefficients on
+coded factors), in-sample MAPE and cost. For each pair of factors: a heat map
+of the model with the other factors at their centre, the measured samples
+marked; then predicted vs measured peak rates, and the table of samples.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ...controller.design import Factor
+from ...controller.surface import QuadraticSurface
+from .. import figures
+from ..model import Column, Figure, ReportData, ReportOptions, Section, Table
+
+GRID = 60  # model evaluations per factor axis
+
+
+def section(data: ReportData, options: ReportOptions) -> Section | None:
+    surfaces = data.extra.get("surfaces") or []
+    if not surfaces:
+        return None
+    blocks, summary = [], []
+    for number, record in enumerate(surfaces, start=1):
+        factors = [Factor(f["name"], tuple(f["levels"]), f.get("scale", "linear")) for f in record["factors"]]
+        measured = [o for o in record["outcomes"] if o["failure"] is None and o["result"]]
+        failed = [o for o in record["outcomes"] if o["failure"] is not None]
+        fitted = record.get("surface")
+        if fitted is None:
+            summary.append(f"surface {number}: no model: {len(measured)} samples found a peak, too few for a"
+                           f" quadratic in {len(factors)} factors")
+        else:
+            r2 = fitted.get("r_squared")
+            model = QuadraticSurface(tuple(factors), tuple(fitted["terms"]), tuple(fitted["coefficients"]), r2)
+            summary.append(f"surface {number}: quadratic in {', '.join(f.name for f in factors)} fitted through"
+                           f" {len(measured)} measured peaks; in-sample MAPE {record['mape']:.1f}%"
+                           + (f", R² {r2:.3f}" if r2 is not None else ", no residual degrees of freedom")
+                           + f"; {len(failed)} sample(s) without a peak; cost {record['cost_seconds'] / 3600:.1f} h")
+            for a, b in itertools.combinations(range(len(factors)), 2):
+                blocks.append(Figure(f"surface-{number}-{factors[a].name}-{factors[b].name}",
+                                     f"Surface {number}: predicted peak rate (ops/s) over {factors[a].name} and"
+                                     f" {factors[b].name}" + (", other factors at their centre" if len(factors) > 2
+                                                              else "")
+                                     + f"; dots: the {len(measured)} measured samples, labelled with their peak.",
+                                     _heat_map(model, a, b, measured)))
+            blocks.append(Figure(f"surface-{number}-fit", f"Surface {number}: predicted vs measured peak rate of each"
+                                 f" measured sample (n = {len(measured)}); the line is predicted = measured.",
+                                 _fit(measured)))
+        blocks.append(_table(number, factors, record["outcomes"]))
+    return Section("surfaces", "Response surfaces", blocks, summary)
+
+
+def _axis_values(factor: Factor) -> np.ndarray:
+    low, high = min(factor.levels), max(factor.levels)
+    return np.geomspace(low, high, GRID) if factor.scale == "log" else np.linspace(low, high, GRID)
+
+
+def _centre(factor: Factor) -> float:
+    low, high = min(factor.levels), max(factor.levels)
+    return float(np.sqrt(low * high)) if factor.scale == "log" else (low + high) / 2
+
+
+def _heat_map(model: QuadraticSurface, a: int, b: int, measured):
+    factors = model.factors
+    xs, ys = _axis_values(factors[a]), _axis_values(factors[b])
+    base = {f.name: _centre(f) for f in factors}
+    grid = np.array([[model.predict({**base, factors[a].name: x, factors[b].name: y})
+                      for x in xs] for y in ys])
+    with figures.style():
+        figure, axes = figures.new_figure(height_in=2.8)
+        axis = axes[0][0]
+        shading = axis.contourf(xs, ys, grid, levels=14, cmap="viridis")
+        axis.contour(xs, ys, grid, levels=7, colors="white", linewidths=0.4)
+        colour_bar = figure.colorbar(shading, ax=axis)
+        colour_bar.set_label("predicted peak rate (ops/s)")
+        for outcome in measured:
+            x, y = outcome["sample"][factors[a].name], outcome["sample"][factors[b].name]
+            axis.plot([x], [y], "o", color="white", markeredgecolor="black", markersize=4, clip_on=False)
+            axis.annotate(f"{outcome['result']['peak_rate']:,.0f}", (x, y), textcoords="offset points",
+                          xytext=(3, 3), fontsize=6, color="white")
+        for factor, set_scale in ((factors[a], axis.set_xscale), (factors[b], axis.set_yscale)):
+            if factor.scale == "log":
+                set_scale("log")
+        axis.set_xlabel(factors[a].name)
+        axis.set_ylabel(factors[b].name)
+        axis.grid(False)
+    return figure
+
+
+def _fit(measured):
+    peaks = [o["result"]["peak_rate"] for o in measured]
+    predicted = [o["predicted"] for o in measured]
+    with figures.style():
+        figure, axes = figures.new_figure(height_in=2.8)
+        axis = axes[0][0]
+        top = max(peaks + predicted) * 1.05
+        axis.plot([0, top], [0, top], ":", color="grey", linewidth=0.8)
+        axis.plot(peaks, predicted, "o", color=figures.COLOURS[0])
+        axis.set_xlim(0, top)
+        axis.set_ylim(0, top)
+        axis.set_xlabel("measured peak rate (ops/s)")
+        axis.set_ylabel("predicted peak rate (ops/s)")
+    return figure
+
+
+def _table(number: int, factors: list[Factor], outcomes: list[dict]) -> Table:
+    rows = []
+    for outcome in outcomes:
+        result = outcome["result"] or {}
+        peak, predicted = result.get("peak_rate"), outcome["predicted"]
+        error = abs(predicted - peak) / peak * 100 if peak and predicted is not None else None
+        rows.append([*[outcome["sample"][f.name] for f in factors], outcome["seed_load"], peak, predicted, error,
+                     result.get("trials"), result.get("cost_seconds"), outcome["failure"] or ""])
+    columns = [*[Column(f.name) for f in factors], Column("seed load", "ops/s"), Column("measured peak", "ops/s"),
+               Column("predicted", "ops/s"), Column("error", "%", 1), Column("trials"), Column("cost", "s", 0),
+               Column("failure")]
+    return Table(f"surface-{number}-samples", f"Samples of surface {number}", columns, rows,
+                 "each measured peak is one search's λ* (its own confidence and accuracy); predicted from the"
+                 " quadratic fitted through all measured peaks (in-sample)")

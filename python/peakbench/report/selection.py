@@ -1,0 +1,108 @@
+"""Which stored results a report covers: `peakbench report [SELECTOR ...]`.
+
+Selectors:
+    search:ID        a peak-rate search and its trials
+    sfs:ID           a `peakbench sfs` load-point curve and its trials
+    trial:ID         one trial (also run:ID); trial:ID-ID for a range
+    (none)           the newest search or sfs run; with neither, every trial
+
+Loose trials (trial:…) form one series per workload and target. A search or
+sfs run that is still running, failed or was killed is reported with what it
+has, and `missing` says what is not there.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import InputError
+from ..store import Store
+from .model import ReportData, Series
+
+FIELD = "SELECTOR"
+_SELECTOR = re.compile(r"(search|sfs|trial|run):(\d+)(?:-(\d+))?")
+
+
+def select(store: Store, selectors: list[str]) -> ReportData:
+    if not selectors:
+        return _default(store)
+    series: list[Series] = []
+    loose: list[dict] = []
+    missing: list[str] = []
+    for text in selectors:
+        match = _SELECTOR.fullmatch(text.strip().lower())
+        if match is None:
+            raise InputError(f"{text!r} is not a selector; write search:ID, sfs:ID, trial:ID or trial:FIRST-LAST",
+                             field=FIELD)
+        kind, first, last = match.group(1), int(match.group(2)), match.group(3)
+        if kind == "search":
+            series.append(_search_series(store, first, missing))
+        elif kind == "sfs":
+            series.append(_sfs_series(store, first, missing))
+        else:
+            ids = range(first, int(last) + 1) if last else [first]
+            found = [t for t in (store.trial(i) for i in ids) if t is not None]
+            if not found:
+                raise InputError(f"no trial {text.split(':', 1)[1]} in the store", file=store.path)
+            loose.extend(found)
+    series.extend(_loose_series(loose))
+    unique = list({s.key: s for s in series}.values())  # a run named twice is reported once
+    return ReportData(str(store.path), unique, list(dict.fromkeys(missing)))
+
+
+def _default(store: Store) -> ReportData:
+    newest = [(r["created"], r["id"], "search") for r in store.searches()]
+    newest += [(r["created"], r["id"], "sfs") for r in store.sfs_runs()]
+    missing: list[str] = []
+    if newest:
+        _, ident, kind = max(newest)
+        chosen = _search_series(store, ident, missing) if kind == "search" else _sfs_series(store, ident, missing)
+        return ReportData(str(store.path), [chosen], missing)
+    trials = store.trials()
+    if not trials:
+        raise InputError("the store holds no trials yet (run a search, `peakbench sfs` or a trial first)",
+                         file=store.path)
+    return ReportData(str(store.path), _loose_series(trials), missing)
+
+
+def _search_series(store: Store, ident: int, missing: list[str]) -> Series:
+    record = store.search(ident)
+    if record is None:
+        raise InputError(f"no search {ident} in the store", file=store.path)
+    trials = store.search_trials(ident)
+    label = f"search {ident}"
+    if record["status"] == "running":
+        missing.append(f"{label} has no result yet (still running, or killed): its trace, verdict and peak are"
+                       f" rebuilt from its {len(trials)} stored trials")
+    elif record["status"] == "failed":
+        missing.append(f"{label} failed ({record['error']}): shown up to its last stored trial")
+    if not trials:
+        missing.append(f"{label} has no stored trials")
+    title = f"{label}: {record['workload']} on {record['target']} ({record['policy']} policy)"
+    return Series(label, "search", title, record, trials)
+
+
+def _sfs_series(store: Store, ident: int, missing: list[str]) -> Series:
+    record = store.sfs_run(ident)
+    if record is None:
+        raise InputError(f"no sfs run {ident} in the store", file=store.path)
+    trials = store.sfs_run_trials(ident)
+    label = f"sfs {ident}"
+    planned = record["settings"].get("loads", [])
+    done = {round(t["rate"], 6) for t in trials if t["status"] == "done"}
+    absent = [load for load in planned if round(load, 6) not in done]
+    if record["status"] != "done" and absent:
+        why = "failed: " + record["error"] if record["status"] == "failed" else "still running, or killed"
+        missing.append(f"{label} ({why}) has no result at {len(absent)} of its {len(planned)} load points:"
+                       f" {' '.join(f'{a:g}' for a in absent)} ops/s")
+    title = f"{label}: {record['workload']} on {record['target']} (SPECsfs-style load points)"
+    return Series(label, "sfs", title, record, trials)
+
+
+def _loose_series(trials: list[dict]) -> list[Series]:
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for trial in sorted({t["id"]: t for t in trials}.values(), key=lambda t: t["id"]):
+        groups.setdefault((trial["workload"], trial["target"]), []).append(trial)
+    return [Series(f"trials {ts[0]['id']}-{ts[-1]['id']}" if len(ts) > 1 else f"trial {ts[0]['id']}", "trials",
+                   f"{workload} on {target} ({len(ts)} trial{'s' if len(ts) > 1 else ''})", None, ts)
+            for (workload, target), ts in groups.items()]

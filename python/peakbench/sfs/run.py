@@ -1,0 +1,155 @@
+"""`peakbench sfs RCFILE`: run a SPECsfs-style load-point curve and keep it in the store.
+
+Each load point is one trial at the aggregate load (after SPEC's rounding if
+asked): prepare (the file set grows with the load, like SPEC's INIT phase),
+warm up, measure. The curve and every trial are stored as they finish, so
+`peakbench report sfs:ID` can show a curve that is still running or was
+killed. A failed point ends the curve, as in SPEC.
+
+The load of all CLIENTS × PROCS processes is generated from this machine by
+one engine (multi-host runs belong to the cluster layer); MNT_POINTS may name
+one directory any number of times.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from .. import store as store_module
+from ..engine import Engine
+from ..errors import InputError, RunError
+from ..mix import normalise
+from ..mixfile import read_mixfile
+from ..progress import ProgressDisplay
+from ..report import terminal
+from ..report.model import ReportOptions
+from ..report.sections import sfs_summary
+from ..report.sections.load_curve import overall_response_time
+from ..report.selection import select
+from ..sysinfo import snapshot
+from ..targets import check_ours, check_space, parse_target, target_label
+from ..workload import Workload, find_workload, trial_spec
+from .rcfile import RcFile, read_rcfile
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    rc: RcFile
+    workload: Workload
+    target: dict
+    loads: list[float]
+    spec_rounding: bool
+
+    def settings(self) -> dict:
+        """What the store keeps about the curve: enough to rebuild its summary and know what is missing."""
+        rc = self.rc
+        return {"rcfile": str(rc.path), "loads": self.loads, "requested": list(rc.requested),
+                "spec_rounding": self.spec_rounding, "clients": list(rc.clients), "procs": rc.procs,
+                "processes": rc.processes, "per_process": [load / rc.processes for load in self.loads],
+                "mount_points": list(rc.mount_points), "mixfile": str(rc.mixfile) if rc.mixfile else None,
+                "mix": self.workload.mix, "warmup_s": rc.warmup_s, "runtime_s": rc.runtime_s,
+                "ignored": list(rc.ignored)}
+
+
+def plan(path: Path, spec_rounding: bool) -> Plan:
+    """Everything that can be wrong in the rc file and what it names, checked before anything runs."""
+    rc = read_rcfile(path)
+    try:
+        workload = find_workload(rc.workload)
+    except InputError as error:
+        raise InputError(error.message, file=rc.path, line=rc.lines.get("WORKLOAD"), field="WORKLOAD") from None
+    if rc.mixfile is not None:
+        shares, _ = normalise(read_mixfile(rc.mixfile))
+        workload = dataclasses.replace(workload, mix=shares, mix_note=None)
+    distinct = sorted(set(rc.mount_points))
+    if len(distinct) > 1:
+        raise InputError(f"{len(distinct)} different directories; peakbench sfs loads one directory from this"
+                         " machine (repeat it once per proc)", file=rc.path, line=rc.lines.get("MNT_POINTS"),
+                         field="MNT_POINTS")
+    loads = rc.loads(spec_rounding)
+    try:
+        target = parse_target(distinct[0])
+        check_ours(target)
+        check_space(target, workload.bytes_at(loads[-1]))
+    except InputError as error:  # a --target error on the command line is a MNT_POINTS error here
+        raise InputError(error.message, file=rc.path, line=rc.lines.get("MNT_POINTS"), field="MNT_POINTS") from None
+    return Plan(rc, workload, target, loads, spec_rounding)
+
+
+def describe(chosen: Plan) -> list[str]:
+    rc = chosen.rc
+    lines = [f"{len(chosen.loads)} load points ({'SPEC rounding' if chosen.spec_rounding else 'exact split'} over"
+             f" {len(rc.clients)} client(s) x {rc.procs} proc(s) = {rc.processes} processes):"
+             f" {' '.join(f'{load:g}' for load in chosen.loads)} ops/s",
+             f"{chosen.workload.name} on {target_label(chosen.target)}; warm-up {rc.warmup_s:g} s, measured"
+             f" {rc.runtime_s:g} s per point" + (f"; mix from {rc.mixfile}" if rc.mixfile else "")]
+    advice = rc.guidance(chosen.loads)
+    if advice:
+        lines.append(f"note: {advice}")
+    if rc.ignored:
+        lines.append(f"note: ignored (no meaning here): {', '.join(rc.ignored)}")
+    return lines
+
+
+def run(chosen: Plan, db: Path) -> int:
+    """Run every load point; returns the stored curve's id."""
+    store_module.check_compatible(db)
+    engine = Engine()
+    specs = [trial_spec(chosen.workload, chosen.target, rate=load, warmup_s=chosen.rc.warmup_s,
+                        runtime_s=chosen.rc.runtime_s, seed=index + 1) for index, load in enumerate(chosen.loads)]
+    for spec in specs:
+        engine.validate(spec)
+    system = snapshot(chosen.target, engine.version())
+    with store_module.Store(db) as store:
+        run_id = store.add_sfs_run(workload=chosen.workload.name, target=target_label(chosen.target),
+                                   settings=chosen.settings())
+        try:
+            for number, spec in enumerate(specs, start=1):
+                _point(engine, store, run_id, chosen, spec, system, number)
+        except BaseException as error:
+            store.finish_sfs_run(run_id, error=str(error) or type(error).__name__)
+            raise
+        store.finish_sfs_run(run_id)
+    return run_id
+
+
+def _point(engine: Engine, store: store_module.Store, run_id: int, chosen: Plan, spec: dict, system: dict,
+           number: int) -> None:
+    rate = spec["load"]["rate"]
+    print(f"sfs  point {number}/{len(chosen.loads)}: {rate:g} ops/s", file=sys.stderr, flush=True)
+    record = dict(workload=chosen.workload.name, target=target_label(chosen.target), spec=spec, sysinfo=system,
+                  sfs_run_id=run_id)
+    try:
+        with ProgressDisplay("prepare", None) as display:
+            engine.prepare(spec, display)
+        with ProgressDisplay("run", chosen.rc.warmup_s + chosen.rc.runtime_s) as display:
+            result = engine.run(spec, display)
+    except RunError as error:
+        trial_id = store.add_trial(error=str(error), **record)
+        raise RunError(f"load point {rate:g} ops/s: {error} (recorded as failed trial {trial_id})") from None
+    store.add_trial(result=result, **record)
+
+
+def command(args, console: Console) -> int:
+    chosen = plan(args.rcfile, args.spec_rounding)
+    for line in describe(chosen):
+        print(line, file=sys.stderr)
+    if args.dry_run:
+        console.print(" ".join(f"{load:g}" for load in chosen.loads))
+        return 0
+    run_id = run(chosen, args.db)
+    with store_module.Store(args.db) as store:
+        data = select(store, [f"sfs:{run_id}"])
+    terminal.show([sfs_summary.section(data, ReportOptions())], console)
+    (series,) = data.series
+    points = series.done_points()
+    ort = overall_response_time([(p.mean_achieved, p.mean_ms) for p in points])
+    peak = max(p.mean_achieved for p in points)
+    console.print(f"peak {peak:,.1f} ops/s achieved" + (f"; overall response time {ort:.2f} ms" if ort else ""))
+    print(f"sfs run {run_id} and its {len(chosen.loads)} trials stored in {args.db};"
+          f" `peakbench report sfs:{run_id} --db {args.db} --html report.html` for the full report", file=sys.stderr)
+    return 0

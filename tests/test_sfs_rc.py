@@ -1,0 +1,82 @@
+"""SPECsfs rc files: the load points they describe, SPEC's rounding, and one-line errors."""
+
+import pytest
+
+from peakbench.errors import InputError
+from peakbench.sfs.rcfile import read_rcfile
+
+SPEC_EXAMPLE = """\
+# the User's Guide's example: 10 points ending at 2000 ops/s on 4 clients x 8 procs
+LOAD=200
+INCR_LOAD="200"
+NUM_RUNS=10
+CLIENTS="client1 client2 client3 client4"
+PROCS=8
+MNT_POINTS='{target}'
+BIOD_MAX_WRITES=2
+"""
+
+
+def write(tmp_path, text: str):
+    path = tmp_path / "sfs_rc"
+    path.write_text(text.format(target=tmp_path))
+    return path
+
+
+def test_spec_rounding_reproduces_the_users_guide(tmp_path):
+    rc = read_rcfile(write(tmp_path, SPEC_EXAMPLE))
+    assert rc.processes == 32 and rc.clients == ("client1", "client2", "client3", "client4")
+    assert rc.loads(spec_rounding=True) == [192, 384, 576, 800, 992, 1184, 1376, 1600, 1792, 1984]
+    assert rc.loads() == [200, 400, 600, 800, 1000, 1200, 1400, 1600, 1800, 2000]  # the exact split
+    assert rc.ignored == ("BIOD_MAX_WRITES",)
+    assert rc.warmup_s == 300 and rc.runtime_s == 300  # SPEC's defaults
+
+
+def test_an_explicit_load_list_and_durations(tmp_path):
+    rc = read_rcfile(write(tmp_path, 'LOAD="100 300 700"\nMNT_POINTS={target}\nWARMUP_TIME=2m\nRUNTIME=90\n'))
+    assert rc.loads() == [100, 300, 700] and rc.warmup_s == 120 and rc.runtime_s == 90
+    assert rc.procs == 1 and rc.clients == ("localhost",)
+
+
+@pytest.mark.parametrize("text, line, field, words", [
+    ("LOAD=abc\nMNT_POINTS=/x\n", 1, "LOAD", "'abc' is not a number"),
+    ("LOAD=100\nMNT_PIONTS=/x\n", 2, "MNT_PIONTS", "did you mean MNT_POINTS?"),
+    ("LOAD=100\nINCR_LOAD=100\nMNT_POINTS=/x\n", 2, "INCR_LOAD", "needs NUM_RUNS"),
+    ("LOAD=100\nPROCS=3\nMNT_POINTS='/a /b'\n", 3, "MNT_POINTS", "2 mount points for 3 procs"),
+    ("LOAD=100\nPROCS=0\nMNT_POINTS=/x\n", 2, "PROCS", "whole number of at least 1"),
+    ("LOAD='300 100'\nMNT_POINTS=/x\n", 1, "LOAD", "must increase"),
+    ("MNT_POINTS=/x\n", None, "LOAD", "LOAD is required"),
+    ("LOAD=100\nthis is not an assignment\n", 2, None, "expected NAME=value"),
+    ("LOAD=100\nRUNTIME=5k\nMNT_POINTS=/x\n", 2, "RUNTIME", "not a duration"),
+])
+def test_bad_lines_name_the_file_line_and_field(tmp_path, text, line, field, words):
+    path = write(tmp_path, text)
+    with pytest.raises(InputError) as raised:
+        read_rcfile(path)
+    error = raised.value
+    assert words in str(error)
+    assert (error.file, error.line, error.field) == (path, line, field)
+
+
+def test_a_rounding_that_leaves_a_process_nothing_is_refused(tmp_path):
+    rc = read_rcfile(write(tmp_path, 'LOAD=20\nCLIENTS="a b c d"\nPROCS=8\nMNT_POINTS={target}\n'))
+    with pytest.raises(InputError, match="rounds down to 0 ops/s per process"):
+        rc.loads(spec_rounding=True)
+
+
+def test_the_command_prints_the_points_or_one_line_errors(cli, tmp_path):
+    (tmp_path / "target").mkdir()
+    good = write(tmp_path, SPEC_EXAMPLE.replace("MNT_POINTS='{target}'", "MNT_POINTS='{target}/target'"))
+    done = cli("sfs", str(good), "--spec-rounding", "--dry-run", "--db", str(tmp_path / "p.db"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == "192 384 576 800 992 1184 1376 1600 1792 1984".split()
+    assert "SPEC recommends 10 to 250" in done.stderr  # 6 ops/s per process at the lowest point
+    bad = tmp_path / "bad_rc"
+    bad.write_text("LOAD=100\nMIXFILE=missing.mix\nMNT_POINTS=/nonexistent-dir\n")
+    done = cli("sfs", str(bad), "--db", str(tmp_path / "p.db"))
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1 and "missing.mix" in done.stderr
+    bad.write_text(f"LOAD=100\nMNT_POINTS={tmp_path}\n")  # not empty, and not peakbench's
+    done = cli("sfs", str(bad), "--db", str(tmp_path / "p.db"))
+    assert done.returncode == 2 and f"{bad}:2: field MNT_POINTS: " in done.stderr
+    assert not (tmp_path / "p.db").exists()
