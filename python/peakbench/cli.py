@@ -40,7 +40,6 @@ from . import store as store_module
 from .controller import DEFAULT_POLICY, POLICIES, SearchSettings
 from .controller.design import quadratic_terms
 from .distributions import describe as describe_distribution
-from .engine import Engine
 from .errors import InputError, RunError
 from .mix import format_mix
 from .progress import ProgressDisplay
@@ -164,7 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", type=Path, metavar="FILE", help="also write the result to this JSON file")
     run.set_defaults(handler=command_run)
 
-    prepare = commands.add_parser("prepare", help="create or augment the file set only")
+    prepare = commands.add_parser("prepare", parents=[cluster_options],
+                                  help="create or augment the file set only (each client's part with --clients)")
     add_trial_arguments(prepare)
     prepare.set_defaults(handler=command_prepare)
 
@@ -320,15 +320,16 @@ def _prepare(engine: Engine, spec: dict) -> dict:
 
 def command_prepare(args: argparse.Namespace) -> int:
     workload, spec = _checked_trial(args)
-    engine = Engine()
-    engine.validate(spec)
-    _announce(workload, spec, args)
-    prepared = _prepare(engine, spec)
+    with _engine(args, workload) as engine:
+        engine.validate(spec)
+        _announce(workload, spec, args)
+        prepared = _prepare(engine, spec)
     fileset = prepared["fileset"]
     print(f"file set {fileset['id']} in {target_label(spec['target'])}: {fileset['files']} files,"
           f" {fileset['dirs']} directories, {fileset['symlinks']} symlinks, {format_size(fileset['bytes'])};"
           f" {prepared['files_created']} files created, {prepared['files_already_complete']} already there"
-          f" ({prepared['seconds']:.1f} s)")
+          f" ({prepared['seconds']:.1f} s" + (f", {prepared['clients']} clients" if "clients" in prepared else "")
+          + ")")
     return 0
 
 
