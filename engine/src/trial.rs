@@ -28,6 +28,8 @@ const SPAWN_AFTER_NS: u64 = 200_000;
 /// Upper bound on sender threads when the user sets no cap.
 const DEFAULT_THREAD_LIMIT: usize = 4096;
 const NOT_DUE: u64 = u64::MAX;
+/// Most overdue requests a pipelining sender starts before it flushes them.
+const MAX_BATCH: usize = 32;
 
 /// Mean schedule lag over a stretch of the run.
 #[derive(Default, Clone, Copy)]
@@ -210,6 +212,7 @@ fn sender(shared: Arc<Shared>) {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
     let mut finished: Option<Done> = None;
     let pipelines = shared.target.pipelines();
+    let mut batched = 0usize;
     let cap = shared.thread_limit_cap;
     loop {
         let claim = {
@@ -219,7 +222,12 @@ fn sender(shared: Arc<Shared>) {
             }
             state.claim(&shared, shared.now_ns())
         };
-        let Some(claim) = claim else { break };
+        let Some(claim) = claim else {
+            if batched > 0 {
+                shared.target.flush();
+            }
+            break;
+        };
         sleep_until(&shared, claim.due_ns);
         let start_ns = shared.now_ns();
         let counted = shared.window.contains(claim.due_ns);
@@ -231,8 +239,12 @@ fn sender(shared: Arc<Shared>) {
         if pipelines {
             if let Some(cap) = cap {
                 // The user's cap holds requests back while that many are in flight.
-                while shared.started.load(Relaxed) >= cap {
-                    std::thread::sleep(Duration::from_micros(20));
+                if shared.started.load(Relaxed) >= cap {
+                    shared.target.flush();
+                    batched = 0;
+                    while shared.started.load(Relaxed) >= cap {
+                        std::thread::sleep(Duration::from_micros(20));
+                    }
                 }
             }
             shared.started.fetch_add(1, Relaxed);
@@ -249,8 +261,19 @@ fn sender(shared: Arc<Shared>) {
                 s.started.fetch_sub(1, Relaxed);
             });
             match shared.target.start(&request, done) {
-                Ok(()) => continue,
+                Ok(()) => {
+                    // Requests already due go out together in one write; the last of a
+                    // batch (or one sent on time) goes out at once.
+                    batched += 1;
+                    if batched >= MAX_BATCH || shared.next_due.load(Relaxed) > shared.now_ns() {
+                        shared.target.flush();
+                        batched = 0;
+                    }
+                    continue;
+                }
                 Err(done) => {
+                    shared.target.flush();
+                    batched = 0;
                     shared.busy.fetch_add(1, Relaxed);
                     let outcome = shared.target.execute(&request);
                     let retransmissions = shared.target.take_retransmissions();

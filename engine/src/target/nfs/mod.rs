@@ -378,6 +378,10 @@ impl Target for Nfs {
         self.nfs.rpc.pipelines()
     }
 
+    fn flush(&self) {
+        self.nfs.rpc.flush()
+    }
+
     fn start(&self, request: &Request, done: Completion) -> Result<(), Completion> {
         use proto::*;
         use xdr::Dec;
