@@ -672,10 +672,10 @@ def bench_nfs(name: str = "nfs") -> dict:
     with tempfile.TemporaryDirectory(prefix="pb-nfs-bench-") as tmp, Ganesha(workdir=Path(tmp) / "g") as server:
         libnfs = build_nfs_peers(Path(tmp))
         pin(server.pid, server_cpus)
-        (server.export_dir / "bench-file").write_bytes(os.urandom(1 << 20))
         tgt = {"kind": "nfs", "host": "127.0.0.1", "export": "/export"}
         fs = fileset(64, size=1 << 20)
         engine("prepare", trial_spec(tgt, 1, {"getattr": 1.0}, fs, runtime_s=1), timeout=300)
+        (server.export_dir / "bench-file").write_bytes(os.urandom(1 << 20))  # for the peers
         rows = []
 
         def measure(label: str, op: str, fn) -> dict:

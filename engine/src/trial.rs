@@ -121,6 +121,9 @@ struct Shared {
     busy: AtomicUsize,
     /// Requests started without blocking (pipelining targets) and not yet complete.
     started: AtomicUsize,
+    /// A sender waiting for the cap to let it start another request.
+    cap_waiting: AtomicUsize,
+    cap_waiter: Mutex<Option<std::thread::Thread>>,
     live: AtomicUsize,
     completed: AtomicU64,
     interval_lag_ns: AtomicU64,
@@ -242,9 +245,13 @@ fn sender(shared: Arc<Shared>) {
                 if shared.started.load(Relaxed) >= cap {
                     shared.target.flush();
                     batched = 0;
-                    while shared.started.load(Relaxed) >= cap {
-                        std::thread::sleep(Duration::from_micros(20));
+                    // Sleep until a completion frees a place (it unparks us), not in a polling loop.
+                    *shared.cap_waiter.lock().expect("cap waiter lock") = Some(std::thread::current());
+                    shared.cap_waiting.fetch_add(1, Relaxed);
+                    while shared.started.load(std::sync::atomic::Ordering::SeqCst) >= cap {
+                        std::thread::park_timeout(Duration::from_millis(1));
                     }
+                    shared.cap_waiting.fetch_sub(1, Relaxed);
                 }
             }
             shared.started.fetch_add(1, Relaxed);
@@ -258,7 +265,12 @@ fn sender(shared: Arc<Shared>) {
                 s.completed.fetch_add(1, Relaxed);
                 let d = Done { claim: Claim { op, due_ns, request: Request::Null, held_by_limit: held }, start_ns, done_ns, outcome, retransmissions };
                 s.state.lock().expect("a sender panicked").complete(&s, d);
-                s.started.fetch_sub(1, Relaxed);
+                s.started.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                if s.cap_waiting.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+                    if let Some(t) = s.cap_waiter.lock().expect("cap waiter lock").as_ref() {
+                        t.unpark();
+                    }
+                }
             });
             match shared.target.start(&request, done) {
                 Ok(()) => {
@@ -355,6 +367,8 @@ pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Valu
         threads: AtomicUsize::new(0),
         busy: AtomicUsize::new(0),
         started: AtomicUsize::new(0),
+        cap_waiting: AtomicUsize::new(0),
+        cap_waiter: Mutex::new(None),
         live: AtomicUsize::new(0),
         completed: AtomicU64::new(0),
         interval_lag_ns: AtomicU64::new(0),
