@@ -266,7 +266,10 @@ fn sender(shared: Arc<Shared>) {
                 let d = Done { claim: Claim { op, due_ns, request: Request::Null, held_by_limit: held }, start_ns, done_ns, outcome, retransmissions };
                 s.state.lock().expect("a sender panicked").complete(&s, d);
                 s.started.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-                if s.cap_waiting.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+                // Wake a sender held by the cap once a quarter of the places are free, so it
+                // sends a batch instead of one request per wake-up.
+                let resume_at = s.thread_limit_cap.map_or(0, |cap| cap - (cap / 4).max(1));
+                if s.cap_waiting.load(std::sync::atomic::Ordering::SeqCst) > 0 && s.started.load(Relaxed) <= resume_at {
                     if let Some(t) = s.cap_waiter.lock().expect("cap waiter lock").as_ref() {
                         t.unpark();
                     }
@@ -402,6 +405,7 @@ fn monitor(spec: &TrialSpec, shared: &Arc<Shared>) -> usize {
     let mut max_busy = 0;
     let mut last_completed = 0;
     let mut suspect: Option<(u64, u64)> = None; // (claimed count, when all threads were first seen busy)
+    let pipelines = shared.target.pipelines();
     spawn_sender(shared);
     loop {
         let now = shared.now_ns();
@@ -446,9 +450,21 @@ fn monitor(spec: &TrialSpec, shared: &Arc<Shared>) -> usize {
         if (shared.live.load(Relaxed) == 0 && shared.started.load(Relaxed) == 0) || now >= drain_deadline {
             return max_busy;
         }
-        let watch = if suspect.is_some() { now + SPAWN_AFTER_NS / 2 } else if due == NOT_DUE { NOT_DUE } else { due + SPAWN_AFTER_NS };
+        // A pipelining target with no sender blocked in it cannot starve the schedule:
+        // look again in a millisecond instead of every few microseconds while requests are overdue.
+        let idle_pipeline = pipelines && shared.busy.load(Relaxed) == 0;
+        let watch = if suspect.is_some() {
+            now + SPAWN_AFTER_NS / 2
+        } else if due == NOT_DUE {
+            NOT_DUE
+        } else if idle_pipeline {
+            (due + SPAWN_AFTER_NS).max(now + 1_000_000)
+        } else {
+            due + SPAWN_AFTER_NS
+        };
         let wake = watch.min(next_progress).min(drain_deadline);
-        std::thread::sleep(Duration::from_nanos(wake.saturating_sub(now).clamp(SPAWN_AFTER_NS / 4, 100_000_000)));
+        let floor = if idle_pipeline { 1_000_000 } else { SPAWN_AFTER_NS / 4 };
+        std::thread::sleep(Duration::from_nanos(wake.saturating_sub(now).clamp(floor, 100_000_000)));
     }
 }
 
