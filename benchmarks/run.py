@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """peakbench performance benchmarks (issue 2, "Benchmarks"). Not part of the test suite.
 
-    python3 benchmarks/run.py [--max-wait S] [--engine PATH] [floor|posix|openloop|memory|cluster|all]
+    python3 benchmarks/run.py [--max-wait S] [--engine PATH] [floor|posix|openloop|memory|cluster|nfs|all]
 
 --max-wait S   wait up to S seconds (default 300) for other work to leave the CPUs idle before
                each benchmark; the load seen is recorded in the result either way.
@@ -12,7 +12,10 @@ Each benchmark prints a table and writes benchmarks/results/<name>.json with the
 machine it ran on. Peers (fio, a raw system-call loop) run in the same invocation,
 so quote ratios: these machines are shared and noisy. Needs root for `openloop`
 (loop device, mount, cgroup v1 blkio) and fio 3.33 for `posix` and `openloop`
-(`apt-get install -y fio`). Every subprocess runs under a timeout.
+(`apt-get install -y fio`). `nfs` starts nfs-ganesha and rpcbind (tests/ganesha.py; root)
+and builds its peers: the nfs3_client crate (benchmarks/peers/nfs3client, cargo) and
+libnfs's asynchronous API (benchmarks/peers/libnfs_bench.c; libnfs-dev).
+Every subprocess runs under a timeout.
 """
 
 from __future__ import annotations
@@ -727,12 +730,107 @@ def bench_cluster(name: str = "cluster") -> dict:
     out["rows"], out["flat_rows"] = rows, flat_rows
     save(name, out)
     return out
+# --------------------------------------------------------------------------- nfs
+
+PEERS = BENCH / "peers"
+NFS3CLIENT = PEERS / "nfs3client" / "target" / "release" / "nfs3client-bench"
+
+
+def build_nfs_peers(workdir: Path) -> Path:
+    run(["cargo", "build", "--release", "--quiet", "--manifest-path", PEERS / "nfs3client" / "Cargo.toml"], timeout=900)
+    libnfs = workdir / "libnfs-bench"
+    run(["cc", "-O2", "-o", libnfs, PEERS / "libnfs_bench.c", "-lnfs"], timeout=120)
+    return libnfs
+
+
+def _threads(pid: int) -> list[int]:
+    return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+
+
+def pin(pid: int, cpus: set[int]) -> None:
+    """Pin a process and all its threads."""
+    for tid in _threads(pid):
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except OSError:
+            pass
+
+
+def bench_nfs(name: str = "nfs") -> dict:
+    """NULL, GETATTR and 4 KiB READ against nfs-ganesha on loopback, one client core each:
+    peakbench's engine (pipelined, one connection) beside nfs3_client (16 connections,
+    one request in flight on each) and libnfs's asynchronous API (one connection)."""
+    header("nfs: ops/s and client CPU per op against nfs-ganesha, one client core")
+    sys.path.insert(0, str(ROOT / "tests"))
+    from ganesha import Ganesha
+
+    seconds = float(os.environ.get("PB_NFS_SECONDS", "5"))
+    ncpu = os.cpu_count() or 1
+    client_cpu, server_cpus = {0}, ({1} if ncpu > 1 else {0})
+    with tempfile.TemporaryDirectory(prefix="pb-nfs-bench-") as tmp, Ganesha(workdir=Path(tmp) / "g") as server:
+        libnfs = build_nfs_peers(Path(tmp))
+        pin(server.pid, server_cpus)
+        tgt = {"kind": "nfs", "host": "127.0.0.1", "export": "/export"}
+        fs = fileset(64, size=1 << 20)
+        engine("prepare", trial_spec(tgt, 1, {"getattr": 1.0}, fs, runtime_s=1), timeout=300)
+        (server.export_dir / "bench-file").write_bytes(os.urandom(1 << 20))  # for the peers
+        rows = []
+
+        def measure(label: str, op: str, fn) -> dict:
+            pin(server.pid, server_cpus)
+            s0 = server.cpu_seconds()
+            ops, wall, cpu, extra = fn()
+            server_cpu = server.cpu_seconds() - s0
+            row = {"op": op, "client": label, "ops_per_s": ops / wall, "client_us_per_op": cpu / max(ops, 1) * 1e6,
+                   "server_us_per_op": server_cpu / max(ops, 1) * 1e6, "ops": ops, **extra}
+            rows.append(row)
+            print(f"  {op:8} {label:34} {row['ops_per_s']:>10,.0f} ops/s  client {row['client_us_per_op']:6.2f} us/op"
+                  f"  server {row['server_us_per_op']:6.2f} us/op", flush=True)
+            return row
+
+        def peakbench(op: str, depth: int, conns: int = 1):
+            mix = {"null": {"null": 1.0}, "getattr": {"getattr": 1.0}, "read4k": {"read": 1.0}}[op]
+            t = {**tgt, "connections": conns}
+            # Offered far above what anything here can do, with the cap as the pipeline depth:
+            # the engine runs flat out, and its CPU (no warm-up) is all spent on the window's ops.
+            spec = trial_spec(t, 400_000, mix, fs, runtime_s=seconds, warmup_s=0.0, io_size=4096,
+                              max_outstanding=depth, drain_timeout_s=10.0)
+            r = engine("run", spec, cpus=client_cpu).result
+            errors = sum(sum(o["errors"].values()) + o["timeouts"] for o in r["ops"].values())
+            return r["completed"], seconds, r["engine_cpu_s"], {"errors": errors}
+
+        def nfs3client(op: str, conns: int):
+            args = [NFS3CLIENT, "127.0.0.1", "/export", op, conns, seconds] + (["bench-file"] if op != "null" else [])
+            p = run(args, timeout=seconds + 120, cpus=client_cpu)
+            j = json.loads(p.stdout.strip().splitlines()[-1])
+            return j["ops"], j["seconds"], p.cpu_s, {}
+
+        def libnfs_run(op: str, depth: int):
+            p = run([libnfs, "127.0.0.1", "/export", "bench-file", op, depth, seconds], timeout=seconds + 120, cpus=client_cpu)
+            j = json.loads(p.stdout.strip().splitlines()[-1])
+            return j["ops"], j["seconds"], p.cpu_s, {"errors": j["errors"]}
+
+        for op in ("null", "getattr", "read4k"):
+            measure("peakbench, 1 conn, 64 in flight", op, lambda op=op: peakbench(op, 64))
+            measure("nfs3_client, 16 conns", op, lambda op=op: nfs3client(op, 16))
+            measure("libnfs async, 1 conn, 64 in flight", op, lambda op=op: libnfs_run(op, 64))
+        measure("peakbench, 4 conns, 64 in flight", "getattr", lambda: peakbench("getattr", 64, 4))
+        measure("nfs3_client, 4 conns", "getattr", lambda: nfs3client("getattr", 4))
+        for row in rows:
+            peers = [r for r in rows if r["op"] == row["op"] and not r["client"].startswith("peakbench")]
+            best = max(peers, key=lambda r: r["ops_per_s"]) if peers else None
+            if best:
+                row["vs_best_peer_ops"] = row["ops_per_s"] / best["ops_per_s"]
+        table("NFS against nfs-ganesha (client pinned to CPU 0, ganesha to CPU 1)", rows,
+              ["op", "client", "ops_per_s", "client_us_per_op", "server_us_per_op", "vs_best_peer_ops"])
+        return {"rows": rows, "seconds": seconds, "client_cpus": sorted(client_cpu), "server_cpus": sorted(server_cpus),
+                "path": str(save(name, {"rows": rows, "seconds": seconds}))}
 
 
 # --------------------------------------------------------------------------- main
 
 BENCHMARKS = {"floor": bench_floor, "posix": bench_posix, "openloop": bench_openloop, "memory": bench_memory,
-              "cluster": bench_cluster}
+              "cluster": bench_cluster, "nfs": bench_nfs}
 MACHINE: dict = {}
 LOAD: dict = {}  # benchmark -> what the machine was doing when it started
 

@@ -63,8 +63,8 @@ def test_missing_target(cli, sandbox):
 
 
 def test_unsupported_target_scheme(cli, sandbox):
-    done = run(cli, sandbox, "mail", "--rate", "10", target="nfs://127.0.0.1/export")
-    assert_refused(done, sandbox, "nfs:// targets are not supported yet")
+    done = run(cli, sandbox, "mail", "--rate", "10", target="ftp://127.0.0.1/export")
+    assert_refused(done, sandbox, "ftp:// targets are not supported yet")
 
 
 def test_a_directory_peakbench_did_not_create(cli, sandbox):

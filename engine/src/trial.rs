@@ -28,6 +28,8 @@ const SPAWN_AFTER_NS: u64 = 200_000;
 /// Upper bound on sender threads when the user sets no cap.
 const DEFAULT_THREAD_LIMIT: usize = 4096;
 const NOT_DUE: u64 = u64::MAX;
+/// Most overdue requests a pipelining sender starts before it flushes them.
+const MAX_BATCH: usize = 32;
 
 /// Mean schedule lag over a stretch of the run.
 #[derive(Default, Clone, Copy)]
@@ -119,6 +121,9 @@ struct Shared {
     busy: AtomicUsize,
     /// Requests started without blocking (pipelining targets) and not yet complete.
     started: AtomicUsize,
+    /// A sender waiting for the cap to let it start another request.
+    cap_waiting: AtomicUsize,
+    cap_waiter: Mutex<Option<std::thread::Thread>>,
     live: AtomicUsize,
     completed: AtomicU64,
     interval_lag_ns: AtomicU64,
@@ -210,6 +215,7 @@ fn sender(shared: Arc<Shared>) {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
     let mut finished: Option<Done> = None;
     let pipelines = shared.target.pipelines();
+    let mut batched = 0usize;
     let cap = shared.thread_limit_cap;
     loop {
         let claim = {
@@ -219,7 +225,12 @@ fn sender(shared: Arc<Shared>) {
             }
             state.claim(&shared, shared.now_ns())
         };
-        let Some(claim) = claim else { break };
+        let Some(claim) = claim else {
+            if batched > 0 {
+                shared.target.flush();
+            }
+            break;
+        };
         sleep_until(&shared, claim.due_ns);
         let start_ns = shared.now_ns();
         let counted = shared.window.contains(claim.due_ns);
@@ -231,8 +242,16 @@ fn sender(shared: Arc<Shared>) {
         if pipelines {
             if let Some(cap) = cap {
                 // The user's cap holds requests back while that many are in flight.
-                while shared.started.load(Relaxed) >= cap {
-                    std::thread::sleep(Duration::from_micros(20));
+                if shared.started.load(Relaxed) >= cap {
+                    shared.target.flush();
+                    batched = 0;
+                    // Sleep until a completion frees a place (it unparks us), not in a polling loop.
+                    *shared.cap_waiter.lock().expect("cap waiter lock") = Some(std::thread::current());
+                    shared.cap_waiting.fetch_add(1, Relaxed);
+                    while shared.started.load(std::sync::atomic::Ordering::SeqCst) >= cap {
+                        std::thread::park_timeout(Duration::from_millis(1));
+                    }
+                    shared.cap_waiting.fetch_sub(1, Relaxed);
                 }
             }
             shared.started.fetch_add(1, Relaxed);
@@ -246,11 +265,30 @@ fn sender(shared: Arc<Shared>) {
                 s.completed.fetch_add(1, Relaxed);
                 let d = Done { claim: Claim { op, due_ns, request: Request::Null, held_by_limit: held }, start_ns, done_ns, outcome, retransmissions };
                 s.state.lock().expect("a sender panicked").complete(&s, d);
-                s.started.fetch_sub(1, Relaxed);
+                s.started.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                // Wake a sender held by the cap once a quarter of the places are free, so it
+                // sends a batch instead of one request per wake-up.
+                let resume_at = s.thread_limit_cap.map_or(0, |cap| cap - (cap / 4).max(1));
+                if s.cap_waiting.load(std::sync::atomic::Ordering::SeqCst) > 0 && s.started.load(Relaxed) <= resume_at {
+                    if let Some(t) = s.cap_waiter.lock().expect("cap waiter lock").as_ref() {
+                        t.unpark();
+                    }
+                }
             });
             match shared.target.start(&request, done) {
-                Ok(()) => continue,
+                Ok(()) => {
+                    // Requests already due go out together in one write; the last of a
+                    // batch (or one sent on time) goes out at once.
+                    batched += 1;
+                    if batched >= MAX_BATCH || shared.next_due.load(Relaxed) > shared.now_ns() {
+                        shared.target.flush();
+                        batched = 0;
+                    }
+                    continue;
+                }
                 Err(done) => {
+                    shared.target.flush();
+                    batched = 0;
                     shared.busy.fetch_add(1, Relaxed);
                     let outcome = shared.target.execute(&request);
                     let retransmissions = shared.target.take_retransmissions();
@@ -335,6 +373,8 @@ pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Valu
         threads: AtomicUsize::new(0),
         busy: AtomicUsize::new(0),
         started: AtomicUsize::new(0),
+        cap_waiting: AtomicUsize::new(0),
+        cap_waiter: Mutex::new(None),
         live: AtomicUsize::new(0),
         completed: AtomicU64::new(0),
         interval_lag_ns: AtomicU64::new(0),
@@ -370,6 +410,7 @@ fn monitor(spec: &TrialSpec, shared: &Arc<Shared>) -> usize {
     let mut max_busy = 0;
     let mut last_completed = 0;
     let mut suspect: Option<(u64, u64)> = None; // (claimed count, when all threads were first seen busy)
+    let pipelines = shared.target.pipelines();
     spawn_sender(shared);
     loop {
         let now = shared.now_ns();
@@ -414,9 +455,21 @@ fn monitor(spec: &TrialSpec, shared: &Arc<Shared>) -> usize {
         if (shared.live.load(Relaxed) == 0 && shared.started.load(Relaxed) == 0) || now >= drain_deadline {
             return max_busy;
         }
-        let watch = if suspect.is_some() { now + SPAWN_AFTER_NS / 2 } else if due == NOT_DUE { NOT_DUE } else { due + SPAWN_AFTER_NS };
+        // A pipelining target with no sender blocked in it cannot starve the schedule:
+        // look again in a millisecond instead of every few microseconds while requests are overdue.
+        let idle_pipeline = pipelines && shared.busy.load(Relaxed) == 0;
+        let watch = if suspect.is_some() {
+            now + SPAWN_AFTER_NS / 2
+        } else if due == NOT_DUE {
+            NOT_DUE
+        } else if idle_pipeline {
+            (due + SPAWN_AFTER_NS).max(now + 1_000_000)
+        } else {
+            due + SPAWN_AFTER_NS
+        };
         let wake = watch.min(next_progress).min(drain_deadline);
-        std::thread::sleep(Duration::from_nanos(wake.saturating_sub(now).clamp(SPAWN_AFTER_NS / 4, 100_000_000)));
+        let floor = if idle_pipeline { 1_000_000 } else { SPAWN_AFTER_NS / 4 };
+        std::thread::sleep(Duration::from_nanos(wake.saturating_sub(now).clamp(floor, 100_000_000)));
     }
 }
 

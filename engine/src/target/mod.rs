@@ -50,10 +50,12 @@ pub trait Target: Send + Sync {
         false
     }
     /// Start a request without waiting for it, or hand `done` back if this one must
-    /// go through the blocking `execute`.
+    /// go through the blocking `execute`. A started request may wait for `flush`.
     fn start(&self, _request: &Request, done: Completion) -> Result<(), Completion> {
         Err(done)
     }
+    /// Send every started request (one system call for a batch of them).
+    fn flush(&self) {}
     /// Retransmissions made by this thread's last `execute` (protocol targets only).
     fn take_retransmissions(&self) -> u32 {
         0

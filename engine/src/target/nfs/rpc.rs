@@ -130,6 +130,8 @@ impl Waiter {
 
 struct Live {
     writer: Mutex<TcpStream>,
+    /// Asynchronous calls waiting for `flush`: many records, one write.
+    queued: Mutex<Vec<u8>>,
     pending: Mutex<HashMap<u32, Waiter>>,
     dead: AtomicBool,
     xid: AtomicU32,
@@ -272,6 +274,7 @@ impl RpcClient {
         let reader = stream.try_clone().map_err(|e| RpcError::Connection(e.to_string()))?;
         let live = Arc::new(Live {
             writer: Mutex::new(stream),
+            queued: Mutex::new(Vec::with_capacity(64 * 1024)),
             pending: Mutex::new(HashMap::new()),
             dead: AtomicBool::new(false),
             xid: AtomicU32::new(self.xid_seed.wrapping_add((index as u32) << 24)),
@@ -307,8 +310,8 @@ impl RpcClient {
         rec
     }
 
-    /// Start a call and return at once; `cb` runs with the reply (on the connection's
-    /// reader thread), the timeout, or a connection error. Not for capped clients.
+    /// Queue a call and return at once; `flush` sends what was queued. `cb` runs with
+    /// the reply (on the connection's reader thread), the timeout, or a connection error.
     pub fn call_async(&self, proc_: u32, args: impl FnOnce(&mut Enc), cb: Callback) {
         let live = match self.pick() {
             Ok(l) => l,
@@ -319,9 +322,32 @@ impl RpcClient {
         let copy = if self.opts.retrans > 0 { rec.clone() } else { Vec::new() };
         let call = AsyncCall { cb, record: copy, deadline: Instant::now() + self.opts.timeout, tries_left: self.opts.retrans, retransmitted: 0 };
         live.pending.lock().expect("pending lock").insert(xid, Waiter::Async(call));
-        let sent = live.writer.lock().expect("writer lock").write_all(&rec);
-        if let Err(e) = sent {
-            live.kill(&RpcError::Connection(format!("send to {}: {e}", self.addr)));
+        live.queued.lock().expect("queue lock").extend_from_slice(&rec);
+    }
+
+    /// Send every queued asynchronous call: one write per connection.
+    pub fn flush(&self) {
+        for c in &self.conns {
+            let live = c.live.lock().expect("conn lock").0.clone();
+            let Some(live) = live else { continue };
+            let mut w = live.writer.lock().expect("writer lock");
+            let out = std::mem::take(&mut *live.queued.lock().expect("queue lock"));
+            if out.is_empty() {
+                continue;
+            }
+            let sent = w.write_all(&out);
+            drop(w);
+            let mut q = live.queued.lock().expect("queue lock");
+            if q.is_empty() {
+                // Keep the allocation for the next batch.
+                let mut out = out;
+                out.clear();
+                *q = out;
+            }
+            drop(q);
+            if let Err(e) = sent {
+                live.kill(&RpcError::Connection(format!("send to {}: {e}", self.addr)));
+            }
         }
     }
 
