@@ -78,12 +78,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if not args.db.exists():
         raise InputError("no such store (run a search, `peakbench sfs` or a trial first, or give --db)", file=args.db)
     store_module.check_compatible(args.db)
-    extra = {"surfaces": [_json_file(path, "--surface") for path in args.surface]}
-    if args.harness:
-        extra["harness"] = _json_file(args.harness, "--harness")
+    surfaces = [_json_file(path, "--surface") for path in args.surface]
+    harness = _json_file(args.harness, "--harness") if args.harness else None
     with store_module.Store(args.db) as store:
         data = selection.select(store, args.selectors)
-    data.extra.update(extra)
+    data.extra["surfaces"] = data.extra.get("surfaces", []) + surfaces
+    if harness is not None:
+        data.extra["harness"] = harness
     sections = build(data, options)
     drawn = [block for section in sections for block in section.blocks if isinstance(block, Figure)]
     if args.html:

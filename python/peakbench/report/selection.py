@@ -4,6 +4,8 @@ Selectors:
     search:ID        a peak-rate search and its trials
     sfs:ID           a `peakbench sfs` load-point curve and its trials
     trial:ID         one trial (also run:ID); trial:ID-ID for a range
+    surface:ID       a `peakbench surface` response surface (its fitted model and samples)
+    plan:ID          an experiment plan's results (getstats, outlier and drift warnings)
     (none)           the newest search or sfs run; with neither, every trial
 
 Loose trials (trial:…) form one series per workload and target. A search or
@@ -20,7 +22,7 @@ from ..store import Store
 from .model import ReportData, Series
 
 FIELD = "SELECTOR"
-_SELECTOR = re.compile(r"(search|sfs|trial|run):(\d+)(?:-(\d+))?")
+_SELECTOR = re.compile(r"(search|sfs|trial|run|surface|plan):(\d+)(?:-(\d+))?")
 
 
 def select(store: Store, selectors: list[str]) -> ReportData:
@@ -29,13 +31,18 @@ def select(store: Store, selectors: list[str]) -> ReportData:
     series: list[Series] = []
     loose: list[dict] = []
     missing: list[str] = []
+    extra: dict = {"surfaces": []}
     for text in selectors:
         match = _SELECTOR.fullmatch(text.strip().lower())
         if match is None:
-            raise InputError(f"{text!r} is not a selector; write search:ID, sfs:ID, trial:ID or trial:FIRST-LAST",
-                             field=FIELD)
+            raise InputError(f"{text!r} is not a selector; write search:ID, sfs:ID, surface:ID, plan:ID, trial:ID"
+                             " or trial:FIRST-LAST", field=FIELD)
         kind, first, last = match.group(1), int(match.group(2)), match.group(3)
-        if kind == "search":
+        if kind == "surface":
+            extra["surfaces"] += _surface(store, first, missing)
+        elif kind == "plan":
+            extra["harness"] = _plan_results(store, first)
+        elif kind == "search":
             series.append(_search_series(store, first, missing))
         elif kind == "sfs":
             series.append(_sfs_series(store, first, missing))
@@ -47,7 +54,35 @@ def select(store: Store, selectors: list[str]) -> ReportData:
             loose.extend(found)
     series.extend(_loose_series(loose))
     unique = list({s.key: s for s in series}.values())  # a run named twice is reported once
-    return ReportData(str(store.path), unique, list(dict.fromkeys(missing)))
+    data = ReportData(str(store.path), unique, list(dict.fromkeys(missing)))
+    data.extra.update(extra)
+    return data
+
+
+def _surface(store: Store, ident: int, missing: list[str]) -> list[dict]:
+    """The stored SurfaceResult of surface `ident` (none, said in `missing`, if it did not finish)."""
+    record = next((r for r in store.surfaces() if r["id"] == ident), None)
+    if record is None:
+        raise InputError(f"no surface {ident} in the store", file=store.path)
+    if record["result"] is None:
+        missing.append(f"surface {ident} has no fitted result ({record['status']}"
+                       + (f": {record['error']}" if record["error"] else "") + ")")
+        return []
+    return [record["result"]]
+
+
+def _plan_results(store: Store, ident: int) -> dict:
+    """A plan's analysis in the shape sections/harness.py reads."""
+    from ..harness.report import plan_analysis  # the harness is only loaded when a plan is reported
+
+    analysis = plan_analysis(store, ident)
+    if not analysis:
+        raise InputError(f"no plan {ident} in the store", file=store.path)
+    keys = {"count": "COUNT", "mean": "MEAN", "median": "MEDIAN", "low": "LOW", "high": "HIGH", "min": "MIN",
+            "max": "MAX", "sdev_pct": "SDEV%", "hw_pct": "HW%", "overhead_pct": "O/H"}
+    rows = [{"test": row["test"], "metric": row["metric"], "unit": "",
+             **{ours: row[theirs] for ours, theirs in keys.items()}} for row in analysis["getstats"]]
+    return {"getstats": rows, "warnings": [{"kind": w["kind"], "message": w["message"]} for w in analysis["warnings"]]}
 
 
 def _default(store: Store) -> ReportData:

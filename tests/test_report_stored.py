@@ -1,0 +1,50 @@
+"""`peakbench report surface:ID` and `plan:ID`: a response surface and an experiment plan's
+statistics, both read back from the store they were written to."""
+
+import sys
+import textwrap
+
+SURFACE_PLAN = """\
+workload = "mail"
+target = "sim://mail?disks={disks}&nfsds={nfsds}"
+[design]
+kind = "d-optimal"
+samples = 6
+[[factors]]
+name = "disks"
+levels = [1, 2, 3, 4]
+[[factors]]
+name = "nfsds"
+levels = [1, 4, 16, 64]
+scale = "log"
+"""
+
+
+def test_a_stored_surface_and_a_stored_plan_are_reported(cli, tmp_path):
+    db, page = tmp_path / "p.db", tmp_path / "report.html"
+    (tmp_path / "surface.toml").write_text(SURFACE_PLAN)
+    assert cli("surface", str(tmp_path / "surface.toml"), "--db", str(db)).returncode == 0
+    (tmp_path / "plan.toml").write_text(textwrap.dedent(f"""
+        [[test]]
+        name = "echo-{{size}}"
+        loop = {{size = [1, 2]}}
+        command = ["{sys.executable}", "-c", "print('x= {{size}}.5')"]
+        metrics = {{x = 'x= ([0-9.]+)'}}
+        metric = "x"
+        stop = {{min_runs = 3, max_runs = 3}}
+        """))
+    assert cli("plan", "run", str(tmp_path / "plan.toml"), "--db", str(db)).returncode == 0
+
+    done = cli("report", "surface:1", "plan:1", "--db", str(db), "--html", str(page))
+    assert done.returncode == 0, done.stderr
+    text = page.read_text()
+    # The surface: its samples, the fitted model's error, from the stored SurfaceResult.
+    assert "Response surfaces" in text and "fitted through 6 measured peaks" in done.stdout
+    # The plan: Auto-pilot's getstats table, a row per test and metric, with its run count and mean.
+    assert "getstats" in text
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in done.stdout.splitlines()
+            if "echo-" in line and "│ x " in line]
+    assert [(row[0], row[3], float(row[4])) for row in rows] == [("echo-1", "3", 1.5), ("echo-2", "3", 2.5)]
+
+    missing = cli("report", "surface:9", "--db", str(db))
+    assert missing.returncode == 2 and "no surface 9 in the store" in missing.stderr
