@@ -5,6 +5,7 @@ mod pacer;
 mod prepare;
 mod progress;
 mod record;
+mod replay;
 mod spec;
 mod target;
 mod trial;
@@ -66,6 +67,7 @@ fn execute(command: &str, source: &str) -> Result<Option<serde_json::Value>, Fai
             let where_ = match &spec.target {
                 spec::TargetSpec::Posix { path } => path.as_str(),
                 spec::TargetSpec::Null => "null://",
+                spec::TargetSpec::Http { url, docroot, .. } => docroot.as_deref().unwrap_or(url),
             };
             prepare::prepare(&spec, target.as_mut(), where_).map(Some).map_err(run)
         }

@@ -7,6 +7,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 pub const SPEC_SCHEMA: &str = "peakbench.trial-spec/1";
+/// Version 2 adds `replay` (an access log as the request stream) and `load.clients` (closed loop);
+/// a version-1 spec reads unchanged.
+pub const SPEC_SCHEMA_V2: &str = "peakbench.trial-spec/2";
 pub const RESULT_SCHEMA: &str = "peakbench.trial-result/1";
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -17,7 +20,10 @@ pub struct TrialSpec {
     #[serde(default)]
     pub seed: u64,
     pub load: LoadSpec,
+    /// Absent only with `replay`, whose log names the files.
+    #[serde(default = "FilesetSpec::empty")]
     pub fileset: FilesetSpec,
+    #[serde(default)]
     pub mix: BTreeMap<Op, f64>,
     #[serde(default = "IoSpec::default_read")]
     pub read: IoSpec,
@@ -27,6 +33,55 @@ pub struct TrialSpec {
     pub progress_interval_s: f64,
     #[serde(default)]
     pub trace_ops: usize,
+    /// Version 2: replay an access log instead of generating Fstress requests.
+    #[serde(default)]
+    pub replay: Option<ReplaySpec>,
+}
+
+/// An access log as the request stream (SPEC.md, "Replay").
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplaySpec {
+    /// Path of the log; gzip-compressed logs are recognised by their magic bytes.
+    pub log: String,
+    /// "common", "combined", or a format string (Apache `%h %t "%r"...` or nginx `$remote_addr ...`).
+    #[serde(default = "default_log_format")]
+    pub format: String,
+    /// Keep the longest prefix of the log whose distinct files total at most this many bytes.
+    #[serde(default)]
+    pub dataset_bytes: Option<u64>,
+    /// Start the (truncated) log again when it ends, until the measured window is over.
+    #[serde(default = "yes", rename = "loop")]
+    pub looping: bool,
+    /// "rate": send at load.rate (or closed loop with load.clients); "log": at the log's own times.
+    #[serde(default = "default_timing")]
+    pub timing: Timing,
+    /// With timing "log": how many times faster than the log.
+    #[serde(default = "one")]
+    pub speed: f64,
+    /// Replay only successful requests (2xx, 304), or every GET and HEAD.
+    #[serde(default)]
+    pub all_statuses: bool,
+    /// How many unparseable lines to quote in the result.
+    #[serde(default = "default_examples")]
+    pub examples: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Timing {
+    Rate,
+    Log,
+}
+
+/// How the HTTP target asks for a file's attributes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GetattrMethod {
+    #[default]
+    Head,
+    /// GET with `If-None-Match: *`: a 304 when the file exists.
+    Conditional,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -34,6 +89,20 @@ pub struct TrialSpec {
 pub enum TargetSpec {
     Posix { path: String },
     Null,
+    /// An HTTP/1.1 server; see target/http.rs for the op mapping.
+    Http {
+        url: String,
+        /// The directory the server serves: the file set is built there, not through HTTP.
+        #[serde(default)]
+        docroot: Option<String>,
+        #[serde(default = "default_http_timeout")]
+        timeout_s: f64,
+        #[serde(default)]
+        getattr: GetattrMethod,
+        /// Whether PUT/DELETE/MKCOL/MOVE work; absent: ask the server (OPTIONS lists PUT).
+        #[serde(default)]
+        writable: Option<bool>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -46,6 +115,8 @@ pub enum Arrivals {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct LoadSpec {
+    /// Offered ops/s (open loop); ignored in closed loop and in timed replay.
+    #[serde(default)]
     pub rate: f64,
     #[serde(default = "default_arrivals")]
     pub arrivals: Arrivals,
@@ -58,6 +129,10 @@ pub struct LoadSpec {
     pub drain_timeout_s: f64,
     #[serde(default = "default_lag_limit")]
     pub lag_limit_ms: f64,
+    /// Version 2: closed loop with this many clients, each sending its next request as soon
+    /// as its last one completes (no schedule; latency from the actual send).
+    #[serde(default)]
+    pub clients: Option<usize>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -122,6 +197,40 @@ fn default_progress_interval() -> f64 {
 fn one() -> f64 {
     1.0
 }
+fn yes() -> bool {
+    true
+}
+fn default_log_format() -> String {
+    "combined".into()
+}
+fn default_timing() -> Timing {
+    Timing::Rate
+}
+fn default_examples() -> usize {
+    5
+}
+fn default_http_timeout() -> f64 {
+    10.0
+}
+
+impl FilesetSpec {
+    /// No files: the file set of a replay, whose files come from the log.
+    fn empty() -> Self {
+        FilesetSpec {
+            seed: 0,
+            files: 0,
+            files_per_dir: Dist::zero(),
+            dirs_per_dir: Dist::zero(),
+            symlinks_per_dir: Dist::zero(),
+            max_depth: 0,
+            file_sizes: Dist::zero(),
+            file_popularity: Dist::one(),
+            dir_popularity: Dist::one(),
+            symlink_popularity: Dist::one(),
+            active_fraction: 1.0,
+        }
+    }
+}
 
 /// A spec that parsed but says something impossible; `field` is the JSON path.
 #[derive(Debug)]
@@ -162,11 +271,38 @@ fn strip_position(e: &serde_json::Error) -> String {
 
 impl TrialSpec {
     pub fn validate(&self) -> Result<(), SpecError> {
-        if self.schema != SPEC_SCHEMA {
-            return Err(bad("schema", format!("expected {SPEC_SCHEMA:?}, got {:?}", self.schema)));
+        let v2 = self.schema == SPEC_SCHEMA_V2;
+        if self.schema != SPEC_SCHEMA && !v2 {
+            return Err(bad("schema", format!("expected {SPEC_SCHEMA:?} or {SPEC_SCHEMA_V2:?}, got {:?}", self.schema)));
+        }
+        if !v2 && self.replay.is_some() {
+            return Err(bad("replay", format!("needs schema {SPEC_SCHEMA_V2:?}")));
+        }
+        if !v2 && self.load.clients.is_some() {
+            return Err(bad("load.clients", format!("needs schema {SPEC_SCHEMA_V2:?}")));
         }
         let l = &self.load;
-        if !(l.rate.is_finite() && l.rate > 0.0) {
+        match l.clients {
+            Some(0) => return Err(bad("load.clients", "must be >= 1")),
+            Some(n) if n > 4096 => return Err(bad("load.clients", "more than 4096 clients")),
+            _ => {}
+        }
+        if let Some(r) = &self.replay {
+            if r.log.is_empty() {
+                return Err(bad("replay.log", "empty path"));
+            }
+            if !(r.speed.is_finite() && r.speed > 0.0) {
+                return Err(bad("replay.speed", "must be a finite number > 0"));
+            }
+            if r.timing == Timing::Log && l.clients.is_some() {
+                return Err(bad("replay.timing", "\"log\" sends at the log's times; it cannot be closed loop (load.clients)"));
+            }
+            if !self.mix.is_empty() || self.fileset.files > 0 {
+                return Err(bad("replay", "a replay takes its requests and files from the log: give no mix or fileset"));
+            }
+        }
+        let paced = l.clients.is_none() && self.replay.as_ref().map_or(true, |r| r.timing == Timing::Rate);
+        if paced && !(l.rate.is_finite() && l.rate > 0.0) {
             return Err(bad("load.rate", "must be a finite number > 0"));
         }
         if l.rate > 50_000_000.0 {
@@ -186,7 +322,9 @@ impl TrialSpec {
         if !(self.progress_interval_s.is_finite() && self.progress_interval_s > 0.0) {
             return Err(bad("progress_interval_s", "must be > 0"));
         }
-        self.validate_mix()?;
+        if self.replay.is_none() {
+            self.validate_mix()?;
+        }
         let f = &self.fileset;
         if f.files == 0 && self.mix.keys().any(|op| op.needs_file()) {
             return Err(bad("fileset.files", "the mix uses files, so the file set needs at least one"));
@@ -219,6 +357,12 @@ impl TrialSpec {
         if let TargetSpec::Posix { path } = &self.target {
             if path.is_empty() {
                 return Err(bad("target.path", "empty path"));
+            }
+        }
+        if let TargetSpec::Http { url, timeout_s, .. } = &self.target {
+            crate::target::http::split_url(url).map_err(|e| bad("target.url", e.to_string()))?;
+            if !(timeout_s.is_finite() && *timeout_s > 0.0) {
+                return Err(bad("target.timeout_s", "must be > 0"));
             }
         }
         Ok(())

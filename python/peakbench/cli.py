@@ -6,6 +6,9 @@
     peakbench simulate [--samples N] [--policies P,...] [--surfaces]
     peakbench workloads list | show NAME [--rate OPS] [--scale F]
     peakbench results list | show ID | export (--csv FILE | --json FILE)
+    peakbench replay ACCESS_LOG --target URL [--clients N | --rate OPS | --timed] [--dataset-size SIZE,...]
+    peakbench replay --build-docroot DIR ACCESS_LOG
+    peakbench tracegen OUT [--requests N] [--files N]
 
 Exit status: 0 done, 1 the trial could not run, 2 bad input (one line on
 stderr naming the file, line and field; nothing written to the store or target),
@@ -24,6 +27,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from . import replay as replay_module
 from . import searching, sim
 from . import store as store_module
 from .controller import DEFAULT_POLICY, POLICIES, SearchSettings
@@ -113,7 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add_trial_arguments(command: argparse.ArgumentParser) -> None:
         command.add_argument("workload", metavar="WORKLOAD", help="a canned workload name or a workload .toml file")
-        command.add_argument("--target", required=True, metavar="DIR", help="a directory, file:///DIR, or null://")
+        command.add_argument("--target", required=True, metavar="DIR",
+                             help="a directory, file:///DIR, null://, or http://HOST:PORT/")
+        command.add_argument("--docroot", metavar="DIR",
+                             help="with http://: the directory the server serves; the file set is built there"
+                                  " (default: through the server, with WebDAV PUT and MKCOL)")
         command.add_argument("--rate", required=True, type=_rate, metavar="OPS", help="offered load in ops/s")
         command.add_argument("--scale", type=_scale, default=1.0, metavar="F",
                              help="multiply the self-scaled file-set size (default 1)")
@@ -139,6 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("workload", metavar="WORKLOAD", help="a canned workload name or a workload .toml file")
     search.add_argument("--target", required=True, metavar="URL",
                         help="a directory, file:///DIR, null://, or a simulated server sim://?capacity=OPS")
+    search.add_argument("--docroot", metavar="DIR",
+                        help="with http://: the directory the server serves; the file set is built there")
     search.add_argument("--policy", choices=sorted(POLICIES), default=DEFAULT_POLICY,
                         help=f"how the next test load is chosen (default {DEFAULT_POLICY})")
     search.add_argument("--quick", action="store_true",
@@ -182,6 +192,10 @@ def build_parser() -> argparse.ArgumentParser:
     export_to.add_argument("--csv", type=Path, metavar="FILE")
     export_to.add_argument("--json", type=Path, metavar="FILE")
     export.set_defaults(handler=command_results_export)
+    replay_module.add_commands(commands, store_option, {
+        "whole": _whole, "rate": _rate, "scale": _scale, "duration": _duration,
+        "positive_duration": _positive_duration,
+    })
     return parser
 
 
@@ -231,7 +245,7 @@ def _checked_trial(args: argparse.Namespace, warmup_s: float = 0.0, runtime_s: f
                    **load) -> tuple[Workload, dict]:
     """Everything about a trial that can be wrong in the input, checked before anything is written."""
     workload = find_workload(args.workload)
-    target = parse_target(args.target)
+    target = parse_target(args.target, getattr(args, "docroot", None))
     spec = trial_spec(workload, target, rate=args.rate, scale=args.scale,
                       warmup_s=warmup_s, runtime_s=runtime_s, **load)
     check_ours(target)
