@@ -61,3 +61,25 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
 @pytest.fixture
 def cli():
     return run_cli
+
+
+@pytest.fixture
+def nginx(tmp_path):
+    """Start nginx on 127.0.0.1 (a free port): `nginx(docroot, webdav=False, workers=1, access_log=True)`
+    returns a started peakbench.servers.nginx.Nginx; every server is stopped by PID at teardown.
+    With access_log=True the log goes to a temporary file (server.access_log)."""
+    from peakbench.servers import nginx as nginx_module
+
+    if not nginx_module.available():
+        pytest.skip("nginx is not installed")
+    started = []
+
+    def start(docroot: Path, *, webdav: bool = False, workers: int = 1, access_log: bool = True):
+        log = tmp_path / f"access-{len(started)}.log" if access_log else None
+        server = nginx_module.Nginx(docroot, webdav=webdav, workers=workers, access_log=log).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()

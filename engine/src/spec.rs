@@ -291,6 +291,10 @@ impl TrialSpec {
             if r.log.is_empty() {
                 return Err(bad("replay.log", "empty path"));
             }
+            let format = crate::replay::Format::parse(&r.format).map_err(|e| bad("replay.format", e))?;
+            if r.timing == Timing::Log && !format.has_time {
+                return Err(bad("replay.timing", "\"log\" needs a time field in the log format (%t, $time_local)"));
+            }
             if !(r.speed.is_finite() && r.speed > 0.0) {
                 return Err(bad("replay.speed", "must be a finite number > 0"));
             }

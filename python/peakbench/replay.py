@@ -31,7 +31,7 @@ from .engine import Engine
 from .errors import InputError, RunError
 from .progress import ProgressDisplay
 from .sysinfo import snapshot
-from .table import print_trial
+from .table import error_count, print_trial
 from .targets import check_ours, parse_target, target_label
 from .units import format_size, parse_size
 
@@ -221,7 +221,8 @@ def command_replay(args: argparse.Namespace) -> int:
                           + (f", data set {format_size(size)}" if size else ""))
             print_trial({**spec, "mix": result.get("mix_actual", {})}, result, console)
             console.print(class_table(result))
-            rows.append({"trial_id": trial_id, "dataset_bytes": result["replay"]["dataset_bytes"], **result})
+            ops = {name: {**op, "error_count": error_count(op)} for name, op in result["ops"].items()}
+            rows.append({"trial_id": trial_id, **result, "ops": ops})
     if len(rows) > 1:
         console.print(sweep_table(rows))
     if args.json:
@@ -249,7 +250,7 @@ def sweep_table(rows: list[dict]) -> Table:
     for heading in ("trial", "data set", "files", "Mb/s", "requests/s", "mean ms", "p99 ms", "errors"):
         table.add_column(heading, justify="right")
     for row in rows:
-        errors = sum(sum(op.get("errors", {}).values()) + op.get("timeouts", 0) for op in row["ops"].values())
+        errors = sum(error_count(op) for op in row["ops"].values())
         table.add_row(str(row["trial_id"]), format_size(row["replay"]["dataset_bytes"]), str(row["replay"]["files"]),
                       f"{row['output_mbit_s']:.1f}", f"{row['achieved_rate']:.1f}",
                       f"{row['latency']['mean_ms']:.3f}", f"{row['latency']['p99_ms']:.3f}", str(errors))
@@ -259,12 +260,18 @@ def sweep_table(rows: list[dict]) -> Table:
 def build_docroot(directory: Path, log: Path, fmt: str, dataset_bytes: int | None) -> int:
     """Every file the log served successfully, at its served size, with deterministic content."""
     directory = directory.absolute()
+    made = not directory.exists()
     directory.mkdir(parents=True, exist_ok=True)
-    target = parse_target(str(directory))
-    check_ours(target)
-    spec = replay_spec(target, log, fmt=fmt, dataset_bytes=dataset_bytes, runtime_s=1.0)
-    engine = Engine()
-    engine.validate(spec)
+    try:
+        target = parse_target(str(directory))
+        check_ours(target)
+        spec = replay_spec(target, log, fmt=fmt, dataset_bytes=dataset_bytes, runtime_s=1.0)
+        engine = Engine()
+        engine.validate(spec)
+    except InputError:
+        if made:
+            directory.rmdir()  # bad input leaves nothing behind
+        raise
     with ProgressDisplay("prepare", None) as display:
         done = engine.prepare(spec, display)
     report_parse(done["replay"])

@@ -70,6 +70,13 @@ fn io_kind(e: &std::io::Error) -> String {
         ErrorKind::WouldBlock | ErrorKind::TimedOut => "ETIMEDOUT".into(),
         ErrorKind::UnexpectedEof => "http_eof".into(),
         _ => match e.raw_os_error() {
+            Some(libc::ECONNREFUSED) => "ECONNREFUSED".into(),
+            Some(libc::ECONNRESET) => "ECONNRESET".into(),
+            Some(libc::ECONNABORTED) => "ECONNABORTED".into(),
+            Some(libc::EPIPE) => "EPIPE".into(),
+            Some(libc::EHOSTUNREACH) => "EHOSTUNREACH".into(),
+            Some(libc::ENETUNREACH) => "ENETUNREACH".into(),
+            Some(libc::EADDRNOTAVAIL) => "EADDRNOTAVAIL".into(),
             Some(code) => errno_name(code),
             None => format!("io_{:?}", e.kind()),
         },
