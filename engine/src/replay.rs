@@ -413,6 +413,8 @@ pub struct Trace {
     pub times: Vec<i64>,
     pub lines: u64,
     pub skipped: Skipped,
+    /// Seconds spent reading and parsing the log.
+    pub parse_s: f64,
 }
 
 fn open_log(path: &str) -> anyhow::Result<Box<dyn BufRead>> {
@@ -429,6 +431,7 @@ fn open_log(path: &str) -> anyhow::Result<Box<dyn BufRead>> {
 
 impl Trace {
     pub fn load(spec: &ReplaySpec) -> anyhow::Result<Trace> {
+        let started = std::time::Instant::now();
         let format = Format::parse(&spec.format).map_err(anyhow::Error::msg)?;
         let mut reader = open_log(&spec.log)?;
         let mut t = Trace {
@@ -440,6 +443,7 @@ impl Trace {
             times: Vec::new(),
             lines: 0,
             skipped: Skipped::default(),
+            parse_s: 0.0,
         };
         let mut target_ids: FxMap<Vec<u8>, u32> = FxMap::default();
         let mut file_ids: FxMap<String, u32> = FxMap::default();
@@ -532,6 +536,7 @@ impl Trace {
             t.requests.push(id << 1 | head as u32);
             t.times.push(entry.time.unwrap_or(0));
         }
+        t.parse_s = started.elapsed().as_secs_f64();
         if t.requests.is_empty() {
             bail!("access log {}: nothing to replay in {} lines ({})", spec.log, t.lines, t.skipped_text());
         }
@@ -640,6 +645,7 @@ impl Trace {
             "log_dataset_bytes": all_bytes,
             "truncated": len < self.requests.len(),
             "span_s": span,
+            "parse_s": self.parse_s,
         })
     }
 }

@@ -146,6 +146,10 @@ impl Http {
     fn connect(&self) -> Result<Conn, String> {
         let stream = TcpStream::connect_timeout(&self.addr, self.timeout).map_err(|e| io_kind(&e))?;
         let _ = stream.set_nodelay(true);
+        // Set once: a blocked read or write gives up after the timeout, and every read checks
+        // the request's deadline, so no request outlives twice the timeout.
+        let _ = stream.set_read_timeout(Some(self.timeout));
+        let _ = stream.set_write_timeout(Some(self.timeout));
         Ok(Conn { stream, buf: vec![0u8; READ_BUF].into_boxed_slice(), start: 0, end: 0 })
     }
 
@@ -234,7 +238,6 @@ impl Conn {
     /// Send the request and read the whole response. Err carries whether nothing at all came back.
     #[allow(clippy::too_many_arguments)]
     fn exchange(&mut self, http: &Http, method: &str, path: &str, headers: &str, body_len: u64, keep_body: bool, deadline: Instant) -> Result<(Response, bool), (String, bool)> {
-        let _ = self.stream.set_write_timeout(Some(http.timeout));
         let mut head = String::with_capacity(96 + path.len() + headers.len());
         head.push_str(method);
         head.push(' ');
@@ -297,11 +300,9 @@ impl Conn {
             self.end -= self.start;
             self.start = 0;
         }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
+        if Instant::now() >= deadline {
             return Err("ETIMEDOUT".into());
         }
-        let _ = self.stream.set_read_timeout(Some(left));
         loop {
             match self.stream.read(&mut self.buf[self.end..]) {
                 Ok(n) => {

@@ -89,13 +89,14 @@ class Nginx:
 
     def __init__(self, docroot: Path, *, port: int | None = None, workers: int = 1,
                  access_log: Path | None = None, webdav: bool = False, autoindex: bool = True,
-                 start_timeout_s: float = 10.0):
+                 cpus: set[int] | None = None, start_timeout_s: float = 10.0):
         self.docroot = Path(docroot).absolute()
         self.port = port or free_port()
         self.workers = workers
         self.access_log = Path(access_log).absolute() if access_log else None
         self.webdav = webdav
         self.autoindex = autoindex
+        self.cpus = cpus  # pin the master and its workers (benchmarks keep server and client apart)
         self.start_timeout_s = start_timeout_s
         self.workdir: Path | None = None
         self.process: subprocess.Popen | None = None
@@ -118,6 +119,7 @@ class Nginx:
         self.process = subprocess.Popen(
             [binary(), "-c", str(conf), "-p", str(self.workdir), "-e", str(self.workdir / "error.log")],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+            preexec_fn=(lambda: os.sched_setaffinity(0, self.cpus)) if self.cpus else None,
         )
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
