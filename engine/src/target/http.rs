@@ -55,12 +55,33 @@ struct Conn {
     end: usize,
 }
 
+/// What a request carries.
+#[derive(Clone, Copy)]
+pub enum Body<'a> {
+    None,
+    /// This many bytes of the deterministic file content (what prepare writes).
+    Content(u64),
+    Bytes(&'a [u8]),
+}
+
+impl Body<'_> {
+    fn len(&self) -> u64 {
+        match self {
+            Body::None => 0,
+            Body::Content(n) => *n,
+            Body::Bytes(b) => b.len() as u64,
+        }
+    }
+}
+
 /// What came back: status and body bytes.
 pub struct Response {
     pub status: u16,
     pub bytes: u64,
     /// The Content-Length header (for HEAD: the size of the resource).
     pub length: Option<u64>,
+    /// The Allow header (OPTIONS).
+    pub allow: String,
     /// The body, when asked for (metadata reads and PROPFIND).
     pub body: Vec<u8>,
 }
@@ -129,18 +150,10 @@ impl Http {
         };
         // Reachable at all? One clear line now instead of every request failing later.
         // Writable when the server says it allows PUT (WebDAV), unless the spec says.
-        let (status, meta) = http.head_only("OPTIONS", &http.base).map_err(|e| anyhow!("target {url}: {e}"))?;
-        let allows_put = status < 300 && meta.allow.split(',').any(|m| m.trim().eq_ignore_ascii_case("PUT"));
+        let probe = http.request("OPTIONS", &http.base.clone(), "", Body::None, false).map_err(|e| anyhow!("target {url}: {e}"))?;
+        let allows_put = probe.status < 300 && probe.allow.split(',').any(|m| m.trim().eq_ignore_ascii_case("PUT"));
         http.writable = writable.unwrap_or(allows_put);
         Ok(http)
-    }
-
-    /// A request on its own connection whose response head is all we want (set-up only).
-    fn head_only(&self, method: &str, path: &str) -> Result<(u16, HeadMeta), String> {
-        let mut conn = self.connect()?;
-        let head = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", self.host);
-        conn.stream.write_all(head.as_bytes()).map_err(|e| io_kind(&e))?;
-        conn.read_head(Instant::now() + self.timeout)
     }
 
     fn connect(&self) -> Result<Conn, String> {
@@ -156,7 +169,7 @@ impl Http {
     /// One request on a pooled connection. A reused connection that the server closed
     /// while idle fails before any response byte arrives: that request is retried
     /// once on a fresh connection, as every HTTP client does.
-    pub fn request(&self, method: &str, path: &str, headers: &str, body_len: u64, keep_body: bool) -> Result<Response, String> {
+    pub fn request(&self, method: &str, path: &str, headers: &str, body: Body, keep_body: bool) -> Result<Response, String> {
         let pooled = self.pool.lock().expect("pool lock").pop();
         let reused = pooled.is_some();
         let mut conn = match pooled {
@@ -164,7 +177,7 @@ impl Http {
             None => self.connect()?,
         };
         let deadline = Instant::now() + self.timeout;
-        match conn.exchange(self, method, path, headers, body_len, keep_body, deadline) {
+        match conn.exchange(self, method, path, headers, body, keep_body, deadline) {
             Ok((response, keep)) => {
                 if keep {
                     self.pool.lock().expect("pool lock").push(conn);
@@ -175,7 +188,7 @@ impl Http {
                 drop(conn);
                 let mut fresh = self.connect()?;
                 let deadline = Instant::now() + self.timeout;
-                let (response, keep) = fresh.exchange(self, method, path, headers, body_len, keep_body, deadline).map_err(|(e, _)| e)?;
+                let (response, keep) = fresh.exchange(self, method, path, headers, body, keep_body, deadline).map_err(|(e, _)| e)?;
                 if keep {
                     self.pool.lock().expect("pool lock").push(fresh);
                 }
@@ -211,14 +224,14 @@ impl Http {
 
     fn head(&self, url: &str) -> Outcome {
         if self.conditional_getattr {
-            Self::status(self.request("GET", url, "If-None-Match: *\r\n", 0, false))
+            Self::status(self.request("GET", url, "If-None-Match: *\r\n", Body::None, false))
         } else {
-            Self::status(self.request("HEAD", url, "", 0, false))
+            Self::status(self.request("HEAD", url, "", Body::None, false))
         }
     }
 
     fn put(&self, url: &str, size: u64) -> Outcome {
-        Self::status(self.request("PUT", url, "", size, false)).map(|_| size)
+        Self::status(self.request("PUT", url, "", Body::Content(size), false)).map(|_| size)
     }
 
     fn fail(&self, what: &str, path: &str, e: String) -> anyhow::Error {
@@ -237,7 +250,8 @@ struct HeadMeta {
 impl Conn {
     /// Send the request and read the whole response. Err carries whether nothing at all came back.
     #[allow(clippy::too_many_arguments)]
-    fn exchange(&mut self, http: &Http, method: &str, path: &str, headers: &str, body_len: u64, keep_body: bool, deadline: Instant) -> Result<(Response, bool), (String, bool)> {
+    fn exchange(&mut self, http: &Http, method: &str, path: &str, headers: &str, body: Body, keep_body: bool, deadline: Instant) -> Result<(Response, bool), (String, bool)> {
+        let body_len = body.len();
         let mut head = String::with_capacity(96 + path.len() + headers.len());
         head.push_str(method);
         head.push(' ');
@@ -252,7 +266,9 @@ impl Conn {
             head.push_str("\r\n");
         }
         head.push_str("\r\n");
-        let sent = if body_len > 0 && body_len <= INLINE_BODY {
+        let sent = if let Body::Bytes(bytes) = body {
+            self.stream.write_all(head.as_bytes()).and_then(|_| self.stream.write_all(bytes))
+        } else if body_len > 0 && body_len <= INLINE_BODY {
             let mut out = head.into_bytes();
             out.extend_from_slice(&http.content[..body_len as usize]);
             self.stream.write_all(&out)
@@ -276,18 +292,18 @@ impl Conn {
             Err(e) => return Err((e, self.end == 0 && self.start == 0)),
         };
         let no_body = method == "HEAD" || status == 204 || status == 304 || (100..200).contains(&status);
-        let mut body = Vec::new();
-        let bytes = if no_body {
-            0
+        let mut kept = Vec::new();
+        let keep = keep_body.then_some(&mut kept);
+        let (bytes, reusable) = if no_body {
+            (0, !meta.close)
         } else if meta.chunked {
-            self.read_chunked(deadline, keep_body.then_some(&mut body)).map_err(|e| (e, false))?
+            (self.read_chunked(deadline, keep).map_err(|e| (e, false))?, !meta.close)
         } else if let Some(n) = meta.content_length {
-            self.read_exact_discard(n, deadline, keep_body.then_some(&mut body)).map_err(|e| (e, false))?
+            (self.read_exact_discard(n, deadline, keep).map_err(|e| (e, false))?, !meta.close)
         } else {
-            let n = self.read_to_eof(deadline, keep_body.then_some(&mut body)).map_err(|e| (e, false))?;
-            return Ok((Response { status, bytes: n, length: None, body }, false));
+            (self.read_to_eof(deadline, keep).map_err(|e| (e, false))?, false) // the body ends when the server closes
         };
-        Ok((Response { status, bytes, length: meta.content_length, body }, !meta.close))
+        Ok((Response { status, bytes, length: meta.content_length, allow: meta.allow, body: kept }, reusable))
     }
 
     /// Fill the buffer with more bytes; 0 means the peer closed.
@@ -454,7 +470,7 @@ impl Target for Http {
 
     fn execute(&self, request: &Request) -> Outcome {
         match request {
-            Request::Null | Request::Fsstat | Request::Fsinfo | Request::Pathconf => Self::status(self.request("HEAD", &self.prefix, "", 0, false)),
+            Request::Null | Request::Fsstat | Request::Fsinfo | Request::Pathconf => Self::status(self.request("HEAD", &self.prefix, "", Body::None, false)),
             Request::Getattr { path } | Request::Access { path } | Request::Commit { path } => self.head(&self.url_path(path)),
             Request::Lookup { dir, name } => {
                 let mut p = self.url_path(dir);
@@ -462,16 +478,16 @@ impl Target for Http {
                     p.push('/');
                 }
                 p.push_str(name);
-                Self::status(self.request("HEAD", &p, "", 0, false))
+                Self::status(self.request("HEAD", &p, "", Body::None, false))
             }
             Request::Read { path, offset, len, .. } => {
                 let url = self.url_path(path);
                 if (*offset == 0 && *len == WHOLE) || *len == 0 {
-                    Self::status(self.request("GET", &url, "", 0, false))
+                    Self::status(self.request("GET", &url, "", Body::None, false))
                 } else {
                     let last = offset.saturating_add(*len - 1);
                     let range = format!("Range: bytes={offset}-{last}\r\n");
-                    match self.request("GET", &url, &range, 0, false) {
+                    match self.request("GET", &url, &range, Body::None, false) {
                         Ok(r) if r.status == 416 => Ok(0), // entirely past the end: an empty read, as pread gives
                         other => Self::status(other),
                     }
@@ -479,14 +495,14 @@ impl Target for Http {
             }
             Request::Write { path, offset, len, .. } => self.put(&self.url_path(path), offset + len),
             Request::Create { path } => self.put(&self.url_path(path), 0),
-            Request::Remove { path } => Self::status(self.request("DELETE", &self.url_path(path), "", 0, false)),
-            Request::Rmdir { path } => Self::status(self.request("DELETE", &self.dir_url(path), "", 0, false)),
-            Request::Mkdir { path } => Self::status(self.request("MKCOL", &self.dir_url(path), "", 0, false)),
+            Request::Remove { path } => Self::status(self.request("DELETE", &self.url_path(path), "", Body::None, false)),
+            Request::Rmdir { path } => Self::status(self.request("DELETE", &self.dir_url(path), "", Body::None, false)),
+            Request::Mkdir { path } => Self::status(self.request("MKCOL", &self.dir_url(path), "", Body::None, false)),
             Request::Rename { from, to } => {
                 let dest = format!("Destination: {}\r\nOverwrite: T\r\n", self.url_path(to));
-                Self::status(self.request("MOVE", &self.url_path(from), &dest, 0, false))
+                Self::status(self.request("MOVE", &self.url_path(from), &dest, Body::None, false))
             }
-            Request::Readdir { path, .. } => Self::status(self.request("GET", &self.dir_url(path), "", 0, false)),
+            Request::Readdir { path, .. } => Self::status(self.request("GET", &self.dir_url(path), "", Body::None, false)),
             Request::Setattr { .. } | Request::Symlink { .. } | Request::Link { .. } | Request::Readlink { .. } => Err("EOPNOTSUPP".into()),
         }
     }
@@ -496,7 +512,7 @@ impl Target for Http {
             d.enter_fileset(id, create)?;
         } else if create {
             let url = format!("{}{id}/", self.base);
-            let r = self.request("MKCOL", &url, "", 0, false).map_err(|e| self.fail("MKCOL", &url, e))?;
+            let r = self.request("MKCOL", &url, "", Body::None, false).map_err(|e| self.fail("MKCOL", &url, e))?;
             if !(r.status < 300 || r.status == 405) {
                 bail!("target {}: MKCOL {url}: HTTP {} (a read-only server? give its --docroot to build the file set there)", self.url, r.status);
             }
@@ -509,7 +525,7 @@ impl Target for Http {
         if let Some(d) = &self.docroot {
             return d.is_empty();
         }
-        let r = self.request("PROPFIND", &self.base, "Depth: 1\r\n", 0, true).map_err(|e| self.fail("PROPFIND", &self.base, e))?;
+        let r = self.request("PROPFIND", &self.base, "Depth: 1\r\n", Body::None, true).map_err(|e| self.fail("PROPFIND", &self.base, e))?;
         if r.status != 207 {
             bail!(
                 "target {}: cannot tell whether {} is empty (PROPFIND answered HTTP {}); enable WebDAV PROPFIND or give --docroot",
@@ -526,7 +542,7 @@ impl Target for Http {
             return d.read_meta(name);
         }
         let url = format!("{}{name}", self.base);
-        let r = self.request("GET", &url, "", 0, true).map_err(|e| self.fail("GET", &url, e))?;
+        let r = self.request("GET", &url, "", Body::None, true).map_err(|e| self.fail("GET", &url, e))?;
         match r.status {
             200 => Ok(Some(r.body)),
             404 => Ok(None),
@@ -538,14 +554,10 @@ impl Target for Http {
         if let Some(d) = &self.docroot {
             return d.write_meta(name, bytes);
         }
-        // A body that is not the content block: send it on its own connection.
         let url = format!("{}{name}", self.base);
-        let mut conn = self.connect().map_err(|e| self.fail("PUT", &url, e))?;
-        let head = format!("PUT {url} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", self.host, bytes.len());
-        conn.stream.write_all(head.as_bytes()).and_then(|_| conn.stream.write_all(bytes)).map_err(|e| self.fail("PUT", &url, io_kind(&e)))?;
-        let (status, _) = conn.read_head(Instant::now() + self.timeout).map_err(|e| self.fail("PUT", &url, e))?;
-        if status >= 300 {
-            bail!("target {}: PUT {url}: HTTP {status} (a read-only server? give its --docroot to build the file set there)", self.url);
+        let r = self.request("PUT", &url, "", Body::Bytes(bytes), false).map_err(|e| self.fail("PUT", &url, e))?;
+        if r.status >= 300 {
+            bail!("target {}: PUT {url}: HTTP {} (a read-only server? give its --docroot to build the file set there)", self.url, r.status);
         }
         Ok(())
     }
@@ -555,7 +567,7 @@ impl Target for Http {
             return d.ensure_dir(path);
         }
         let url = self.dir_url(path);
-        let r = self.request("MKCOL", &url, "", 0, false).map_err(|e| self.fail("MKCOL", &url, e))?;
+        let r = self.request("MKCOL", &url, "", Body::None, false).map_err(|e| self.fail("MKCOL", &url, e))?;
         if r.status < 300 || r.status == 405 {
             Ok(()) // 405: it exists
         } else {
@@ -568,7 +580,7 @@ impl Target for Http {
             return d.ensure_file(path, size, &self.content);
         }
         let url = self.url_path(path);
-        let r = self.request("HEAD", &url, "", 0, false).map_err(|e| self.fail("HEAD", &url, e))?;
+        let r = self.request("HEAD", &url, "", Body::None, false).map_err(|e| self.fail("HEAD", &url, e))?;
         if r.status == 200 && r.length == Some(size) {
             return Ok(());
         }
