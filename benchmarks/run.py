@@ -643,7 +643,7 @@ def wrk(url: str, connections: int, seconds: float, cpus: set[int]) -> dict:
             requests = int(words[0])
         elif line.strip().startswith("Non-2xx") or line.strip().startswith("Socket errors"):
             errors += sum(int(w.rstrip(",")) for w in words if w.rstrip(",").isdigit())
-        elif words[:1] == ["Latency"]:
+        elif words[:1] == ["Latency"] and words[1] != "Distribution":
             mean_ms = _ms(words[1])
         elif words[:1] == ["99%"]:
             p99_ms = _ms(words[1])

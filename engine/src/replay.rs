@@ -13,6 +13,7 @@ use crate::target::{Request, WHOLE};
 use crate::workload::mix::Op;
 use anyhow::{bail, Context};
 use serde_json::{json, Value};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{BufRead, BufReader, Read};
@@ -39,8 +40,14 @@ enum Field {
 
 #[derive(Debug)]
 enum Item {
-    Lit(Vec<u8>),
+    /// A literal and a searcher for it (built once: a searcher per call costs more than the search).
+    Lit(Vec<u8>, memchr::memmem::Finder<'static>),
     Field(Field),
+}
+
+fn lit(bytes: Vec<u8>) -> Item {
+    let finder = memchr::memmem::Finder::new(&bytes).into_owned();
+    Item::Lit(bytes, finder)
 }
 
 #[derive(Debug)]
@@ -93,7 +100,7 @@ impl Format {
         let mut i = 0;
         let push_field = |items: &mut Vec<Item>, lit: &mut Vec<u8>, f: Field| -> Result<(), String> {
             if !lit.is_empty() {
-                items.push(Item::Lit(std::mem::take(lit)));
+                items.push(self::lit(std::mem::take(lit)));
             } else if matches!(items.last(), Some(Item::Field(prev)) if !(*prev == Field::Path && f == Field::Query)) {
                 // (%U%q is fine: the query starts at the '?')
                 return Err(format!("format {text:?}: two fields with nothing between them cannot be told apart"));
@@ -154,7 +161,7 @@ impl Format {
             }
         }
         if !lit.is_empty() {
-            items.push(Item::Lit(lit));
+            items.push(self::lit(lit));
         }
         let has = |f: Field| items.iter().any(|it| matches!(it, Item::Field(x) if *x == f));
         if !(has(Field::Request) || has(Field::Path) || has(Field::Target)) {
@@ -174,8 +181,10 @@ impl Format {
         let mut quoted = false;
         for (k, item) in self.items.iter().enumerate() {
             match item {
-                Item::Lit(l) => {
-                    if !line[p..].starts_with(l) {
+                Item::Lit(l, _) => {
+                    let rest = &line[p..];
+                    // Byte by byte: literals are a few bytes, too short for a memcmp call to pay.
+                    if rest.len() < l.len() || rest.iter().zip(l.iter()).any(|(a, b)| a != b) {
                         return Err(format!("column {}: expected {:?}", p + 1, String::from_utf8_lossy(l)));
                     }
                     p += l.len();
@@ -197,7 +206,7 @@ impl Format {
                         let query_next = *f == Field::Path && matches!(self.items.get(k + 1), Some(Item::Field(Field::Query)));
                         let delimiter_at = if query_next { k + 2 } else { k + 1 };
                         let mut end = match self.items.get(delimiter_at) {
-                            Some(Item::Lit(next)) => find_delimiter(&line[p..], next, quoted).map(|i| p + i),
+                            Some(Item::Lit(next, finder)) => find_delimiter(&line[p..], next, finder, quoted).map(|i| p + i),
                             _ => Some(line.len()),
                         };
                         if let (true, Some(e)) = (query_next, end) {
@@ -205,7 +214,7 @@ impl Format {
                         }
                         let Some(end) = end else {
                             let next = match self.items.get(delimiter_at) {
-                                Some(Item::Lit(n)) => String::from_utf8_lossy(n).into_owned(),
+                                Some(Item::Lit(n, _)) => String::from_utf8_lossy(n).into_owned(),
                                 _ => String::new(),
                             };
                             return Err(format!("column {}: no {next:?} after this field", p + 1));
@@ -239,10 +248,10 @@ impl Format {
 }
 
 /// Where `delim` starts in `s`; inside quotes a quote escaped with a backslash is not the end.
-fn find_delimiter(s: &[u8], delim: &[u8], quoted: bool) -> Option<usize> {
+fn find_delimiter(s: &[u8], delim: &[u8], finder: &memchr::memmem::Finder, quoted: bool) -> Option<usize> {
     let mut from = 0;
     loop {
-        let i = from + s[from..].windows(delim.len()).position(|w| w == delim)?;
+        let i = from + if delim.len() == 1 { memchr::memchr(delim[0], &s[from..])? } else { finder.find(&s[from..])? };
         if quoted && delim[0] == b'"' && i > 0 && s[i - 1] == b'\\' {
             from = i + 1;
             continue;
@@ -305,26 +314,30 @@ pub struct Entry<'a> {
 
 impl<'a> Entry<'a> {
     /// (method, request target as sent: path and query).
-    fn method_and_target(&self) -> Result<(&'a [u8], Vec<u8>), String> {
+    fn method_and_target(&self) -> Result<(&'a [u8], Cow<'a, [u8]>), String> {
         if let Some(r) = self.request {
             let mut parts = r.split(|&c| c == b' ').filter(|p| !p.is_empty());
             let (Some(method), Some(target)) = (parts.next(), parts.next()) else {
                 return Err(format!("no request line in {:?}", String::from_utf8_lossy(r)));
             };
-            return Ok((method, target.to_vec()));
+            return Ok((method, Cow::Borrowed(target)));
         }
         let method = self.method.unwrap_or(b"GET");
         if let Some(t) = self.target {
-            return Ok((method, t.to_vec()));
+            return Ok((method, Cow::Borrowed(t)));
         }
-        let mut t = self.path.unwrap_or(b"").to_vec();
-        if let Some(q) = self.query.filter(|q| !q.is_empty() && *q != b"-") {
-            if q[0] != b'?' {
-                t.push(b'?');
+        let path = self.path.unwrap_or(b"");
+        match self.query.filter(|q| !q.is_empty() && *q != b"-") {
+            None => Ok((method, Cow::Borrowed(path))),
+            Some(q) => {
+                let mut t = path.to_vec();
+                if q[0] != b'?' {
+                    t.push(b'?');
+                }
+                t.extend_from_slice(q);
+                Ok((method, Cow::Owned(t)))
             }
-            t.extend_from_slice(q);
         }
-        Ok((method, t))
     }
 }
 
@@ -474,7 +487,7 @@ impl Trace {
                     continue;
                 }
             };
-            let (method, mut target) = match entry.method_and_target() {
+            let (method, target) = match entry.method_and_target() {
                 Ok(x) => x,
                 Err(why) => {
                     t.unparseable(spec, why, text);
@@ -496,17 +509,17 @@ impl Trace {
                 continue;
             }
             // An absolute-form target (a proxy's log): keep the path.
+            let mut target: &[u8] = &target;
             if target.starts_with(b"http://") || target.starts_with(b"https://") {
-                let after = target.iter().skip(8).position(|&c| c == b'/').map(|i| i + 8);
-                target = match after {
-                    Some(i) => target[i..].to_vec(),
-                    None => b"/".to_vec(),
+                target = match target.iter().skip(8).position(|&c| c == b'/') {
+                    Some(i) => &target[i + 8..],
+                    None => b"/",
                 };
             }
-            let id = match target_ids.get(&target) {
+            let id = match target_ids.get(target) {
                 Some(&id) => id,
                 None => {
-                    let Some(file) = file_of(&target) else {
+                    let Some(file) = file_of(target) else {
                         t.skipped.path += 1;
                         continue;
                     };
@@ -525,7 +538,7 @@ impl Trace {
                     }
                     t.targets.push(sent);
                     t.target_file.push(fid);
-                    target_ids.insert(target, id);
+                    target_ids.insert(target.to_vec(), id);
                     id
                 }
             };
@@ -715,7 +728,7 @@ mod tests {
         assert_eq!(e.status, Some(200));
         assert_eq!(e.bytes, 2326);
         assert_eq!(e.time, Some(971_211_336));
-        assert_eq!(e.method_and_target().unwrap(), (&b"GET"[..], b"/apache_pb.gif?x=1".to_vec()));
+        assert_eq!(e.method_and_target().unwrap(), (&b"GET"[..], Cow::from(&b"/apache_pb.gif?x=1"[..])));
         let c = Format::parse("common").unwrap();
         let e = c.parse_line(br#"h - - [01/Jan/1970:00:00:01 +0000] "HEAD / HTTP/1.1" 304 -"#).unwrap();
         assert_eq!((e.status, e.bytes, e.time), (Some(304), 0, Some(1)));
@@ -739,11 +752,11 @@ mod tests {
     fn nginx_and_apache_format_strings() {
         let n = Format::parse(r#"$remote_addr [$time_local] "$request_method $request_uri" $status $body_bytes_sent $request_time"#).unwrap();
         let e = n.parse_line(br#"::1 [22/Nov/2026:15:21:51 +0000] "GET /a/b?c" 200 17 0.001"#).unwrap();
-        assert_eq!(e.method_and_target().unwrap(), (&b"GET"[..], b"/a/b?c".to_vec()));
+        assert_eq!(e.method_and_target().unwrap(), (&b"GET"[..], Cow::from(&b"/a/b?c"[..])));
         assert_eq!(e.bytes, 17);
         let a = Format::parse("%a %>s %B %U%q %D").unwrap();
         let e = a.parse_line(b"1.2.3.4 206 99 /x?y=1 1234").unwrap();
-        assert_eq!(e.method_and_target().unwrap(), (&b"GET"[..], b"/x?y=1".to_vec()));
+        assert_eq!(e.method_and_target().unwrap().1.as_ref(), b"/x?y=1");
         assert!(Format::parse("%h %t").unwrap_err().contains("no request"));
         assert!(Format::parse("%r%>s").unwrap_err().contains("nothing between"));
     }

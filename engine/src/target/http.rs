@@ -167,8 +167,8 @@ impl Http {
     }
 
     /// One request on a pooled connection. A reused connection that the server closed
-    /// while idle fails before any response byte arrives: that request is retried
-    /// once on a fresh connection, as every HTTP client does.
+    /// while idle fails (closed or reset) before any response byte arrives: that request
+    /// is retried once on a fresh connection, as every HTTP client does. A timeout is not.
     pub fn request(&self, method: &str, path: &str, headers: &str, body: Body, keep_body: bool) -> Result<Response, String> {
         let pooled = self.pool.lock().expect("pool lock").pop();
         let reused = pooled.is_some();
@@ -184,7 +184,7 @@ impl Http {
                 }
                 Ok(response)
             }
-            Err((_, true)) if reused => {
+            Err((e, true)) if reused && matches!(e.as_str(), "http_eof" | "ECONNRESET" | "EPIPE" | "ECONNABORTED") => {
                 drop(conn);
                 let mut fresh = self.connect()?;
                 let deadline = Instant::now() + self.timeout;
@@ -446,7 +446,7 @@ impl Conn {
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
+    memchr::memmem::find(hay, needle)
 }
 
 fn trim(s: &[u8]) -> &[u8] {
