@@ -1,6 +1,7 @@
 """Access-log replay: parsing, build-docroot, modes, data-set size; checked against nginx's own log."""
 
 import collections
+import csv
 import gzip
 import json
 from pathlib import Path
@@ -100,6 +101,14 @@ def test_closed_loop_replay_matches_nginx_access_log(site, nginx, cli, tmp_path)
     assert set(result["classes"]) <= {f"{m} {c} ok" for m in ("GET", "HEAD")
                                       for c in ("<1KiB", "1-10KiB", "10-100KiB", "100KiB-1MiB", ">=1MiB")}
     assert "per request class" in done.stdout and "closed loop with 4 clients" in done.stdout
+    # The same store as every other target: listed, shown, exported.
+    db = tmp_path / "p.db"
+    assert "replay:access.log.gz" in cli("results", "list", "--db", str(db)).stdout
+    assert "closed loop with 4 clients" in cli("results", "show", "1", "--db", str(db)).stdout
+    exported = tmp_path / "trials.csv"
+    assert cli("results", "export", "--csv", str(exported), "--db", str(db)).returncode == 0
+    row = next(csv.DictReader(exported.open()))
+    assert int(row["files"]) == result["replay"]["files"] and row["workload"] == "replay:access.log.gz"
 
 
 def test_open_loop_replay_at_a_fixed_rate(site, nginx, cli, tmp_path):

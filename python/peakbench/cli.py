@@ -512,7 +512,9 @@ def command_results_export(args: argparse.Namespace) -> int:
                 **{key: latency.get(key) for key in ("mean_ms", "stddev_ms", "p50_ms", "p99_ms")},
                 "schedule_lag_p99_ms": result.get("schedule_lag", {}).get("p99_ms"),
                 "generator_saturated": result.get("generator_saturated"),
-                "files": trial["spec"]["fileset"]["files"], "error": trial["error"],
+                "files": (trial["spec"].get("fileset") or {}).get("files")  # a replay has no file set
+                         or (trial["result"] or {}).get("replay", {}).get("files"),
+                "error": trial["error"],
             })
     return 0
 
