@@ -11,6 +11,7 @@ gzip-compressed when the file name ends in .gz. Deterministic for a seed.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import gzip
 import math
@@ -72,8 +73,6 @@ def lines(shape: TraceShape):
     """The log's lines, in order."""
     rng = random.Random(shape.seed)
     paths, sizes, cumulative = file_table(shape, rng)
-    import bisect
-
     t = shape.start
     for n in range(shape.requests):
         day = (t % 86_400) / 86_400

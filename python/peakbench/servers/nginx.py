@@ -8,8 +8,8 @@
 The server runs in the foreground of its own process group (`daemon off`), is
 stopped by its PID (SIGQUIT, then SIGKILL after a deadline), and writes
 nothing outside its working directory except the access log you name. The
-access log uses a fixed format (FORMAT) so tests can read back what nginx
-served: method, path, status, body bytes and request time.
+access log uses a fixed format (FORMAT, the Combined Log Format) so tests can
+read back what nginx served: method, path, status and body bytes.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 
 NGINX = "nginx"
 DAV_EXT = Path("/usr/lib/nginx/modules/ngx_http_dav_ext_module.so")
-# Combined Log Format plus the request time: peakbench's replay reads it back as "combined".
+# The Combined Log Format: peakbench's replay reads it back with its default format.
 FORMAT = '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent"'
 
 
@@ -161,11 +161,6 @@ class Nginx:
             self.workdir = None
         if self.process is not None and self.process.stderr is not None:
             self.process.stderr.close()
-
-    def reopen_logs(self) -> None:
-        """Ask nginx to reopen its logs (SIGUSR1), e.g. after moving the access log aside."""
-        if self.process is not None:
-            os.kill(self.process.pid, signal.SIGUSR1)
 
     def access_log_lines(self) -> list[str]:
         """The access log so far. nginx writes each line when the request completes, unbuffered."""
