@@ -188,3 +188,21 @@ def test_faults_are_counted_per_kind_and_the_trial_ends(engine_path, cli, tmp_pa
         assert result["replay"]["exhausted_at_s"] is not None
     finally:
         server.close()
+
+
+def test_getattr_as_a_conditional_get(engine_path, nginx, tmp_path):
+    from peakbench.engine import Engine
+    from peakbench.workload import find_workload, trial_spec
+
+    docroot = tmp_path / "www"
+    docroot.mkdir()
+    server = nginx(docroot)
+    target = {"kind": "http", "url": server.url, "docroot": str(docroot), "getattr": "conditional"}
+    spec = trial_spec(find_workload("web-server"), target, rate=200, warmup_s=0, runtime_s=1)
+    spec["mix"] = {"getattr": 1.0}
+    engine = Engine(engine_path)
+    engine.prepare(spec)
+    result = engine.run(spec)
+    assert result["ops"]["getattr"]["count"] == 200 and not result["ops"]["getattr"]["errors"]
+    statuses = collections.Counter((method, status) for method, _, status, _ in log_requests(server))
+    assert statuses[("GET", 304)] == 200  # If-None-Match: * on an existing file
