@@ -204,3 +204,32 @@ def test_format_strings_and_gzip(tmp_path, cli):
     bad = cli("replay", "--build-docroot", str(tmp_path / "w2"), str(log), "--format", "%h %t")
     assert bad.returncode == 2 and "no request line" in bad.stderr
     assert not (tmp_path / "w2").exists()
+
+
+REAL_LOG = Path("/usr/share/logstalgia/example.log")  # Debian's logstalgia: 3,260 lines of a 2009 web server
+REAL_FORMAT = '%h %l %u %t "%r" %>s %b "%{Referer}i" "%{User-agent}i" "%{X-Forwarded-For}i"'
+
+
+@pytest.mark.skipif(not REAL_LOG.exists(), reason="needs Debian's logstalgia (scripts/install.sh installs it)")
+def test_a_real_access_log_from_debian(tmp_path, nginx, cli):
+    # Combined plus one more quoted field: with plain "combined" every line is refused, and said so.
+    refused = cli("replay", "--build-docroot", str(tmp_path / "no"), str(REAL_LOG))
+    assert refused.returncode == 1
+    assert "nothing to replay in 3260 lines (3260 unparseable" in refused.stderr
+    assert "line 1: column" in refused.stderr and "unexpected text after the last field" in refused.stderr
+
+    docroot = tmp_path / "www"
+    built = cli("replay", "--build-docroot", str(docroot), str(REAL_LOG), "--format", REAL_FORMAT)
+    assert built.returncode == 0, built.stderr
+    assert "3,260 lines, 2,724 replayable; skipped 0 unparseable" in built.stderr
+    server = nginx(docroot)
+    report = tmp_path / "out.json"
+    done = cli("replay", str(REAL_LOG), "--target", server.url, "--format", REAL_FORMAT, "--clients", "8",
+               "--warmup", "0", "--runtime", "2", "--db", str(tmp_path / "p.db"), "--json", str(report))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(report.read_text())
+    expected = replayable(REAL_LOG)
+    assert len(expected) == 2724
+    sent = [expected[i % len(expected)] for i in range(result["issued"])]
+    assert collections.Counter((m, p) for m, p, _, _ in served(server)) == collections.Counter(sent)
+    assert result["ops"]["read"]["error_count"] == 0

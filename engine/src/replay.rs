@@ -551,7 +551,11 @@ impl Trace {
         }
         t.parse_s = started.elapsed().as_secs_f64();
         if t.requests.is_empty() {
-            bail!("access log {}: nothing to replay in {} lines ({})", spec.log, t.lines, t.skipped_text());
+            let first = match t.skipped.examples.first() {
+                Some((line, why, _)) => format!("; line {line}: {why}"),
+                None => String::new(),
+            };
+            bail!("access log {}: nothing to replay in {} lines ({}){first}", spec.log, t.lines, t.skipped_text());
         }
         Ok(t)
     }
