@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """peakbench performance benchmarks (issue 2, "Benchmarks"). Not part of the test suite.
 
-    python3 benchmarks/run.py [--max-wait S] [--engine PATH] [floor|posix|openloop|memory|cluster|nfs|all]
+    python3 benchmarks/run.py [--max-wait S] [--engine PATH] [floor|posix|openloop|memory|cluster|nfs|http|all]
 
 --max-wait S   wait up to S seconds (default 300) for other work to leave the CPUs idle before
                each benchmark; the load seen is recorded in the result either way.
@@ -12,9 +12,10 @@ Each benchmark prints a table and writes benchmarks/results/<name>.json with the
 machine it ran on. Peers (fio, a raw system-call loop) run in the same invocation,
 so quote ratios: these machines are shared and noisy. Needs root for `openloop`
 (loop device, mount, cgroup v1 blkio) and fio 3.33 for `posix` and `openloop`
-(`apt-get install -y fio`). `nfs` starts nfs-ganesha and rpcbind (tests/ganesha.py; root)
-and builds its peers: the nfs3_client crate (benchmarks/peers/nfs3client, cargo) and
-libnfs's asynchronous API (benchmarks/peers/libnfs_bench.c; libnfs-dev).
+(`apt-get install -y fio`), nginx and wrk for `http` (`apt-get install -y nginx wrk`).
+`nfs` starts nfs-ganesha and rpcbind (tests/ganesha.py; root) and builds its peers: the
+nfs3_client crate (benchmarks/peers/nfs3client, cargo) and libnfs's asynchronous API
+(benchmarks/peers/libnfs_bench.c; libnfs-dev).
 Every subprocess runs under a timeout.
 """
 
@@ -825,12 +826,131 @@ def bench_nfs(name: str = "nfs") -> dict:
               ["op", "client", "ops_per_s", "client_us_per_op", "server_us_per_op", "vs_best_peer_ops"])
         return {"rows": rows, "seconds": seconds, "client_cpus": sorted(client_cpu), "server_cpus": sorted(server_cpus),
                 "path": str(save(name, {"rows": rows, "seconds": seconds}))}
+# --------------------------------------------------------------------------- 5. HTTP
+
+
+def wrk(url: str, connections: int, seconds: float, cpus: set[int]) -> dict:
+    proc = run(["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", "--latency", url], timeout=seconds + 60, cpus=cpus)
+    requests = errors = 0
+    mean_ms = p99_ms = None
+    for line in proc.stdout.splitlines():
+        words = line.split()
+        if "requests in" in line:
+            requests = int(words[0])
+        elif line.strip().startswith("Non-2xx") or line.strip().startswith("Socket errors"):
+            errors += sum(int(w.rstrip(",")) for w in words if w.rstrip(",").isdigit())
+        elif words[:1] == ["Latency"] and words[1] != "Distribution":
+            mean_ms = _ms(words[1])
+        elif words[:1] == ["99%"]:
+            p99_ms = _ms(words[1])
+    return {"requests": requests, "rate": requests / seconds, "cpu_s": proc.cpu_s, "per_cpu_s": requests / max(proc.cpu_s, 1e-9),
+            "errors": errors, "mean_ms": mean_ms, "p99_ms": p99_ms, "wall_s": proc.wall_s}
+
+
+def _ms(text: str) -> float:
+    for unit, factor in (("us", 1e-3), ("ms", 1.0), ("s", 1e3)):
+        if text.endswith(unit):
+            return float(text[: -len(unit)]) * factor
+    return float(text)
+
+
+def bench_http(name: str = "http") -> dict:
+    """peakbench's HTTP target against wrk on one nginx serving a 10 KB file (closed loop, requests per
+    CPU-second of the load generator), open-loop latency at fractions of that rate, and the replay
+    parser's speed on a generated ~1 GB access log against reading the same bytes from disk."""
+    header("5. HTTP: peakbench vs wrk on nginx (10 KB file), replay parser speed")
+    sys.path.insert(0, str(ROOT / "python"))
+    from peakbench import tracegen
+    from peakbench.servers.nginx import Nginx
+
+    seconds = 5.0
+    ncpu = os.cpu_count() or 1
+    client_cpus, server_cpus = ({0}, {1}) if ncpu >= 2 else ({0}, {0})
+    work = Path(tempfile.mkdtemp(prefix="peakbench-bench-http-", dir="/dev/shm"))
+    out: dict = {"file_bytes": 10240, "seconds": seconds, "client_cpus": sorted(client_cpus), "server_cpus": sorted(server_cpus)}
+    try:
+        www = work / "www"
+        www.mkdir()
+        (www / "f10k.bin").write_bytes(os.urandom(10240))
+        log = work / "one.log"
+        log.write_text('h - - [01/Jan/2024:00:00:00 +0000] "GET /f10k.bin HTTP/1.1" 200 10240\n')
+
+        def spec(url: str, **load) -> dict:
+            return {"schema": "peakbench.trial-spec/2", "target": {"kind": "http", "url": url},
+                    "load": {"runtime_s": seconds, "warmup_s": 0.0, **load},
+                    "replay": {"log": str(log), "format": "common"}}
+
+        rows, closed = [], {}
+        with Nginx(www, workers=1, cpus=server_cpus) as server:
+            url = server.url + "f10k.bin"
+            for conns in (1, 16, 64):
+                w = wrk(url, conns, seconds, client_cpus)
+                t = engine("run", spec(server.url, clients=conns), cpus=client_cpus)
+                r = t.result
+                pb_per_cpu = r["issued"] / max(r["engine_cpu_s"], 1e-9)
+                closed[conns] = r["achieved_rate"]
+                errors = sum(sum(op["errors"].values()) + op["timeouts"] for op in r["ops"].values())
+                out[f"closed_{conns}"] = {"wrk": w, "peakbench": {"rate": r["achieved_rate"], "issued": r["issued"],
+                                          "cpu_s": r["engine_cpu_s"], "per_cpu_s": pb_per_cpu, "errors": errors,
+                                          "mean_ms": r["latency"]["mean_ms"], "p99_ms": r["latency"]["p99_ms"]}}
+                rows.append({"connections": conns, "tool": "wrk -t1", "req/s": w["rate"], "CPU s": w["cpu_s"],
+                             "req per CPU-s": w["per_cpu_s"], "mean ms": w["mean_ms"], "p99 ms": w["p99_ms"], "errors": w["errors"], "÷ wrk": 1.0})
+                rows.append({"connections": conns, "tool": "peakbench closed", "req/s": r["achieved_rate"], "CPU s": r["engine_cpu_s"],
+                             "req per CPU-s": pb_per_cpu, "mean ms": r["latency"]["mean_ms"], "p99 ms": r["latency"]["p99_ms"],
+                             "errors": errors, "÷ wrk": pb_per_cpu / max(w["per_cpu_s"], 1e-9)})
+            table("closed loop: requests per CPU-second of the load generator (generator pinned to its own CPU)", rows)
+            open_rows = []
+            for share in (0.5, 0.9):
+                rate = round(closed[64] * share)
+                t = engine("run", spec(server.url, rate=rate), cpus=client_cpus)
+                r = t.result
+                out[f"open_{share}"] = {"rate": rate, **t.summary(), "p999_ms": r["latency"]["p999_ms"]}
+                open_rows.append({"offered": rate, "share of closed-64 rate": share, "achieved": r["achieved_rate"],
+                                  "mean ms": r["latency"]["mean_ms"], "p99 ms": r["latency"]["p99_ms"], "p99.9 ms": r["latency"]["p999_ms"],
+                                  "lag p99 ms": r["schedule_lag"]["p99_ms"], "saturated": r["generator_saturated"]})
+            table("open loop: latency from the intended send time (wrk cannot report this)", open_rows)
+
+        # Parser speed: a ~1 GB generated log, cold (page cache dropped) and warm.
+        big = Path(tempfile.gettempdir()) / f"{work.name}-access.log"  # on disk, not tmpfs: a cold read is real
+        chunk = "\n".join(tracegen.lines(tracegen.TraceShape(requests=200_000, files=50_000, seed=3))) + "\n"
+        with open(big, "w") as f:
+            for _ in range(max(1, round(1e9 / len(chunk)))):
+                f.write(chunk)
+        size = big.stat().st_size
+        lines = chunk.count("\n") * max(1, round(1e9 / len(chunk)))
+        parse_rows = []
+        try:
+            for cache in ("cold", "warm"):
+                if cache == "cold":
+                    drop_page_cache()
+                dd = run(["dd", f"if={big}", "of=/dev/null", "bs=1M"], timeout=600)
+                if cache == "cold":
+                    drop_page_cache()
+                t = engine("run", {"schema": "peakbench.trial-spec/2", "target": {"kind": "null"},
+                                   "load": {"runtime_s": 0.01, "rate": 1}, "replay": {"log": str(big), "format": "combined"}},
+                           timeout=900)
+                parse_s = t.result["replay"]["parse_s"]
+                cpu_s = t.result["engine_cpu_s"]  # the whole run, which is almost all parsing
+                out[f"parse_{cache}"] = {"bytes": size, "lines": lines, "parse_s": parse_s, "engine_cpu_s": cpu_s, "read_s": dd.wall_s,
+                                         "lines_per_s": lines / parse_s, "parse_mb_s": size / parse_s / 1e6, "read_mb_s": size / dd.wall_s / 1e6,
+                                         "peak_rss_kib": t.result["peak_rss_kib"]}
+                parse_rows.append({"page cache": cache, "log MB": size / 1e6, "lines": lines, "parse s": parse_s,
+                                   "lines/s": lines / parse_s, "lines per CPU-s": lines / cpu_s, "parse MB/s": size / parse_s / 1e6,
+                                   "dd read MB/s": size / dd.wall_s / 1e6, "parse ÷ read": dd.wall_s / parse_s,
+                                   "engine RSS MiB": t.result["peak_rss_kib"] / 1024})
+        finally:
+            big.unlink(missing_ok=True)
+        table("replay parser: lines per second on a generated combined-format log, vs dd reading it", parse_rows)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    save(name, out)
+    return out
 
 
 # --------------------------------------------------------------------------- main
 
 BENCHMARKS = {"floor": bench_floor, "posix": bench_posix, "openloop": bench_openloop, "memory": bench_memory,
-              "cluster": bench_cluster, "nfs": bench_nfs}
+              "cluster": bench_cluster, "nfs": bench_nfs, "http": bench_http}
 MACHINE: dict = {}
 LOAD: dict = {}  # benchmark -> what the machine was doing when it started
 

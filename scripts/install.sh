@@ -14,6 +14,11 @@ command -v rpcbind >/dev/null || [ -x /usr/sbin/rpcbind ] || need_apt+=(rpcbind)
 command -v mkfs.xfs >/dev/null || need_apt+=(xfsprogs)      # plans benchmark xfs and btrfs images too
 command -v mkfs.btrfs >/dev/null || need_apt+=(btrfs-progs)
 command -v losetup >/dev/null || need_apt+=(mount)
+# nginx (and its WebDAV PROPFIND/OPTIONS module) for the HTTP target's tests.
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need_apt+=(nginx)
+[ -f /usr/lib/nginx/modules/ngx_http_dav_ext_module.so ] || need_apt+=(libnginx-mod-http-dav-ext)
+# A real access log for the replay tests: the example that Debian's logstalgia ships.
+[ -f /usr/share/logstalgia/example.log ] || need_apt+=(logstalgia)
 command -v python3 >/dev/null || need_apt+=(python3 python3-pip python3-venv)
 if ! command -v cargo >/dev/null && [ ! -x "$HOME/.cargo/bin/cargo" ]; then need_apt+=(cargo); fi
 if [ ${#need_apt[@]} -gt 0 ]; then

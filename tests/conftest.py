@@ -87,3 +87,23 @@ def nfs_url(ganesha_server, request):
     """A fresh, empty directory of the export, as an nfs:// URL of its own."""
     name = "t-" + "".join(c if c.isalnum() else "-" for c in request.node.name)[:80]
     return ganesha_server.url(name)
+@pytest.fixture
+def nginx(tmp_path):
+    """Start nginx on 127.0.0.1 (a free port): `nginx(docroot, webdav=False, workers=1, access_log=True)`
+    returns a started peakbench.servers.nginx.Nginx; every server is stopped by PID at teardown.
+    With access_log=True the log goes to a temporary file (server.access_log)."""
+    from peakbench.servers import nginx as nginx_module
+
+    if not nginx_module.available():
+        pytest.skip("nginx is not installed")
+    started = []
+
+    def start(docroot: Path, *, webdav: bool = False, workers: int = 1, access_log: bool = True):
+        log = tmp_path / f"access-{len(started)}.log" if access_log else None
+        server = nginx_module.Nginx(docroot, webdav=webdav, workers=workers, access_log=log).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()

@@ -44,6 +44,22 @@ impl Schedule for Poisson {
     }
 }
 
+/// A replayed log's own pace: request n is due at its offset in the log (looped with the
+/// log's period), divided by the speed factor.
+pub struct Replayed {
+    pub offsets_ns: Vec<u64>,
+    pub period_ns: u64,
+    pub speed: f64,
+}
+
+impl Schedule for Replayed {
+    fn due_ns(&mut self, n: u64) -> u64 {
+        let len = self.offsets_ns.len() as u64;
+        let at = self.offsets_ns[(n % len) as usize] as f64 + (n / len) as f64 * self.period_ns as f64;
+        (at / self.speed).round() as u64
+    }
+}
+
 pub fn schedule(arrivals: Arrivals, rate: f64, seed: u64) -> Box<dyn Schedule + Send> {
     match arrivals {
         Arrivals::Uniform => Box::new(Uniform { rate }),
@@ -82,6 +98,13 @@ mod tests {
         assert!((mean - 0.002).abs() < 0.002 * 0.01, "mean gap {mean}");
         // exponential: coefficient of variation 1
         assert!((var.sqrt() / mean - 1.0).abs() < 0.02, "cv {}", var.sqrt() / mean);
+    }
+
+    #[test]
+    fn replayed_times_loop_and_scale() {
+        let mut s = Replayed { offsets_ns: vec![0, 500, 2000], period_ns: 3000, speed: 2.0 };
+        let due: Vec<u64> = (0..6).map(|n| s.due_ns(n)).collect();
+        assert_eq!(due, vec![0, 250, 1000, 1500, 1750, 2500]);
     }
 
     #[test]

@@ -3,13 +3,14 @@
 //! so an interrupted prepare resumes where it stopped and a larger set only adds.
 
 use crate::progress;
-use crate::spec::{FilesetSpec, TrialSpec};
+use crate::replay::Trace;
+use crate::spec::{FilesetSpec, ReplaySpec, TrialSpec};
 use crate::target::{posix::fill_content, Target};
 use crate::workload::fileset::{items, layout_id, FileSet, Item};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
 
 pub const MANIFEST: &str = ".peakbench-manifest.json";
@@ -18,6 +19,17 @@ pub const MANIFEST: &str = ".peakbench-manifest.json";
 pub struct Manifest {
     pub created_by: String,
     pub filesets: BTreeMap<String, FilesetEntry>,
+    /// Document trees built from access logs (replay), by id.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub docroots: BTreeMap<String, DocrootEntry>,
+}
+
+#[derive(Serialize, Deserialize, Clone)]
+pub struct DocrootEntry {
+    pub log: String,
+    pub files: u64,
+    pub bytes: u64,
+    pub complete: bool,
 }
 
 #[derive(Serialize, Deserialize, Clone)]
@@ -50,18 +62,27 @@ pub fn content_block(seed: u64) -> Vec<u8> {
     block
 }
 
-pub fn prepare(spec: &TrialSpec, target: &mut dyn Target, path_label: &str) -> anyhow::Result<serde_json::Value> {
-    let started = Instant::now();
-    let id = layout_id(&spec.fileset);
-    let mut manifest = match read_manifest(target)? {
-        Some(m) => m,
+/// The manifest, or a new one if the target is empty; a non-empty target that peakbench
+/// did not prepare is refused.
+fn own_manifest(target: &dyn Target, path_label: &str) -> anyhow::Result<Manifest> {
+    match read_manifest(target)? {
+        Some(m) => Ok(m),
         None => {
             if !target.is_empty()? {
                 bail!("refusing to prepare in {path_label}: it is not empty and peakbench did not create it (no {MANIFEST}); name an empty or new directory");
             }
-            Manifest { created_by: format!("peakbench-engine {}", env!("CARGO_PKG_VERSION")), filesets: BTreeMap::new() }
+            Ok(Manifest { created_by: format!("peakbench-engine {}", env!("CARGO_PKG_VERSION")), ..Default::default() })
         }
-    };
+    }
+}
+
+pub fn prepare(spec: &TrialSpec, target: &mut dyn Target, path_label: &str) -> anyhow::Result<serde_json::Value> {
+    if let Some(replay) = &spec.replay {
+        return prepare_docroot(replay, target, path_label);
+    }
+    let started = Instant::now();
+    let id = layout_id(&spec.fileset);
+    let mut manifest = own_manifest(target, path_label)?;
     let mut layout = spec.fileset.clone();
     layout.files = 0;
     let trusted = manifest.filesets.get(&id).map_or(0, |e| e.complete_files);
@@ -120,5 +141,57 @@ pub fn prepare(spec: &TrialSpec, target: &mut dyn Target, path_label: &str) -> a
         "files_created": made,
         "files_already_complete": trusted.min(wanted),
         "seconds": started.elapsed().as_secs_f64(),
+    }))
+}
+
+/// The document tree an access log implies: every file it served successfully (within
+/// `dataset_bytes`), at the size it was served, with deterministic content, at its path
+/// below the target's root (not in a file-set directory: the log's paths are absolute).
+fn prepare_docroot(replay: &ReplaySpec, target: &mut dyn Target, path_label: &str) -> anyhow::Result<serde_json::Value> {
+    let started = Instant::now();
+    let trace = Trace::load(replay)?;
+    let (len, files, bytes) = trace.prefix(replay.dataset_bytes);
+    let used = trace.files_used(len);
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325; // FNV-1a over the names and sizes
+    for &f in &used {
+        for b in trace.files[f].bytes().chain(trace.file_sizes[f].to_le_bytes()) {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    let id = format!("docroot-{h:016x}");
+    let mut manifest = own_manifest(target, path_label)?;
+    let done = manifest.docroots.get(&id).is_some_and(|e| e.complete);
+    let mut made = 0u64;
+    if !done {
+        manifest.docroots.insert(id.clone(), DocrootEntry { log: replay.log.clone(), files, bytes, complete: false });
+        save(target, &manifest)?;
+        let content = content_block(0);
+        let mut dirs: HashSet<String> = HashSet::new();
+        let mut last_report = Instant::now();
+        for (i, &f) in used.iter().enumerate() {
+            let path = &trace.files[f];
+            for (at, _) in path.match_indices('/') {
+                if dirs.insert(path[..at].to_string()) {
+                    target.ensure_dir(&path[..at])?;
+                }
+            }
+            target.ensure_file(path, trace.file_sizes[f], &content)?;
+            made += 1;
+            if last_report.elapsed() >= Duration::from_secs(1) {
+                last_report = Instant::now();
+                progress::emit(json!({"phase": "prepare", "done": i, "total": used.len()}));
+            }
+        }
+        manifest.docroots.get_mut(&id).expect("entry exists").complete = true;
+        save(target, &manifest)?;
+    }
+    Ok(json!({
+        "schema": "peakbench.prepare-result/1",
+        "docroot": {"id": id, "files": files, "bytes": bytes},
+        "files_created": made,
+        "files_already_complete": if done { files } else { 0 },
+        "seconds": started.elapsed().as_secs_f64(),
+        "replay": trace.summary(replay, len, files, bytes),
     }))
 }

@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 pub const SPEC_SCHEMA: &str = "peakbench.trial-spec/1";
-/// Version 2 adds `start_at_unix_s` (a synchronized start across load clients); a /1 spec is still accepted.
+/// Version 2 adds `start_at_unix_s` (a synchronized start across load clients), `replay`
+/// (an access log as the request stream) and `load.clients` (closed loop); a /1 spec reads unchanged.
 pub const SPEC_SCHEMA_V2: &str = "peakbench.trial-spec/2";
 /// A start further ahead than this is a controller bug or a wildly wrong clock, never a plan.
 pub const MAX_START_AHEAD_S: f64 = 3600.0;
@@ -21,7 +22,10 @@ pub struct TrialSpec {
     #[serde(default)]
     pub seed: u64,
     pub load: LoadSpec,
+    /// Absent only with `replay`, whose log names the files.
+    #[serde(default = "FilesetSpec::empty")]
     pub fileset: FilesetSpec,
+    #[serde(default)]
     pub mix: BTreeMap<Op, f64>,
     #[serde(default = "IoSpec::default_read")]
     pub read: IoSpec,
@@ -35,6 +39,55 @@ pub struct TrialSpec {
     /// at which the schedule's time zero falls. The engine waits for it after its set-up.
     #[serde(default)]
     pub start_at_unix_s: Option<f64>,
+    /// Version 2: replay an access log instead of generating Fstress requests.
+    #[serde(default)]
+    pub replay: Option<ReplaySpec>,
+}
+
+/// An access log as the request stream (SPEC.md, "Replay").
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplaySpec {
+    /// Path of the log; gzip-compressed logs are recognised by their magic bytes.
+    pub log: String,
+    /// "common", "combined", or a format string (Apache `%h %t "%r"...` or nginx `$remote_addr ...`).
+    #[serde(default = "default_log_format")]
+    pub format: String,
+    /// Keep the longest prefix of the log whose distinct files total at most this many bytes.
+    #[serde(default)]
+    pub dataset_bytes: Option<u64>,
+    /// Start the (truncated) log again when it ends, until the measured window is over.
+    #[serde(default = "yes", rename = "loop")]
+    pub looping: bool,
+    /// "rate": send at load.rate (or closed loop with load.clients); "log": at the log's own times.
+    #[serde(default = "default_timing")]
+    pub timing: Timing,
+    /// With timing "log": how many times faster than the log.
+    #[serde(default = "one")]
+    pub speed: f64,
+    /// Replay only successful requests (2xx, 304), or every GET and HEAD.
+    #[serde(default)]
+    pub all_statuses: bool,
+    /// How many unparseable lines to quote in the result.
+    #[serde(default = "default_examples")]
+    pub examples: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Timing {
+    Rate,
+    Log,
+}
+
+/// How the HTTP target asks for a file's attributes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GetattrMethod {
+    #[default]
+    Head,
+    /// GET with `If-None-Match: *`: a 304 when the file exists.
+    Conditional,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -43,6 +96,20 @@ pub enum TargetSpec {
     Posix { path: String },
     Null,
     Nfs(NfsSpec),
+    /// An HTTP/1.1 server; see target/http.rs for the op mapping.
+    Http {
+        url: String,
+        /// The directory the server serves: the file set is built there, not through HTTP.
+        #[serde(default)]
+        docroot: Option<String>,
+        #[serde(default = "default_http_timeout")]
+        timeout_s: f64,
+        #[serde(default)]
+        getattr: GetattrMethod,
+        /// Whether PUT/DELETE/MKCOL/MOVE work; absent: ask the server (OPTIONS lists PUT).
+        #[serde(default)]
+        writable: Option<bool>,
+    },
 }
 
 /// An NFSv3 export spoken to over ONC-RPC/TCP.
@@ -101,6 +168,8 @@ pub enum Arrivals {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct LoadSpec {
+    /// Offered ops/s (open loop); ignored in closed loop and in timed replay.
+    #[serde(default)]
     pub rate: f64,
     #[serde(default = "default_arrivals")]
     pub arrivals: Arrivals,
@@ -113,6 +182,10 @@ pub struct LoadSpec {
     pub drain_timeout_s: f64,
     #[serde(default = "default_lag_limit")]
     pub lag_limit_ms: f64,
+    /// Version 2: closed loop with this many clients, each sending its next request as soon
+    /// as its last one completes (no schedule; latency from the actual send).
+    #[serde(default)]
+    pub clients: Option<usize>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -177,6 +250,40 @@ fn default_progress_interval() -> f64 {
 fn one() -> f64 {
     1.0
 }
+fn yes() -> bool {
+    true
+}
+fn default_log_format() -> String {
+    "combined".into()
+}
+fn default_timing() -> Timing {
+    Timing::Rate
+}
+fn default_examples() -> usize {
+    5
+}
+fn default_http_timeout() -> f64 {
+    10.0
+}
+
+impl FilesetSpec {
+    /// No files: the file set of a replay, whose files come from the log.
+    fn empty() -> Self {
+        FilesetSpec {
+            seed: 0,
+            files: 0,
+            files_per_dir: Dist::zero(),
+            dirs_per_dir: Dist::zero(),
+            symlinks_per_dir: Dist::zero(),
+            max_depth: 0,
+            file_sizes: Dist::zero(),
+            file_popularity: Dist::one(),
+            dir_popularity: Dist::one(),
+            symlink_popularity: Dist::one(),
+            active_fraction: 1.0,
+        }
+    }
+}
 
 /// A spec that parsed but says something impossible; `field` is the JSON path.
 #[derive(Debug)]
@@ -217,11 +324,18 @@ fn strip_position(e: &serde_json::Error) -> String {
 
 impl TrialSpec {
     pub fn validate(&self) -> Result<(), SpecError> {
-        if self.schema != SPEC_SCHEMA && self.schema != SPEC_SCHEMA_V2 {
+        let v2 = self.schema == SPEC_SCHEMA_V2;
+        if self.schema != SPEC_SCHEMA && !v2 {
             return Err(bad("schema", format!("expected {SPEC_SCHEMA:?} or {SPEC_SCHEMA_V2:?}, got {:?}", self.schema)));
         }
+        if !v2 && self.replay.is_some() {
+            return Err(bad("replay", format!("needs schema {SPEC_SCHEMA_V2:?}")));
+        }
+        if !v2 && self.load.clients.is_some() {
+            return Err(bad("load.clients", format!("needs schema {SPEC_SCHEMA_V2:?}")));
+        }
         if let Some(at) = self.start_at_unix_s {
-            if self.schema != SPEC_SCHEMA_V2 {
+            if !v2 {
                 return Err(bad("start_at_unix_s", format!("needs schema {SPEC_SCHEMA_V2:?}")));
             }
             if !(at.is_finite() && at > 0.0) {
@@ -229,7 +343,31 @@ impl TrialSpec {
             }
         }
         let l = &self.load;
-        if !(l.rate.is_finite() && l.rate > 0.0) {
+        match l.clients {
+            Some(0) => return Err(bad("load.clients", "must be >= 1")),
+            Some(n) if n > 4096 => return Err(bad("load.clients", "more than 4096 clients")),
+            _ => {}
+        }
+        if let Some(r) = &self.replay {
+            if r.log.is_empty() {
+                return Err(bad("replay.log", "empty path"));
+            }
+            let format = crate::replay::Format::parse(&r.format).map_err(|e| bad("replay.format", e))?;
+            if r.timing == Timing::Log && !format.has_time {
+                return Err(bad("replay.timing", "\"log\" needs a time field in the log format (%t, $time_local)"));
+            }
+            if !(r.speed.is_finite() && r.speed > 0.0) {
+                return Err(bad("replay.speed", "must be a finite number > 0"));
+            }
+            if r.timing == Timing::Log && l.clients.is_some() {
+                return Err(bad("replay.timing", "\"log\" sends at the log's times; it cannot be closed loop (load.clients)"));
+            }
+            if !self.mix.is_empty() || self.fileset.files > 0 {
+                return Err(bad("replay", "a replay takes its requests and files from the log: give no mix or fileset"));
+            }
+        }
+        let paced = l.clients.is_none() && self.replay.as_ref().map_or(true, |r| r.timing == Timing::Rate);
+        if paced && !(l.rate.is_finite() && l.rate > 0.0) {
             return Err(bad("load.rate", "must be a finite number > 0"));
         }
         if l.rate > 50_000_000.0 {
@@ -249,7 +387,9 @@ impl TrialSpec {
         if !(self.progress_interval_s.is_finite() && self.progress_interval_s > 0.0) {
             return Err(bad("progress_interval_s", "must be > 0"));
         }
-        self.validate_mix()?;
+        if self.replay.is_none() {
+            self.validate_mix()?;
+        }
         let f = &self.fileset;
         if f.files == 0 && self.mix.keys().any(|op| op.needs_file()) {
             return Err(bad("fileset.files", "the mix uses files, so the file set needs at least one"));
@@ -304,6 +444,12 @@ impl TrialSpec {
                 if v.is_some_and(|v| !(512..=(1 << 20)).contains(&v)) {
                     return Err(bad(name, "must be 512 to 1048576 bytes"));
                 }
+            }
+        }
+        if let TargetSpec::Http { url, timeout_s, .. } = &self.target {
+            crate::target::http::split_url(url).map_err(|e| bad("target.url", e.to_string()))?;
+            if !(timeout_s.is_finite() && *timeout_s > 0.0) {
+                return Err(bad("target.timeout_s", "must be > 0"));
             }
         }
         Ok(())

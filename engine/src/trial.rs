@@ -9,14 +9,16 @@
 use crate::pacer::{self, Schedule};
 use crate::prepare::complete_files;
 use crate::progress;
-use crate::record::{summarize, Recorder};
-use crate::spec::{TargetSpec, TrialSpec, RESULT_SCHEMA};
+use crate::record::{summarize, OpRecord, Recorder};
+use crate::replay::{class_label, ClassKey, ReplayStream, Trace};
+use crate::spec::{TargetSpec, Timing, TrialSpec, RESULT_SCHEMA};
 use crate::target::{Outcome, Request, Target};
 use crate::workload::fileset::{layout_id, FileSet, Origin};
 use crate::workload::generator::Generator;
 use crate::workload::mix::Op;
 use anyhow::bail;
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -69,10 +71,31 @@ impl Window {
     }
 }
 
+/// Where requests come from: the Fstress generator, or a replayed access log.
+enum Source {
+    Synthetic(Generator),
+    Replay(ReplayStream),
+}
+
+impl Source {
+    /// The next request, the object it names (for traces) and, in a replay, its size class.
+    fn next(&mut self) -> Option<(Op, Request, Option<u32>, Option<u8>)> {
+        match self {
+            Source::Synthetic(g) => {
+                let (op, request, object) = g.next();
+                Some((op, request, object, None))
+            }
+            Source::Replay(r) => r.next().map(|(op, request, object, class)| (op, request, object, Some(class))),
+        }
+    }
+}
+
 struct Claim {
     op: Op,
     due_ns: u64,
     request: Request,
+    /// A replayed request's size class: its latency is also recorded per class.
+    class: Option<u8>,
     /// Claimed late while no more threads were allowed (the cap or the thread limit).
     held_by_limit: bool,
 }
@@ -87,7 +110,7 @@ struct Done {
 
 /// Everything the sender threads change, behind one lock taken once per request.
 struct State {
-    gen: Generator,
+    source: Source,
     schedule: Box<dyn Schedule + Send>,
     n: u64,
     next_due: u64,
@@ -102,6 +125,10 @@ struct State {
     unsent_by_generator: u64,
     trace: Vec<Value>,
     trace_limit: usize,
+    /// Replay: latency and errors per (op, size class, outcome).
+    classes: BTreeMap<ClassKey, OpRecord>,
+    /// When a replay without loop ran out of requests.
+    exhausted_ns: Option<u64>,
 }
 
 struct Shared {
@@ -109,6 +136,8 @@ struct Shared {
     target: Arc<dyn Target>,
     start: Instant,
     window: Window,
+    /// Closed loop: a fixed set of clients, each sending as soon as its last request completed.
+    closed: bool,
     thread_limit: usize,
     /// The user's cap on requests in flight, for pipelining targets.
     thread_limit_cap: Option<usize>,
@@ -143,7 +172,12 @@ impl State {
         if self.next_due >= shared.window.end_ns {
             return None;
         }
-        if now >= shared.window.end_ns + shared.lag_limit_ns {
+        if shared.closed && now >= shared.window.end_ns {
+            self.next_due = NOT_DUE;
+            shared.next_due.store(NOT_DUE, Relaxed);
+            return None;
+        }
+        if !shared.closed && now >= shared.window.end_ns + shared.lag_limit_ns {
             // The window is long over and the generator is still behind: what it never sent
             // is counted, not sent late into a window that no longer measures it.
             // Unsent because the thread limit was reached is the server's doing.
@@ -157,14 +191,22 @@ impl State {
             shared.next_due.store(NOT_DUE, Relaxed);
             return None;
         }
-        let due_ns = self.next_due;
-        let (op, request, object) = self.gen.next();
+        let due_ns = if shared.closed { now } else { self.next_due };
+        let Some((op, request, object, class)) = self.source.next() else {
+            // A replay that does not loop has run out of requests.
+            self.exhausted_ns = Some(now);
+            self.next_due = NOT_DUE;
+            shared.next_due.store(NOT_DUE, Relaxed);
+            return None;
+        };
         if self.trace.len() < self.trace_limit {
             self.trace.push(json!([op.name(), object]));
         }
         self.n += 1;
-        self.next_due = self.schedule.due_ns(self.n);
-        shared.next_due.store(if self.next_due >= shared.window.end_ns { NOT_DUE } else { self.next_due }, Relaxed);
+        if !shared.closed {
+            self.next_due = self.schedule.due_ns(self.n);
+            shared.next_due.store(if self.next_due >= shared.window.end_ns { NOT_DUE } else { self.next_due }, Relaxed);
+        }
         shared.claimed.store(self.n, Relaxed);
         // Late while no more threads were allowed: the cap (or the thread limit) held it
         // behind requests blocked in the target, not a slow generator. Below the limit the
@@ -175,7 +217,7 @@ impl State {
             self.sent_by_op[op.index()] += 1;
             self.held_by_limit += held_by_limit as u64;
         }
-        Some(Claim { op, due_ns, request, held_by_limit })
+        Some(Claim { op, due_ns, request, class, held_by_limit })
     }
 
     fn complete(&mut self, shared: &Shared, d: Done) {
@@ -188,7 +230,12 @@ impl State {
                 // Lag behind the cap is the server's doing; only free lag indicts the generator.
                 self.lag_quarters[w.quarter(due)].add(lag);
             }
-            self.rec.ops[d.claim.op.index()].record(d.done_ns.saturating_sub(due), &d.outcome, d.retransmissions);
+            let latency = d.done_ns.saturating_sub(due);
+            self.rec.ops[d.claim.op.index()].record(latency, &d.outcome, d.retransmissions);
+            if let Some(class) = d.claim.class {
+                let key = (d.claim.op, class, d.outcome.as_ref().err().cloned());
+                self.classes.entry(key).or_default().record(latency, &d.outcome, d.retransmissions);
+            }
         }
         if w.contains(d.done_ns) {
             self.completed_in_window += 1;
@@ -255,7 +302,7 @@ fn sender(shared: Arc<Shared>) {
                 }
             }
             shared.started.fetch_add(1, Relaxed);
-            let (s, op, due_ns, held) = (shared.clone(), claim.op, claim.due_ns, claim.held_by_limit);
+            let (s, op, due_ns, held, class) = (shared.clone(), claim.op, claim.due_ns, claim.held_by_limit, claim.class);
             let request = claim.request;
             let done: crate::target::Completion = Box::new(move |outcome, retransmissions| {
                 let done_ns = s.now_ns();
@@ -263,7 +310,7 @@ fn sender(shared: Arc<Shared>) {
                     s.in_flight[op.index()].fetch_sub(1, Relaxed);
                 }
                 s.completed.fetch_add(1, Relaxed);
-                let d = Done { claim: Claim { op, due_ns, request: Request::Null, held_by_limit: held }, start_ns, done_ns, outcome, retransmissions };
+                let d = Done { claim: Claim { op, due_ns, request: Request::Null, class, held_by_limit: held }, start_ns, done_ns, outcome, retransmissions };
                 s.state.lock().expect("a sender panicked").complete(&s, d);
                 s.started.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
                 // Wake a sender held by the cap once a quarter of the places are free, so it
@@ -330,19 +377,43 @@ pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Valu
         }
     }
     let id = layout_id(&spec.fileset);
-    if !matches!(spec.target, TargetSpec::Null) {
-        let have = complete_files(target.as_ref(), &spec.fileset)?;
-        if have < spec.fileset.files {
-            bail!("file set {id} not prepared ({have} of {} files): run prepare first", spec.fileset.files);
-        }
-        target.enter_fileset(&id, false)?;
-    }
     let load = &spec.load;
+    let closed = load.clients.is_some();
+    let (source, mut schedule, replay_summary) = match &spec.replay {
+        // A replay names its files itself (paths below the target's root); nothing to check.
+        Some(r) => {
+            let trace = Trace::load(r)?;
+            let (len, files, bytes) = trace.prefix(r.dataset_bytes);
+            if len == 0 {
+                bail!("replay: even the log's first file is larger than dataset_bytes ({})", r.dataset_bytes.unwrap_or(0));
+            }
+            let summary = trace.summary(r, len, files, bytes);
+            let schedule: Box<dyn pacer::Schedule + Send> = if r.timing == Timing::Log {
+                let (offsets_ns, period_ns) = trace.offsets_ns(len);
+                Box::new(pacer::Replayed { offsets_ns, period_ns, speed: r.speed })
+            } else {
+                pacer::schedule(load.arrivals, load.rate, spec.seed)
+            };
+            let http = matches!(spec.target, TargetSpec::Http { .. });
+            (Source::Replay(ReplayStream::new(trace, len, r.looping, http)), schedule, Some(summary))
+        }
+        None => {
+            if !matches!(spec.target, TargetSpec::Null) {
+                let have = complete_files(target.as_ref(), &spec.fileset)?;
+                if have < spec.fileset.files {
+                    bail!("file set {id} not prepared ({have} of {} files): run prepare first", spec.fileset.files);
+                }
+                target.enter_fileset(&id, false)?;
+            }
+            let generator = Generator::new(spec, FileSet::build(&spec.fileset));
+            (Source::Synthetic(generator), pacer::schedule(load.arrivals, load.rate, spec.seed), None)
+        }
+    };
     let window = Window { start_ns: (load.warmup_s * 1e9) as u64, end_ns: ((load.warmup_s + load.runtime_s) * 1e9) as u64 };
-    let mut schedule = pacer::schedule(load.arrivals, load.rate, spec.seed);
-    let first_due = schedule.due_ns(0);
+    // Closed loop has no schedule: every request is due when a client is free to send it.
+    let first_due = if closed { 0 } else { schedule.due_ns(0) };
     let state = State {
-        gen: Generator::new(spec, FileSet::build(&spec.fileset)),
+        source,
         schedule,
         n: 0,
         next_due: first_due,
@@ -356,6 +427,8 @@ pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Valu
         unsent_by_generator: 0,
         trace: Vec::new(),
         trace_limit: spec.trace_ops,
+        classes: BTreeMap::new(),
+        exhausted_ns: None,
     };
     // Everything slow is done: wait for the agreed instant (if any), then the schedule starts.
     let (start, start_late_ms) = crate::start::anchor(spec.start_at_unix_s)?;
@@ -365,7 +438,8 @@ pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Valu
         target: Arc::from(target),
         start,
         window,
-        thread_limit: load.max_outstanding.unwrap_or(DEFAULT_THREAD_LIMIT),
+        closed,
+        thread_limit: load.clients.or(load.max_outstanding).unwrap_or(DEFAULT_THREAD_LIMIT),
         thread_limit_cap: load.max_outstanding,
         lag_limit_ns: (load.lag_limit_ms * 1e6) as u64,
         next_due: AtomicU64::new(first_due),
@@ -390,14 +464,22 @@ pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Valu
     for op in Op::ALL {
         state.rec.ops[op.index()].cancellations += shared.in_flight[op.index()].load(Relaxed);
     }
-    let restore = if timed_out {
-        json!({"done": false, "reason": "requests still outstanding at the drain timeout"})
-    } else {
-        restore(&mut state.gen, shared.target.as_ref())
+    let restore = match &mut state.source {
+        _ if timed_out => json!({"done": false, "reason": "requests still outstanding at the drain timeout"}),
+        Source::Synthetic(gen) => restore(gen, shared.target.as_ref()),
+        Source::Replay(_) => json!({"done": true, "errors": 0, "first_errors": []}), // GET and HEAD change nothing
     };
-    let mut result = result(spec, &shared, &state, max_busy, restore, &id);
-    result["start"] = json!({"at_unix_s": started_at_unix_s, "requested_unix_s": spec.start_at_unix_s, "late_ms": start_late_ms});
-    Ok(result)
+    let mut out = result(spec, &shared, &state, max_busy, restore, &id);
+    out["start"] = json!({"at_unix_s": started_at_unix_s, "requested_unix_s": spec.start_at_unix_s, "late_ms": start_late_ms});
+    if let Some(mut summary) = replay_summary {
+        if let Source::Replay(stream) = &state.source {
+            summary["issued"] = json!(stream.issued);
+            summary["loops"] = json!(stream.issued as f64 / summary["requests"].as_f64().unwrap_or(1.0));
+        }
+        summary["exhausted_at_s"] = json!(state.exhausted_ns.map(|ns| ns as f64 / 1e9));
+        out["replay"] = summary;
+    }
+    Ok(out)
 }
 
 /// Follow the trial from the main thread: add senders when all are busy, report
@@ -411,7 +493,9 @@ fn monitor(spec: &TrialSpec, shared: &Arc<Shared>) -> usize {
     let mut last_completed = 0;
     let mut suspect: Option<(u64, u64)> = None; // (claimed count, when all threads were first seen busy)
     let pipelines = shared.target.pipelines();
-    spawn_sender(shared);
+    for _ in 0..load.clients.unwrap_or(1) {
+        spawn_sender(shared);
+    }
     loop {
         let now = shared.now_ns();
         let due = shared.next_due.load(Relaxed);
@@ -420,7 +504,7 @@ fn monitor(spec: &TrialSpec, shared: &Arc<Shared>) -> usize {
         // Every thread busy inside the target while a request waits, seen twice: add
         // threads for what is overdue. Seen once, it may be a 1 µs syscall caught in the act.
         let claimed = shared.claimed.load(Relaxed);
-        let starved = due != NOT_DUE && now > due + SPAWN_AFTER_NS && shared.busy.load(Relaxed) >= threads;
+        let starved = !shared.closed && due != NOT_DUE && now > due + SPAWN_AFTER_NS && shared.busy.load(Relaxed) >= threads;
         suspect = match suspect {
             Some((c, since)) if starved && c == claimed => {
                 if now - since >= SPAWN_AFTER_NS && threads < shared.thread_limit {
@@ -464,6 +548,8 @@ fn monitor(spec: &TrialSpec, shared: &Arc<Shared>) -> usize {
             NOT_DUE
         } else if idle_pipeline {
             (due + SPAWN_AFTER_NS).max(now + 1_000_000)
+        } else if shared.closed {
+            shared.window.end_ns.max(now + SPAWN_AFTER_NS) // nothing to watch but the window's end
         } else {
             due + SPAWN_AFTER_NS
         };
@@ -504,16 +590,39 @@ fn result(spec: &TrialSpec, shared: &Shared, state: &State, max_busy: usize, res
         .map(|op| (op.name().to_string(), json!(state.sent_by_op[op.index()] as f64 / state.sent_in_window.max(1) as f64)))
         .collect();
     let (cpu_s, rss_kib) = own_usage();
-    let set = &state.gen.set;
     let capped = load.max_outstanding.is_some();
+    let timed = spec.replay.as_ref().is_some_and(|r| r.timing == Timing::Log);
+    // Closed loop offers no rate; a timed replay offers what the log's times put in the window.
+    let requested = if shared.closed {
+        Value::Null
+    } else if timed {
+        json!(state.sent_in_window as f64 / load.runtime_s)
+    } else {
+        json!(load.rate)
+    };
+    let bytes: u64 = ops.values().map(|o| o.bytes).sum();
+    let fileset = match &state.source {
+        Source::Synthetic(gen) => {
+            let set = &gen.set;
+            json!({"id": id, "files": spec.fileset.files,
+                   "dirs": set.dirs.iter().filter(|d| d.origin == Origin::Prepared).count(),
+                   "symlinks": set.symlinks.iter().filter(|s| s.origin == Origin::Prepared).count(), "bytes": set.prepared_bytes})
+        }
+        Source::Replay(_) => Value::Null,
+    };
     let mut result = json!({
         "schema": RESULT_SCHEMA,
         "engine_version": env!("CARGO_PKG_VERSION"),
-        "requested_rate": load.rate,
+        "mode": if shared.closed { "closed" } else if timed { "timed" } else { "open" },
+        "clients": load.clients,
+        "requested_rate": requested,
         "achieved_rate": state.completed_in_window as f64 / load.runtime_s,
         "sent": state.sent_in_window,
         "unsent": state.unsent,
         "completed": all.len(),
+        "issued": shared.completed.load(Relaxed),
+        "bytes": bytes,
+        "output_mbit_s": bytes as f64 * 8.0 / load.runtime_s / 1e6,
         "warmup_s": load.warmup_s,
         "runtime_s": load.runtime_s,
         "ops": ops,
@@ -527,11 +636,22 @@ fn result(spec: &TrialSpec, shared: &Shared, state: &State, max_busy: usize, res
         "mix_actual": mix_actual,
         "engine_cpu_s": cpu_s,
         "peak_rss_kib": rss_kib,
-        "fileset": {"id": id, "files": spec.fileset.files,
-                     "dirs": set.dirs.iter().filter(|d| d.origin == Origin::Prepared).count(),
-                     "symlinks": set.symlinks.iter().filter(|s| s.origin == Origin::Prepared).count(), "bytes": set.prepared_bytes},
+        "fileset": fileset,
         "restore": restore,
     });
+    if !state.classes.is_empty() {
+        let classes: serde_json::Map<String, Value> = state
+            .classes
+            .iter()
+            .map(|(key, rec)| {
+                let h = rec.hist.as_ref().expect("a recorded class has a histogram");
+                let s = summarize(h);
+                (class_label(key), json!({"count": s.count, "bytes": rec.bytes, "mean_ms": s.mean_ms, "p50_ms": s.p50_ms,
+                                          "p99_ms": s.p99_ms, "max_ms": s.max_ms, "hist": s.hist}))
+            })
+            .collect();
+        result["classes"] = Value::Object(classes);
+    }
     if spec.trace_ops > 0 {
         result["op_trace"] = Value::Array(state.trace.clone());
     }

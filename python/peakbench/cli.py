@@ -12,6 +12,9 @@
     peakbench compare A B [--metric M] [--alpha 0.05]
     peakbench sfs RCFILE [--spec-rounding] [--dry-run]
     peakbench report [search:ID|sfs:ID|trial:ID ...] --html FILE [--figures DIR --format png,svg,pdf] [--csv DIR]
+    peakbench replay ACCESS_LOG --target URL [--clients N | --rate OPS | --timed] [--dataset-size SIZE,...]
+    peakbench replay --build-docroot DIR ACCESS_LOG
+    peakbench tracegen OUT [--requests N] [--files N]
 
 Exit status: 0 done, 1 the trial could not run (or `validate` found a failure), 2 bad input (one line on
 stderr naming the file, line and field; nothing written to the store or target),
@@ -31,6 +34,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from . import replay as replay_module
 from . import searching, sim
 from .cluster import ClientsLost, engine_for
 from .cluster.report import print_clients
@@ -40,6 +44,7 @@ from . import store as store_module
 from .controller import DEFAULT_POLICY, POLICIES, SearchSettings
 from .controller.design import quadratic_terms
 from .distributions import describe as describe_distribution
+from .engine import Engine
 from .errors import InputError, RunError
 from .mix import format_mix
 from .progress import ProgressDisplay
@@ -135,7 +140,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add_trial_arguments(command: argparse.ArgumentParser) -> None:
         command.add_argument("workload", metavar="WORKLOAD", help="a canned workload name or a workload .toml file")
-        command.add_argument("--target", required=True, metavar="DIR", help="a directory, file:///DIR, nfs://SERVER/EXPORT[?options], or null://")
+        command.add_argument("--target", required=True, metavar="DIR",
+                             help="a directory, file:///DIR, nfs://SERVER/EXPORT[?options], http://HOST:PORT/, or null://")
+        command.add_argument("--docroot", metavar="DIR",
+                             help="with http://: the directory the server serves; the file set is built there"
+                                  " (default: through the server, with WebDAV PUT and MKCOL)")
         command.add_argument("--rate", required=True, type=_rate, metavar="OPS", help="offered load in ops/s")
         command.add_argument("--scale", type=_scale, default=1.0, metavar="F",
                              help="multiply the self-scaled file-set size (default 1)")
@@ -173,6 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("workload", metavar="WORKLOAD", help="a canned workload name or a workload .toml file")
     search.add_argument("--target", required=True, metavar="URL",
                         help="a directory, file:///DIR, null://, or a simulated server sim://?capacity=OPS")
+    search.add_argument("--docroot", metavar="DIR",
+                        help="with http://: the directory the server serves; the file set is built there")
     search.add_argument("--policy", choices=sorted(POLICIES), default=DEFAULT_POLICY,
                         help=f"how the next test load is chosen (default {DEFAULT_POLICY})")
     search.add_argument("--quick", action="store_true",
@@ -245,6 +256,10 @@ def build_parser() -> argparse.ArgumentParser:
                                  help="tables, figures and a self-contained HTML report from the store")
     report_command.add_arguments(report)
     report.set_defaults(handler=lambda args: report_command.run(args, _console()))
+    replay_module.add_commands(commands, store_option, {
+        "whole": _whole, "rate": _rate, "scale": _scale, "duration": _duration,
+        "positive_duration": _positive_duration,
+    })
     return parser
 
 
@@ -297,7 +312,7 @@ def _checked_trial(args: argparse.Namespace, warmup_s: float = 0.0, runtime_s: f
                    **load) -> tuple[Workload, dict]:
     """Everything about a trial that can be wrong in the input, checked before anything is written."""
     workload = find_workload(args.workload)
-    target = parse_target(args.target)
+    target = parse_target(args.target, getattr(args, "docroot", None))
     spec = trial_spec(workload, target, rate=args.rate, scale=args.scale,
                       warmup_s=warmup_s, runtime_s=runtime_s, **load)
     check_ours(target)
@@ -662,7 +677,9 @@ def command_results_export(args: argparse.Namespace) -> int:
                 **{key: latency.get(key) for key in ("mean_ms", "stddev_ms", "p50_ms", "p99_ms")},
                 "schedule_lag_p99_ms": result.get("schedule_lag", {}).get("p99_ms"),
                 "generator_saturated": result.get("generator_saturated"),
-                "files": trial["spec"]["fileset"]["files"], "error": trial["error"],
+                "files": (trial["spec"].get("fileset") or {}).get("files")  # a replay has no file set
+                         or (trial["result"] or {}).get("replay", {}).get("files"),
+                "error": trial["error"],
             })
     return 0
 

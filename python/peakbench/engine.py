@@ -175,6 +175,9 @@ def run_timeout(spec: dict) -> float:
 
 def prepare_timeout(spec: dict) -> float:
     """Generous: a slow disk writes 5 MB/s and creates 100 files/s; a hang is far beyond that."""
+    if "replay" in spec:  # the files an access log names: its size bounds the work
+        log_bytes = os.path.getsize(spec["replay"]["log"]) if os.path.exists(spec["replay"]["log"]) else 0
+        return 600 + log_bytes / 1e6
     fileset = spec["fileset"]
     files = fileset["files"]
     return 120 + files / 100 + files * distributions.mean(fileset["file_sizes"]) / 5e6

@@ -55,11 +55,17 @@ def summary_lines(spec: dict, result: dict) -> list[Text]:
     lines = []
     requested, achieved = result["requested_rate"], result["achieved_rate"]
     load = spec.get("load", {})
-    lines.append(Text(
-        f"offered {requested:.1f} ops/s, achieved {achieved:.1f} ops/s ({achieved / requested * 100:.1f}%)"
-        f"  [{load.get('arrivals', 'uniform')} arrivals, warm-up {result.get('warmup_s', 0):g} s,"
-        f" measured {result.get('runtime_s', 0):g} s]"
-    ))
+    window = f"warm-up {result.get('warmup_s', 0):g} s, measured {result.get('runtime_s', 0):g} s"
+    if requested is None:  # closed loop: no offered rate
+        lines.append(Text(f"closed loop with {result.get('clients')} clients: achieved {achieved:.1f} ops/s  [{window}]"))
+    else:
+        lines.append(Text(
+            f"offered {requested:.1f} ops/s, achieved {achieved:.1f} ops/s"
+            f" ({achieved / requested * 100 if requested else 0:.1f}%)"
+            f"  [{load.get('arrivals', 'uniform')} arrivals, {window}]"
+        ))
+    if result.get("bytes"):
+        lines.append(Text(f"output {result['output_mbit_s']:.2f} Mb/s ({result['bytes']:,} bytes in the window)"))
     latency = result["latency"]
     samples = latency.get("count", result.get("completed", 0))
     lines.append(Text(
@@ -96,7 +102,7 @@ def summary_lines(spec: dict, result: dict) -> list[Text]:
             f"WARNING: THE LOAD GENERATOR SATURATED ({reason}). These numbers measure peakbench's"
             " limit on this machine, not the target's.", style="bold white on red",
         ))
-    elif achieved < 0.95 * requested:
+    elif requested is not None and achieved < 0.95 * requested:
         lines.append(Text(
             "the target completed under 95% of the offered load: it is probably saturated at this rate",
             style="yellow",

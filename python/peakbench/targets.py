@@ -1,9 +1,11 @@
 """Targets named on the command line, turned into the engine's target object.
 
 Accepted: a directory path, `file:///absolute/path`, `null://` (a target
-that does nothing, to measure the engine's own floor), or an NFSv3 export
+that does nothing, to measure the engine's own floor), an NFSv3 export
 `nfs://host[:port]/export?option=value&...` that the engine speaks to directly
-over ONC-RPC (options in NFS_OPTIONS). A directory must exist
+over ONC-RPC (options in NFS_OPTIONS), or `http://host:port/path/` (a web
+server; `docroot` names the directory it serves when the file set is to be
+built there rather than through WebDAV PUTs). A directory must exist
 and be writable, and is checked here so that a typo fails in a second with one
 line instead of after the engine has started.
 """
@@ -80,10 +82,14 @@ def parse_nfs(text: str) -> dict:
     return target
 
 
-def parse_target(text: str) -> dict:
+def parse_target(text: str, docroot: str | Path | None = None) -> dict:
     """The engine's target object, e.g. {"kind": "posix", "path": "/mnt/x"}."""
     if text == "null://":
         return {"kind": "null"}
+    if text.startswith(("http://", "https://")):
+        return parse_http(text, docroot)
+    if docroot is not None:
+        raise InputError("--docroot goes with an http:// target only", field="--docroot")
     if "://" in text:
         url = urlsplit(text)
         if url.scheme == "nfs":
@@ -91,7 +97,7 @@ def parse_target(text: str) -> dict:
         if url.scheme != "file":
             raise InputError(
                 f"{url.scheme}:// targets are not supported yet; use a directory, file:///DIR,"
-                " nfs://SERVER/EXPORT or null://",
+                " nfs://SERVER/EXPORT, http://HOST:PORT/ or null://",
                 field=FIELD,
             )
         if url.netloc not in ("", "localhost"):
@@ -102,13 +108,46 @@ def parse_target(text: str) -> dict:
     return {"kind": "posix", "path": str(path)}
 
 
+def parse_http(text: str, docroot: str | Path | None = None) -> dict:
+    """{"kind": "http", "url": "http://host:port/base/"[, "docroot": DIR]}."""
+    url = urlsplit(text)
+    if url.scheme != "http":
+        raise InputError(f"{text}: only http:// is supported (no TLS)", field=FIELD)
+    if not url.hostname:
+        raise InputError(f"{text}: no host (http://HOST:PORT/)", field=FIELD)
+    try:
+        url.port  # noqa: B018 -- raises on a bad port
+    except ValueError as error:
+        raise InputError(f"{text}: {error}", field=FIELD) from None
+    if url.query or url.fragment:
+        raise InputError(f"{text}: a target URL names a directory; drop the ?query or #fragment", field=FIELD)
+    path = url.path or "/"
+    target = {"kind": "http", "url": f"http://{url.netloc}{path if path.endswith('/') else path + '/'}"}
+    if docroot is not None:
+        root = Path(docroot).expanduser().absolute()
+        _check_directory(root)
+        target["docroot"] = str(root)
+    return target
+
+
 def target_label(target: dict) -> str:
     """How a parsed target is shown and stored: its absolute path, or its URL."""
     if target["kind"] == "posix":
         return target["path"]
     if target["kind"] == "nfs":
         return target.get("url") or f"nfs://{target['host']}{target['export']}"
+    if target["kind"] == "http":
+        return target["url"]
     return f"{target['kind']}://"
+
+
+def _local_directory(target: dict) -> Path | None:
+    """The local directory peakbench builds the file set in, if any."""
+    if target["kind"] == "posix":
+        return Path(target["path"])
+    if target["kind"] == "http" and target.get("docroot"):
+        return Path(target["docroot"])
+    return None
 
 
 def _check_directory(path: Path) -> None:
@@ -129,9 +168,9 @@ def check_ours(target: dict) -> None:
     The engine refuses it too; checking first makes it an input error (exit 2)
     that leaves nothing behind, rather than a failed trial in the store.
     """
-    if target["kind"] != "posix":
+    path = _local_directory(target)
+    if path is None:
         return
-    path = Path(target["path"])
     if not (path / MANIFEST).exists() and any(path.iterdir()):
         raise InputError(
             f"{path} is not empty and peakbench did not create it (no {MANIFEST}); name an empty or new directory",
@@ -145,13 +184,14 @@ def check_space(target: dict, needed_bytes: float) -> None:
     Only for a fresh directory: once peakbench has prepared there, part of the
     set already exists and uses the space this check would count as missing.
     """
-    if target["kind"] != "posix" or (Path(target["path"]) / MANIFEST).exists():
+    path = _local_directory(target)
+    if path is None or (path / MANIFEST).exists():
         return
-    stats = os.statvfs(target["path"])
+    stats = os.statvfs(path)
     free = stats.f_bavail * stats.f_frsize
     if needed_bytes > free:
         raise InputError(
-            f"the file set needs about {format_size(needed_bytes)} but {target['path']} has"
+            f"the file set needs about {format_size(needed_bytes)} but {path} has"
             f" {format_size(free)} free; lower --rate or --scale",
             field=FIELD,
         )

@@ -1,6 +1,7 @@
 //! Targets: the systems under test. Each maps the op vocabulary onto its own
 //! protocol behind one small trait; the engine knows nothing else about them.
 
+pub mod http;
 pub mod nfs;
 pub mod null;
 pub mod posix;
@@ -18,6 +19,7 @@ pub enum Request {
     Access { path: String },
     Readlink { path: String },
     /// A logical read or write of `len` bytes at `offset`, in transfers of at most `xfer` bytes.
+    /// A read of `len` WHOLE from offset 0 reads the whole file, whatever its size.
     Read { path: String, offset: u64, len: u64, xfer: u64 },
     Write { path: String, offset: u64, len: u64, xfer: u64 },
     Create { path: String },
@@ -33,6 +35,10 @@ pub enum Request {
     Pathconf,
     Commit { path: String },
 }
+
+/// `Request::Read { offset: 0, len: WHOLE, .. }`: the whole file (an HTTP GET; a
+/// file system reads to the end of the file).
+pub const WHOLE: u64 = u64::MAX;
 
 /// Bytes moved, or the kind of error (an errno name such as "ENOENT").
 pub type Outcome = Result<u64, String>;
@@ -81,6 +87,9 @@ pub fn open(spec: &TargetSpec) -> anyhow::Result<Box<dyn Target>> {
         TargetSpec::Posix { path } => Box::new(posix::Posix::open(path)?),
         TargetSpec::Null => Box::new(null::NullTarget),
         TargetSpec::Nfs(n) => Box::new(nfs::Nfs::open(n)?),
+        TargetSpec::Http { url, docroot, timeout_s, getattr, writable } => {
+            Box::new(http::Http::open(url, docroot.as_deref(), *timeout_s, *getattr, *writable)?)
+        }
     })
 }
 
@@ -90,5 +99,6 @@ pub fn validate(spec: &TargetSpec) -> anyhow::Result<serde_json::Value> {
         TargetSpec::Posix { path } => crate::validate::validate(&posix::Posix::open(path)?),
         TargetSpec::Nfs(n) => crate::validate::validate(&nfs::Nfs::open(n)?),
         TargetSpec::Null => anyhow::bail!("null:// does nothing, so there is nothing to validate"),
+        TargetSpec::Http { .. } => anyhow::bail!("validate covers file-service targets (a directory, nfs://); an http:// server is checked by its trials"),
     })
 }

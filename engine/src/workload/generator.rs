@@ -6,7 +6,7 @@
 use super::fileset::{FileSet, Origin};
 use super::mix::{Mix, Op};
 use crate::spec::{IoSpec, Pattern, TrialSpec};
-use crate::target::Request;
+use crate::target::{Request, WHOLE};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use std::collections::HashMap;
@@ -179,7 +179,8 @@ impl Generator {
             Pattern::Append => (picked, self.set.files[picked as usize].size, xfer),
             Pattern::WholeFile => {
                 let size = self.set.files[picked as usize].size;
-                (picked, 0, if write { size.max(xfer) } else { size })
+                // A whole-file read is "all of it" (an HTTP GET), not "size bytes" (a Range).
+                (picked, 0, if write { size.max(xfer) } else { WHOLE })
             }
             Pattern::Sequential => {
                 let cursor = if write { &mut self.write_cursor } else { &mut self.read_cursor };
@@ -205,12 +206,12 @@ impl Generator {
             self.last_written = Some(file);
             let obj = &mut self.set.files[file as usize];
             let end = offset + len;
-            if end > obj.size {
-                if obj.origin == Origin::Prepared {
-                    self.original_sizes.entry(file).or_insert(obj.size);
-                }
-                obj.size = end;
+            // Every prepared file a trial writes is restored afterwards (truncated back to its
+            // size; on HTTP, where a write is a whole PUT, stored again).
+            if obj.origin == Origin::Prepared {
+                self.original_sizes.entry(file).or_insert(obj.size);
             }
+            obj.size = obj.size.max(end);
             Request::Write { path, offset, len, xfer }
         } else {
             Request::Read { path, offset, len, xfer }

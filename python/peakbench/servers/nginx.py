@@ -1,0 +1,175 @@
+"""nginx (Debian's package) on 127.0.0.1 with a generated configuration.
+
+    from peakbench.servers.nginx import Nginx
+    with Nginx(docroot, webdav=True, access_log=tmp / "access.log") as server:
+        server.url            # "http://127.0.0.1:PORT/"
+        server.access_log_lines()
+
+The server runs in the foreground of its own process group (`daemon off`), is
+stopped by its PID (SIGQUIT, then SIGKILL after a deadline), and writes
+nothing outside its working directory except the access log you name. The
+access log uses a fixed format (FORMAT, the Combined Log Format) so tests can
+read back what nginx served: method, path, status and body bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+NGINX = "nginx"
+DAV_EXT = Path("/usr/lib/nginx/modules/ngx_http_dav_ext_module.so")
+# The Combined Log Format: peakbench's replay reads it back with its default format.
+FORMAT = '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent"'
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def available() -> bool:
+    return shutil.which(NGINX) is not None or Path("/usr/sbin/nginx").exists()
+
+
+def binary() -> str:
+    return shutil.which(NGINX) or "/usr/sbin/nginx"
+
+
+def config(docroot: Path, port: int, workdir: Path, *, workers: int = 1, access_log: Path | None = None,
+           webdav: bool = False, autoindex: bool = True, keepalive_requests: int = 100000) -> str:
+    """The whole nginx.conf text. WebDAV adds PUT DELETE MKCOL COPY MOVE (and, with the
+    dav-ext module, PROPFIND OPTIONS)."""
+    dav_ext = webdav and DAV_EXT.exists()
+    lines = [
+        f"load_module {DAV_EXT};" if dav_ext else "",
+        # As root, workers would drop to `nobody` and could not write the (root-owned) docroot.
+        "user root root;" if os.geteuid() == 0 else "",
+        f"worker_processes {workers};",
+        f"pid {workdir}/nginx.pid;",
+        f"error_log {workdir}/error.log warn;",
+        "daemon off;",
+        "events { worker_connections 4096; }",
+        "http {",
+        "  types { text/html html; text/plain txt; application/octet-stream bin; }",
+        "  default_type application/octet-stream;",
+        "  sendfile on; tcp_nopush on; tcp_nodelay on;",
+        f"  keepalive_requests {keepalive_requests}; keepalive_timeout 65;",
+        f"  client_body_temp_path {workdir}/body;",
+        f"  proxy_temp_path {workdir}/proxy; fastcgi_temp_path {workdir}/fastcgi;",
+        f"  uwsgi_temp_path {workdir}/uwsgi; scgi_temp_path {workdir}/scgi;",
+        "  client_max_body_size 0;",
+        f"  log_format peakbench '{FORMAT}';",
+        f"  access_log {access_log} peakbench;" if access_log else "  access_log off;",
+        "  server {",
+        f"    listen 127.0.0.1:{port};",
+        f"    root {docroot};",
+        "    location / {",
+        "      autoindex on;" if autoindex else "",
+        "      dav_methods PUT DELETE MKCOL COPY MOVE; create_full_put_path on; dav_access user:rw group:r all:r;"
+        if webdav else "",
+        "      dav_ext_methods PROPFIND OPTIONS;" if dav_ext else "",
+        "    }",
+        "  }",
+        "}",
+    ]
+    return "\n".join(line for line in lines if line) + "\n"
+
+
+class Nginx:
+    """One nginx serving `docroot` on 127.0.0.1:`port` (a free one by default)."""
+
+    def __init__(self, docroot: Path, *, port: int | None = None, workers: int = 1,
+                 access_log: Path | None = None, webdav: bool = False, autoindex: bool = True,
+                 cpus: set[int] | None = None, start_timeout_s: float = 10.0):
+        self.docroot = Path(docroot).absolute()
+        self.port = port or free_port()
+        self.workers = workers
+        self.access_log = Path(access_log).absolute() if access_log else None
+        self.webdav = webdav
+        self.autoindex = autoindex
+        self.cpus = cpus  # pin the master and its workers (benchmarks keep server and client apart)
+        self.start_timeout_s = start_timeout_s
+        self.workdir: Path | None = None
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def start(self) -> Nginx:
+        if not available():
+            raise RuntimeError("nginx is not installed (apt-get install nginx-light or nginx)")
+        self.workdir = Path(tempfile.mkdtemp(prefix="peakbench-nginx-"))
+        conf = self.workdir / "nginx.conf"
+        conf.write_text(config(self.docroot, self.port, self.workdir, workers=self.workers,
+                               access_log=self.access_log, webdav=self.webdav, autoindex=self.autoindex))
+        self.process = subprocess.Popen(
+            [binary(), "-c", str(conf), "-p", str(self.workdir), "-e", str(self.workdir / "error.log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+            preexec_fn=(lambda: os.sched_setaffinity(0, self.cpus)) if self.cpus else None,
+        )
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                message = self.process.stderr.read().decode(errors="replace").strip()
+                log = self.workdir / "error.log"
+                if log.exists():
+                    message += " " + log.read_text(errors="replace").strip()
+                self._cleanup()
+                raise RuntimeError(f"nginx exited at start (status {self.process.returncode}): {message}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return self
+            except OSError:
+                time.sleep(0.02)
+        self.stop()
+        raise RuntimeError(f"nginx did not listen on 127.0.0.1:{self.port} within {self.start_timeout_s} s")
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Graceful stop by PID (SIGQUIT lets workers finish and flush the access log), then SIGKILL."""
+        process = self.process
+        if process is None:
+            return
+        if process.poll() is None:
+            try:
+                os.kill(process.pid, signal.SIGQUIT)
+                process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)  # its own session: the master and its workers
+                process.wait(timeout=timeout_s)
+            except ProcessLookupError:
+                pass
+        self._cleanup()
+        self.process = None
+
+    def _cleanup(self) -> None:
+        if self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
+        if self.process is not None and self.process.stderr is not None:
+            self.process.stderr.close()
+
+    def access_log_lines(self) -> list[str]:
+        """The access log so far. nginx writes each line when the request completes, unbuffered."""
+        if self.access_log is None or not self.access_log.exists():
+            return []
+        return self.access_log.read_text(errors="replace").splitlines()
+
+    def __enter__(self) -> Nginx:
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()

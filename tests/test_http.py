@@ -1,0 +1,208 @@
+"""The HTTP target against a real nginx: the canned web workloads, WebDAV writes, faults."""
+
+import collections
+import json
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from peakbench.servers.nginx import free_port
+
+
+def log_requests(server) -> list[tuple[str, str, int, int]]:
+    """(method, path, status, bytes) of every line nginx logged."""
+    out = []
+    for line in server.access_log_lines():
+        request = line.split('"')[1]
+        status, size = line.split('"')[2].split()
+        method, path = request.split()[:2]
+        out.append((method, path, int(status), int(size)))
+    return out
+
+
+def tree(root: Path) -> dict[str, int]:
+    return {str(p.relative_to(root)): p.stat().st_size for p in root.rglob("*") if p.is_file()}
+
+
+def test_web_server_against_read_only_nginx_with_a_docroot(engine_path, nginx, cli, tmp_path):
+    docroot = tmp_path / "www"
+    docroot.mkdir()
+    server = nginx(docroot)  # no WebDAV: GET and HEAD only
+    report, db = tmp_path / "out.json", tmp_path / "p.db"
+    done = cli("run", "web-server", "--target", server.url, "--docroot", str(docroot), "--rate", "300",
+               "--warmup", "0", "--runtime", "3", "--db", str(db), "--json", str(report))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(report.read_text())
+    assert result["achieved_rate"] == pytest.approx(300, rel=0.05)
+    assert result["generator_saturated"] is False
+    for name, op in result["ops"].items():
+        assert op["error_count"] == 0, (name, op["errors"])
+    assert result["ops"]["read"]["bytes"] > 0 and result["output_mbit_s"] > 0
+
+    # What nginx says it served is what peakbench says it sent (no warm-up: every request is counted).
+    served = collections.Counter(method for method, _, _, _ in log_requests(server))
+    ops = {name: op["count"] for name, op in result["ops"].items()}
+    assert result["issued"] == sum(ops.values())
+    assert served["GET"] == ops["read"] + ops.get("readdir", 0)
+    assert served["HEAD"] == ops["getattr"] + ops["lookup"] + ops.get("access", 0) + ops.get("fsstat", 0)
+    assert served["OPTIONS"] == 2  # the engine's reachability probe, at prepare and at run
+    # Bytes of the file GETs (nginx counts a chunked directory listing with its chunk framing).
+    file_bytes = sum(size for method, path, status, size in log_requests(server)
+                     if method == "GET" and not path.endswith("/"))
+    assert file_bytes == result["ops"]["read"]["bytes"]
+    assert all(status in (200, 206) for method, _, status, _ in log_requests(server) if method != "OPTIONS")
+
+    listing = cli("results", "list", "--db", str(db))
+    assert listing.returncode == 0 and server.url in listing.stdout
+
+
+def test_web_proxy_writes_through_webdav_and_restores_the_file_set(engine_path, nginx, cli, tmp_path):
+    docroot = tmp_path / "dav"
+    docroot.mkdir()
+    server = nginx(docroot, webdav=True)
+    prepared = cli("prepare", "web-proxy", "--target", server.url, "--rate", "200")
+    assert prepared.returncode == 0, prepared.stderr
+    before = tree(docroot)
+    assert len(before) > 100 and before.pop(".peakbench-manifest.json")
+    report = tmp_path / "out.json"
+    done = cli("run", "web-proxy", "--target", server.url, "--rate", "200", "--warmup", "0", "--runtime", "3",
+               "--db", str(tmp_path / "p.db"), "--json", str(report))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(report.read_text())
+    for name, op in result["ops"].items():
+        assert op["error_count"] == 0, (name, op["errors"])
+    methods = collections.Counter(method for method, _, _, _ in log_requests(server))
+    assert methods["PUT"] >= result["ops"]["write"]["count"] + result["ops"]["create"]["count"]
+    assert methods["DELETE"] >= result["ops"]["remove"]["count"]
+    assert result["restore"]["done"] is True
+    after = tree(docroot)
+    after.pop(".peakbench-manifest.json")
+    assert after == before  # created files removed, removed ones back, written ones at their size
+
+
+def test_a_read_only_server_cannot_take_the_web_proxy_mix(engine_path, nginx, cli, tmp_path):
+    docroot = tmp_path / "www"
+    docroot.mkdir()
+    server = nginx(docroot)
+    done = cli("run", "web-proxy", "--target", server.url, "--docroot", str(docroot), "--rate", "50",
+               "--warmup", "0", "--runtime", "1", "--db", str(tmp_path / "p.db"))
+    assert done.returncode == 1
+    assert "cannot do" in done.stderr
+
+
+def test_no_server_is_one_clear_line(engine_path, cli, tmp_path):
+    url = f"http://127.0.0.1:{free_port()}/"
+    done = cli("prepare", "web-server", "--target", url, "--rate", "50")
+    assert done.returncode == 1
+    assert "ECONNREFUSED" in done.stderr and url in done.stderr
+    bad = cli("prepare", "web-server", "--target", "https://127.0.0.1/", "--rate", "50")
+    assert bad.returncode == 2 and "only http://" in bad.stderr
+
+
+def test_search_finds_its_way_on_an_http_target(engine_path, nginx, cli, tmp_path):
+    docroot = tmp_path / "www"
+    docroot.mkdir()
+    server = nginx(docroot)
+    db = tmp_path / "p.db"
+    done = cli("search", "web-server", "--target", server.url, "--docroot", str(docroot), "--quick",
+               "--budget", "12", "--db", str(db))
+    assert done.returncode in (0, 3), done.stderr  # a peak, or an honest "no peak" within the budget
+    listing = cli("results", "list", "--db", str(db))
+    assert server.url in listing.stdout and "done" in listing.stdout
+
+
+class MisbehavingServer:
+    """A tiny HTTP server on 127.0.0.1 whose paths misbehave on purpose."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.stop = threading.Event()
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        self.sock.settimeout(0.2)
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self.handle, args=(conn,), daemon=True).start()
+
+    def handle(self, conn):
+        with conn:
+            data = b""
+            while not self.stop.is_set():
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        return
+                    data += chunk
+                head, data = data.split(b"\r\n\r\n", 1)
+                method, path = head.split(b" ")[:2]
+                if method == b"OPTIONS" or path == b"/ok":
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+                elif path == b"/truncated":  # promises 100 bytes, sends 10, closes
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789")
+                    return
+                elif path == b"/slow":  # never answers within the timeout
+                    time.sleep(1.5)
+                    return
+                elif path == b"/hangup":  # closes without a response
+                    return
+                elif path == b"/garbage":
+                    conn.sendall(b"SPAM SPAM SPAM\r\n\r\n")
+                    return
+                else:
+                    conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+
+    def close(self):
+        self.stop.set()
+        self.sock.close()
+
+
+def test_faults_are_counted_per_kind_and_the_trial_ends(engine_path, cli, tmp_path):
+    server = MisbehavingServer()
+    try:
+        log = tmp_path / "access.log"
+        paths = ["/ok", "/truncated", "/slow", "/hangup", "/garbage", "/ok"]
+        log.write_text("".join(f'h - - [01/Jan/2024:00:00:00 +0000] "GET {p} HTTP/1.1" 200 5\n' for p in paths))
+        report = tmp_path / "out.json"
+        started = time.monotonic()
+        done = cli("replay", str(log), "--target", f"http://127.0.0.1:{server.port}/", "--clients", "1",
+                   "--no-loop", "--warmup", "0", "--runtime", "5", "--timeout", "0.5", "--format", "common",
+                   "--db", str(tmp_path / "p.db"), "--json", str(report))
+        assert done.returncode == 0, done.stderr
+        assert time.monotonic() - started < 30
+        result = json.loads(report.read_text())
+        read = result["ops"]["read"]
+        assert read["count"] == len(paths)
+        assert read["errors"] == {"http_truncated": 1, "ETIMEDOUT": 1, "http_eof": 1, "http_bad_response": 1}
+        assert read["bytes"] == 10  # the two good responses
+        assert result["replay"]["exhausted_at_s"] is not None
+    finally:
+        server.close()
+
+
+def test_getattr_as_a_conditional_get(engine_path, nginx, tmp_path):
+    from peakbench.engine import Engine
+    from peakbench.workload import find_workload, trial_spec
+
+    docroot = tmp_path / "www"
+    docroot.mkdir()
+    server = nginx(docroot)
+    target = {"kind": "http", "url": server.url, "docroot": str(docroot), "getattr": "conditional"}
+    spec = trial_spec(find_workload("web-server"), target, rate=200, warmup_s=0, runtime_s=1)
+    spec["mix"] = {"getattr": 1.0}
+    engine = Engine(engine_path)
+    engine.prepare(spec)
+    result = engine.run(spec)
+    assert result["ops"]["getattr"]["count"] == 200 and not result["ops"]["getattr"]["errors"]
+    statuses = collections.Counter((method, status) for method, _, status, _ in log_requests(server))
+    assert statuses[("GET", 304)] == 200  # If-None-Match: * on an existing file
