@@ -221,6 +221,14 @@ class Ganesha:
                 if self.rpcbind.poll() is not None or time.monotonic() > deadline:
                     raise ServerUnavailable("rpcbind did not start")
                 time.sleep(0.01)
+        else:
+            # A reused rpcbind may still hold a dead ganesha's registrations (a MOUNT port
+            # nobody listens on): drop them, so readiness below means this ganesha's.
+            rpcinfo = shutil.which("rpcinfo") or "/usr/sbin/rpcinfo"
+            if os.access(rpcinfo, os.X_OK):
+                for prog, vers in ((100003, 3), (100005, 1), (100005, 3), (100003, 4)):
+                    subprocess.run([rpcinfo, "-d", str(prog), str(vers)], capture_output=True, timeout=10,
+                                   check=False)
         config = self.workdir / "ganesha.conf"
         config.write_text(CONFIG.format(nfs_port=NFS_PORT, export_dir=self.export_dir, extra=self.extra_config))
         self.log = self.workdir / "ganesha.log"
