@@ -1,7 +1,6 @@
 """Running plans: command tests behind a barrier, metrics, hooks, stop rules, cache policies,
 monitors, fast-fail and notify, trials, the store lock, report and compare."""
 
-import ctypes
 import json
 import os
 import sqlite3

@@ -4,7 +4,6 @@ import os
 import time
 
 import pytest
-from hdrh.histogram import HdrHistogram
 
 from peakbench.harness import stoprule, trials
 from peakbench.harness.monitor import disk_stats, memory, process_cpu
@@ -69,30 +68,6 @@ def test_timeouts_kill_the_whole_process_group_and_bad_programs_are_reported(tmp
     [failed] = run_together([["sh", "-c", "echo boom >&2; exit 4"]], shell=False, envs=[dict(os.environ)],
                             timeout_s=5, output_dir=tmp_path, label="f")
     assert failed.exit_status == 4 and failed.describe_failure() == "exit status 4: boom"
-
-
-def _result(values_ns):
-    histogram = HdrHistogram(1, 60_000_000_000, 3)
-    for value in values_ns:
-        histogram.record_value(value)
-    return {"requested_rate": 100, "achieved_rate": 99, "completed": len(values_ns), "generator_saturated": False,
-            "schedule_lag": {"p99_ms": 0.1}, "ops": {"read": {"count": len(values_ns), "errors": {"EIO": 1}}},
-            "latency": {"count": len(values_ns), "mean_ms": sum(values_ns) / len(values_ns) / 1e6,
-                        "hist": histogram.encode().decode()}}
-
-
-def test_merging_clients_merges_histograms_exactly():
-    a = [1_000_000 * i for i in range(1, 101)]
-    b = [5_000_000 + 1_000_000 * i for i in range(1, 301)]
-    merged = trials.merge_results([_result(a), _result(b)])
-    everything = _result(a + b)
-    reference = HdrHistogram.decode(everything["latency"]["hist"])
-    assert merged["latency"]["count"] == 400 and merged["completed"] == 400
-    assert merged["latency"]["p99_ms"] == reference.get_value_at_percentile(99) / 1e6
-    assert merged["latency"]["mean_ms"] == pytest.approx(reference.get_mean_value() / 1e6)
-    assert merged["achieved_rate"] == 198 and merged["ops"]["read"]["errors"] == {"EIO": 2}
-    metrics = trials.trial_metrics(merged)
-    assert metrics["errors"] == 2 and metrics["p50_ms"] == reference.get_value_at_percentile(50) / 1e6
 
 
 def test_client_specs_split_the_rate_and_give_each_a_directory():

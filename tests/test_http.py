@@ -2,7 +2,6 @@
 
 import collections
 import json
-import os
 import socket
 import threading
 import time

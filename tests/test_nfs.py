@@ -125,7 +125,6 @@ def test_prepare_over_nfs_builds_the_same_tree_as_posix(engine_path, ganesha_ser
 
 def test_nfs_errors_are_counted_by_status(engine_path, ganesha_server, nfs_url, tmp_path):
     """RMDIR with no directory made by the trial names a missing path: NFS3ERR_NOENT, counted."""
-    import subprocess
     spec = _spec(nfs_url, {"rmdir": 0.5, "getattr": 0.5}, rate=200, runtime_s=1.0)
     _engine(engine_path, "prepare", spec)
     result = _engine(engine_path, "run", spec)

@@ -1,5 +1,8 @@
 """SPECsfs rc files: the load points they describe, SPEC's rounding, and one-line errors."""
 
+import json
+import sqlite3
+
 import pytest
 
 from peakbench.errors import InputError
@@ -80,3 +83,20 @@ def test_the_command_prints_the_points_or_one_line_errors(cli, tmp_path):
     done = cli("sfs", str(bad), "--db", str(tmp_path / "p.db"))
     assert done.returncode == 2 and f"{bad}:2: field MNT_POINTS: " in done.stderr
     assert not (tmp_path / "p.db").exists()
+
+
+def test_load_points_can_come_from_several_dask_clients(engine_path, cli, tmp_path):
+    target = tmp_path / "sfs"
+    target.mkdir()
+    rc = tmp_path / "sfs_rc"
+    rc.write_text(f"LOAD=100 200\nMNT_POINTS={target}\nWARMUP_TIME=0.5\nRUNTIME=1\n")
+    db = tmp_path / "p.db"
+    done = cli("sfs", str(rc), "--clients", "2", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(db) as connection:
+        results = [json.loads(r) for (r,) in connection.execute("SELECT result FROM trials ORDER BY id")]
+    # One stored trial per load point: the two clients' results merged, each client offering half.
+    assert [r["requested_rate"] for r in results] == [100, 200]
+    for result in results:
+        assert [c["requested_rate"] for c in result["clients"]] == [result["requested_rate"] / 2] * 2
+        assert result["achieved_rate"] == sum(c["achieved_rate"] for c in result["clients"])

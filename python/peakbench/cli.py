@@ -24,7 +24,6 @@ stderr naming the file, line and field; nothing written to the store or target),
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import json
 import math
@@ -243,14 +242,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .harness.commands import add_commands as add_harness_commands  # plan run|resume|..., compare
     add_harness_commands(commands, _Parser, store_option)
-    sfs_run = commands.add_parser("sfs", parents=[store_option],
+    sfs_run = commands.add_parser("sfs", parents=[store_option, cluster_options],
                                   help="run a SPECsfs-style load-point curve from an rc file")
     sfs_run.add_argument("rcfile", type=Path, metavar="RCFILE",
                          help="sfs_rc-style file: LOAD, INCR_LOAD, NUM_RUNS, CLIENTS, PROCS, MNT_POINTS, ...")
     sfs_run.add_argument("--spec-rounding", action="store_true",
                          help="floor each process's rate as SPEC does (default: split the load exactly)")
     sfs_run.add_argument("--dry-run", action="store_true", help="print the load points and stop")
-    sfs_run.set_defaults(handler=lambda args: sfs_command.command(args, _console()))
+    sfs_run.set_defaults(handler=lambda args: sfs_command.command(args, _console(), _engine))
 
     report = commands.add_parser("report", parents=[store_option],
                                  help="tables, figures and a self-contained HTML report from the store")

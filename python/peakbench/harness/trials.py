@@ -14,8 +14,7 @@ import copy
 import threading
 from collections.abc import Callable
 
-from hdrh.histogram import HdrHistogram
-
+from ..cluster.merge import merge_results as merge_client_results
 from ..engine import Engine
 from ..errors import RunError
 from ..searching import percentile_ms
@@ -75,53 +74,10 @@ RUNNER: Callable[[list[dict]], list[dict]] = run_clients
 
 
 def merge_results(results: list[dict]) -> dict:
-    """One TrialResult-like summary of several clients' results (exact histogram merge)."""
+    """The clients' results as one, merged exactly as distributed clients' are (cluster.merge)."""
     if len(results) == 1:
         return results[0]
-    merged_hist = None
-    for result in results:
-        encoded = result.get("latency", {}).get("hist")
-        if encoded:
-            histogram = HdrHistogram.decode(encoded)
-            if merged_hist is None:
-                merged_hist = histogram
-            else:
-                merged_hist.add(histogram)
-    count = sum(r["latency"]["count"] for r in results)
-    latency = {"count": count}
-    if merged_hist is not None and merged_hist.get_total_count():
-        latency.update(
-            mean_ms=merged_hist.get_mean_value() / 1e6, stddev_ms=merged_hist.get_stddev() / 1e6,
-            p50_ms=merged_hist.get_value_at_percentile(50) / 1e6,
-            p90_ms=merged_hist.get_value_at_percentile(90) / 1e6,
-            p99_ms=merged_hist.get_value_at_percentile(99) / 1e6,
-            max_ms=merged_hist.get_max_value() / 1e6,
-            hist=merged_hist.encode().decode() if isinstance(merged_hist.encode(), bytes) else merged_hist.encode(),
-        )
-    else:
-        weights = [r["latency"]["count"] for r in results]
-        total = sum(weights) or 1
-        latency["mean_ms"] = sum(r["latency"].get("mean_ms", 0) * w for r, w in zip(results, weights)) / total
-        for key in ("p50_ms", "p90_ms", "p99_ms", "max_ms"):
-            latency[key] = max(r["latency"].get(key, 0) for r in results)
-    ops: dict = {}
-    for result in results:
-        for name, op in result.get("ops", {}).items():
-            into = ops.setdefault(name, {"count": 0, "errors": {}, "timeouts": 0})
-            into["count"] += op.get("count", 0)
-            into["timeouts"] += op.get("timeouts", 0)
-            for kind, number in op.get("errors", {}).items():
-                into["errors"][kind] = into["errors"].get(kind, 0) + number
-    return {
-        "clients": len(results),
-        "requested_rate": sum(r.get("requested_rate", 0) for r in results),
-        "achieved_rate": sum(r.get("achieved_rate", 0) for r in results),
-        "completed": sum(r.get("completed", 0) for r in results),
-        "generator_saturated": any(r.get("generator_saturated") for r in results),
-        "schedule_lag": {"p99_ms": max(r.get("schedule_lag", {}).get("p99_ms", 0) for r in results)},
-        "latency": latency,
-        "ops": ops,
-    }
+    return merge_client_results(results, [f"client{index}" for index in range(1, len(results) + 1)])
 
 
 def trial_metrics(merged: dict) -> dict:

@@ -95,10 +95,11 @@ def describe(chosen: Plan) -> list[str]:
     return lines
 
 
-def run(chosen: Plan, db: Path) -> int:
-    """Run every load point; returns the stored curve's id."""
+def run(chosen: Plan, db: Path, engine=None) -> int:
+    """Run every load point (with `engine`: one local Engine by default, or --clients' load
+    clients); returns the stored curve's id."""
     store_module.check_compatible(db)
-    engine = Engine()
+    engine = engine or Engine()
     specs = [trial_spec(chosen.workload, chosen.target, rate=load, warmup_s=chosen.rc.warmup_s,
                         runtime_s=chosen.rc.runtime_s, seed=index + 1) for index, load in enumerate(chosen.loads)]
     for spec in specs:
@@ -117,7 +118,7 @@ def run(chosen: Plan, db: Path) -> int:
     return run_id
 
 
-def _point(engine: Engine, store: store_module.Store, run_id: int, chosen: Plan, spec: dict, system: dict,
+def _point(engine, store: store_module.Store, run_id: int, chosen: Plan, spec: dict, system: dict,
            number: int) -> None:
     rate = spec["load"]["rate"]
     print(f"sfs  point {number}/{len(chosen.loads)}: {rate:g} ops/s", file=sys.stderr, flush=True)
@@ -134,14 +135,16 @@ def _point(engine: Engine, store: store_module.Store, run_id: int, chosen: Plan,
     store.add_trial(result=result, **record)
 
 
-def command(args, console: Console) -> int:
+def command(args, console: Console, engine_for) -> int:
+    """`engine_for(args, workload)`: the context manager that gives the engine (or load clients)."""
     chosen = plan(args.rcfile, args.spec_rounding)
     for line in describe(chosen):
         print(line, file=sys.stderr)
     if args.dry_run:
         console.print(" ".join(f"{load:g}" for load in chosen.loads))
         return 0
-    run_id = run(chosen, args.db)
+    with engine_for(args, chosen.workload) as engine:
+        run_id = run(chosen, args.db, engine)
     with store_module.Store(args.db) as store:
         data = select(store, [f"sfs:{run_id}"])
     terminal.show([sfs_summary.section(data, ReportOptions())], console)
