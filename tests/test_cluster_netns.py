@@ -7,20 +7,15 @@ Topology (addresses from 198.18.0.0/15, the range set aside for network benchmar
       ├─ veth ── sched  198.18.8.11   `dask scheduler`
       ├─ veth ── c0     198.18.8.12   `dask worker`: load client 0
       ├─ veth ── c1     198.18.8.13   `dask worker`: load client 1
-      └─ veth ── srv    198.18.8.14   the server under test
+      └─ veth ── srv    198.18.8.14   the server under test: nginx (WebDAV) on port 8080
 
 Every byte between controller, scheduler and workers crosses the veths and the
 bridge (the test checks the counters); nothing leaves the namespaces it made,
 and it deletes them (and every process it started) afterwards.
 
-The server: until the HTTP target lands (branch http), no target reaches a
-server over the network, so ServerStandIn gives each client host its own
-private tmpfs at the same path (each worker runs in its own mount namespace),
-like clients that each drive a local disk. Switching to nginx is one class:
-an `Nginx` with the same two methods, whose start() runs nginx in the srv
-namespace (`ip netns exec NS nginx -c CONF`, listening on 198.18.8.14:8080)
-and whose target() returns "http://198.18.8.14:8080/"; then pass it to the
-`hosts` fixture instead of ServerStandIn and drop worker_prefix.
+The clients load nginx over HTTP: each prepares its own part of the Web proxy
+file set through WebDAV PUTs and then reads, writes, creates and removes files
+in it; nginx's own access log in the server host says what it served.
 """
 
 from __future__ import annotations
@@ -50,25 +45,26 @@ def sh(*args: str, timeout: float = 30) -> str:
     return subprocess.run(args, check=True, capture_output=True, text=True, timeout=timeout).stdout
 
 
-class ServerStandIn:
-    """Each client host drives its own tmpfs, mounted privately at the same path (see the module's doc)."""
+class NginxHost:
+    """nginx with WebDAV on the srv host; its docroot and access log live in a directory of the test's."""
 
-    def __init__(self, hosts: Hosts):
-        self.hosts = hosts
-        self.path = Path(f"/tmp/peakbench-netns-{hosts.tag}")
+    PORT = 8080
+
+    def __init__(self, hosts: Hosts, workdir: Path):
+        from peakbench.servers.nginx import Nginx
+
+        (workdir / "docroot").mkdir()
+        self.server = Nginx(workdir / "docroot", host=hosts.address("srv"), port=self.PORT, netns=hosts.ns("srv"),
+                            webdav=True, workers=2, access_log=workdir / "access.log")
 
     def start(self) -> None:
-        self.path.mkdir()  # seen empty by the controller; each worker mounts its own tmpfs over it
+        self.server.start()
 
     def target(self) -> str:
-        return str(self.path)
-
-    def worker_prefix(self) -> list[str]:
-        return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                f'mount -t tmpfs -o size=256m tmpfs {self.path} && exec "$@"', "worker"]
+        return self.server.url
 
     def stop(self) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
+        self.server.stop()
 
 
 class Hosts:
@@ -148,9 +144,9 @@ class Hosts:
 
 
 @pytest.fixture
-def hosts(engine_path):
+def hosts(engine_path, tmp_path):
     built = Hosts()
-    server = ServerStandIn(built)
+    server = NginxHost(built, tmp_path)
     try:
         try:
             built.build()
@@ -163,7 +159,7 @@ def hosts(engine_path):
                               built.address("sched"), "--port", str(SCHEDULER_PORT), "--no-dashboard"], env)
         workers = {}
         for host in ("c0", "c1"):
-            workers[host] = built.start(host, [*server.worker_prefix(), sys.executable, "-m",
+            workers[host] = built.start(host, [sys.executable, "-m",
                                                "distributed.cli.dask_worker", scheduler, "--host",
                                                built.address(host), "--nthreads", "1", "--name", host,
                                                "--no-dashboard"], env)
@@ -183,8 +179,8 @@ def hosts(engine_path):
 
 def test_a_trial_across_hosts_in_network_namespaces(hosts, tmp_path):
     out, db = tmp_path / "trial.json", tmp_path / "p.db"
-    before = {host: hosts.bytes_through(host) for host in ("ctl", "c0", "c1")}
-    done = hosts.run("ctl", [sys.executable, "-m", "peakbench.cli", "run", "mail", "--target",
+    before = {host: hosts.bytes_through(host) for host in ("ctl", "c0", "c1", "srv")}
+    done = hosts.run("ctl", [sys.executable, "-m", "peakbench.cli", "run", "web-proxy", "--target",
                              hosts.server.target(), "--rate", "600", "--warmup", "0.5", "--runtime", "2",
                              "--cluster", hosts.scheduler, "--clock-tolerance", "50", "--db", str(db),
                              "--json", str(out)], hosts.env)
@@ -196,17 +192,19 @@ def test_a_trial_across_hosts_in_network_namespaces(hosts, tmp_path):
     assert [c["requested_rate"] for c in result["clients"]] == [300.0, 300.0]
     assert result["cluster"]["verdict"] == "complete" and result["lagging"] == []
     assert result["cluster"]["start_skew_ms"] < 50
-    # Each client host prepared and drove its own part of the file set on its own tmpfs.
+    # Each client host prepared and drove its own part of the file set on the server host's nginx,
+    # which served every request the clients say they sent in the measured window and more.
     assert sum(sum(op["errors"].values()) for op in result["ops"].values()) == 0
-    assert not any(Path(hosts.server.target()).iterdir())  # the controller's view: nothing of theirs
-    # Controller, scheduler and workers talked over the veths.
-    for host in ("ctl", "c0", "c1"):
+    served = len(hosts.server.server.access_log_lines())
+    assert served >= sum(op["count"] for op in result["ops"].values())
+    # Controller, scheduler, workers and server talked over the veths.
+    for host in ("ctl", "c0", "c1", "srv"):
         assert hosts.bytes_through(host) - before[host] > 10_000, host
 
 
 def test_a_host_lost_mid_trial_is_named_and_the_other_kept(hosts, tmp_path):
     out, db = tmp_path / "trial.json", tmp_path / "p.db"
-    command = [sys.executable, "-m", "peakbench.cli", "run", "mail", "--target", hosts.server.target(), "--rate",
+    command = [sys.executable, "-m", "peakbench.cli", "run", "web-proxy", "--target", hosts.server.target(), "--rate",
                "400", "--warmup", "0.5", "--runtime", "6", "--cluster", hosts.scheduler, "--clock-tolerance", "50",
                "--db", str(db), "--json", str(out)]
     controller = subprocess.Popen(["ip", "netns", "exec", hosts.ns("ctl"), *command], stdout=subprocess.PIPE,

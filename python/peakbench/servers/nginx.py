@@ -45,7 +45,8 @@ def binary() -> str:
 
 
 def config(docroot: Path, port: int, workdir: Path, *, workers: int = 1, access_log: Path | None = None,
-           webdav: bool = False, autoindex: bool = True, keepalive_requests: int = 100000) -> str:
+           webdav: bool = False, autoindex: bool = True, keepalive_requests: int = 100000,
+           host: str = "127.0.0.1") -> str:
     """The whole nginx.conf text. WebDAV adds PUT DELETE MKCOL COPY MOVE (and, with the
     dav-ext module, PROPFIND OPTIONS)."""
     dav_ext = webdav and DAV_EXT.exists()
@@ -70,7 +71,7 @@ def config(docroot: Path, port: int, workdir: Path, *, workers: int = 1, access_
         f"  log_format peakbench '{FORMAT}';",
         f"  access_log {access_log} peakbench;" if access_log else "  access_log off;",
         "  server {",
-        f"    listen 127.0.0.1:{port};",
+        f"    listen {host}:{port};",
         f"    root {docroot};",
         "    location / {",
         "      autoindex on;" if autoindex else "",
@@ -85,12 +86,16 @@ def config(docroot: Path, port: int, workdir: Path, *, workers: int = 1, access_
 
 
 class Nginx:
-    """One nginx serving `docroot` on 127.0.0.1:`port` (a free one by default)."""
+    """One nginx serving `docroot` on 127.0.0.1:`port` (a free one by default), or on `host`
+    inside the network namespace `netns` (a test's own host)."""
 
     def __init__(self, docroot: Path, *, port: int | None = None, workers: int = 1,
                  access_log: Path | None = None, webdav: bool = False, autoindex: bool = True,
-                 cpus: set[int] | None = None, start_timeout_s: float = 10.0):
+                 cpus: set[int] | None = None, start_timeout_s: float = 10.0,
+                 host: str = "127.0.0.1", netns: str | None = None):
         self.docroot = Path(docroot).absolute()
+        self.host = host
+        self.netns = netns
         self.port = port or free_port()
         self.workers = workers
         self.access_log = Path(access_log).absolute() if access_log else None
@@ -103,7 +108,7 @@ class Nginx:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/"
+        return f"http://{self.host}:{self.port}/"
 
     @property
     def pid(self) -> int | None:
@@ -115,9 +120,11 @@ class Nginx:
         self.workdir = Path(tempfile.mkdtemp(prefix="peakbench-nginx-"))
         conf = self.workdir / "nginx.conf"
         conf.write_text(config(self.docroot, self.port, self.workdir, workers=self.workers,
-                               access_log=self.access_log, webdav=self.webdav, autoindex=self.autoindex))
+                               access_log=self.access_log, webdav=self.webdav, autoindex=self.autoindex,
+                               host=self.host))
+        inside = ["ip", "netns", "exec", self.netns] if self.netns else []
         self.process = subprocess.Popen(
-            [binary(), "-c", str(conf), "-p", str(self.workdir), "-e", str(self.workdir / "error.log")],
+            [*inside, binary(), "-c", str(conf), "-p", str(self.workdir), "-e", str(self.workdir / "error.log")],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
             preexec_fn=(lambda: os.sched_setaffinity(0, self.cpus)) if self.cpus else None,
         )
@@ -130,13 +137,20 @@ class Nginx:
                     message += " " + log.read_text(errors="replace").strip()
                 self._cleanup()
                 raise RuntimeError(f"nginx exited at start (status {self.process.returncode}): {message}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return self
-            except OSError:
-                time.sleep(0.02)
+            if self._listening():
+                return self
+            time.sleep(0.02)
         self.stop()
-        raise RuntimeError(f"nginx did not listen on 127.0.0.1:{self.port} within {self.start_timeout_s} s")
+        raise RuntimeError(f"nginx did not listen on {self.host}:{self.port} within {self.start_timeout_s} s")
+
+    def _listening(self) -> bool:
+        if self.netns:  # unreachable from here: nginx writes its pid file once its sockets are bound
+            return (self.workdir / "nginx.pid").exists()
+        try:
+            with socket.create_connection((self.host, self.port), timeout=0.2):
+                return True
+        except OSError:
+            return False
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Graceful stop by PID (SIGQUIT lets workers finish and flush the access log), then SIGKILL."""
