@@ -60,7 +60,8 @@ class Proc:
     maxrss_kib: int
 
 
-def run(cmd, *, timeout: float, input: str | None = None, cgroup: Path | None = None, cpus: set[int] | None = None, check: bool = True) -> Proc:
+def run(cmd, *, timeout: float, input: str | None = None, cgroup: Path | None = None, cpus: set[int] | None = None, check: bool = True,
+        env_extra: dict | None = None) -> Proc:
     """Run a command, bounded by `timeout`, and return its output and its own resource usage (wait4)."""
     cmd = [str(c) for c in cmd]
 
@@ -74,7 +75,8 @@ def run(cmd, *, timeout: float, input: str | None = None, cgroup: Path | None = 
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         stdin = subprocess.PIPE if input is not None else subprocess.DEVNULL
         t0 = time.monotonic()
-        p = subprocess.Popen(cmd, stdin=stdin, stdout=out, stderr=err, text=True, preexec_fn=setup)
+        env = {**os.environ, **env_extra} if env_extra else None
+        p = subprocess.Popen(cmd, stdin=stdin, stdout=out, stderr=err, text=True, preexec_fn=setup, env=env)
         if input is not None:
             p.stdin.write(input)
             p.stdin.close()
@@ -757,7 +759,98 @@ def pin(pid: int, cpus: set[int]) -> None:
             pass
 
 
+RESPONDER = PEERS / "nfs3client" / "target" / "release" / "rpc-responder"
+
+
 def bench_nfs(name: str = "nfs") -> dict:
+    """Two parts (PB_NFS_PARTS=ganesha,responder, default both): against nfs-ganesha,
+    where the server saturates first, and against rpc-responder (canned replies, no
+    file-system work), where the client does."""
+    parts = os.environ.get("PB_NFS_PARTS", "ganesha,responder").split(",")
+    out = {}
+    if "ganesha" in parts:
+        out["ganesha"] = bench_nfs_ganesha(name)
+    if "responder" in parts:
+        out["responder"] = bench_nfs_responder(name + "-responder")
+    return out
+
+
+def bench_nfs_responder(name: str) -> dict:
+    """Client-bound: every client against a canned-reply MOUNT+NFSv3 responder pinned to
+    CPU 1, the client on CPU 0, as fast as it can go."""
+    header("nfs: client-bound, against a canned-reply responder, one client core")
+    seconds = float(os.environ.get("PB_NFS_SECONDS", "5"))
+    client_cpu, server_cpus = {0}, ({1} if (os.cpu_count() or 1) > 1 else {0})
+    rounds = int(os.environ.get("PB_NFS_ROUNDS", "3"))
+    with tempfile.TemporaryDirectory(prefix="pb-nfs-resp-") as tmp:
+        libnfs = build_nfs_peers(Path(tmp))
+        # The engine wants a prepared file set: prepare the same layout locally and let
+        # the responder serve its manifest (every other name is one canned file).
+        local = Path(tmp) / "local"
+        local.mkdir()
+        fs = fileset(64, size=1 << 20)
+        engine("prepare", trial_spec({"kind": "posix", "path": str(local)}, 1, {"getattr": 1.0}, fs, runtime_s=1),
+               timeout=300)
+        responder = subprocess.Popen([RESPONDER, "0", str(local / MANIFEST)], stdout=subprocess.PIPE, text=True,
+                                     preexec_fn=lambda: os.sched_setaffinity(0, server_cpus))
+        try:
+            port = int(responder.stdout.readline())
+            tgt = {"kind": "nfs", "host": "127.0.0.1", "export": "/export", "port": port, "mount_port": port}
+            rows, samples = [], {}
+
+            def peakbench(op: str, depth: int):
+                mix = {"null": {"null": 1.0}, "getattr": {"getattr": 1.0}, "read4k": {"read": 1.0}}[op]
+                spec = trial_spec(tgt, 2_000_000, mix, fs, runtime_s=seconds, warmup_s=0.0, io_size=4096,
+                                  max_outstanding=depth, drain_timeout_s=10.0)
+                r = engine("run", spec, cpus=client_cpu).result
+                errors = sum(sum(o["errors"].values()) + o["timeouts"] for o in r["ops"].values())
+                return r["completed"], seconds, r["engine_cpu_s"], errors
+
+            def nfs3client(op: str, conns: int):
+                args = [NFS3CLIENT, "127.0.0.1", "/export", op, conns, seconds] + (["bench-file"] if op != "null" else [])
+                p = run(args, timeout=seconds + 120, cpus=client_cpu, env_extra={"NFS_PORT": str(port)})
+                j = json.loads(p.stdout.strip().splitlines()[-1])
+                return j["ops"], j["seconds"], p.cpu_s, 0
+
+            def libnfs_run(op: str, depth: int):
+                p = run([libnfs, "127.0.0.1", "/export", "bench-file", op, depth, seconds, port], timeout=seconds + 120,
+                        cpus=client_cpu)
+                j = json.loads(p.stdout.strip().splitlines()[-1])
+                return j["ops"], j["seconds"], p.cpu_s, j["errors"]
+
+            plan = []
+            for op in ("null", "getattr", "read4k"):
+                plan += [("peakbench, 1 conn, 64 in flight", op, lambda op=op: peakbench(op, 64)),
+                         ("nfs3_client, 16 conns", op, lambda op=op: nfs3client(op, 16)),
+                         ("libnfs async, 1 conn, 64 in flight", op, lambda op=op: libnfs_run(op, 64))]
+            for k in range(rounds):
+                print(f"  round {k + 1} of {rounds}", flush=True)
+                for label, op, fn in plan:
+                    ops, wall, cpu, errors = fn()
+                    row = {"op": op, "client": label, "ops_per_s": ops / wall, "client_us_per_op": cpu / max(ops, 1) * 1e6,
+                           "errors": errors}
+                    print(f"  {op:8} {label:34} {row['ops_per_s']:>10,.0f} ops/s  client {row['client_us_per_op']:6.2f} us/op",
+                          flush=True)
+                    samples.setdefault((label, op), []).append(row)
+        finally:
+            responder.kill()
+            responder.wait(timeout=10)
+        for (label, op), runs in samples.items():
+            med = sorted(runs, key=lambda r: r["client_us_per_op"])[len(runs) // 2]
+            rows.append({**med, "ops_per_s_all": [round(r["ops_per_s"]) for r in runs],
+                         "client_us_per_op_all": [round(r["client_us_per_op"], 2) for r in runs]})
+        for row in rows:
+            nfs3 = next(r for r in rows if r["op"] == row["op"] and r["client"].startswith("nfs3_client"))
+            row["cpu_vs_nfs3_client"] = row["client_us_per_op"] / nfs3["client_us_per_op"]
+            peers = [r for r in rows if r["op"] == row["op"] and not r["client"].startswith("peakbench")]
+            row["vs_best_peer_ops"] = row["ops_per_s"] / max(r["ops_per_s"] for r in peers)
+        table("NFS, client-bound (rpc-responder on CPU 1, client on CPU 0; median-CPU round)", rows,
+              ["op", "client", "ops_per_s", "client_us_per_op", "cpu_vs_nfs3_client", "vs_best_peer_ops"])
+        save(name, {"rows": rows, "seconds": seconds})
+        return {"rows": rows}
+
+
+def bench_nfs_ganesha(name: str = "nfs") -> dict:
     """NULL, GETATTR and 4 KiB READ against nfs-ganesha on loopback, one client core each:
     peakbench's engine (pipelined, one connection) beside nfs3_client (16 connections,
     one request in flight on each) and libnfs's asynchronous API (one connection)."""

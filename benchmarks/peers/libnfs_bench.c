@@ -1,7 +1,8 @@
-/* libnfs-bench SERVER EXPORT FILE OP DEPTH SECONDS
+/* libnfs-bench SERVER EXPORT FILE OP DEPTH SECONDS [PORT]
  * OP: null | getattr | read4k. libnfs's raw asynchronous API on one context (one TCP
  * connection, one thread): DEPTH calls kept in flight, each completion issuing the next,
- * driven by poll() + rpc_service(). Prints one JSON line.
+ * driven by poll() + rpc_service(). PORT: MOUNT and NFS there, no portmapper.
+ * Prints one JSON line.
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -67,11 +68,18 @@ static void issue(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 7) { fprintf(stderr, "usage: libnfs-bench SERVER EXPORT FILE OP DEPTH SECONDS\n"); return 2; }
+    if (argc != 7 && argc != 8) { fprintf(stderr, "usage: libnfs-bench SERVER EXPORT FILE OP DEPTH SECONDS [PORT]\n"); return 2; }
     op = argv[4];
     int depth = atoi(argv[5]);
     double seconds = atof(argv[6]);
     struct nfs_context *nfs = nfs_init_context();
+    if (argc == 8) {
+        char url[512];
+        snprintf(url, sizeof url, "nfs://%s%s?nfsport=%s&mountport=%s", argv[1], argv[2], argv[7], argv[7]);
+        struct nfs_url *u = nfs_parse_url_dir(nfs, url);
+        if (u == NULL) { fprintf(stderr, "url: %s\n", nfs_get_error(nfs)); return 1; }
+        nfs_destroy_url(u);
+    }
     if (nfs_mount(nfs, argv[1], argv[2]) != 0) { fprintf(stderr, "mount: %s\n", nfs_get_error(nfs)); return 1; }
     struct nfsfh *f;
     char path[4096];

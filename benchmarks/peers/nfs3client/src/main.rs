@@ -1,5 +1,5 @@
 //! nfs3client-bench HOST EXPORT OP CONNS SECONDS [FILE]
-//! OP: null | getattr | read4k. Every connection runs its own closed loop (the crate
+//! OP: null | getattr | read4k. $NFS_PORT: MOUNT and NFS on that port, no portmapper. Every connection runs its own closed loop (the crate
 //! allows one request in flight per connection), all on one current-thread runtime,
 //! so the client uses at most one core. Prints one JSON line.
 
@@ -37,12 +37,13 @@ async fn main() {
     let mut tasks = Vec::new();
     let start_line = std::sync::Arc::new(tokio::sync::Barrier::new(conns));
     for _ in 0..conns {
-        let mut c = Nfs3ConnectionBuilder::new(TokioConnector, host.clone(), export.clone())
+        let mut builder = Nfs3ConnectionBuilder::new(TokioConnector, host.clone(), export.clone())
             .connect_from_privileged_port(false)
-            .credential(cred.clone())
-            .mount()
-            .await
-            .expect("mount");
+            .credential(cred.clone());
+        if let Some(port) = std::env::var("NFS_PORT").ok().and_then(|p| p.parse().ok()) {
+            builder = builder.mount_port(port).nfs3_port(port); // no portmapper (rpc-responder)
+        }
+        let mut c = builder.mount().await.expect("mount");
         let root = c.root_nfs_fh3();
         let fh = if file.is_empty() {
             root.clone()
