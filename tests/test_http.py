@@ -156,6 +156,9 @@ class MisbehavingServer:
                     return
                 elif path == b"/hangup":  # closes without a response
                     return
+                elif path == b"/once":  # answers, then closes the kept-alive connection without notice
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+                    return
                 elif path == b"/garbage":
                     conn.sendall(b"SPAM SPAM SPAM\r\n\r\n")
                     return
@@ -171,7 +174,8 @@ def test_faults_are_counted_per_kind_and_the_trial_ends(engine_path, cli, tmp_pa
     server = MisbehavingServer()
     try:
         log = tmp_path / "access.log"
-        paths = ["/ok", "/truncated", "/slow", "/hangup", "/garbage", "/ok"]
+        # After /once the client's pooled connection is dead: the next request is retried, not failed.
+        paths = ["/ok", "/truncated", "/slow", "/hangup", "/garbage", "/once", "/ok"]
         log.write_text("".join(f'h - - [01/Jan/2024:00:00:00 +0000] "GET {p} HTTP/1.1" 200 5\n' for p in paths))
         report = tmp_path / "out.json"
         started = time.monotonic()
@@ -184,7 +188,7 @@ def test_faults_are_counted_per_kind_and_the_trial_ends(engine_path, cli, tmp_pa
         read = result["ops"]["read"]
         assert read["count"] == len(paths)
         assert read["errors"] == {"http_truncated": 1, "ETIMEDOUT": 1, "http_eof": 1, "http_bad_response": 1}
-        assert read["bytes"] == 10  # the two good responses
+        assert read["bytes"] == 15  # the three good responses
         assert result["replay"]["exhausted_at_s"] is not None
     finally:
         server.close()
