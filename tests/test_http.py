@@ -47,6 +47,8 @@ def test_web_server_against_read_only_nginx_with_a_docroot(engine_path, nginx, c
 
     listing = cli("results", "list", "--db", str(db))
     assert listing.returncode == 0 and server.url in listing.stdout
+    shown = cli("results", "show", "1", "--db", str(db))
+    assert shown.returncode == 0 and "target file system:" in shown.stdout  # the docroot's
 
 
 def test_web_proxy_writes_through_webdav_and_restores_the_file_set(engine_path, nginx, cli, tmp_path):
