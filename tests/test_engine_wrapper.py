@@ -8,7 +8,7 @@ import pytest
 from peakbench.engine import Engine, find_engine
 from peakbench.errors import InputError, RunError
 
-SPEC = {"load": {"rate": 10, "warmup_s": 0, "runtime_s": 1},
+SPEC = {"target": {"kind": "null"}, "load": {"rate": 10, "warmup_s": 0, "runtime_s": 1},
         "fileset": {"files": 1, "file_sizes": {"kind": "constant", "value": 4096}}}
 
 

@@ -12,17 +12,6 @@ import pytest
 from peakbench.servers.nginx import free_port
 
 
-def log_requests(server) -> list[tuple[str, str, int, int]]:
-    """(method, path, status, bytes) of every line nginx logged."""
-    out = []
-    for line in server.access_log_lines():
-        request = line.split('"')[1]
-        status, size = line.split('"')[2].split()
-        method, path = request.split()[:2]
-        out.append((method, path, int(status), int(size)))
-    return out
-
-
 def tree(root: Path) -> dict[str, int]:
     return {str(p.relative_to(root)): p.stat().st_size for p in root.rglob("*") if p.is_file()}
 
@@ -43,20 +32,22 @@ def test_web_server_against_read_only_nginx_with_a_docroot(engine_path, nginx, c
     assert result["ops"]["read"]["bytes"] > 0 and result["output_mbit_s"] > 0
 
     # What nginx says it served is what peakbench says it sent (no warm-up: every request is counted).
-    served = collections.Counter(method for method, _, _, _ in log_requests(server))
+    served = collections.Counter(method for method, _, _, _ in server.access_log_entries())
     ops = {name: op["count"] for name, op in result["ops"].items()}
     assert result["issued"] == sum(ops.values())
     assert served["GET"] == ops["read"] + ops.get("readdir", 0)
     assert served["HEAD"] == ops["getattr"] + ops["lookup"] + ops.get("access", 0) + ops.get("fsstat", 0)
     assert served["OPTIONS"] == 2  # the engine's reachability probe, at prepare and at run
     # Bytes of the file GETs (nginx counts a chunked directory listing with its chunk framing).
-    file_bytes = sum(size for method, path, status, size in log_requests(server)
+    file_bytes = sum(size for method, path, status, size in server.access_log_entries()
                      if method == "GET" and not path.endswith("/"))
     assert file_bytes == result["ops"]["read"]["bytes"]
-    assert all(status in (200, 206) for method, _, status, _ in log_requests(server) if method != "OPTIONS")
+    assert all(status in (200, 206) for method, _, status, _ in server.access_log_entries() if method != "OPTIONS")
 
     listing = cli("results", "list", "--db", str(db))
     assert listing.returncode == 0 and server.url in listing.stdout
+    shown = cli("results", "show", "1", "--db", str(db))
+    assert shown.returncode == 0 and "target file system:" in shown.stdout  # the docroot's
 
 
 def test_web_proxy_writes_through_webdav_and_restores_the_file_set(engine_path, nginx, cli, tmp_path):
@@ -74,7 +65,7 @@ def test_web_proxy_writes_through_webdav_and_restores_the_file_set(engine_path, 
     result = json.loads(report.read_text())
     for name, op in result["ops"].items():
         assert op["error_count"] == 0, (name, op["errors"])
-    methods = collections.Counter(method for method, _, _, _ in log_requests(server))
+    methods = collections.Counter(method for method, _, _, _ in server.access_log_entries())
     assert methods["PUT"] >= result["ops"]["write"]["count"] + result["ops"]["create"]["count"]
     assert methods["DELETE"] >= result["ops"]["remove"]["count"]
     assert result["restore"]["done"] is True
@@ -155,6 +146,9 @@ class MisbehavingServer:
                     return
                 elif path == b"/hangup":  # closes without a response
                     return
+                elif path == b"/once":  # answers, then closes the kept-alive connection without notice
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+                    return
                 elif path == b"/garbage":
                     conn.sendall(b"SPAM SPAM SPAM\r\n\r\n")
                     return
@@ -170,7 +164,8 @@ def test_faults_are_counted_per_kind_and_the_trial_ends(engine_path, cli, tmp_pa
     server = MisbehavingServer()
     try:
         log = tmp_path / "access.log"
-        paths = ["/ok", "/truncated", "/slow", "/hangup", "/garbage", "/ok"]
+        # After /once the client's pooled connection is dead: the next request is retried, not failed.
+        paths = ["/ok", "/truncated", "/slow", "/hangup", "/garbage", "/once", "/ok"]
         log.write_text("".join(f'h - - [01/Jan/2024:00:00:00 +0000] "GET {p} HTTP/1.1" 200 5\n' for p in paths))
         report = tmp_path / "out.json"
         started = time.monotonic()
@@ -183,7 +178,7 @@ def test_faults_are_counted_per_kind_and_the_trial_ends(engine_path, cli, tmp_pa
         read = result["ops"]["read"]
         assert read["count"] == len(paths)
         assert read["errors"] == {"http_truncated": 1, "ETIMEDOUT": 1, "http_eof": 1, "http_bad_response": 1}
-        assert read["bytes"] == 10  # the two good responses
+        assert read["bytes"] == 15  # the three good responses
         assert result["replay"]["exhausted_at_s"] is not None
     finally:
         server.close()
@@ -203,5 +198,5 @@ def test_getattr_as_a_conditional_get(engine_path, nginx, tmp_path):
     engine.prepare(spec)
     result = engine.run(spec)
     assert result["ops"]["getattr"]["count"] == 200 and not result["ops"]["getattr"]["errors"]
-    statuses = collections.Counter((method, status) for method, _, status, _ in log_requests(server))
+    statuses = collections.Counter((method, status) for method, _, status, _ in server.access_log_entries())
     assert statuses[("GET", 304)] == 200  # If-None-Match: * on an existing file

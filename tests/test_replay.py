@@ -30,14 +30,16 @@ def replayable(log: Path) -> list[tuple[str, str]]:
 
 
 def served(server) -> list[tuple[str, str, int, int]]:
-    out = []
-    for line in server.access_log_lines():
-        request = line.split('"')[1]
-        status, size = line.split('"')[2].split()
-        method, path = request.split()[:2]
-        if method != "OPTIONS":  # the engine's reachability probe
-            out.append((method, path, int(status), int(size)))
-    return out
+    """What nginx logged, less the engine's reachability probe (OPTIONS)."""
+    return [entry for entry in server.access_log_entries() if entry[0] != "OPTIONS"]
+
+
+def replay(cli, tmp_path, log, *args) -> tuple[object, dict]:
+    """`peakbench replay LOG ARGS...` with a store and a JSON report in tmp_path: (process, report)."""
+    report = tmp_path / "out.json"
+    done = cli("replay", str(log), *args, "--db", str(tmp_path / "p.db"), "--json", str(report))
+    assert done.returncode == 0, done.stderr
+    return done, json.loads(report.read_text())
 
 
 @pytest.fixture
@@ -79,11 +81,8 @@ def test_build_docroot_serves_every_successful_path_at_its_size(site, tmp_path, 
 def test_closed_loop_replay_matches_nginx_access_log(site, nginx, cli, tmp_path):
     log, docroot = site
     server = nginx(docroot)
-    report = tmp_path / "out.json"
-    done = cli("replay", str(log), "--target", server.url, "--clients", "4", "--warmup", "0", "--runtime", "2",
-               "--db", str(tmp_path / "p.db"), "--json", str(report))
-    assert done.returncode == 0, done.stderr
-    result = json.loads(report.read_text())
+    done, result = replay(cli, tmp_path, log, "--target", server.url, "--clients", "4", "--warmup", "0",
+                          "--runtime", "2")
     assert result["mode"] == "closed" and result["requested_rate"] is None
     issued = result["issued"]
     assert issued == result["replay"]["issued"] > 0
@@ -114,11 +113,7 @@ def test_closed_loop_replay_matches_nginx_access_log(site, nginx, cli, tmp_path)
 def test_open_loop_replay_at_a_fixed_rate(site, nginx, cli, tmp_path):
     log, docroot = site
     server = nginx(docroot)
-    report = tmp_path / "out.json"
-    done = cli("replay", str(log), "--target", server.url, "--rate", "400", "--warmup", "0", "--runtime", "2",
-               "--db", str(tmp_path / "p.db"), "--json", str(report))
-    assert done.returncode == 0, done.stderr
-    result = json.loads(report.read_text())
+    _, result = replay(cli, tmp_path, log, "--target", server.url, "--rate", "400", "--warmup", "0", "--runtime", "2")
     assert result["mode"] == "open" and result["requested_rate"] == 400
     assert result["sent"] == 800 and result["issued"] == 800
     assert result["achieved_rate"] == pytest.approx(400, rel=0.05)
@@ -136,12 +131,9 @@ def test_timed_replay_follows_the_log_clock(tmp_path, nginx, cli):
     log.write_text("\n".join(lines) + "\n")
     assert cli("replay", "--build-docroot", str(docroot), str(log), "--format", "common").returncode == 0
     server = nginx(docroot)
-    report = tmp_path / "out.json"
     # At twice the log's speed a 2 s window holds the log's first 4 seconds: 40 requests.
-    done = cli("replay", str(log), "--target", server.url, "--timed", "--speed", "2", "--format", "common",
-               "--warmup", "0", "--runtime", "2", "--db", str(tmp_path / "p.db"), "--json", str(report))
-    assert done.returncode == 0, done.stderr
-    result = json.loads(report.read_text())
+    _, result = replay(cli, tmp_path, log, "--target", server.url, "--timed", "--speed", "2", "--format", "common",
+                       "--warmup", "0", "--runtime", "2")
     assert result["mode"] == "timed"
     assert result["sent"] == 40
     assert result["requested_rate"] == pytest.approx(20)
@@ -223,11 +215,8 @@ def test_a_real_access_log_from_debian(tmp_path, nginx, cli):
     assert built.returncode == 0, built.stderr
     assert "3,260 lines, 2,724 replayable; skipped 0 unparseable" in built.stderr
     server = nginx(docroot)
-    report = tmp_path / "out.json"
-    done = cli("replay", str(REAL_LOG), "--target", server.url, "--format", REAL_FORMAT, "--clients", "8",
-               "--warmup", "0", "--runtime", "2", "--db", str(tmp_path / "p.db"), "--json", str(report))
-    assert done.returncode == 0, done.stderr
-    result = json.loads(report.read_text())
+    _, result = replay(cli, tmp_path, REAL_LOG, "--target", server.url, "--format", REAL_FORMAT, "--clients", "8",
+                       "--warmup", "0", "--runtime", "2")
     expected = replayable(REAL_LOG)
     assert len(expected) == 2724
     sent = [expected[i % len(expected)] for i in range(result["issued"])]

@@ -180,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
                                  help="find the peak rate to a stated confidence and accuracy")
     search.add_argument("workload", metavar="WORKLOAD", help="a canned workload name or a workload .toml file")
     search.add_argument("--target", required=True, metavar="URL",
-                        help="a directory, file:///DIR, null://, or a simulated server sim://?capacity=OPS")
+                        help="a directory, file:///DIR, null://, http://HOST:PORT/,"
+                             " or a simulated server sim://?capacity=OPS")
     search.add_argument("--docroot", metavar="DIR",
                         help="with http://: the directory the server serves; the file set is built there")
     search.add_argument("--policy", choices=sorted(POLICIES), default=DEFAULT_POLICY,

@@ -30,6 +30,8 @@ def snapshot(target: dict, engine_version: str | None = None) -> dict:
     info["disks"] = disks()
     if target["kind"] == "posix":
         info["target_fs"] = mount_of(target["path"])
+    elif target["kind"] == "http" and target.get("docroot"):
+        info["target_fs"] = mount_of(target["docroot"])  # where the web server's files live
     return info
 
 

@@ -3,7 +3,7 @@
     from peakbench.servers.nginx import Nginx
     with Nginx(docroot, webdav=True, access_log=tmp / "access.log") as server:
         server.url            # "http://127.0.0.1:PORT/"
-        server.access_log_lines()
+        server.access_log_entries()   # [(method, target, status, bytes), ...]
 
 The server runs in the foreground of its own process group (`daemon off`), is
 stopped by its PID (SIGQUIT, then SIGKILL after a deadline), and writes
@@ -181,6 +181,16 @@ class Nginx:
         if self.access_log is None or not self.access_log.exists():
             return []
         return self.access_log.read_text(errors="replace").splitlines()
+
+    def access_log_entries(self) -> list[tuple[str, str, int, int]]:
+        """(method, request target, status, body bytes) of every request logged so far."""
+        entries = []
+        for line in self.access_log_lines():
+            quoted = line.split('"')  # FORMAT: ... "$request" $status $body_bytes_sent "..." "..."
+            method, target = quoted[1].split()[:2]
+            status, size = quoted[2].split()
+            entries.append((method, target, int(status), int(size)))
+        return entries
 
     def __enter__(self) -> Nginx:
         return self.start()
