@@ -49,12 +49,12 @@ def pytest_terminal_summary(terminalreporter):
         )
 
 
-def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """`peakbench ARGS...` as a user runs it: a separate process, its exit status and output."""
     env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
     return subprocess.run(
         [sys.executable, "-m", "peakbench.cli", *args],
-        capture_output=True, text=True, cwd=cwd, env=env, timeout=300,
+        capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout,
     )
 
 
