@@ -100,3 +100,11 @@ def test_load_points_can_come_from_several_dask_clients(engine_path, cli, tmp_pa
     for result in results:
         assert [c["requested_rate"] for c in result["clients"]] == [result["requested_rate"] / 2] * 2
         assert result["achieved_rate"] == sum(c["achieved_rate"] for c in result["clients"])
+    # The report shows every client of every load point beside the merged curve.
+    page = tmp_path / "report.html"
+    shown = cli("report", "sfs:1", "--db", str(db), "--html", str(page))
+    assert shown.returncode == 0, shown.stderr
+    assert "Load clients of each distributed trial" in page.read_text()
+    names = [c["name"] for c in results[0]["clients"]]
+    rows = [line for line in shown.stdout.splitlines() if any(f" {name} " in line for name in names)]
+    assert len(rows) == 4  # 2 load points x 2 clients

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..model import ReportData, ReportOptions, Section
-from . import harness, latency, load_curve, operations, provenance, search_trace, sfs_summary, surfaces
+from . import clients, harness, latency, load_curve, operations, provenance, search_trace, sfs_summary, surfaces
 
 SectionFunction = Callable[[ReportData, ReportOptions], Section | None]
 
@@ -19,6 +19,7 @@ SECTIONS: list[SectionFunction] = [
     load_curve.section,
     search_trace.section,
     operations.section,
+    clients.section,
     latency.section,
     sfs_summary.section,
     surfaces.section,
