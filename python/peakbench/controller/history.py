@@ -45,15 +45,17 @@ class SearchHistory:
     def tested(self, load: float) -> bool:
         return any(same_load(r.load, load) for r in self.records)
 
-    def bracket(self) -> tuple[LoadRecord | None, LoadRecord | None]:
-        """(highest load below the region, lowest load above it), None where not yet seen.
+    def bracket(self, settled_only: bool = False) -> tuple[LoadRecord | None, LoadRecord | None]:
+        """(highest load below the region, lowest load above it), None where not yet seen;
+        with settled_only, of the loads whose trials settled which side they are on.
 
         A load found below the region but higher than a saturated one contradicts
         it (noise) and is not used as the lower end.
         """
-        above = [r for r in self.records if r.classification == ABOVE]
+        records = [r for r in self.records if r.settled or not settled_only]
+        above = [r for r in records if r.classification == ABOVE]
         high = min(above, key=lambda r: r.load) if above else None
-        below = [r for r in self.records
+        below = [r for r in records
                  if r.classification == BELOW and (high is None or r.load < high.load)]
         low = max(below, key=lambda r: r.load) if below else None
         return low, high

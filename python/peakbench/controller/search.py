@@ -132,10 +132,13 @@ class _Search:
             scouted = [r for r in (low, high) if r.scouted]
             if scouted:
                 return scouted[0].load, True
-            if low.settled and high.settled:
-                raise _Cliff(low, high)
-            # An end too noisy to settle cannot bound a claim: keep looking inside the bracket,
-            # where loads further from the knee vary less.
+            # Only loads that settled their side can bound a claim; while those are too far
+            # apart, keep looking inside the bracket, where loads off the knee vary less.
+            settled_low, settled_high = self.history.bracket(settled_only=True)
+            if (settled_low is not None and settled_high is not None
+                    and not settled_low.scouted and not settled_high.scouted
+                    and bracket_accuracy(settled_low.load, settled_high.load) >= self.settings.accuracy):
+                raise _Cliff(settled_low, settled_high)
         if low is not None and high is not None and high.load <= low.load * (1 + CLOSED_BRACKET):
             scouted = [r for r in (low, high) if r.scouted]
             if scouted:
