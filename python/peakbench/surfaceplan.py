@@ -79,7 +79,7 @@ class SurfacePlan:
 
 def load_plan(path: Path, quick_settings: dict) -> SurfacePlan:
     path = Path(path)
-    return tomlfile.load(path, TABLES, lambda document: _parse(document, path, quick_settings), "surface plan")
+    return tomlfile.load(path, lambda document: _parse(document, path, quick_settings), "surface plan")
 
 
 def _parse(document: dict, path: Path, quick_settings: dict) -> SurfacePlan:

@@ -133,7 +133,7 @@ def find_workload(name_or_path: str) -> Workload:
 
 def load_workload(path: Path) -> Workload:
     path = Path(path)
-    return tomlfile.load(path, TABLES, lambda document: _parse(document, path), "workload file")
+    return tomlfile.load(path, lambda document: _parse(document, path), "workload file")
 
 
 def _table(document: dict, key: str, required: bool) -> dict:

@@ -72,7 +72,8 @@ from pathlib import Path
 from ..errors import InputError
 from ..units import parse_duration, parse_size
 from .expr import Expression, ExpressionError
-from .tomlpos import Positions
+from ..tomlpos import Positions
+from ..tomlfile import syntax_error
 
 RUNTIME_NAMES = ("run", "thread", "threads", "mount", "workdir", "plan", "test")
 # A plan may name its own variable `threads` (a loop over thread counts); the others are peakbench's.
@@ -203,17 +204,7 @@ def _read(path: Path) -> tuple[Source, dict]:
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        match = re.search(r"\(at line (\d+), column (\d+)\)$", str(error))
-        if match is None:
-            end = re.search(r"\s*\(at end of document\)$", str(error))
-            if end is not None:
-                last = len(text.splitlines()) or 1
-                raise InputError(f"invalid TOML: {str(error)[: end.start()]} (at the end of the file)", file=path,
-                                 line=last) from None
-            raise InputError(f"invalid TOML: {error}", file=path) from None
-        message = str(error)[: match.start()].rstrip()
-        raise InputError(f"invalid TOML: {message} (column {match.group(2)})", file=path,
-                         line=int(match.group(1))) from None
+        raise syntax_error(path, error, text) from None
     return Source(path, text, Positions(text)), document
 
 
