@@ -28,7 +28,7 @@ def test_a_stored_surface_and_a_stored_plan_are_reported(cli, tmp_path):
         [[test]]
         name = "echo-{{size}}"
         loop = {{size = [1, 2]}}
-        command = ["{sys.executable}", "-c", "print('x= {{size}}.5')"]
+        command = ["{sys.executable}", "-c", "import random; print('x=', {{size}} + random.random() / 10)"]
         metrics = {{x = 'x= ([0-9.]+)'}}
         metric = "x"
         stop = {{min_runs = 3, max_runs = 3}}
@@ -42,9 +42,13 @@ def test_a_stored_surface_and_a_stored_plan_are_reported(cli, tmp_path):
     assert "Response surfaces" in text and "fitted through 6 measured peaks" in done.stdout
     # The plan: Auto-pilot's getstats table, a row per test and metric, with its run count and mean.
     assert "getstats" in text
-    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in done.stdout.splitlines()
-            if "echo-" in line and "│ x " in line]
-    assert [(row[0], row[3], float(row[4])) for row in rows] == [("echo-1", "3", 1.5), ("echo-2", "3", 2.5)]
+    cells = [[cell.strip() for cell in line.split("│")[1:-1]] for line in done.stdout.splitlines() if "│" in line]
+    rows = [row for row in cells if len(row) > 4 and row[0].startswith("echo-") and row[1] == "x"]
+    assert [(row[0], row[3]) for row in rows] == [("echo-1", "3"), ("echo-2", "3")]
+    assert 1 < float(rows[0][4]) < 2 < float(rows[1][4]) < 3
+    # ... and each test compared with the first, as `peakbench compare` judges them.
+    compared = [row for row in cells if row[:3] == ["echo-1", "echo-2", "x"]]
+    assert len(compared) == 1 and "echo-2 is larger than echo-1" in text
 
     missing = cli("report", "surface:9", "--db", str(db))
     assert missing.returncode == 2 and "no surface 9 in the store" in missing.stderr

@@ -82,7 +82,26 @@ def _plan_results(store: Store, ident: int) -> dict:
             "max": "MAX", "sdev_pct": "SDEV%", "hw_pct": "HW%", "overhead_pct": "O/H"}
     rows = [{"test": row["test"], "metric": row["metric"], "unit": "",
              **{ours: row[theirs] for ours, theirs in keys.items()}} for row in analysis["getstats"]]
-    return {"getstats": rows, "warnings": [{"kind": w["kind"], "message": w["message"]} for w in analysis["warnings"]]}
+    return {"getstats": rows, "comparisons": _against_baseline(analysis["series"]),
+            "warnings": [{"kind": w["kind"], "message": w["message"]} for w in analysis["warnings"]]}
+
+
+def _against_baseline(series: list[dict]) -> list[dict]:
+    """Each test against the first test with the same stop metric (getstats' O/H baseline), as
+    `peakbench compare` would judge them: the difference B − A, its interval, the test and p."""
+    from ..analysis import compare
+
+    rows, baselines = [], {}
+    for item in (s for s in series if s.get("primary") and len(s["values"]) >= 2):
+        base = baselines.setdefault(item["metric"], item)
+        if base is item:
+            continue
+        result = compare(item["values"], base["values"], names=(item["test"], base["test"]))
+        rows.append({"a": base["test"], "b": item["test"], "metric": item["metric"],
+                     "difference": result["welch"]["difference"], "ci_low": result["welch"]["low"],
+                     "ci_high": result["welch"]["high"], "test": result["rests_on"],
+                     "p_value": result["hypotheses"][2]["p_value"], "verdict": result["verdict"]})
+    return rows
 
 
 def _default(store: Store) -> ReportData:
