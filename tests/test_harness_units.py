@@ -8,7 +8,7 @@ import pytest
 from peakbench.harness import stoprule, trials
 from peakbench.harness.monitor import disk_stats, memory, process_cpu
 from peakbench.harness.process import aggregate, run_together
-from peakbench.harness.tomlpos import Positions
+from peakbench.tomlpos import Positions
 
 
 def test_positions_of_keys_tables_arrays_and_inline_tables():
