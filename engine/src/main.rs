@@ -1,6 +1,7 @@
 //! peakbench-engine: one TrialSpec in (file or stdin), one JSON result out on stdout,
 //! progress as JSON lines on stderr. It never decides what to run next.
 
+mod clock;
 mod pacer;
 mod prepare;
 mod progress;
@@ -64,7 +65,7 @@ fn execute(command: &str, source: &str) -> Result<Option<serde_json::Value>, Fai
         "prepare" => {
             let mut target = target::open(&spec.target).map_err(run)?;
             let where_ = match &spec.target {
-                spec::TargetSpec::Posix { path } => path.as_str(),
+                spec::TargetSpec::Posix { path, .. } => path.as_str(),
                 spec::TargetSpec::Null => "null://",
             };
             prepare::prepare(&spec, target.as_mut(), where_).map(Some).map_err(run)

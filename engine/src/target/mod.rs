@@ -58,7 +58,7 @@ pub trait Target: Send + Sync {
 
 pub fn open(spec: &TargetSpec) -> anyhow::Result<Box<dyn Target>> {
     Ok(match spec {
-        TargetSpec::Posix { path } => Box::new(posix::Posix::open(path)?),
+        TargetSpec::Posix { path, fd_cache } => Box::new(posix::Posix::open_with(path, *fd_cache)?),
         TargetSpec::Null => Box::new(null::NullTarget),
     })
 }
