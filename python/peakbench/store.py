@@ -277,11 +277,20 @@ class Store:
         self._finish("surfaces", surface_id, result, error)
 
     def surfaces(self) -> list[dict]:
-        return [_decode(row) for row in self.connection.execute("SELECT * FROM surfaces ORDER BY id")]
+        return self._rows("SELECT * FROM surfaces ORDER BY id")
 
     def surface_searches(self, surface_id: int) -> list[dict]:
-        rows = self.connection.execute("SELECT * FROM searches WHERE surface_id = ? ORDER BY id", (surface_id,))
-        return [_decode(row) for row in rows]
+        return self._rows("SELECT * FROM searches WHERE surface_id = ? ORDER BY id", surface_id)
+
+    def surface(self, surface_id: int) -> dict | None:
+        return self._row("surfaces", surface_id)
+
+    def _rows(self, sql: str, *args) -> list[dict]:
+        return [_decode(row) for row in self.connection.execute(sql, args)]
+
+    def _row(self, table: str, row_id: int) -> dict | None:
+        rows = self._rows(f"SELECT * FROM {table} WHERE id = ?", row_id)
+        return rows[0] if rows else None
 
     def _finish(self, table: str, row_id: int, result: dict | None, error: str | None) -> None:
         with self._transaction():
@@ -292,15 +301,13 @@ class Store:
             )
 
     def searches(self) -> list[dict]:
-        return [_decode(row) for row in self.connection.execute("SELECT * FROM searches ORDER BY id")]
+        return self._rows("SELECT * FROM searches ORDER BY id")
 
     def search(self, search_id: int) -> dict | None:
-        row = self.connection.execute("SELECT * FROM searches WHERE id = ?", (search_id,)).fetchone()
-        return _decode(row) if row is not None else None
+        return self._row("searches", search_id)
 
     def search_trials(self, search_id: int) -> list[dict]:
-        rows = self.connection.execute("SELECT * FROM trials WHERE search_id = ? ORDER BY id", (search_id,))
-        return [_decode(row) for row in rows]
+        return self._rows("SELECT * FROM trials WHERE search_id = ? ORDER BY id", search_id)
 
     def add_sfs_run(self, *, workload: str, target: str, settings: dict) -> int:
         """Open a load-point curve before its first trial; returns its id."""
@@ -317,23 +324,19 @@ class Store:
                                     ("done" if error is None else "failed", error, run_id))
 
     def sfs_runs(self) -> list[dict]:
-        return [_decode(row) for row in self.connection.execute("SELECT * FROM sfs_runs ORDER BY id")]
+        return self._rows("SELECT * FROM sfs_runs ORDER BY id")
 
     def sfs_run(self, run_id: int) -> dict | None:
-        row = self.connection.execute("SELECT * FROM sfs_runs WHERE id = ?", (run_id,)).fetchone()
-        return _decode(row) if row is not None else None
+        return self._row("sfs_runs", run_id)
 
     def sfs_run_trials(self, run_id: int) -> list[dict]:
-        rows = self.connection.execute("SELECT * FROM trials WHERE sfs_run_id = ? ORDER BY id", (run_id,))
-        return [_decode(row) for row in rows]
+        return self._rows("SELECT * FROM trials WHERE sfs_run_id = ? ORDER BY id", run_id)
 
     def trials(self) -> list[dict]:
-        rows = self.connection.execute("SELECT * FROM trials ORDER BY id").fetchall()
-        return [_decode(row) for row in rows]
+        return self._rows("SELECT * FROM trials ORDER BY id")
 
     def trial(self, trial_id: int) -> dict | None:
-        row = self.connection.execute("SELECT * FROM trials WHERE id = ?", (trial_id,)).fetchone()
-        return _decode(row) if row is not None else None
+        return self._row("trials", trial_id)
 
 
 def _now() -> str:

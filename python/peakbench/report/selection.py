@@ -61,7 +61,7 @@ def select(store: Store, selectors: list[str]) -> ReportData:
 
 def _surface(store: Store, ident: int, missing: list[str]) -> list[dict]:
     """The stored SurfaceResult of surface `ident` (none, said in `missing`, if it did not finish)."""
-    record = next((r for r in store.surfaces() if r["id"] == ident), None)
+    record = store.surface(ident)
     if record is None:
         raise InputError(f"no surface {ident} in the store", file=store.path)
     if record["result"] is None:
