@@ -75,9 +75,12 @@ def test_open_loop_latency_grows_with_the_queue_on_a_saturated_disk(engine_path,
     easy, overloaded = trial(20), trial(600)
     # The disk, not the generator, is the limit: the generator kept its schedule ...
     assert overloaded["generator_saturated"] is False
-    # ... the server fell behind the offered load by more than the search's 5% tolerance (only
-    # the commits wait for the disk; the rest of the mail mix is served from memory) ...
-    assert overloaded["achieved_rate"] < 0.95 * 600
+    # ... the requests the disk could not serve queued up: hundreds outstanding at once where the
+    # easy load had one or two. (How far the completions in the window fall short of the offered
+    # rate varies by machine, 5% to 11% here: only the commits, a quarter of the mail mix, wait
+    # for the disk, and the journal groups the queued ones into fewer writes.) ...
+    assert overloaded["outstanding"]["max"] > 50 * easy["outstanding"]["max"]
+    assert overloaded["achieved_rate"] < 600
     # ... and the queue shows in the latency.
     assert overloaded["latency"]["mean_ms"] > 20 * easy["latency"]["mean_ms"]
     assert overloaded["ops"]["commit"]["mean_ms"] > 50
