@@ -84,6 +84,17 @@ def test_trial_tests(tmp_path):
     assert trial["trial"]["rate"] == 200.0 and trial["trial"]["runtime_s"] == 2.0
 
 
+def test_a_command_test_may_name_its_directory_under_test(tmp_path):
+    plan = load_plan(write(tmp_path / "p.toml", """
+        [[test]]
+        name = "dd"
+        target = "{mount}/data"
+        fs = {type = "ext4"}
+        command = ["true"]
+    """))
+    assert plan.tests[0]["target"] == "{mount}/data" and plan.tests[0]["fs"]["size_mb"] == 306
+
+
 BAD = [
     # (plan text, line, fragment of the message)
     ('[[test]]\nname = "a"\ncommand = ["true"]\ncomand = 1\n', 4, "unknown key 'comand'; did you mean 'command'?"),
