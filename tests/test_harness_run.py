@@ -178,7 +178,7 @@ def test_fast_fail_stops_the_plan_and_notifies(cli, tmp_path):
 
 
 def test_on_failure_continue_goes_on_and_timeouts_fail_a_run(cli, tmp_path):
-    plan = write(tmp_path / "plan.toml", f"""
+    plan = write(tmp_path / "plan.toml", """
         [[test]]
         name = "slow"
         command = ["sleep", "30"]
@@ -187,7 +187,7 @@ def test_on_failure_continue_goes_on_and_timeouts_fail_a_run(cli, tmp_path):
         [[test]]
         name = "after"
         command = ["true"]
-        stop = {{min_runs = 1}}
+        stop = {min_runs = 1}
     """)
     db = tmp_path / "s.db"
     started = time.monotonic()

@@ -117,16 +117,14 @@ def prepare_on_worker(spec: dict) -> dict:
 
 def run_on_worker(spec: dict, name: str | None = None, topic: str | None = None) -> dict:
     """One client's trial; its engine's progress lines go to the controller as Dask events on `topic`."""
-    on_progress = None
-    if topic is not None:
-        from distributed import get_worker
+    return Engine().run(spec, None if topic is None else _forward_progress(name, topic))
 
-        worker = get_worker()
 
-        def on_progress(event: dict) -> None:
-            worker.log_event(topic, {"client": name, **event})
+def _forward_progress(name: str | None, topic: str):
+    from distributed import get_worker
 
-    return Engine().run(spec, on_progress)
+    worker = get_worker()
+    return lambda event: worker.log_event(topic, {"client": name, **event})
 
 
 def stop_engines_on_worker() -> int:
