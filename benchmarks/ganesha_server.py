@@ -71,7 +71,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--ioq-threads", type=int, help="RPC_Ioq_ThrdMax (default: ganesha's)")
     p.add_argument("--cpu-percent", type=float, help="CFS quota, %% of one CPU (default: none)")
     a = p.parse_args(argv)
-    if not 1 <= (a.ioq_threads or 1) <= 10_000 or not 1 <= (a.cpu_percent or 1) <= 100 * (os.cpu_count() or 1):
+    if (a.ioq_threads is not None and not 1 <= a.ioq_threads <= 10_000) or \
+            (a.cpu_percent is not None and not 1 <= a.cpu_percent <= 100 * (os.cpu_count() or 1)):
         p.error("--ioq-threads must be 1..10000 and --cpu-percent 1..100 x CPUs")
     try:
         if a.action == "start":
