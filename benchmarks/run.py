@@ -15,7 +15,8 @@ so quote ratios: these machines are shared and noisy. Needs root for `openloop`
 (`apt-get install -y fio`), nginx and wrk for `http` (`apt-get install -y nginx wrk`).
 `nfs` starts nfs-ganesha and rpcbind (tests/ganesha.py; root) and builds its peers: the
 nfs3_client crate (benchmarks/peers/nfs3client, cargo) and libnfs's asynchronous API
-(benchmarks/peers/libnfs_bench.c; libnfs-dev).
+(benchmarks/peers/libnfs_bench.c; libnfs-dev). PB_NFS_BASELINE=PATH adds rows for another
+engine binary (e.g. the previous commit's) to every round, for an A/B in the same run.
 Every subprocess runs under a timeout.
 """
 
@@ -254,10 +255,10 @@ class Trial:
                 "cpu_s": r["engine_cpu_s"], "ops_per_cpu_s": self.per_cpu_s(), "rss_kib": r["peak_rss_kib"]}
 
 
-def engine(command: str, spec: dict, *, timeout: float | None = None, **kw) -> Trial:
+def engine(command: str, spec: dict, *, timeout: float | None = None, binary: Path | None = None, **kw) -> Trial:
     load = spec["load"]
     timeout = timeout or load.get("warmup_s", 0) + load["runtime_s"] + load.get("drain_timeout_s", 10) + 120
-    proc = run([ENGINE, command, "-"], input=json.dumps(spec), timeout=timeout, **kw)
+    proc = run([binary or ENGINE, command, "-"], input=json.dumps(spec), timeout=timeout, **kw)
     progress = []
     for line in proc.stderr.splitlines():
         try:
@@ -762,6 +763,12 @@ def pin(pid: int, cpus: set[int]) -> None:
 RESPONDER = PEERS / "nfs3client" / "target" / "release" / "rpc-responder"
 
 
+def baseline_rows() -> list[tuple[str, Path]]:
+    """The row label and binary of PB_NFS_BASELINE (another engine, for an A/B in the same run), if set."""
+    baseline = os.environ.get("PB_NFS_BASELINE")
+    return [(f"peakbench {Path(baseline).name}, 1 conn, 64 in flight", Path(baseline))] if baseline else []
+
+
 def bench_nfs(name: str = "nfs") -> dict:
     """Two parts (PB_NFS_PARTS=ganesha,responder, default both): against nfs-ganesha,
     where the server saturates first, and against rpc-responder (canned replies, no
@@ -798,11 +805,11 @@ def bench_nfs_responder(name: str) -> dict:
             tgt = {"kind": "nfs", "host": "127.0.0.1", "export": "/export", "port": port, "mount_port": port}
             rows, samples = [], {}
 
-            def peakbench(op: str, depth: int):
+            def peakbench(op: str, depth: int, binary: Path | None = None):
                 mix = {"null": {"null": 1.0}, "getattr": {"getattr": 1.0}, "read4k": {"read": 1.0}}[op]
                 spec = trial_spec(tgt, 2_000_000, mix, fs, runtime_s=seconds, warmup_s=0.0, io_size=4096,
                                   max_outstanding=depth, drain_timeout_s=10.0)
-                r = engine("run", spec, cpus=client_cpu).result
+                r = engine("run", spec, cpus=client_cpu, binary=binary).result
                 errors = sum(sum(o["errors"].values()) + o["timeouts"] for o in r["ops"].values())
                 return r["completed"], seconds, r["engine_cpu_s"], errors
 
@@ -823,6 +830,7 @@ def bench_nfs_responder(name: str) -> dict:
                 plan += [("peakbench, 1 conn, 64 in flight", op, lambda op=op: peakbench(op, 64)),
                          ("nfs3_client, 16 conns", op, lambda op=op: nfs3client(op, 16)),
                          ("libnfs async, 1 conn, 64 in flight", op, lambda op=op: libnfs_run(op, 64))]
+                plan += [(label, op, lambda op=op, binary=binary: peakbench(op, 64, binary)) for label, binary in baseline_rows()]
             for k in range(rounds):
                 print(f"  round {k + 1} of {rounds}", flush=True)
                 for label, op, fn in plan:
@@ -859,6 +867,7 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
     from ganesha import Ganesha
 
     seconds = float(os.environ.get("PB_NFS_SECONDS", "5"))
+    loadavg_before = os.getloadavg()
     ncpu = os.cpu_count() or 1
     client_cpu, server_cpus = {0}, ({1} if ncpu > 1 else {0})
     with tempfile.TemporaryDirectory(prefix="pb-nfs-bench-") as tmp, Ganesha(workdir=Path(tmp) / "g") as server:
@@ -882,14 +891,14 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
                   f"  server {row['server_us_per_op']:6.2f} us/op", flush=True)
             return row
 
-        def peakbench(op: str, depth: int, conns: int = 1):
+        def peakbench(op: str, depth: int, conns: int = 1, binary: Path | None = None):
             mix = {"null": {"null": 1.0}, "getattr": {"getattr": 1.0}, "read4k": {"read": 1.0}}[op]
             t = {**tgt, "connections": conns}
             # Offered far above what anything here can do, with the cap as the pipeline depth:
             # the engine runs flat out, and its CPU (no warm-up) is all spent on the window's ops.
             spec = trial_spec(t, 400_000, mix, fs, runtime_s=seconds, warmup_s=0.0, io_size=4096,
                               max_outstanding=depth, drain_timeout_s=10.0)
-            r = engine("run", spec, cpus=client_cpu).result
+            r = engine("run", spec, cpus=client_cpu, binary=binary).result
             errors = sum(sum(o["errors"].values()) + o["timeouts"] for o in r["ops"].values())
             return r["completed"], seconds, r["engine_cpu_s"], {"errors": errors}
 
@@ -909,6 +918,7 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
             plan += [("peakbench, 1 conn, 64 in flight", op, lambda op=op: peakbench(op, 64)),
                      ("nfs3_client, 16 conns", op, lambda op=op: nfs3client(op, 16)),
                      ("libnfs async, 1 conn, 64 in flight", op, lambda op=op: libnfs_run(op, 64))]
+            plan += [(label, op, lambda op=op, binary=binary: peakbench(op, 64, 1, binary)) for label, binary in baseline_rows()]
         plan += [("peakbench, 4 conns, 64 in flight", "getattr", lambda: peakbench("getattr", 64, 4)),
                  ("peakbench, 2 conns, 64 in flight", "getattr", lambda: peakbench("getattr", 64, 2)),
                  ("nfs3_client, 4 conns", "getattr", lambda: nfs3client("getattr", 4))]
@@ -923,17 +933,23 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
         rows.clear()
         for (label, op), runs in samples.items():
             med = sorted(runs, key=lambda r: r["ops_per_s"])[len(runs) // 2]
+            # Client CPU per op over nfs3_client's in the same round: the neighbours move both alike.
+            peer = samples.get(("nfs3_client, 16 conns", op), [])
             rows.append({**med, "ops_per_s_all": [round(r["ops_per_s"]) for r in runs],
-                         "client_us_per_op_all": [round(r["client_us_per_op"], 2) for r in runs]})
+                         "client_us_per_op_all": [round(r["client_us_per_op"], 2) for r in runs],
+                         "cpu_vs_nfs3_client_rounds": [round(r["client_us_per_op"] / n["client_us_per_op"], 3)
+                                                       for r, n in zip(runs, peer)]})
         for row in rows:
             peers = [r for r in rows if r["op"] == row["op"] and not r["client"].startswith("peakbench")]
             best = max(peers, key=lambda r: r["ops_per_s"]) if peers else None
             if best:
                 row["vs_best_peer_ops"] = row["ops_per_s"] / best["ops_per_s"]
         table("NFS against nfs-ganesha (client pinned to CPU 0, ganesha to CPU 1)", rows,
-              ["op", "client", "ops_per_s", "client_us_per_op", "server_us_per_op", "vs_best_peer_ops"])
+              ["op", "client", "ops_per_s", "client_us_per_op", "server_us_per_op", "vs_best_peer_ops",
+               "cpu_vs_nfs3_client_rounds"])
+        loadavg = {"before": loadavg_before, "after": os.getloadavg()}
         return {"rows": rows, "seconds": seconds, "client_cpus": sorted(client_cpu), "server_cpus": sorted(server_cpus),
-                "path": str(save(name, {"rows": rows, "seconds": seconds}))}
+                "path": str(save(name, {"rows": rows, "seconds": seconds, "loadavg": loadavg}))}
 # --------------------------------------------------------------------------- 5. HTTP
 
 

@@ -36,7 +36,7 @@ NFS_CORE_PARAM {{
     mount_path_pseudo = true;
     Enable_NLM = false;
     Enable_RQUOTA = false;
-}}
+{core}}}
 NFSV4 {{ Graceless = true; }}
 NFS_KRB5 {{ Active_krb5 = false; }}
 {extra}
@@ -184,8 +184,10 @@ def _registered(prog: int, vers: int) -> bool:
 class Ganesha:
     """nfs-ganesha exporting a fresh temporary directory as /export on 127.0.0.1."""
 
-    def __init__(self, extra_config: str = "", workdir: Path | None = None):
+    def __init__(self, extra_config: str = "", workdir: Path | None = None, core_params: str = ""):
+        """`core_params`: more settings for the config's NFS_CORE_PARAM block."""
         self.extra_config = extra_config
+        self.core_params = core_params
         self.workdir = Path(workdir) if workdir else None
         self.process: subprocess.Popen | None = None
         self.rpcbind: subprocess.Popen | None = None
@@ -230,7 +232,8 @@ class Ganesha:
                     subprocess.run([rpcinfo, "-d", str(prog), str(vers)], capture_output=True, timeout=10,
                                    check=False)
         config = self.workdir / "ganesha.conf"
-        config.write_text(CONFIG.format(nfs_port=NFS_PORT, export_dir=self.export_dir, extra=self.extra_config))
+        config.write_text(CONFIG.format(nfs_port=NFS_PORT, export_dir=self.export_dir, extra=self.extra_config,
+                                        core=self.core_params))
         self.log = self.workdir / "ganesha.log"
         PIDFILE.unlink(missing_ok=True)
         self.process = subprocess.Popen(

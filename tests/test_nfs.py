@@ -178,6 +178,8 @@ def test_unreachable_server_and_missing_export_are_one_line_errors(engine_path, 
                "--runtime", "1", "--db", str(tmp_path / "pb.db"))
     assert done.returncode == 1
     assert "nfs://127.0.0.1/no-such-export: MOUNT MNT /no-such-export" in done.stderr
+    # ... and names what the server does export (MOUNT EXPORT), so the fix is plain.
+    assert "; the server exports /export" in done.stderr
     with socket.socket() as s:  # a port where nothing listens
         s.bind(("127.0.0.1", 0))
         free = s.getsockname()[1]

@@ -32,7 +32,6 @@ pub struct Nfs {
     cache: Arc<Mutex<HashMap<String, Fh>>>,
     pub rsize: u32,
     pub wsize: u32,
-    pub fsinfo: proto::FsInfo,
     mount: Option<(RpcClient, String)>,
     content: Vec<u8>,
 }
@@ -49,6 +48,15 @@ fn join(dir: &str, name: &str) -> String {
         name.to_string()
     } else {
         format!("{dir}/{name}")
+    }
+}
+
+/// What the server does export (MOUNT EXPORT), for an error about the one asked for.
+fn offered(mount: &RpcClient) -> String {
+    match proto::exports(mount) {
+        Ok(list) if list.is_empty() => "; the server exports nothing".into(),
+        Ok(list) => format!("; the server exports {}", list.join(", ")),
+        Err(e) => format!("; MOUNT EXPORT failed too: {e}"),
     }
 }
 
@@ -90,7 +98,7 @@ impl Nfs {
         let mount_addr = SocketAddr::new(pmap_addr.ip(), mount_port);
         let mount = RpcClient::new(mount_addr, proto::MOUNT_PROG, 3, 1, opts.clone());
         let export_fh = proto::mnt(&mount, &spec.export).map_err(|e| match e {
-            Error::Status(s) => anyhow!("{url}: MOUNT MNT {}: {}", spec.export, proto::mount_status_name(s)),
+            Error::Status(s) => anyhow!("{url}: MOUNT MNT {}: {}{}", spec.export, proto::mount_status_name(s), offered(&mount)),
             e => fail(&format!("MOUNT MNT {} at {mount_addr}", spec.export), &e),
         })?;
         let nfs_addr = SocketAddr::new(pmap_addr.ip(), nfs_port);
@@ -112,7 +120,6 @@ impl Nfs {
             cache: Arc::new(Mutex::new(HashMap::new())),
             rsize,
             wsize,
-            fsinfo,
             mount: Some((mount, spec.export.clone())),
             content: crate::prepare::content_block(0),
         })
@@ -416,7 +423,7 @@ impl Target for Nfs {
         // Single-RPC requests whose handles are cached go out without waiting; the
         // rest (LOOKUP chains, multi-transfer I/O, namespace changes) block a sender.
         let fh_of = |path: &str| if path.is_empty() { Some(self.root.clone()) } else { self.cached(path) };
-        fn finish<T>(done: Completion, r: Result<rpc::Reply, rpc::RpcError>, n: u32, dec: impl FnOnce(&mut Dec) -> Res<T>, bytes: impl FnOnce(T) -> u64) {
+        fn finish<T>(done: Completion, r: Result<rpc::Reply<&[u8]>, rpc::RpcError>, n: u32, dec: impl FnOnce(&mut Dec) -> Res<T>, bytes: impl FnOnce(T) -> u64) {
             let outcome = match r {
                 Ok(reply) => dec(&mut reply.dec()).map(bytes).map_err(|e| e.kind()),
                 Err(e) => Err(Error::Rpc(e).kind()),
@@ -661,15 +668,16 @@ impl crate::validate::Probe for Nfs {
         if s.fbytes > s.tbytes || s.abytes > s.tbytes || s.ffiles > s.tfiles {
             return Err(format!("FSSTAT: free exceeds total ({s:?})"));
         }
-        Ok(format!("{} of {} bytes free, {} of {} files free", s.fbytes, s.tbytes, s.ffiles, s.tfiles))
+        Ok(format!("{} of {} bytes free ({} available), {} of {} files free ({} available)",
+            s.fbytes, s.tbytes, s.abytes, s.ffiles, s.tfiles, s.afiles))
     }
     fn fsinfo(&self) -> Result<String, String> {
         let i = self.nfs.fsinfo(&self.root).map_err(|e| format!("FSINFO: {e}"))?;
         if i.rtmax == 0 || i.wtmax == 0 || i.rtpref > i.rtmax || i.wtpref > i.wtmax {
             return Err(format!("FSINFO: inconsistent transfer sizes ({i:?})"));
         }
-        Ok(format!("rtmax {} rtpref {} wtmax {} wtpref {} dtpref {}, max file {} bytes; using rsize {} wsize {}",
-            i.rtmax, i.rtpref, i.wtmax, i.wtpref, i.dtpref, i.maxfilesize, self.rsize, self.wsize))
+        Ok(format!("rtmax {} rtpref {} wtmax {} wtpref {} dtpref {}, max file {} bytes, properties {:#x}; using rsize {} wsize {}",
+            i.rtmax, i.rtpref, i.wtmax, i.wtpref, i.dtpref, i.maxfilesize, i.properties, self.rsize, self.wsize))
     }
     fn pathconf(&self) -> Result<String, String> {
         let c = self.nfs.pathconf(&self.root).map_err(|e| format!("PATHCONF: {e}"))?;

@@ -202,7 +202,6 @@ fn diropargs(e: &mut Enc, dir: &[u8], name: &str) {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stable {
     Unstable = 0,
-    DataSync = 1,
     FileSync = 2,
 }
 
@@ -262,7 +261,6 @@ pub struct WriteRes {
 
 #[derive(Debug, Clone)]
 pub struct DirEntry {
-    pub fileid: u64,
     pub name: String,
     pub cookie: u64,
     pub attr: Option<Fattr>,
@@ -401,11 +399,11 @@ pub fn dec_readdir(d: &mut Dec, plus: bool) -> Res<DirPage> {
     let verf = verf8(d)?;
     let mut entries = Vec::new();
     while d.bool()? {
-        let fileid = d.u64()?;
+        d.skip(8)?; // fileid
         let name = d.string(MAX_NAME)?;
         let cookie = d.u64()?;
         let (attr, fh) = if plus { (post_op_attr(d)?, post_op_fh(d)?) } else { (None, None) };
-        entries.push(DirEntry { fileid, name, cookie, attr, fh });
+        entries.push(DirEntry { name, cookie, attr, fh });
     }
     let eof = d.bool()?;
     Ok(DirPage { verf, entries, eof, bytes: d.at - start })

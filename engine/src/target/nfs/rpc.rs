@@ -1,13 +1,15 @@
 //! ONC-RPC over TCP (RFC 5531) with record marking, pipelined: many calls in
 //! flight on one connection, each matched to its reply by XID. Callers block in
 //! `call`; one reader thread per connection reads replies in large chunks and
-//! hands each to the thread that waits for it. Replies with an XID that nobody
-//! waits for (late replies to calls that timed out, garbage) are counted and dropped.
+//! hands each to the thread that waits for it, or decodes it in place for an
+//! asynchronous call. Replies with an XID that nobody waits for (late replies to
+//! calls that timed out, garbage) are counted and dropped.
 
 use super::xdr::{Dec, Enc};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::io::{Read, Write};
+use std::ops::Range;
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex};
@@ -64,15 +66,16 @@ pub fn take_retransmissions() -> u32 {
     RETRANSMISSIONS.with(|c| c.replace(0))
 }
 
-/// A reply whose header was accepted: the results start at `at`.
-pub struct Reply {
-    pub buf: Vec<u8>,
+/// A reply whose header was accepted: the results start at `at`. A blocking call's
+/// reply owns its bytes; an asynchronous call's borrows them from the read buffer.
+pub struct Reply<B = Vec<u8>> {
+    pub buf: B,
     pub at: usize,
 }
 
-impl Reply {
+impl<B: AsRef<[u8]>> Reply<B> {
     pub fn dec(&self) -> Dec<'_> {
-        let mut d = Dec::new(&self.buf);
+        let mut d = Dec::new(self.buf.as_ref());
         d.at = self.at;
         d
     }
@@ -100,8 +103,8 @@ struct Slot {
 }
 
 /// What an asynchronous call's completion receives: the reply (header already
-/// checked) and how many times the call was retransmitted.
-pub type Callback = Box<dyn FnOnce(Result<Reply, RpcError>, u32) + Send>;
+/// checked, bytes valid only during the call) and how many times the call was retransmitted.
+pub type Callback = Box<dyn for<'a> FnOnce(Result<Reply<&'a [u8]>, RpcError>, u32) + Send>;
 
 struct AsyncCall {
     cb: Callback,
@@ -117,10 +120,10 @@ enum Waiter {
 }
 
 impl Waiter {
-    fn finish(self, r: Result<Vec<u8>, RpcError>) {
+    fn finish(self, r: Result<&[u8], RpcError>) {
         match self {
             Waiter::Thread(s) => {
-                *s.reply.lock().expect("slot lock") = Some(r);
+                *s.reply.lock().expect("slot lock") = Some(r.map(<[u8]>::to_vec));
                 s.waiter.unpark();
             }
             Waiter::Async(a) => (a.cb)(r.and_then(parse_reply), a.retransmitted),
@@ -318,11 +321,15 @@ impl RpcClient {
             Err(e) => return cb(Err(e), 0),
         };
         let xid = live.xid.fetch_add(1, Relaxed);
-        let rec = self.record(xid, proc_, args);
-        let copy = if self.opts.retrans > 0 { rec.clone() } else { Vec::new() };
-        let call = AsyncCall { cb, record: copy, deadline: Instant::now() + self.opts.timeout, tries_left: self.opts.retrans, retransmitted: 0 };
+        let mut rec = self.record(xid, proc_, args);
+        // Queued and pending under the queue's lock: no flush sends it before its reply is awaited.
+        let mut queued = live.queued.lock().expect("queue lock");
+        queued.extend_from_slice(&rec);
+        if self.opts.retrans == 0 {
+            rec = Vec::new(); // never sent again: no copy to keep
+        }
+        let call = AsyncCall { cb, record: rec, deadline: Instant::now() + self.opts.timeout, tries_left: self.opts.retrans, retransmitted: 0 };
         live.pending.lock().expect("pending lock").insert(xid, Waiter::Async(call));
-        live.queued.lock().expect("queue lock").extend_from_slice(&rec);
     }
 
     /// Send every queued asynchronous call: one write per connection.
@@ -434,9 +441,9 @@ impl Drop for Permit<'_> {
 }
 
 /// Check a reply's header; the results follow it.
-pub fn parse_reply(buf: Vec<u8>) -> Result<Reply, RpcError> {
+pub fn parse_reply<B: AsRef<[u8]>>(buf: B) -> Result<Reply<B>, RpcError> {
     let bad = |e: super::xdr::XdrError| RpcError::Malformed(e.to_string());
-    let mut d = Dec::new(&buf);
+    let mut d = Dec::new(buf.as_ref());
     let _xid = d.u32().map_err(bad)?;
     if d.u32().map_err(bad)? != 1 {
         return Err(RpcError::Malformed("not a REPLY message".into()));
@@ -480,26 +487,6 @@ pub fn parse_reply(buf: Vec<u8>) -> Result<Reply, RpcError> {
     }
 }
 
-/// Split a byte stream into records; `Err` on a record the stream cannot recover from.
-pub fn read_record<R: Read>(r: &mut R, max: usize) -> std::io::Result<Result<Vec<u8>, String>> {
-    let mut rec = Vec::new();
-    loop {
-        let mut mark = [0u8; 4];
-        r.read_exact(&mut mark)?;
-        let m = u32::from_be_bytes(mark);
-        let len = (m & !LAST_FRAGMENT) as usize;
-        if rec.len() + len > max {
-            return Ok(Err(format!("record of more than {max} bytes")));
-        }
-        let start = rec.len();
-        rec.resize(start + len, 0);
-        r.read_exact(&mut rec[start..])?;
-        if m & LAST_FRAGMENT != 0 {
-            return Ok(Ok(rec));
-        }
-    }
-}
-
 /// Records assembled from a byte stream that arrives in arbitrary pieces.
 pub struct Records {
     buf: Vec<u8>,
@@ -509,7 +496,8 @@ pub struct Records {
 }
 
 pub enum Next {
-    Record(Vec<u8>),
+    /// Where the next whole record lies in `Records::get` (fragments already joined).
+    Record(Range<usize>),
     /// More bytes are needed.
     Incomplete,
     /// The stream is broken (an oversized record): nothing after it can be trusted.
@@ -539,6 +527,11 @@ impl Records {
         self.end += n;
     }
 
+    /// A record's bytes, valid until the next `space`.
+    pub fn get(&self, record: Range<usize>) -> &[u8] {
+        &self.buf[record]
+    }
+
     pub fn next(&mut self) -> Next {
         let mut at = self.start;
         let mut total = 0usize;
@@ -562,20 +555,19 @@ impl Records {
                 break;
             }
         }
-        let rec = if fragments == 1 {
-            self.buf[self.start + 4..at].to_vec()
-        } else {
-            let mut rec = Vec::with_capacity(total);
-            let mut p = self.start;
+        let first = self.start + 4;
+        if fragments > 1 {
+            // Join the fragments in place: each one moves down over the marks before it.
+            let (mut joined, mut p) = (first, self.start);
             while p < at {
                 let len = (u32::from_be_bytes([self.buf[p], self.buf[p + 1], self.buf[p + 2], self.buf[p + 3]]) & !LAST_FRAGMENT) as usize;
-                rec.extend_from_slice(&self.buf[p + 4..p + 4 + len]);
+                self.buf.copy_within(p + 4..p + 4 + len, joined);
+                joined += len;
                 p += 4 + len;
             }
-            rec
-        };
+        }
         self.start = at;
-        Next::Record(rec)
+        Next::Record(first..first + total)
     }
 }
 
@@ -586,35 +578,43 @@ fn read_replies(live: Arc<Live>, mut stream: TcpStream, stats: Arc<TransportStat
     let _ = stream.set_read_timeout(Some(EXPIRE_EVERY));
     let mut records = Records::new(MAX_RECORD);
     let mut last_expire = Instant::now();
-    let why = 'outer: loop {
+    // Every whole record of one read, and its waiter: one look-up under the lock for them all.
+    let mut batch: Vec<(Range<usize>, Option<Waiter>)> = Vec::new();
+    let why = loop {
         match stream.read(records.space()) {
             Ok(0) => break RpcError::Connection("connection closed by the server".into()),
             Ok(n) => records.filled(n),
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted) => {}
             Err(e) => break RpcError::Connection(format!("connection lost: {e}")),
         }
-        loop {
+        let broken = loop {
             match records.next() {
-                Next::Incomplete => break,
-                Next::Broken(e) => {
+                Next::Incomplete => break None,
+                Next::Broken(e) => break Some(e),
+                Next::Record(r) if r.len() < 4 => {
                     stats.bad_records.fetch_add(1, Relaxed);
-                    break 'outer RpcError::Malformed(e);
                 }
-                Next::Record(rec) => {
-                    if rec.len() < 4 {
-                        stats.bad_records.fetch_add(1, Relaxed);
-                        continue;
-                    }
-                    let xid = u32::from_be_bytes([rec[0], rec[1], rec[2], rec[3]]);
-                    let waiter = live.pending.lock().expect("pending lock").remove(&xid);
-                    match waiter {
-                        Some(w) => w.finish(Ok(rec)),
-                        None => {
-                            stats.stray_replies.fetch_add(1, Relaxed);
-                        }
-                    }
+                Next::Record(r) => batch.push((r, None)),
+            }
+        };
+        if !batch.is_empty() {
+            let mut pending = live.pending.lock().expect("pending lock");
+            for (r, waiter) in batch.iter_mut() {
+                let rec = records.get(r.clone());
+                *waiter = pending.remove(&u32::from_be_bytes([rec[0], rec[1], rec[2], rec[3]]));
+            }
+        }
+        for (r, waiter) in batch.drain(..) {
+            match waiter {
+                Some(w) => w.finish(Ok(records.get(r))),
+                None => {
+                    stats.stray_replies.fetch_add(1, Relaxed);
                 }
             }
+        }
+        if let Some(e) = broken {
+            stats.bad_records.fetch_add(1, Relaxed);
+            break RpcError::Malformed(e);
         }
         if live.dead.load(Relaxed) {
             break RpcError::Connection("connection closed".into());
@@ -639,25 +639,29 @@ mod tests {
         s.extend_from_slice(b"abc");
         s.extend_from_slice(&(LAST_FRAGMENT | 2).to_be_bytes());
         s.extend_from_slice(b"de");
-        let mut r = &s[..];
-        assert_eq!(read_record(&mut r, 100).unwrap().unwrap(), b"abcde");
-        let mut r = &s[..];
-        assert!(read_record(&mut r, 4).unwrap().is_err());
-        let mut r = &s[..5];
-        assert!(read_record(&mut r, 100).is_err());
-        // The same stream byte by byte through Records.
+        // Two records, byte by byte, then all at once.
         let mut recs = Records::new(100);
         let mut got = Vec::new();
         for b in s.iter().chain(s.iter()) {
             recs.space()[0] = *b;
             recs.filled(1);
             while let Next::Record(r) = recs.next() {
-                got.push(r);
+                got.push(recs.get(r).to_vec());
             }
         }
-        assert_eq!(got, vec![b"abcde".to_vec(), b"abcde".to_vec()]);
-        let mut recs = Records::new(4);
         let n = s.len();
+        recs.space()[..2 * n].copy_from_slice(&[&s[..], &s[..]].concat());
+        recs.filled(2 * n);
+        while let Next::Record(r) = recs.next() {
+            got.push(recs.get(r).to_vec());
+        }
+        assert_eq!(got, vec![b"abcde".to_vec(); 4]);
+        // A truncated record waits for more; an oversized one breaks the stream.
+        let mut recs = Records::new(100);
+        recs.space()[..n - 1].copy_from_slice(&s[..n - 1]);
+        recs.filled(n - 1);
+        assert!(matches!(recs.next(), Next::Incomplete));
+        let mut recs = Records::new(4);
         recs.space()[..n].copy_from_slice(&s);
         recs.filled(n);
         assert!(matches!(recs.next(), Next::Broken(_)));
