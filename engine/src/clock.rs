@@ -14,9 +14,11 @@ pub fn mono_ns() -> u64 {
 }
 
 pub struct Clock {
-    start_mono: u64,
-    /// (TSC at the start, ns per tick as a 32.32 fixed-point number), when the TSC is used.
-    tsc: Option<(u64, u64)>,
+    /// CLOCK_MONOTONIC at time zero.
+    zero_mono: u64,
+    /// (TSC at a reading, ns since zero at that reading, ns per tick as a 32.32
+    /// fixed-point number), when the TSC is used.
+    tsc: Option<(u64, u64, u64)>,
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -46,30 +48,30 @@ fn paired() -> (u64, u64) {
 }
 
 impl Clock {
-    /// Starts the clock; measuring the TSC's rate takes `calibrate_ms`.
-    pub fn start(calibrate_ms: u64) -> Clock {
+    /// Measures the TSC's rate (taking `calibrate_ms`), so that the trial's time zero,
+    /// given to `zero_at` once set-up is done, costs nothing more.
+    pub fn calibrate(calibrate_ms: u64) -> Calibration {
         #[cfg(target_arch = "x86_64")]
         if std::env::var_os("PEAKBENCH_NO_TSC").is_none() && kernel_uses_tsc() {
             let (t0, m0) = paired();
             std::thread::sleep(std::time::Duration::from_millis(calibrate_ms));
             let (t1, m1) = paired();
             if t1 > t0 && m1 > m0 {
-                let per_tick = (((m1 - m0) as u128) << 32) / (t1 - t0) as u128;
-                return Clock { start_mono: m1, tsc: Some((t1, per_tick as u64)) };
+                return Calibration { per_tick: Some(((((m1 - m0) as u128) << 32) / (t1 - t0) as u128) as u64) };
             }
         }
-        Clock { start_mono: mono_ns(), tsc: None }
+        Calibration { per_tick: None }
     }
 
     /// Nanoseconds since the start.
     #[inline]
     pub fn now_ns(&self) -> u64 {
         #[cfg(target_arch = "x86_64")]
-        if let Some((t0, per_tick)) = self.tsc {
+        if let Some((t0, ns0, per_tick)) = self.tsc {
             let ticks = rdtsc().saturating_sub(t0);
-            return ((ticks as u128 * per_tick as u128) >> 32) as u64;
+            return ns0 + ((ticks as u128 * per_tick as u128) >> 32) as u64;
         }
-        mono_ns().saturating_sub(self.start_mono)
+        mono_ns().saturating_sub(self.zero_mono)
     }
 
     pub fn source(&self) -> &'static str {
@@ -81,13 +83,31 @@ impl Clock {
     }
 }
 
+/// The TSC's measured rate, if the engine reads the TSC.
+pub struct Calibration {
+    per_tick: Option<u64>,
+}
+
+impl Calibration {
+    /// The clock whose zero is `zero` (an instant already passed: the trial's start).
+    pub fn zero_at(&self, zero: std::time::Instant) -> Clock {
+        let zero_mono = mono_ns().saturating_sub(zero.elapsed().as_nanos() as u64);
+        #[cfg(target_arch = "x86_64")]
+        if let Some(per_tick) = self.per_tick {
+            let (t, m) = paired();
+            return Clock { zero_mono, tsc: Some((t, m.saturating_sub(zero_mono), per_tick)) };
+        }
+        Clock { zero_mono, tsc: None }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn keeps_time_with_clock_monotonic() {
-        let clock = Clock::start(20);
+        let clock = Clock::calibrate(20).zero_at(std::time::Instant::now());
         let (c0, m0) = (clock.now_ns(), mono_ns());
         std::thread::sleep(std::time::Duration::from_millis(200));
         let (c1, m1) = (clock.now_ns(), mono_ns());
@@ -100,5 +120,13 @@ mod tests {
             assert!(t >= last, "went backwards");
             last = t;
         }
+    }
+
+    #[test]
+    fn counts_from_a_zero_in_the_past() {
+        let zero = std::time::Instant::now() - std::time::Duration::from_millis(300);
+        let clock = Clock::calibrate(20).zero_at(zero);
+        let (c, e) = (clock.now_ns() as f64, zero.elapsed().as_nanos() as f64);
+        assert!((c - e).abs() < 100_000.0, "{} clock: {c} ns since zero, Instant says {e} ns", clock.source());
     }
 }

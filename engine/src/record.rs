@@ -118,6 +118,9 @@ impl OpRecord {
             *self.errors.entry(kind.clone()).or_insert(0) += n;
         }
         self.timeouts += other.timeouts;
+        self.retransmissions += other.retransmissions;
+        self.cancellations += other.cancellations;
+        self.successes += other.successes;
         self.bytes += other.bytes;
     }
 }
