@@ -1,10 +1,17 @@
-//! Trials against synthetic targets that block, block unexpectedly, are capped or overloaded.
+//! Trials against synthetic targets that block, block unexpectedly, are capped or
+//! overloaded, or pipeline (as the NFS target does; ganesha's fixed ports keep the
+//! real one out of these parallel unit tests, tests/test_nfs.py drives it).
 
 use super::*;
-use crate::target::{Outcome, Request};
+use crate::target::{Completion, Outcome, Request};
+use std::collections::VecDeque;
 use std::sync::atomic::AtomicU64;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// Started requests waiting for their completion time, completed in order by one thread
+/// (like an NFS connection's reader thread).
+type Replies = Arc<(Mutex<VecDeque<(Instant, Completion)>>, Condvar)>;
 
 /// A target whose ops sleep: `every`-th op for `slow`, the others for `fast`.
 /// With `capacity` Some(k), at most k ops run at once (a server with k workers).
@@ -14,6 +21,8 @@ struct Sleepy {
     every: u64,
     count: AtomicU64,
     workers: Option<(Mutex<usize>, std::sync::Condvar, usize)>,
+    /// Some: a pipelining target, whose started requests complete `fast` later.
+    replies: Option<Replies>,
 }
 
 impl Sleepy {
@@ -24,13 +33,43 @@ impl Sleepy {
             every,
             count: AtomicU64::new(0),
             workers: capacity.map(|k| (Mutex::new(0), std::sync::Condvar::new(), k)),
+            replies: None,
         }
+    }
+
+    /// A pipelining target: every request may be started, and completes `delay_us` later.
+    fn pipelined(delay_us: u64) -> Sleepy {
+        let replies: Replies = Arc::new((Mutex::new(VecDeque::new()), Condvar::new()));
+        let queue = replies.clone();
+        std::thread::spawn(move || loop {
+            let (lock, cv) = &*queue;
+            let mut q = cv.wait_timeout(lock.lock().unwrap(), Duration::from_millis(10)).unwrap().0;
+            while q.front().is_some_and(|(at, _)| *at <= Instant::now()) {
+                let (_, done) = q.pop_front().unwrap();
+                drop(q);
+                done(Ok(0), 0);
+                q = lock.lock().unwrap();
+            }
+            if q.is_empty() && Arc::strong_count(&queue) == 1 {
+                return; // the target is gone
+            }
+        });
+        Sleepy { replies: Some(replies), ..Sleepy::new(delay_us, delay_us, 1, None) }
     }
 }
 
 impl Target for Sleepy {
     fn supports(&self, _op: Op) -> bool {
         true
+    }
+    fn pipelines(&self) -> bool {
+        self.replies.is_some()
+    }
+    fn start(&self, _request: &Request, done: Completion) -> Result<(), Completion> {
+        let Some(replies) = &self.replies else { return Err(done) };
+        replies.0.lock().unwrap().push_back((Instant::now() + self.fast, done));
+        replies.1.notify_one();
+        Ok(())
     }
     fn execute(&self, _request: &Request) -> Outcome {
         let n = self.count.fetch_add(1, Relaxed) + 1;
@@ -165,4 +204,43 @@ fn the_op_sequence_does_not_depend_on_threads_or_timing() {
     assert!(slow["outstanding"]["threads"].as_u64().unwrap() > 1);
     assert_eq!(fast["op_trace"], slow["op_trace"]);
     assert_eq!(fast["op_trace"].as_array().unwrap().len(), 2000);
+}
+
+#[test]
+fn a_pipelining_target_keeps_many_in_flight_from_one_thread() {
+    let _one_at_a_time = serial();
+    // 5 ms per request at 2,000/s: about 10 in flight, all started by the one leader.
+    let r = run(&spec(2000.0, 1.0, None, 0), Box::new(Sleepy::pipelined(5_000))).unwrap();
+    assert_eq!(r["generator_saturated"], false, "{}", r["saturation_reason"]);
+    assert!((num(&r["achieved_rate"]) - 2000.0).abs() < 40.0, "{}", r["achieved_rate"]);
+    assert_eq!(r["outstanding"]["threads"], 1, "{}", r["outstanding"]);
+    assert!(r["outstanding"]["max"].as_u64().unwrap() >= 8, "{}", r["outstanding"]);
+    let p50 = num(&r["latency"]["p50_ms"]);
+    assert!((5.0..15.0).contains(&p50), "{}", r["latency"]);
+    assert!(num(&r["schedule_lag"]["p99_ms"]) < 10.0, "{}", r["schedule_lag"]);
+}
+
+#[test]
+fn a_cap_holds_a_pipelining_target_back() {
+    let _one_at_a_time = serial();
+    // At most two in flight, 10 ms each: capacity 200/s, offered 400/s.
+    let r = run(&spec(400.0, 1.0, Some(2), 0), Box::new(Sleepy::pipelined(10_000))).unwrap();
+    assert!(r["outstanding"]["max"].as_u64().unwrap() <= 2, "{}", r["outstanding"]);
+    assert!(num(&r["achieved_rate"]) < 230.0, "{}", r["achieved_rate"]);
+    assert!(num(&r["latency"]["mean_ms"]) > 100.0, "{}", r["latency"]);
+}
+
+#[test]
+fn closed_loop_clients_send_at_once_and_each_waits_for_its_reply() {
+    let _one_at_a_time = serial();
+    // Four clients, 10 ms per request: about 400/s, whether the target blocks or pipelines.
+    for target in [Sleepy::new(10_000, 10_000, 1, None), Sleepy::pipelined(10_000)] {
+        let mut closed = spec(1.0, 1.0, None, 0);
+        closed.load.clients = Some(4);
+        let r = run(&closed, Box::new(target)).unwrap();
+        assert_eq!(r["mode"], "closed");
+        assert_eq!(r["outstanding"]["threads"], 4, "{}", r["outstanding"]);
+        assert!((300.0..=410.0).contains(&num(&r["achieved_rate"])), "{}", r["achieved_rate"]);
+        assert!(num(&r["latency"]["p50_ms"]) < 15.0, "{}", r["latency"]);
+    }
 }
