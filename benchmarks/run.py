@@ -212,6 +212,12 @@ def build_engine() -> None:
         raise RuntimeError(f"{ENGINE} missing after cargo build")
 
 
+def engine_has_fd_cache() -> bool:
+    """Whether the engine's posix target takes "fd_cache" (engines before it opened a file per read)."""
+    spec = trial_spec({"kind": "posix", "path": "/", "fd_cache": False}, 1, {"getattr": 1.0}, fileset(1), runtime_s=1)
+    return run([ENGINE, "validate-spec", "-"], input=json.dumps(spec), timeout=30, check=False).rc == 0
+
+
 def fileset(files: int, size: int = 65536, **extra) -> dict:
     """A regular tree: 64 files and 8 subdirectories per directory, constant file size."""
     return {"seed": 42, "files": files, "files_per_dir": {"kind": "constant", "value": 64},
@@ -338,13 +344,19 @@ def list_files(target: Path) -> tuple[Path, list[str]]:
 # --------------------------------------------------------------------------- 1. engine floor
 
 
+FLOOR_MIN_CORE_SHARE = 0.97  # below this a floor trial was disturbed (see bench_floor)
+FLAT_OUT = 20_000_000  # offered to show the generator's raw throughput (5,000,000 until the engine passed it)
+
+
 def bench_floor(name: str = "floor") -> dict:
     """Highest rate one engine core sustains against `null` with p99 schedule lag under 100 µs.
 
     The null target never blocks, so the engine spins on its core and its CPU time should be
-    close to the trial's length. A trial in which it got less than 90% of its core was
-    disturbed by other work on a shared machine (or by the host: steal); it is run again
-    (up to twice) and only the least disturbed attempt counts."""
+    close to the trial's length (undisturbed trials get 97.5-100%). A trial in which it got
+    less than 97% of its core was disturbed by other work on a shared machine (or by the host:
+    steal): every 4 ms slice lost to a neighbour puts thousands of requests 100 µs behind at
+    these rates, which is the p99 criterion measuring the neighbour. Such a trial is run again
+    (up to three times) and only the least disturbed attempt counts."""
     header("1. engine floor: null target, one core, p99 schedule lag < 100 µs")
     cpu = max(os.sched_getaffinity(0))
     lag_limit_ms, warmup_s, runtime_s = 0.1, 1.0, 3.0
@@ -357,12 +369,12 @@ def bench_floor(name: str = "floor") -> dict:
     for label, mix in [("getattr", {"getattr": 1.0}), ("example-mix", EXAMPLE_MIX)]:
         print(f" mix {label} (pinned to CPU {cpu}; warm-up {warmup_s:g} s, {runtime_s:g} s measured per step)")
 
-        def trial(rate, mix=mix):
+        def trial(rate, mix=mix, env=None):
             attempts = []
-            for _ in range(3):
+            for _ in range(4):
                 spec = trial_spec({"kind": "null"}, rate, mix, fileset(1000), warmup_s=warmup_s, runtime_s=runtime_s)
-                attempts.append(engine("run", spec, cpus={cpu}))
-                if core_share(attempts[-1]) >= 0.9:
+                attempts.append(engine("run", spec, cpus={cpu}, env_extra=env))
+                if core_share(attempts[-1]) >= FLOOR_MIN_CORE_SHARE:
                     break
                 disturbed.append({"mix": label, "rate": rate, "core_share": round(core_share(attempts[-1]), 3)})
                 print(f"  {rate:>12,.0f} ops/s: engine got {core_share(attempts[-1]):.0%} of its core (disturbed), again", flush=True)
@@ -371,18 +383,23 @@ def bench_floor(name: str = "floor") -> dict:
         def passes(t):
             return keeps_up(t, 0.01) and t.result["schedule_lag"]["p99_ms"] < lag_limit_ms
 
-        best, trials = find_ceiling(trial, passes, start=1_000_000, grow=1.25, max_steps=10, refine=2)
+        best, trials = find_ceiling(trial, passes, start=1_000_000, grow=1.25, max_steps=14, refine=2)
         confirms = [trial(best.rate) for _ in range(3)] if best else []
-        flat_out = trial(5_000_000)  # far beyond the ceiling: what the generator gets through at all
+        flat_out = trial(FLAT_OUT)  # far beyond the ceiling: what the generator gets through at all
+        # The null target needs no paths, so the engine formats none for it; a path-based target
+        # (posix) pays for them. The same flat-out trial with paths formatted shows that cost.
+        with_paths = trial(FLAT_OUT, env={"PEAKBENCH_NULL_PATHS": "1"})
         out["mixes"][label] = {
             "ceiling_ops_s": best.rate if best else None,
             "confirm": [dict(c.summary(), core_share=core_share(c), passes=passes(c)) for c in confirms],
             "max_throughput": dict(flat_out.summary(), core_share=core_share(flat_out)),
+            "max_throughput_with_paths": dict(with_paths.summary(), core_share=core_share(with_paths)),
             "steps": [dict(t.summary(), core_share=core_share(t), passes=passes(t)) for t in trials]}
         rows.append({"mix": label, "ceiling ops/s": best.rate if best else 0.0,
                      "confirms passed": f"{sum(passes(c) for c in confirms)}/{len(confirms)}",
                      "confirm lag p99 µs": " ".join(f"{c.result['schedule_lag']['p99_ms'] * 1000:.0f}" for c in confirms),
-                     "achieved @5M offered": flat_out.achieved, "goal ≥ 1M": bool(best and best.rate >= 1_000_000)})
+                     "achieved @20M offered": flat_out.achieved, "same, paths formatted": with_paths.achieved,
+                     "goal ≥ 1M": bool(best and best.rate >= 1_000_000)})
     out["disturbed_attempts"] = disturbed
     table("engine floor", rows)
     save(name, out)
@@ -408,18 +425,37 @@ def bench_posix(name: str = "posix") -> dict:
         print(f" file set {root.name}: {len(files)} files of {fs['file_sizes']['value']} B, prepared in {prep.result['seconds']:.2f} s")
         rawloop = build_rawloop(work)
         peer_s = 3.0
+        # read4k: the posix target's default, a per-thread cache of open read descriptors (one pread
+        # per read, like fio and an NFS client's file handles); its floor is pread on open fds.
+        # read4k-open: "fd_cache": false, openat + pread + close per read; its floor is the same in C.
         workloads = {
             "getattr": {"mix": {"getattr": 1.0}, "fio": ["--ioengine=filestat", f"--bs={fs['file_sizes']['value']}"],
-                        "raw": ["stat"]},
+                        "raw": ["stat"], "floor": "stat", "target": {}},
             "read4k": {"mix": {"read": 1.0}, "fio": ["--ioengine=psync", "--rw=randread", "--bs=4k"],
-                       "raw": ["read-open", "read-fd"]},
+                       "raw": ["read-fd", "read-open"], "floor": "read-fd", "target": {}},
+            "read4k-open": {"mix": {"read": 1.0}, "fio": ["--ioengine=psync", "--rw=randread", "--bs=4k"],
+                            "raw": ["read-open", "read-fd"], "floor": "read-open", "target": {"fd_cache": False}},
         }
+        if not engine_has_fd_cache():  # an older engine (--engine): it always opens per read
+            workloads["read4k"].update(raw=["read-open", "read-fd"], floor="read-open")
+            del workloads["read4k-open"]
         out, rows = {"fileset": prep.result["fileset"], "files": len(files), "workloads": {}}, []
+        disturbed = out["disturbed_attempts"] = []
         for wl, w in workloads.items():
-            print(f" {wl}: stepping peakbench's rate (3 s per step, no warm-up)")
+            print(f" {wl}: stepping peakbench's rate (3 s per step, no warm-up){' target ' + json.dumps(w['target']) if w['target'] else ''}")
 
             def trial(rate, w=w):
-                return engine("run", trial_spec(tgt, rate, w["mix"], fs, runtime_s=3.0))
+                # On /dev/shm the engine never waits for the target: a trial that fell behind while
+                # the engine got less than 90% of a core was starved by other work on this shared
+                # machine (or the host), not limited by the engine. Run it again (twice at most),
+                # as the floor benchmark does.
+                for attempt in range(3):
+                    t = engine("run", trial_spec({**tgt, **w["target"]}, rate, w["mix"], fs, runtime_s=3.0))
+                    share = t.result["engine_cpu_s"] / 3.0
+                    if keeps_up(t) or share >= 0.9 or attempt == 2:
+                        return t
+                    disturbed.append({"workload": wl, "rate": rate, "core_share": round(share, 3)})
+                    print(f"  {rate:>12,.0f} ops/s: fell behind with {share:.0%} of a core (disturbed), again", flush=True)
 
             best, trials = find_ceiling(trial, keeps_up, start=25_000, grow=1.5, max_steps=10, refine=2)
             if best is None:
@@ -438,6 +474,7 @@ def bench_posix(name: str = "posix") -> dict:
 
             res = {
                 "peakbench": {"tool": f"peakbench @ {best.rate:,.0f}/s", "ops_s": pb.achieved, "cpu_s": pb.result["engine_cpu_s"],
+                              "target": w["target"],
                               "ops_per_cpu_s": pb.per_cpu_s(), "keeps_up": keeps_up(pb), "threads": pb.result["outstanding"]},
                 # The passing step of the search at the same rate, minutes earlier: how much the figure moves on this machine.
                 "peakbench_search": {"tool": "  same rate, search step", "ops_s": best.achieved, "cpu_s": best.result["engine_cpu_s"],
@@ -450,13 +487,13 @@ def bench_posix(name: str = "posix") -> dict:
             ref = res["peakbench"]["ops_per_cpu_s"]
             for r in res.values():
                 r["peakbench_ratio"] = ref / r["ops_per_cpu_s"]
-            # The raw loop that does what peakbench does per op (open + pread + close for reads) is the floor.
-            floor = res["raw_stat"] if wl == "getattr" else res["raw_read-open"]
+            # The floor is the raw loop that makes the system calls peakbench makes per op.
+            floor = res[f"raw_{w['floor']}"]
             goals = {"ahead_of_fio": ref > res["fio"]["ops_per_cpu_s"], "ge_70pct_of_raw": ref >= 0.7 * floor["ops_per_cpu_s"]}
             out["workloads"][wl] = {"ceiling_ops_s": best.rate, "steps": [t.summary() for t in trials], "results": res, "goals": goals}
             table(f"{wl}: ops per CPU-second (ratio = peakbench / row)", list(res.values()), ["tool", "ops_s", "cpu_s", "ops_per_cpu_s", "peakbench_ratio"])
             rows.append({"workload": wl, "pb ceiling ops/s": best.rate, "pb ops/CPU-s": ref,
-                         "vs fio": ref / res["fio"]["ops_per_cpu_s"], "vs raw": ref / floor["ops_per_cpu_s"], **goals})
+                         "vs fio": ref / res["fio"]["ops_per_cpu_s"], "vs raw": ref / floor["ops_per_cpu_s"], "raw floor": w["floor"], **goals})
         table("POSIX summary", rows)
         save(name, out)
         return out
@@ -529,8 +566,9 @@ def bench_openloop(name: str = "openloop") -> dict:
     The throttled op is a cold-cache read of a 4 KiB file (readahead off, noatime, page cache
     dropped before each run): one read is one throttled I/O, submitted in the reading process's
     context, so the cgroup v1 throttle applies and the capacity is the throttle's IOPS.
-    4 KiB files because peakbench's random offsets are not page-aligned: a 4 KiB read of a
-    larger file touches two pages, i.e. two throttled I/Os. Buffered writes are written back by
+    4 KiB files because peakbench's random offsets used not to be page-aligned (a 4 KiB read
+    of a larger file touched two pages, i.e. two throttled I/Os); they are now, and the file
+    size stays for comparability with earlier runs. Buffered writes are written back by
     the flusher, outside the cgroup; a write+commit mix was tried first and gave a capacity that
     wandered with jbd2's batching (see BENCHMARKS.md)."""
     header("3. open-loop truth: blkio-throttled ext4 on a loop device, 2x capacity for 10 s")

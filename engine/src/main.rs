@@ -1,6 +1,7 @@
 //! peakbench-engine: one TrialSpec in (file or stdin), one JSON result out on stdout,
 //! progress as JSON lines on stderr. It never decides what to run next.
 
+mod clock;
 mod pacer;
 mod prepare;
 mod progress;
@@ -71,7 +72,7 @@ fn execute(command: &str, source: &str) -> Result<Option<serde_json::Value>, Fai
         "prepare" => {
             let mut target = target::open(&spec.target).map_err(run)?;
             let where_ = match &spec.target {
-                spec::TargetSpec::Posix { path } => path.clone(),
+                spec::TargetSpec::Posix { path, .. } => path.clone(),
                 spec::TargetSpec::Null => "null://".into(),
                 spec::TargetSpec::Nfs(n) => target::nfs::Nfs::url_of(n),
                 spec::TargetSpec::Http { url, docroot, .. } => docroot.clone().unwrap_or_else(|| url.clone()),

@@ -14,12 +14,20 @@ pub trait Schedule {
 
 /// Fstress's metronome: request n is due at n / rate.
 pub struct Uniform {
-    rate: f64,
+    /// 1e9 / rate: a multiplication per request, not a division.
+    gap_ns: f64,
+}
+
+impl Uniform {
+    pub fn new(rate: f64) -> Uniform {
+        Uniform { gap_ns: 1e9 / rate }
+    }
 }
 
 impl Schedule for Uniform {
     fn due_ns(&mut self, n: u64) -> u64 {
-        (n as f64 * 1e9 / self.rate).round() as u64
+        // Rounded to the nearest ns (half up); `as` truncates, and the value is never negative.
+        (n as f64 * self.gap_ns + 0.5) as u64
     }
 }
 
@@ -62,7 +70,7 @@ impl Schedule for Replayed {
 
 pub fn schedule(arrivals: Arrivals, rate: f64, seed: u64) -> Box<dyn Schedule + Send> {
     match arrivals {
-        Arrivals::Uniform => Box::new(Uniform { rate }),
+        Arrivals::Uniform => Box::new(Uniform::new(rate)),
         Arrivals::Poisson => Box::new(Poisson { rate, rng: Pcg64Mcg::seed_from_u64(seed ^ 0x706f_6973), next_n: 0, at_s: 0.0 }),
     }
 }
@@ -73,13 +81,21 @@ mod tests {
 
     #[test]
     fn metronome_is_exact() {
-        let mut s = Uniform { rate: 1000.0 };
+        let mut s = Uniform::new(1000.0);
         assert_eq!(s.due_ns(0), 0);
         assert_eq!(s.due_ns(1), 1_000_000);
         assert_eq!(s.due_ns(2500), 2_500_000_000);
-        let mut odd = Uniform { rate: 3.0 };
+        let mut odd = Uniform::new(3.0);
         assert_eq!(odd.due_ns(1), 333_333_333);
         assert_eq!(odd.due_ns(3), 1_000_000_000);
+        // Within half a ns of the exact n / rate, far out and at awkward rates.
+        for rate in [7.0, 333.0, 123_456.7, 1_953_125.0, 49_999_999.0] {
+            let mut s = Uniform::new(rate);
+            for n in [1u64, 999, 1_000_003, 123_456_789] {
+                let exact = n as f64 * 1e9 / rate;
+                assert!((s.due_ns(n) as f64 - exact).abs() <= 0.5 + exact * 1e-15, "rate {rate} n {n}");
+            }
+        }
     }
 
     #[test]

@@ -109,7 +109,31 @@ pub fn encode(h: &Histogram<u64>) -> String {
     base64::engine::general_purpose::STANDARD.encode(buf)
 }
 
+impl OpRecord {
+    pub fn merge(&mut self, other: &OpRecord) {
+        if let Some(h) = &other.hist {
+            self.hist.get_or_insert_with(new_histogram).add(h).expect("same bounds");
+        }
+        for (kind, n) in &other.errors {
+            *self.errors.entry(kind.clone()).or_insert(0) += n;
+        }
+        self.timeouts += other.timeouts;
+        self.retransmissions += other.retransmissions;
+        self.cancellations += other.cancellations;
+        self.successes += other.successes;
+        self.bytes += other.bytes;
+    }
+}
+
 impl Recorder {
+    /// Add another recorder's counts (recorders of different threads of one trial).
+    pub fn merge(&mut self, other: &Recorder) {
+        for (mine, theirs) in self.ops.iter_mut().zip(other.ops.iter()) {
+            mine.merge(theirs);
+        }
+        self.lag.add(&other.lag).expect("same bounds");
+    }
+
     /// Per-op summaries (ops that were sent) and the overall histogram.
     pub fn summaries(&self) -> (BTreeMap<String, OpSummary>, Histogram<u64>) {
         let mut all = new_histogram();

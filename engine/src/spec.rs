@@ -93,7 +93,12 @@ pub enum GetattrMethod {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum TargetSpec {
-    Posix { path: String },
+    Posix {
+        path: String,
+        /// Keep read descriptors open between reads (see target/posix.rs); false: open per read.
+        #[serde(default = "yes")]
+        fd_cache: bool,
+    },
     Null,
     Nfs(NfsSpec),
     /// An HTTP/1.1 server; see target/http.rs for the op mapping.
@@ -247,11 +252,11 @@ fn default_lag_limit() -> f64 {
 fn default_progress_interval() -> f64 {
     1.0
 }
-fn one() -> f64 {
-    1.0
-}
 fn yes() -> bool {
     true
+}
+fn one() -> f64 {
+    1.0
 }
 fn default_log_format() -> String {
     "combined".into()
@@ -419,7 +424,7 @@ impl TrialSpec {
         if self.read.pattern == Pattern::Append {
             return Err(bad("read.pattern", "append is a write pattern"));
         }
-        if let TargetSpec::Posix { path } = &self.target {
+        if let TargetSpec::Posix { path, .. } = &self.target {
             if path.is_empty() {
                 return Err(bad("target.path", "empty path"));
             }

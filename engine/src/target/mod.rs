@@ -84,7 +84,7 @@ pub trait Target: Send + Sync {
 
 pub fn open(spec: &TargetSpec) -> anyhow::Result<Box<dyn Target>> {
     Ok(match spec {
-        TargetSpec::Posix { path } => Box::new(posix::Posix::open(path)?),
+        TargetSpec::Posix { path, fd_cache } => Box::new(posix::Posix::open_with(path, *fd_cache)?),
         TargetSpec::Null => Box::new(null::NullTarget),
         TargetSpec::Nfs(n) => Box::new(nfs::Nfs::open(n)?),
         TargetSpec::Http { url, docroot, timeout_s, getattr, writable } => {
@@ -96,7 +96,7 @@ pub fn open(spec: &TargetSpec) -> anyhow::Result<Box<dyn Target>> {
 /// Exercise every operation on the target (validate.rs); the result lists each check.
 pub fn validate(spec: &TargetSpec) -> anyhow::Result<serde_json::Value> {
     Ok(match spec {
-        TargetSpec::Posix { path } => crate::validate::validate(&posix::Posix::open(path)?),
+        TargetSpec::Posix { path, .. } => crate::validate::validate(&posix::Posix::open(path)?),
         TargetSpec::Nfs(n) => crate::validate::validate(&nfs::Nfs::open(n)?),
         TargetSpec::Null => anyhow::bail!("null:// does nothing, so there is nothing to validate"),
         TargetSpec::Http { .. } => anyhow::bail!("validate covers file-service targets (a directory, nfs://); an http:// server is checked by its trials"),

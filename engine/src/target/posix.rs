@@ -1,17 +1,282 @@
 //! A directory on any mounted file system. Every op is a system call relative
 //! to the file-set root's directory descriptor (fstatat, pread, openat, ...),
 //! so path resolution starts below the target and never walks outside it.
+//!
+//! Reads go through a per-thread cache of open read-only descriptors (like an
+//! NFS client's file handles, or fio's open files): a read is one pread, not
+//! openat + pread + close. Whatever changes which file a path names (remove,
+//! rename, rmdir, and the untimed restore) is published in an invalidation log
+//! that every thread applies before its next cached read, so a read never uses
+//! a descriptor of a file its own engine has since removed or renamed away.
+//! Writes, creates and commits still open and close per op, so close-to-open
+//! flushing on network file systems is unchanged. `"fd_cache": false` in the
+//! target spec opens and closes per read too.
 
 use super::{Outcome, Request, Target};
 use crate::workload::mix::Op;
 use anyhow::{anyhow, bail, Context};
+use std::cell::RefCell;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::Mutex;
+
+/// Invalidation log entries kept; a thread further behind than this drops its whole cache.
+const LOG_LEN: usize = 4096;
+/// Cached descriptors per thread.
+const CACHE_PER_THREAD: usize = 8192;
+/// Per-thread buffers up to this size are kept between ops; larger ones are allocated per op.
+const KEEP_BUF: usize = 1 << 20;
 
 pub struct Posix {
     base: OwnedFd,
     base_path: String,
     root: Option<OwnedFd>,
+    fd_cache: bool,
+    /// Distinguishes this target's descriptors in the threads' caches from another instance's.
+    id: u64,
+    /// Number of invalidations so far; `log[i % LOG_LEN]` is the path hash of invalidation i.
+    epoch: AtomicU64,
+    log: Mutex<Vec<u64>>,
+    /// Descriptors cached by all threads, against the process's descriptor limit.
+    cached: AtomicUsize,
+    cache_limit: usize,
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Two independent 64-bit hashes of a path in one pass (FxHash-like multiply-rotate).
+/// The cache identifies a path by 96 of those bits: for ten million distinct paths the
+/// chance that any two collide is below 1e-15, and the table touches one cache line
+/// per lookup instead of chasing a stored string.
+fn path_hash(path: &str) -> (u64, u32) {
+    const K1: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+    const K2: u64 = 0x9e_37_79_b9_7f_4a_7c_15;
+    let (mut h1, mut h2): (u64, u64) = (0, 0x2545_f491_4f6c_dd1d);
+    let mut b = path.as_bytes();
+    while b.len() >= 8 {
+        let w = u64::from_le_bytes(b[..8].try_into().unwrap());
+        h1 = (h1.rotate_left(5) ^ w).wrapping_mul(K1);
+        h2 = (h2.rotate_left(23) ^ w).wrapping_mul(K2);
+        b = &b[8..];
+    }
+    if !b.is_empty() {
+        let mut tail = [0u8; 8];
+        tail[..b.len()].copy_from_slice(b);
+        let w = u64::from_le_bytes(tail);
+        h1 = (h1.rotate_left(5) ^ w).wrapping_mul(K1);
+        h2 = (h2.rotate_left(23) ^ w).wrapping_mul(K2);
+    }
+    h1 = (h1.rotate_left(5) ^ path.len() as u64).wrapping_mul(K1);
+    h2 = (h2.rotate_left(23) ^ path.len() as u64).wrapping_mul(K2);
+    // Finalise h1 (it picks the slot: its low bits must mix in every byte); 0 marks an empty slot.
+    h1 ^= h1 >> 29;
+    h1 = h1.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h1 ^= h1 >> 32;
+    (h1.max(1), (h2 >> 32) as u32)
+}
+
+#[derive(Clone, Copy, Default)]
+struct Entry {
+    h1: u64, // 0: empty
+    h2: u32,
+    fd: RawFd,
+}
+
+/// One thread's open read descriptors: an open-addressing table (linear probing,
+/// at most half full, backward-shift deletion) of 16-byte entries.
+#[derive(Default)]
+struct FdCache {
+    owner: u64,
+    seen: u64,
+    slots: Vec<Entry>,
+    len: usize,
+    /// Where the next eviction scan starts.
+    hand: usize,
+}
+
+impl FdCache {
+    fn find(&self, h1: u64, h2: u32) -> Option<RawFd> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = h1 as usize & mask;
+        loop {
+            let e = self.slots[i];
+            if e.h1 == 0 {
+                return None;
+            }
+            if e.h1 == h1 && e.h2 == h2 {
+                return Some(e.fd);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    fn insert(&mut self, h1: u64, h2: u32, fd: RawFd) {
+        if (self.len + 1) * 2 > self.slots.len() {
+            let size = (self.slots.len() * 2).max(64);
+            let old = std::mem::replace(&mut self.slots, vec![Entry::default(); size]);
+            self.len = 0;
+            for e in old.into_iter().filter(|e| e.h1 != 0) {
+                self.place(e);
+            }
+        }
+        self.place(Entry { h1, h2, fd });
+    }
+
+    fn place(&mut self, e: Entry) {
+        let mask = self.slots.len() - 1;
+        let mut i = e.h1 as usize & mask;
+        while self.slots[i].h1 != 0 {
+            i = (i + 1) & mask;
+        }
+        self.slots[i] = e;
+        self.len += 1;
+    }
+
+    /// Remove the entry in slot i, shifting later members of its probe run back.
+    fn remove_at(&mut self, mut i: usize) -> RawFd {
+        let mask = self.slots.len() - 1;
+        let fd = self.slots[i].fd;
+        self.slots[i] = Entry::default();
+        self.len -= 1;
+        let mut j = i;
+        loop {
+            j = (j + 1) & mask;
+            let e = self.slots[j];
+            if e.h1 == 0 {
+                return fd;
+            }
+            let home = e.h1 as usize & mask;
+            // e may move to i if its home is not in (i, j] (cyclically).
+            let stays = if i <= j { i < home && home <= j } else { i < home || home <= j };
+            if !stays {
+                self.slots[i] = e;
+                self.slots[j] = Entry::default();
+                i = j;
+            }
+        }
+    }
+
+    /// Close and forget every descriptor of a path with this first hash.
+    fn evict(&mut self, posix: &Posix, h1: u64) {
+        if self.slots.is_empty() {
+            return;
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = h1 as usize & mask;
+        while self.slots[i].h1 != 0 {
+            if self.slots[i].h1 == h1 {
+                let fd = self.remove_at(i);
+                unsafe { libc::close(fd) };
+                posix.cached.fetch_sub(1, Relaxed);
+                continue; // slot i now holds the next member of the run (or is empty)
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Close some descriptor to make room (a clock hand: roughly the oldest region first).
+    fn evict_one(&mut self, posix: &Posix) {
+        if self.len == 0 {
+            return;
+        }
+        let mask = self.slots.len() - 1;
+        while self.slots[self.hand & mask].h1 == 0 {
+            self.hand += 1;
+        }
+        let fd = self.remove_at(self.hand & mask);
+        unsafe { libc::close(fd) };
+        posix.cached.fetch_sub(1, Relaxed);
+    }
+
+    fn clear(&mut self, posix: &Posix) {
+        for e in self.slots.iter_mut().filter(|e| e.h1 != 0) {
+            unsafe { libc::close(e.fd) };
+            posix.cached.fetch_sub(1, Relaxed);
+            *e = Entry::default();
+        }
+        self.len = 0;
+    }
+}
+
+impl Drop for FdCache {
+    fn drop(&mut self) {
+        for e in self.slots.iter().filter(|e| e.h1 != 0) {
+            unsafe { libc::close(e.fd) };
+        }
+    }
+}
+
+/// A page-aligned buffer reused by one thread's transfers.
+struct Buf {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Buf {
+    const ALIGN: usize = 4096;
+    fn alloc(len: usize) -> Buf {
+        let layout = std::alloc::Layout::from_size_align(len.max(Self::ALIGN), Self::ALIGN).expect("buffer layout");
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Buf { ptr, len: len.max(Self::ALIGN) }
+    }
+    fn slice(&mut self, len: usize) -> &mut [u8] {
+        assert!(len <= self.len);
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, len) }
+    }
+}
+
+impl Drop for Buf {
+    fn drop(&mut self) {
+        let layout = std::alloc::Layout::from_size_align(self.len, Self::ALIGN).expect("buffer layout");
+        unsafe { std::alloc::dealloc(self.ptr, layout) };
+    }
+}
+
+thread_local! {
+    static CACHE: RefCell<FdCache> = RefCell::new(FdCache::default());
+    static BUF: RefCell<Option<Buf>> = const { RefCell::new(None) };
+}
+
+/// Run `f` on a buffer of at least `len` bytes: the thread's own up to KEEP_BUF, else a fresh one.
+fn with_buf<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+    if len > KEEP_BUF {
+        return f(Buf::alloc(len).slice(len));
+    }
+    BUF.with(|b| {
+        let mut b = b.borrow_mut();
+        if b.as_ref().map_or(true, |b| b.len < len) {
+            *b = Some(Buf::alloc(len.next_power_of_two()));
+        }
+        f(b.as_mut().expect("buffer").slice(len))
+    })
+}
+
+/// A path as a NUL-terminated C string, on the stack when short (no allocation per syscall).
+fn with_cstr<R>(s: &str, f: impl FnOnce(*const libc::c_char) -> R) -> Result<R, String> {
+    let b = s.as_bytes();
+    if b.contains(&0) {
+        return Err("EINVAL".into());
+    }
+    if b.len() < 256 {
+        let mut buf = std::mem::MaybeUninit::<[u8; 256]>::uninit();
+        let p = buf.as_mut_ptr() as *mut u8;
+        // SAFETY: b.len() + 1 <= 256 bytes are written before the pointer is used.
+        unsafe {
+            std::ptr::copy_nonoverlapping(b.as_ptr(), p, b.len());
+            *p.add(b.len()) = 0;
+        }
+        Ok(f(p as *const libc::c_char))
+    } else {
+        let c = cstr(s);
+        Ok(f(c.as_ptr()))
+    }
 }
 
 fn cstr(s: &str) -> CString {
@@ -74,12 +339,112 @@ impl Drop for Fd {
 }
 
 impl Posix {
+    /// A target with the read-descriptor cache on (the spec's default).
     pub fn open(path: &str) -> anyhow::Result<Posix> {
+        Self::open_with(path, true)
+    }
+
+    pub fn open_with(path: &str, fd_cache: bool) -> anyhow::Result<Posix> {
         let fd = unsafe { libc::open(cstr(path).as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
         if fd < 0 {
             bail!("target {path}: {}", std::io::Error::last_os_error());
         }
-        Ok(Posix { base: unsafe { OwnedFd::from_raw_fd(fd) }, base_path: path.to_string(), root: None })
+        // Leave half of the descriptor limit (and at least 256) to everything else.
+        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+        let soft = (lim.rlim_cur as usize).min(1 << 20);
+        Ok(Posix {
+            base: unsafe { OwnedFd::from_raw_fd(fd) },
+            base_path: path.to_string(),
+            root: None,
+            fd_cache,
+            id: NEXT_ID.fetch_add(1, Relaxed),
+            epoch: AtomicU64::new(0),
+            log: Mutex::new(vec![0; LOG_LEN]),
+            cached: AtomicUsize::new(0),
+            cache_limit: soft.saturating_sub(256) / 2,
+        })
+    }
+
+    /// `path` may now name another file (or none): cached descriptors for it must go.
+    fn invalidate(&self, path: &str) {
+        if !self.fd_cache {
+            return;
+        }
+        let (h1, _) = path_hash(path);
+        let mut log = self.log.lock().expect("invalidation log");
+        let e = self.epoch.load(Relaxed);
+        log[(e % LOG_LEN as u64) as usize] = h1;
+        self.epoch.store(e + 1, Release);
+        // Every thread's cache, this one's included, applies it before its next cached read.
+    }
+
+    /// pread through the thread's cached descriptor for `path`, opening it on a miss.
+    fn cached_read(&self, path: &str, offset: u64, len: u64, xfer: u64) -> Outcome {
+        enum Got {
+            Cached(RawFd),
+            Uncached(Fd), // the descriptor budget is spent: read, then close
+        }
+        let (h1, h2) = path_hash(path);
+        let got = CACHE.with(|c| -> Result<Got, String> {
+            let mut c = c.borrow_mut();
+            if c.owner != self.id {
+                // A cache left by another target instance (tests): its descriptors are not ours.
+                *c = FdCache::default(); // the old one's Drop closes its descriptors
+                c.owner = self.id;
+                c.seen = self.epoch.load(Acquire);
+            }
+            let epoch = self.epoch.load(Acquire);
+            if epoch != c.seen {
+                if epoch - c.seen > LOG_LEN as u64 {
+                    c.clear(self);
+                } else {
+                    let log = self.log.lock().expect("invalidation log");
+                    for i in c.seen..epoch {
+                        c.evict(self, log[(i % LOG_LEN as u64) as usize]);
+                    }
+                }
+                c.seen = epoch;
+            }
+            if let Some(fd) = c.find(h1, h2) {
+                return Ok(Got::Cached(fd));
+            }
+            let fd = self.openat(self.root(), path, libc::O_RDONLY, 0)?;
+            if c.len >= CACHE_PER_THREAD || self.cached.load(Relaxed) >= self.cache_limit {
+                c.evict_one(self);
+                if self.cached.load(Relaxed) >= self.cache_limit {
+                    return Ok(Got::Uncached(fd));
+                }
+            }
+            let raw = fd.0;
+            std::mem::forget(fd);
+            c.evict(self, h1); // a path sharing the first hash, if any: one entry per h1
+            c.insert(h1, h2, raw);
+            self.cached.fetch_add(1, Relaxed);
+            Ok(Got::Cached(raw))
+        })?;
+        match got {
+            Got::Cached(fd) => Self::pread_all(fd, offset, len, xfer),
+            Got::Uncached(fd) => Self::pread_all(fd.0, offset, len, xfer),
+        }
+    }
+
+    fn pread_all(fd: RawFd, offset: u64, len: u64, xfer: u64) -> Outcome {
+        let chunk = (xfer.clamp(1, 1 << 24) as usize).min(len.max(1) as usize);
+        with_buf(chunk, |buf| {
+            let mut done = 0u64;
+            while done < len {
+                let n = ((len - done) as usize).min(buf.len());
+                // The system call itself: libc's pread wraps it in thread-cancellation bookkeeping.
+                let got = unsafe { libc::syscall(libc::SYS_pread64, fd, buf.as_mut_ptr(), n, (offset + done) as libc::off_t) };
+                let got = check(got as libc::c_long)? as u64;
+                done += got;
+                if got == 0 {
+                    break; // end of file
+                }
+            }
+            Ok(done)
+        })
     }
 
     fn root(&self) -> RawFd {
@@ -87,38 +452,43 @@ impl Posix {
     }
 
     fn openat(&self, dir: RawFd, path: &str, flags: i32, mode: libc::mode_t) -> Result<Fd, String> {
-        let fd = unsafe { libc::openat(dir, cstr(path).as_ptr(), flags | libc::O_CLOEXEC, mode as libc::c_uint) };
+        let fd = with_cstr(path, |p| unsafe { libc::openat(dir, p, flags | libc::O_CLOEXEC, mode as libc::c_uint) })?;
         check(fd as libc::c_long).map(|fd| Fd(fd as RawFd))
     }
 
     fn transfer(&self, path: &str, write: bool, offset: u64, len: u64, xfer: u64) -> Outcome {
-        let fd = self.openat(self.root(), path, if write { libc::O_WRONLY } else { libc::O_RDONLY }, 0)?;
-        let chunk = xfer.clamp(1, 1 << 24) as usize;
-        let mut buf = vec![0u8; chunk.min(len.max(1) as usize)];
-        if write {
-            fill_content(&mut buf, offset);
-        }
-        let mut done = 0u64;
-        while done < len {
-            let n = ((len - done) as usize).min(buf.len());
-            let at = (offset + done) as libc::off_t;
-            let got = if write {
-                unsafe { libc::pwrite(fd.0, buf.as_ptr() as *const _, n, at) }
-            } else {
-                unsafe { libc::pread(fd.0, buf.as_mut_ptr() as *mut _, n, at) }
-            };
-            let got = check(got as libc::c_long)? as u64;
-            done += got;
-            if got == 0 {
-                break; // end of file
+        if !write {
+            if self.fd_cache {
+                return self.cached_read(path, offset, len, xfer);
             }
+            let fd = self.openat(self.root(), path, libc::O_RDONLY, 0)?;
+            return Self::pread_all(fd.0, offset, len, xfer);
         }
-        Ok(done)
+        let fd = self.openat(self.root(), path, libc::O_WRONLY, 0)?;
+        let chunk = (xfer.clamp(1, 1 << 24) as usize).min(len.max(1) as usize);
+        with_buf(chunk, |buf| {
+            let mut done = 0u64;
+            while done < len {
+                let n = ((len - done) as usize).min(buf.len());
+                let at = offset + done;
+                fill_content(&mut buf[..n], at);
+                let got = unsafe { libc::pwrite(fd.0, buf.as_ptr() as *const _, n, at as libc::off_t) };
+                let got = check(got as libc::c_long)? as u64;
+                done += got;
+                if got == 0 {
+                    break;
+                }
+            }
+            Ok(done)
+        })
     }
 
     fn readdir(&self, path: &str, plus: bool) -> Outcome {
         let dir = self.openat(self.root(), if path.is_empty() { "." } else { path }, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
-        let mut buf = vec![0u8; 32 * 1024];
+        with_buf(32 * 1024, |buf| self.readdir_into(&dir, buf, plus))
+    }
+
+    fn readdir_into(&self, dir: &Fd, buf: &mut [u8], plus: bool) -> Outcome {
         let mut bytes = 0u64;
         loop {
             let n = unsafe { libc::syscall(libc::SYS_getdents64, dir.0, buf.as_mut_ptr(), buf.len()) };
@@ -146,9 +516,10 @@ impl Posix {
     }
 
     fn stat(&self, dir: RawFd, path: &str) -> Result<libc::stat, String> {
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        check(unsafe { libc::fstatat(dir, cstr(path).as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } as libc::c_long)?;
-        Ok(st)
+        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit(); // filled by the kernel
+        check(with_cstr(path, |p| unsafe { libc::fstatat(dir, p, st.as_mut_ptr(), libc::AT_SYMLINK_NOFOLLOW) })? as libc::c_long)?;
+        // SAFETY: fstatat succeeded, so it filled the whole struct.
+        Ok(unsafe { st.assume_init() })
     }
 
     fn io_error(&self, what: &str, path: &str) -> anyhow::Error {
@@ -175,26 +546,41 @@ impl Target for Posix {
         match request {
             Request::Null => Ok(0),
             Request::Getattr { path } => self.stat(root, path).map(|_| 0),
-            Request::Setattr { path } => ok(unsafe { libc::fchmodat(root, cstr(path).as_ptr(), 0o644, 0) }),
+            Request::Setattr { path } => ok(with_cstr(path, |p| unsafe { libc::fchmodat(root, p, 0o644, 0) })?),
             Request::Lookup { dir, name } => {
                 let d = self.openat(root, if dir.is_empty() { "." } else { dir }, libc::O_PATH | libc::O_DIRECTORY, 0)?;
                 self.stat(d.0, name).map(|_| 0)
             }
-            Request::Access { path } => ok(unsafe { libc::faccessat(root, cstr(path).as_ptr(), libc::R_OK | libc::W_OK, 0) }),
+            Request::Access { path } => ok(with_cstr(path, |p| unsafe { libc::faccessat(root, p, libc::R_OK | libc::W_OK, 0) })?),
             Request::Readlink { path } => {
                 let mut buf = [0u8; 4096];
-                let n = unsafe { libc::readlinkat(root, cstr(path).as_ptr(), buf.as_mut_ptr() as *mut _, buf.len()) };
+                let n = with_cstr(path, |p| unsafe { libc::readlinkat(root, p, buf.as_mut_ptr() as *mut _, buf.len()) })?;
                 check(n as libc::c_long).map(|n| n as u64)
             }
             Request::Read { path, offset, len, xfer } => self.transfer(path, false, *offset, *len, *xfer),
             Request::Write { path, offset, len, xfer } => self.transfer(path, true, *offset, *len, *xfer),
             Request::Create { path } => self.openat(root, path, libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY, 0o644).map(|_| 0),
-            Request::Mkdir { path } => ok(unsafe { libc::mkdirat(root, cstr(path).as_ptr(), 0o755) }),
-            Request::Symlink { path, points_to } => ok(unsafe { libc::symlinkat(cstr(points_to).as_ptr(), root, cstr(path).as_ptr()) }),
-            Request::Remove { path } => ok(unsafe { libc::unlinkat(root, cstr(path).as_ptr(), 0) }),
-            Request::Rmdir { path } => ok(unsafe { libc::unlinkat(root, cstr(path).as_ptr(), libc::AT_REMOVEDIR) }),
-            Request::Rename { from, to } => ok(unsafe { libc::renameat(root, cstr(from).as_ptr(), root, cstr(to).as_ptr()) }),
-            Request::Link { from, to } => ok(unsafe { libc::linkat(root, cstr(from).as_ptr(), root, cstr(to).as_ptr(), 0) }),
+            Request::Mkdir { path } => ok(with_cstr(path, |p| unsafe { libc::mkdirat(root, p, 0o755) })?),
+            Request::Symlink { path, points_to } => {
+                ok(with_cstr(points_to, |t| with_cstr(path, |p| unsafe { libc::symlinkat(t, root, p) }))??)
+            }
+            Request::Remove { path } => {
+                let r = ok(with_cstr(path, |p| unsafe { libc::unlinkat(root, p, 0) })?);
+                self.invalidate(path);
+                r
+            }
+            Request::Rmdir { path } => {
+                let r = ok(with_cstr(path, |p| unsafe { libc::unlinkat(root, p, libc::AT_REMOVEDIR) })?);
+                self.invalidate(path);
+                r
+            }
+            Request::Rename { from, to } => {
+                let r = ok(with_cstr(from, |f| with_cstr(to, |t| unsafe { libc::renameat(root, f, root, t) }))??);
+                self.invalidate(from);
+                self.invalidate(to); // it may have replaced a file
+                r
+            }
+            Request::Link { from, to } => ok(with_cstr(from, |f| with_cstr(to, |t| unsafe { libc::linkat(root, f, root, t, 0) }))??),
             Request::Readdir { path, plus } => self.readdir(path, *plus),
             Request::Fsstat | Request::Fsinfo => {
                 let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
@@ -262,6 +648,7 @@ impl Target for Posix {
     }
 
     fn ensure_file(&self, path: &str, size: u64, content: &[u8]) -> anyhow::Result<()> {
+        self.invalidate(path);
         let fd = self.openat(self.root(), path, libc::O_CREAT | libc::O_WRONLY, 0o644).map_err(|_| self.io_error("create", path))?;
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         if unsafe { libc::fstat(fd.0, &mut st) } < 0 {
@@ -413,5 +800,158 @@ impl Posix {
     fn root_path(&self) -> String {
         // The root's own path, through /proc: the file-set root when one was entered.
         std::fs::read_link(format!("/proc/self/fd/{}", self.root())).map(|p| p.to_string_lossy().into_owned()).unwrap_or_else(|_| self.base_path.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct TempDir(String);
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn target(name: &str) -> (TempDir, Posix) {
+        let dir = std::env::temp_dir().join(format!("peakbench-posix-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.to_str().unwrap().to_string();
+        let mut p = Posix::open_with(&path, true).unwrap();
+        p.enter_fileset("fs", true).unwrap();
+        (TempDir(path), p)
+    }
+
+    fn read(p: &Posix, path: &str, len: u64) -> Outcome {
+        p.execute(&Request::Read { path: path.into(), offset: 0, len, xfer: 4096 })
+    }
+
+    #[test]
+    fn the_descriptor_table_finds_inserts_and_evicts() {
+        let (_dir, p) = target("table");
+        let mut c = FdCache::default();
+        let mut want = std::collections::HashMap::new();
+        let mut rng = 0x1234_5678_9abc_def0u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        // Small keys crowd a few home slots: long probe runs, wrap-around, backward shifts.
+        for round in 0..20_000 {
+            let h1 = next() % 300 + 1;
+            if next() % 3 == 0 {
+                p.cached.fetch_add(1, Relaxed); // evict decrements it
+                let fd = unsafe { libc::dup(0) };
+                c.evict(&p, h1);
+                want.remove(&h1);
+                c.insert(h1, 7, fd);
+                want.insert(h1, fd);
+            } else if c.find(h1, 7).is_some() {
+                c.evict(&p, h1);
+                want.remove(&h1);
+            }
+            if round % 1000 == 0 {
+                for k in 1..=300u64 {
+                    assert_eq!(c.find(k, 7), want.get(&k).copied(), "key {k}");
+                    assert_eq!(c.find(k, 8), None);
+                }
+                assert_eq!(c.len, want.len());
+            }
+        }
+        c.clear(&p);
+        assert_eq!(c.len, 0);
+        let (a, b) = (path_hash("d1/d2/f3"), path_hash("d1/d2/f4"));
+        assert_ne!(a, b);
+        assert_eq!(a, path_hash("d1/d2/f3"));
+    }
+
+    #[test]
+    fn cached_reads_follow_remove_rename_and_recreate() {
+        let (_dir, p) = target("semantics");
+        p.ensure_file("a", 100, &[7u8; 4096]).unwrap();
+        p.ensure_file("b", 300, &[7u8; 4096]).unwrap();
+        assert_eq!(read(&p, "a", 4096), Ok(100));
+        assert_eq!(read(&p, "a", 4096), Ok(100)); // from the cache
+        // Renamed away: the old name is gone, the new one reads the same file.
+        assert_eq!(p.execute(&Request::Rename { from: "a".into(), to: "a.1".into() }), Ok(0));
+        assert_eq!(read(&p, "a", 4096), Err("ENOENT".into()));
+        assert_eq!(read(&p, "a.1", 4096), Ok(100));
+        // Renamed over another file: the target name now reads the moved file.
+        assert_eq!(read(&p, "b", 4096), Ok(300));
+        assert_eq!(p.execute(&Request::Rename { from: "a.1".into(), to: "b".into() }), Ok(0));
+        assert_eq!(read(&p, "b", 4096), Ok(100));
+        // Removed: ENOENT, not the unlinked file's data through an old descriptor.
+        assert_eq!(p.execute(&Request::Remove { path: "b".into() }), Ok(0));
+        assert_eq!(read(&p, "b", 4096), Err("ENOENT".into()));
+        // Re-created (as restore does): the new file.
+        p.ensure_file("b", 50, &[7u8; 4096]).unwrap();
+        assert_eq!(read(&p, "b", 4096), Ok(50));
+    }
+
+    #[test]
+    fn another_threads_remove_reaches_this_threads_cache() {
+        let (_dir, p) = target("threads");
+        p.ensure_file("x", 10, &[1u8; 4096]).unwrap();
+        assert_eq!(read(&p, "x", 4096), Ok(10)); // cached in this thread
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                assert_eq!(read(&p, "x", 4096), Ok(10)); // cached in that thread too
+                assert_eq!(p.execute(&Request::Remove { path: "x".into() }), Ok(0));
+            });
+        });
+        assert_eq!(read(&p, "x", 4096), Err("ENOENT".into()));
+        p.ensure_file("x", 20, &[1u8; 4096]).unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| assert_eq!(p.execute(&Request::Rename { from: "x".into(), to: "y".into() }), Ok(0)));
+        });
+        assert_eq!(read(&p, "x", 4096), Err("ENOENT".into()));
+        assert_eq!(read(&p, "y", 4096), Ok(20));
+    }
+
+    #[test]
+    fn a_thread_far_behind_the_log_drops_its_whole_cache() {
+        let (_dir, p) = target("behind");
+        p.ensure_file("keep", 5, &[1u8; 4096]).unwrap();
+        p.ensure_file("gone", 6, &[1u8; 4096]).unwrap();
+        assert_eq!(read(&p, "keep", 4096), Ok(5));
+        assert_eq!(read(&p, "gone", 4096), Ok(6));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                assert_eq!(p.execute(&Request::Remove { path: "gone".into() }), Ok(0));
+                for i in 0..LOG_LEN + 10 {
+                    p.invalidate(&format!("other{i}"));
+                }
+            });
+        });
+        assert_eq!(read(&p, "gone", 4096), Err("ENOENT".into()));
+        assert_eq!(read(&p, "keep", 4096), Ok(5));
+    }
+
+    #[test]
+    fn reads_work_without_the_cache_and_past_its_budget() {
+        let (dir, _) = target("budget");
+        let mut p = Posix::open_with(&dir.0, true).unwrap();
+        p.enter_fileset("fs", true).unwrap();
+        p.cache_limit = 2;
+        for i in 0..5 {
+            p.ensure_file(&format!("f{i}"), 1000 + i, &[3u8; 4096]).unwrap();
+        }
+        for _ in 0..3 {
+            for i in 0..5 {
+                assert_eq!(read(&p, &format!("f{i}"), 4096), Ok(1000 + i));
+            }
+        }
+        assert!(p.cached.load(Relaxed) <= 2);
+        let mut q = Posix::open_with(&dir.0, false).unwrap();
+        q.enter_fileset("fs", false).unwrap();
+        assert_eq!(read(&q, "f3", 4096), Ok(1003));
+        assert_eq!(q.cached.load(Relaxed), 0);
+        // Transfers in several chunks, and a read past the end.
+        assert_eq!(q.execute(&Request::Read { path: "f4".into(), offset: 0, len: 1004, xfer: 100 }), Ok(1004));
+        assert_eq!(p.execute(&Request::Read { path: "f4".into(), offset: 1000, len: 100, xfer: 64 }), Ok(4));
     }
 }

@@ -256,44 +256,64 @@ impl FileSet {
     }
 
     pub fn dir_path(&self, index: u32, out: &mut String) {
-        if index == 0 {
-            return;
+        // Ancestors from the bottom up (depth is bounded by max_depth, plus grown branches).
+        let mut chain = [0u32; 16];
+        let mut depth = 0;
+        let mut d = index;
+        while d != 0 && depth < chain.len() {
+            chain[depth] = d;
+            depth += 1;
+            d = self.dirs[d as usize].parent;
         }
-        let parent = self.dirs[index as usize].parent;
-        self.dir_path(parent, out);
-        if !out.is_empty() {
-            out.push('/');
+        if d != 0 {
+            // Deeper than the stack buffer: recurse for the rest.
+            self.dir_path(d, out);
         }
-        out.push('d');
-        push_num(out, index as u64);
+        for &d in chain[..depth].iter().rev() {
+            if !out.is_empty() {
+                out.push('/');
+            }
+            out.push('d');
+            push_num(out, d as u64);
+        }
     }
 
     /// Path of a file relative to the file-set root.
     pub fn file_path(&self, index: u32) -> String {
-        let f = &self.files[index as usize];
-        let mut p = String::with_capacity(32);
-        self.dir_path(f.parent, &mut p);
-        if !p.is_empty() {
-            p.push('/');
-        }
-        p.push_str(&self.file_name(index));
+        let mut p = String::with_capacity(48);
+        self.write_file_path(index, &mut p);
         p
     }
 
-    pub fn file_name(&self, index: u32) -> String {
-        let f = &self.files[index as usize];
-        let mut name = String::from(if f.origin == Origin::Prepared { "f" } else { "n" });
-        push_num(&mut name, index as u64);
-        if f.generation > 0 {
-            name.push('.');
-            push_num(&mut name, f.generation as u64);
+    /// The same, into `out` (cleared first), so a caller can reuse one allocation.
+    pub fn write_file_path(&self, index: u32, out: &mut String) {
+        out.clear();
+        self.dir_path(self.files[index as usize].parent, out);
+        if !out.is_empty() {
+            out.push('/');
         }
+        self.push_file_name(index, out);
+    }
+
+    pub fn file_name(&self, index: u32) -> String {
+        let mut name = String::with_capacity(16);
+        self.push_file_name(index, &mut name);
         name
+    }
+
+    fn push_file_name(&self, index: u32, out: &mut String) {
+        let f = &self.files[index as usize];
+        out.push(if f.origin == Origin::Prepared { 'f' } else { 'n' });
+        push_num(out, index as u64);
+        if f.generation > 0 {
+            out.push('.');
+            push_num(out, f.generation as u64);
+        }
     }
 
     pub fn symlink_path(&self, index: u32) -> String {
         let s = &self.symlinks[index as usize];
-        let mut p = String::with_capacity(32);
+        let mut p = String::with_capacity(48);
         self.dir_path(s.parent, &mut p);
         if !p.is_empty() {
             p.push('/');
@@ -315,9 +335,22 @@ impl FileSet {
     }
 }
 
-fn push_num(s: &mut String, n: u64) {
-    use std::fmt::Write;
-    let _ = write!(s, "{n}");
+/// Decimal digits of n, without core::fmt (this runs once or twice per request).
+fn push_num(s: &mut String, mut n: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // A few digits: pushed one by one (push_str would call memmove for them).
+    for &d in &buf[i..] {
+        s.push(d as char);
+    }
 }
 
 /// A short, stable id of the layout (every field except the file count), naming its directory.
@@ -387,6 +420,36 @@ mod tests {
         // Exact Zipf(0.8) over 10k ranks: the top 1% of files draw 30.0% of accesses.
         let share = top_1pct as f64 / total as f64;
         assert!((share - 0.300).abs() < 0.02, "top-1% share {share}");
+    }
+
+    #[test]
+    fn paths_name_every_ancestor() {
+        let set = FileSet::build(&spec(5000));
+        for d in 0..set.dirs.len() as u32 {
+            let mut p = String::new();
+            set.dir_path(d, &mut p);
+            // The reference: parent's path, then this directory's name.
+            let mut want = String::new();
+            if d != 0 {
+                set.dir_path(set.dirs[d as usize].parent, &mut want);
+                if !want.is_empty() {
+                    want.push('/');
+                }
+                want.push_str(&format!("d{d}"));
+            }
+            assert_eq!(p, want);
+        }
+        let f = 4321;
+        let mut dir = String::new();
+        set.dir_path(set.files[f].parent, &mut dir);
+        let want = if dir.is_empty() { format!("f{f}") } else { format!("{dir}/f{f}") };
+        assert_eq!(set.file_path(f as u32), want);
+        let mut s = String::new();
+        for n in [0u64, 7, 10, 99, 1000, 4_294_967_295, u64::MAX] {
+            s.clear();
+            push_num(&mut s, n);
+            assert_eq!(s, n.to_string());
+        }
     }
 
     #[test]

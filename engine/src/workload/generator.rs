@@ -32,6 +32,11 @@ pub struct Generator {
     /// Hard links made during the trial (they are not objects of the set).
     pub links: Vec<String>,
     links_made: u64,
+    /// Format paths into requests. Off for targets that never look at them (null):
+    /// the op sequence and the set's changes are the same either way.
+    pub paths: bool,
+    /// Path buffers of executed requests, reused for new ones (no malloc and free per request).
+    spare: Vec<String>,
 }
 
 impl Generator {
@@ -48,6 +53,8 @@ impl Generator {
             original_sizes: HashMap::new(),
             links: Vec::new(),
             links_made: 0,
+            paths: true,
+            spare: Vec::new(),
         }
     }
 
@@ -66,6 +73,45 @@ impl Generator {
         self.set.dir_pick.pick(&mut self.rng).unwrap_or(0) as u32
     }
 
+    fn file_path(&mut self, f: u32) -> String {
+        if !self.paths {
+            return String::new();
+        }
+        let mut p = self.spare.pop().unwrap_or_else(|| String::with_capacity(48));
+        self.set.write_file_path(f, &mut p);
+        p
+    }
+
+    /// Take back the path buffers of an executed request.
+    pub fn recycle(&mut self, request: Request) {
+        if self.spare.len() >= 64 {
+            return;
+        }
+        match request {
+            Request::Getattr { path }
+            | Request::Setattr { path }
+            | Request::Access { path }
+            | Request::Read { path, .. }
+            | Request::Write { path, .. }
+            | Request::Commit { path }
+            | Request::Create { path }
+            | Request::Remove { path } => {
+                if path.capacity() > 0 {
+                    self.spare.push(path)
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn dir_path(&self, d: u32) -> String {
+        let mut path = String::new();
+        if self.paths {
+            self.set.dir_path(d, &mut path);
+        }
+        path
+    }
+
     /// When no object of the needed kind exists, the op still happens and fails visibly.
     fn missing(kind: &str) -> Request {
         Request::Getattr { path: format!("(no {kind} left)") }
@@ -79,25 +125,24 @@ impl Generator {
             Op::Pathconf => (Request::Pathconf, None),
             Op::Readdir | Op::Readdirplus => {
                 let d = self.pick_dir();
-                let mut path = String::new();
-                self.set.dir_path(d, &mut path);
-                (Request::Readdir { path, plus: op == Op::Readdirplus }, Some(d))
+                (Request::Readdir { path: self.dir_path(d), plus: op == Op::Readdirplus }, Some(d))
             }
             Op::Readlink => match self.set.symlink_pick.pick(&mut self.rng) {
-                Some(s) => (Request::Readlink { path: self.set.symlink_path(s as u32) }, Some(s as u32)),
+                Some(s) => {
+                    let path = if self.paths { self.set.symlink_path(s as u32) } else { String::new() };
+                    (Request::Readlink { path }, Some(s as u32))
+                }
                 None => (Self::missing("symlink"), None),
             },
             Op::Create => {
                 let parent = self.pick_dir();
                 let f = self.set.add_file(parent);
-                (Request::Create { path: self.set.file_path(f) }, Some(f))
+                (Request::Create { path: self.file_path(f) }, Some(f))
             }
             Op::Mkdir => {
                 let parent = self.pick_dir();
                 let d = self.set.add_dir(parent);
-                let mut path = String::new();
-                self.set.dir_path(d, &mut path);
-                (Request::Mkdir { path }, Some(d))
+                (Request::Mkdir { path: self.dir_path(d) }, Some(d))
             }
             Op::Rmdir => {
                 // Only directories this trial made are removed: they are known to be empty.
@@ -105,9 +150,7 @@ impl Generator {
                 match made {
                     Some(d) => {
                         self.set.dirs[d].alive = false;
-                        let mut path = String::new();
-                        self.set.dir_path(d as u32, &mut path);
-                        (Request::Rmdir { path }, Some(d as u32))
+                        (Request::Rmdir { path: self.dir_path(d as u32) }, Some(d as u32))
                     }
                     None => (Request::Rmdir { path: "(no directory made by this trial)".into() }, None),
                 }
@@ -120,21 +163,24 @@ impl Generator {
     }
 
     fn file_request(&mut self, op: Op, f: u32) -> Request {
-        let path = self.set.file_path(f);
+        // The picked file's own path, for the ops that name it (read and write place their own:
+        // a sequential run may continue another file; commit names the last file written).
+        let named = matches!(op, Op::Getattr | Op::Setattr | Op::Access | Op::Remove | Op::Rename | Op::Link);
+        let path = if named { self.file_path(f) } else { String::new() };
         match op {
             Op::Getattr => Request::Getattr { path },
             Op::Setattr => Request::Setattr { path },
             Op::Access => Request::Access { path },
             Op::Lookup => {
-                let mut dir = String::new();
-                self.set.dir_path(self.set.files[f as usize].parent, &mut dir);
-                Request::Lookup { dir, name: self.set.file_name(f) }
+                let dir = self.dir_path(self.set.files[f as usize].parent);
+                let name = if self.paths { self.set.file_name(f) } else { String::new() };
+                Request::Lookup { dir, name }
             }
             Op::Read => self.transfer(false, f),
             Op::Write => self.transfer(true, f),
             Op::Commit => {
                 let target = self.last_written.filter(|&w| self.set.files[w as usize].alive).unwrap_or(f);
-                Request::Commit { path: self.set.file_path(target) }
+                Request::Commit { path: self.file_path(target) }
             }
             Op::Remove => {
                 self.set.remove_file(f);
@@ -143,22 +189,28 @@ impl Generator {
             Op::Rename => {
                 let file = &mut self.set.files[f as usize];
                 file.generation = file.generation.wrapping_add(1).max(1);
-                Request::Rename { from: path, to: self.set.file_path(f) }
+                Request::Rename { from: path, to: self.file_path(f) }
             }
             Op::Link => {
                 self.links_made += 1;
-                let mut to = String::new();
-                self.set.dir_path(self.set.files[f as usize].parent, &mut to);
+                if !self.paths {
+                    return Request::Link { from: path, to: String::new() };
+                }
+                let mut to = self.dir_path(self.set.files[f as usize].parent);
                 if !to.is_empty() {
                     to.push('/');
                 }
-                to.push_str(&format!("h{}", self.links_made));
+                to.push('h');
+                to.push_str(&self.links_made.to_string());
                 self.links.push(to.clone());
                 Request::Link { from: path, to }
             }
             Op::Symlink => {
                 let parent = self.pick_dir();
                 let s = self.set.add_symlink(parent);
+                if !self.paths {
+                    return Request::Symlink { path: String::new(), points_to: String::new() };
+                }
                 Request::Symlink { path: self.set.symlink_path(s), points_to: self.set.symlink_target(parent, f) }
             }
             _ => unreachable!("{op:?} is not a file op"),
@@ -171,9 +223,12 @@ impl Generator {
         let (pattern, xfer) = (io.pattern, io.size.sample(&mut self.rng).max(1.0) as u64);
         let (file, offset, len) = match pattern {
             Pattern::Random => {
+                // Offsets are multiples of the transfer size's largest power of two up to 4 KiB
+                // (fio aligns to the block size): a 4 KiB read touches one page, not two.
                 let size = self.set.files[picked as usize].size;
                 let len = if write { xfer } else { xfer.min(size) };
-                let offset = if size > len { self.rng.gen_range(0..=size - len) } else { 0 };
+                let align = 1u64 << xfer.min(4096).ilog2();
+                let offset = if size > len { self.rng.gen_range(0..=(size - len) / align) * align } else { 0 };
                 (picked, offset, len)
             }
             Pattern::Append => (picked, self.set.files[picked as usize].size, xfer),
@@ -201,7 +256,7 @@ impl Generator {
                 (file, offset, xfer)
             }
         };
-        let path = self.set.file_path(file);
+        let path = self.file_path(file);
         if write {
             self.last_written = Some(file);
             let obj = &mut self.set.files[file as usize];

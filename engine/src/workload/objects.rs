@@ -8,6 +8,10 @@ use rand::Rng;
 
 pub struct WeightedSet {
     tree: Vec<u64>, // tree[i] covers (i - lowbit(i), i], 1-based
+    total: u64,
+    /// Some(w) while every object weighs exactly w > 0: then the object whose interval
+    /// holds a draw is draw / w, the same answer as the tree walk, in O(1).
+    uniform: Option<u64>,
 }
 
 /// Floating weights are scaled to integers: the largest maps near 2^40, so a
@@ -22,6 +26,8 @@ impl WeightedSet {
     pub fn from_weights(weights: impl IntoIterator<Item = u64>) -> WeightedSet {
         let mut tree = vec![0u64];
         tree.extend(weights);
+        let first = tree.get(1).copied().filter(|&w| w > 0);
+        let uniform = first.filter(|&w| tree[1..].iter().all(|&x| x == w));
         // Linear-time build: push each node's sum to its parent.
         for i in 1..tree.len() {
             let parent = i + lowbit(i);
@@ -29,7 +35,9 @@ impl WeightedSet {
                 tree[parent] += tree[i];
             }
         }
-        WeightedSet { tree }
+        let mut set = WeightedSet { tree, total: 0, uniform };
+        set.total = set.prefix(set.len());
+        set
     }
 
     pub fn len(&self) -> usize {
@@ -50,7 +58,7 @@ impl WeightedSet {
     }
 
     pub fn total(&self) -> u64 {
-        self.prefix(self.len())
+        self.total
     }
 
     pub fn weight(&self, index: usize) -> u64 {
@@ -59,6 +67,10 @@ impl WeightedSet {
 
     pub fn set(&mut self, index: usize, weight: u64) {
         let old = self.weight(index);
+        if old != weight {
+            self.uniform = None;
+        }
+        self.total = self.total - old + weight;
         let mut i = index + 1;
         while i < self.tree.len() {
             self.tree[i] = self.tree[i] - old + weight;
@@ -73,9 +85,15 @@ impl WeightedSet {
     /// Append an object; returns its index.
     pub fn push(&mut self, weight: u64) -> usize {
         let i = self.tree.len();
+        self.uniform = match self.uniform {
+            Some(w) if w == weight => Some(w),
+            None if i == 1 && weight > 0 => Some(weight),
+            _ => None,
+        };
         // Node i covers (i - lowbit(i), i]: its own weight plus the children below it.
         let covered = self.prefix(i - 1) - self.prefix(i - lowbit(i));
         self.tree.push(weight + covered);
+        self.total += weight;
         i - 1
     }
 
@@ -86,6 +104,9 @@ impl WeightedSet {
             return None;
         }
         let mut target = rng.gen_range(0..total);
+        if let Some(w) = self.uniform {
+            return Some((target / w) as usize);
+        }
         let mut pos = 0;
         let mut step = (self.len() + 1).next_power_of_two();
         while step > 0 {
@@ -126,6 +147,7 @@ mod tests {
         assert_eq!(weights, vec![0, 2, 3, 0, 5, 6, 1, 10]);
         assert_eq!(added, 7);
         let total: u64 = weights.iter().sum();
+        assert_eq!(set.total(), total);
         for (i, share) in shares(&set, 1_000_000).iter().enumerate() {
             let want = weights[i] as f64 / total as f64;
             assert!((share - want).abs() < 0.002, "object {i}: {share} vs {want}");
@@ -144,7 +166,38 @@ mod tests {
             grown.push(w);
         }
         assert_eq!(bulk.tree, grown.tree);
+        assert_eq!(grown.total(), weights.iter().sum::<u64>());
         assert_eq!(bulk.total(), weights.iter().sum::<u64>());
+    }
+
+    #[test]
+    fn the_uniform_shortcut_picks_what_the_tree_walk_picks() {
+        let mut a = WeightedSet::from_weights([5; 1000]);
+        assert_eq!(a.uniform, Some(5));
+        let mut b = WeightedSet::from_weights([5; 1000]);
+        b.uniform = None; // always walk the tree
+        let (mut ra, mut rb) = (Pcg64Mcg::seed_from_u64(4), Pcg64Mcg::seed_from_u64(4));
+        for _ in 0..100_000 {
+            assert_eq!(a.pick(&mut ra), b.pick(&mut rb));
+        }
+        a.push(5);
+        b.push(5);
+        assert_eq!(a.uniform, Some(5));
+        for _ in 0..10_000 {
+            assert_eq!(a.pick(&mut ra), b.pick(&mut rb));
+        }
+        a.remove(17);
+        b.remove(17);
+        assert_eq!(a.uniform, None);
+        for _ in 0..10_000 {
+            assert_ne!(a.pick(&mut ra), Some(17));
+        }
+        let mut grown = WeightedSet::from_weights([]);
+        grown.push(3);
+        grown.push(3);
+        assert_eq!(grown.uniform, Some(3));
+        grown.push(4);
+        assert_eq!(grown.uniform, None);
     }
 
     #[test]

@@ -1,0 +1,253 @@
+//! One open-loop trial. Each request is sent when the schedule says it is due,
+//! whatever is outstanding; latency runs from the intended send time, so
+//! queueing anywhere is in the numbers, never hidden.
+//!
+//! sender.rs: the threads that send (one leader at a time); sched.rs: the schedule
+//! and the request source they claim from; tally.rs: what completions add up to;
+//! monitor.rs: the main thread's watch (threads, progress, drain); restore.rs: the
+//! file set put back afterwards. This file sets a trial up and writes its result.
+
+mod lead;
+mod monitor;
+mod restore;
+mod sched;
+mod sender;
+mod tally;
+#[cfg(test)]
+mod tests;
+
+use crate::clock::Clock;
+use crate::pacer;
+use crate::prepare::complete_files;
+use crate::record::summarize;
+use crate::replay::{class_label, ReplayStream, Trace};
+use crate::spec::{TargetSpec, Timing, TrialSpec, RESULT_SCHEMA};
+use crate::target::Target;
+use crate::workload::fileset::{layout_id, FileSet, Origin};
+use crate::workload::generator::Generator;
+use crate::workload::mix::Op;
+use anyhow::bail;
+use lead::Lead;
+use sched::{Sched, Source};
+use sender::{Shared, COUNTED};
+use serde_json::{json, Value};
+use std::sync::atomic::Ordering::*;
+use std::sync::Arc;
+use tally::{LagSum, Window};
+
+/// Upper bound on sender threads when the user sets no cap.
+const DEFAULT_THREAD_LIMIT: usize = 4096;
+
+pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Value> {
+    for (op, w) in &spec.mix {
+        if *w > 0.0 && !target.supports(*op) {
+            bail!("the target cannot do {}", op.name());
+        }
+    }
+    let id = layout_id(&spec.fileset);
+    let load = &spec.load;
+    let closed = load.clients.is_some();
+    let (source, mut schedule, replay_summary) = match &spec.replay {
+        // A replay names its files itself (paths below the target's root); nothing to check.
+        Some(r) => {
+            let trace = Trace::load(r)?;
+            let (len, files, bytes) = trace.prefix(r.dataset_bytes);
+            if len == 0 {
+                bail!("replay: even the log's first file is larger than dataset_bytes ({})", r.dataset_bytes.unwrap_or(0));
+            }
+            let summary = trace.summary(r, len, files, bytes);
+            let schedule: Box<dyn pacer::Schedule + Send> = if r.timing == Timing::Log {
+                let (offsets_ns, period_ns) = trace.offsets_ns(len);
+                Box::new(pacer::Replayed { offsets_ns, period_ns, speed: r.speed })
+            } else {
+                pacer::schedule(load.arrivals, load.rate, spec.seed)
+            };
+            let http = matches!(spec.target, TargetSpec::Http { .. });
+            (Source::Replay(ReplayStream::new(trace, len, r.looping, http)), schedule, Some(summary))
+        }
+        None => {
+            let null = matches!(spec.target, TargetSpec::Null);
+            if !null {
+                let have = complete_files(target.as_ref(), &spec.fileset)?;
+                if have < spec.fileset.files {
+                    bail!("file set {id} not prepared ({have} of {} files): run prepare first", spec.fileset.files);
+                }
+                target.enter_fileset(&id, false)?;
+            }
+            let mut generator = Generator::new(spec, FileSet::build(&spec.fileset));
+            // The null target never looks at paths: don't spend the engine's floor formatting them.
+            generator.paths = !null || std::env::var_os("PEAKBENCH_NULL_PATHS").is_some();
+            (Source::Synthetic(generator), pacer::schedule(load.arrivals, load.rate, spec.seed), None)
+        }
+    };
+    let window = Window { start_ns: (load.warmup_s * 1e9) as u64, end_ns: ((load.warmup_s + load.runtime_s) * 1e9) as u64 };
+    // Closed loop has no schedule: every request is due when a client is free to send it.
+    let first_due = if closed { 0 } else { schedule.due_ns(0) };
+    let lead = Lead::new(Sched::new(source, schedule, first_due, spec.trace_ops));
+    let calibration = Clock::calibrate(10);
+    // Everything slow is done: wait for the agreed instant (if any), then the schedule starts.
+    let (start, start_late_ms) = crate::start::anchor(spec.start_at_unix_s)?;
+    let started_at_unix_s = crate::start::unix_now() - start.elapsed().as_secs_f64();
+    let shared = Arc::new(Shared::new(
+        lead,
+        Arc::from(target),
+        calibration.zero_at(start),
+        window,
+        closed,
+        load.clients.or(load.max_outstanding).unwrap_or(DEFAULT_THREAD_LIMIT),
+        load.max_outstanding,
+        (load.lag_limit_ms * 1e6) as u64,
+        first_due,
+    ));
+    let max_busy = monitor::monitor(spec, &shared);
+
+    let timed_out = shared.live.load(Acquire) > 0 || shared.started.load(Acquire) > 0;
+    // Take the lead for good: a straggler finishing after the drain timeout records into the side tally.
+    let mut guard = loop {
+        if let Some(g) = shared.lead.try_take() {
+            break g;
+        }
+        std::thread::yield_now();
+    };
+    let sched: &mut Sched = &mut guard;
+    {
+        let mut side = shared.side.lock().expect("a sender panicked");
+        sched.tally.merge(&side);
+        *side = Default::default();
+    }
+    // Whatever is still executing after the drain timeout is abandoned: counted as
+    // cancelled, not silently dropped.
+    for s in shared.slots.lock().expect("slot list").iter() {
+        let e = s.executing.load(Acquire);
+        if e & COUNTED != 0 {
+            sched.tally.rec.ops[((e & 0xff) - 1) as usize].cancellations += 1;
+        }
+    }
+    for op in Op::ALL {
+        sched.tally.rec.ops[op.index()].cancellations += shared.in_flight[op.index()].load(Acquire);
+    }
+    let restore = match &mut sched.source {
+        _ if timed_out => json!({"done": false, "reason": "requests still outstanding at the drain timeout"}),
+        Source::Synthetic(gen) => restore::restore(gen, shared.target.as_ref()),
+        Source::Replay(_) => json!({"done": true, "errors": 0, "first_errors": []}), // GET and HEAD change nothing
+    };
+    let mut out = result(spec, &shared, sched, max_busy, restore, &id);
+    out["start"] = json!({"at_unix_s": started_at_unix_s, "requested_unix_s": spec.start_at_unix_s, "late_ms": start_late_ms});
+    if let Some(mut summary) = replay_summary {
+        if let Source::Replay(stream) = &sched.source {
+            summary["issued"] = json!(stream.issued);
+            summary["loops"] = json!(stream.issued as f64 / summary["requests"].as_f64().unwrap_or(1.0));
+        }
+        summary["exhausted_at_s"] = json!(sched.exhausted_ns.map(|ns| ns as f64 / 1e9));
+        out["replay"] = summary;
+    }
+    Ok(out)
+}
+
+fn result(spec: &TrialSpec, shared: &Shared, state: &Sched, max_busy: usize, restore: Value, id: &str) -> Value {
+    let load = &spec.load;
+    let tally = &state.tally;
+    let (ops, all) = tally.rec.summaries();
+    let quarters = tally.lag_quarters;
+    // Compare the first and the last quarter that sent anything: a generator far
+    // behind may never reach the last quarter's requests at all.
+    let sent_quarters: Vec<&LagSum> = quarters.iter().filter(|q| q.count > 0).collect();
+    let first = sent_quarters.first().map_or(0.0, |q| q.mean_ms());
+    let last = sent_quarters.last().map_or(0.0, |q| q.mean_ms());
+    let lag_grew = last > load.lag_limit_ms && last > first;
+    let saturation_reason = if state.unsent_by_generator > 0 {
+        Some(format!(
+            "the generator never sent {} of the window's requests although sender threads were free; the engine, not the target, limited this trial",
+            state.unsent_by_generator
+        ))
+    } else if lag_grew {
+        Some(format!(
+            "the generator fell behind its own schedule: mean send lag grew from {first:.3} ms to {last:.3} ms over the run (limit {} ms); the engine, not the target, limited this trial",
+            load.lag_limit_ms
+        ))
+    } else {
+        None
+    };
+    let saturated = saturation_reason.is_some();
+    let lag = summarize(&tally.rec.lag);
+    let mix_actual: serde_json::Map<String, Value> = Op::ALL
+        .iter()
+        .filter(|op| state.sent_by_op[op.index()] > 0)
+        .map(|op| (op.name().to_string(), json!(state.sent_by_op[op.index()] as f64 / state.sent_in_window.max(1) as f64)))
+        .collect();
+    let (cpu_s, rss_kib) = own_usage();
+    let capped = load.max_outstanding.is_some();
+    let timed = spec.replay.as_ref().is_some_and(|r| r.timing == Timing::Log);
+    // Closed loop offers no rate; a timed replay offers what the log's times put in the window.
+    let requested = if shared.closed {
+        Value::Null
+    } else if timed {
+        json!(state.sent_in_window as f64 / load.runtime_s)
+    } else {
+        json!(load.rate)
+    };
+    let bytes: u64 = ops.values().map(|o| o.bytes).sum();
+    let fileset = match &state.source {
+        Source::Synthetic(gen) => {
+            let set = &gen.set;
+            json!({"id": id, "files": spec.fileset.files,
+                   "dirs": set.dirs.iter().filter(|d| d.origin == Origin::Prepared).count(),
+                   "symlinks": set.symlinks.iter().filter(|s| s.origin == Origin::Prepared).count(), "bytes": set.prepared_bytes})
+        }
+        Source::Replay(_) => Value::Null,
+    };
+    let mut result = json!({
+        "schema": RESULT_SCHEMA,
+        "engine_version": env!("CARGO_PKG_VERSION"),
+        "mode": if shared.closed { "closed" } else if timed { "timed" } else { "open" },
+        "clients": load.clients,
+        "requested_rate": requested,
+        "achieved_rate": tally.completed_in_window as f64 / load.runtime_s,
+        "sent": state.sent_in_window,
+        "unsent": state.unsent,
+        "completed": all.len(),
+        "issued": monitor::counts(shared, 0).completed,
+        "bytes": bytes,
+        "output_mbit_s": bytes as f64 * 8.0 / load.runtime_s / 1e6,
+        "warmup_s": load.warmup_s,
+        "runtime_s": load.runtime_s,
+        "ops": ops,
+        "latency": summarize(&all),
+        "schedule_lag": {"mean_ms": lag.mean_ms, "p99_ms": lag.p99_ms, "max_ms": lag.max_ms, "hist": lag.hist,
+                          "quarters_mean_ms": quarters.iter().map(|q| q.mean_ms()).collect::<Vec<_>>()},
+        "generator_saturated": saturated,
+        "saturation_reason": saturation_reason,
+        "outstanding": {"cap": load.max_outstanding, "cap_bound": if capped { state.held_by_limit } else { 0 }, "max": max_busy,
+                         "threads": shared.threads.load(Relaxed), "thread_limit_bound": if capped { 0 } else { state.held_by_limit }},
+        "mix_actual": mix_actual,
+        "engine_cpu_s": cpu_s,
+        "engine_clock": shared.clock.source(),
+        "peak_rss_kib": rss_kib,
+        "fileset": fileset,
+        "restore": restore,
+    });
+    if !tally.classes.is_empty() {
+        let classes: serde_json::Map<String, Value> = tally
+            .classes
+            .iter()
+            .map(|(key, rec)| {
+                let h = rec.hist.as_ref().expect("a recorded class has a histogram");
+                let s = summarize(h);
+                (class_label(key), json!({"count": s.count, "bytes": rec.bytes, "mean_ms": s.mean_ms, "p50_ms": s.p50_ms,
+                                          "p99_ms": s.p99_ms, "max_ms": s.max_ms, "hist": s.hist}))
+            })
+            .collect();
+        result["classes"] = Value::Object(classes);
+    }
+    if spec.trace_ops > 0 {
+        result["op_trace"] = Value::Array(state.trace.clone());
+    }
+    result
+}
+
+fn own_usage() -> (f64, u64) {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(ru.ru_utime) + secs(ru.ru_stime), ru.ru_maxrss as u64)
+}

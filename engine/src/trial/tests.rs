@@ -1,0 +1,246 @@
+//! Trials against synthetic targets that block, block unexpectedly, are capped or
+//! overloaded, or pipeline (as the NFS target does; ganesha's fixed ports keep the
+//! real one out of these parallel unit tests, tests/test_nfs.py drives it).
+
+use super::*;
+use crate::target::{Completion, Outcome, Request};
+use std::collections::VecDeque;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// Started requests waiting for their completion time, completed in order by one thread
+/// (like an NFS connection's reader thread).
+type Replies = Arc<(Mutex<VecDeque<(Instant, Completion)>>, Condvar)>;
+
+/// A target whose ops sleep: `every`-th op for `slow`, the others for `fast`.
+/// With `capacity` Some(k), at most k ops run at once (a server with k workers).
+struct Sleepy {
+    fast: Duration,
+    slow: Duration,
+    every: u64,
+    count: AtomicU64,
+    workers: Option<(Mutex<usize>, std::sync::Condvar, usize)>,
+    /// Some: a pipelining target, whose started requests complete `fast` later.
+    replies: Option<Replies>,
+}
+
+impl Sleepy {
+    fn new(fast_us: u64, slow_us: u64, every: u64, capacity: Option<usize>) -> Sleepy {
+        Sleepy {
+            fast: Duration::from_micros(fast_us),
+            slow: Duration::from_micros(slow_us),
+            every,
+            count: AtomicU64::new(0),
+            workers: capacity.map(|k| (Mutex::new(0), std::sync::Condvar::new(), k)),
+            replies: None,
+        }
+    }
+
+    /// A pipelining target: every request may be started, and completes `delay_us` later.
+    fn pipelined(delay_us: u64) -> Sleepy {
+        let replies: Replies = Arc::new((Mutex::new(VecDeque::new()), Condvar::new()));
+        let queue = replies.clone();
+        std::thread::spawn(move || loop {
+            let (lock, cv) = &*queue;
+            let mut q = cv.wait_timeout(lock.lock().unwrap(), Duration::from_millis(10)).unwrap().0;
+            while q.front().is_some_and(|(at, _)| *at <= Instant::now()) {
+                let (_, done) = q.pop_front().unwrap();
+                drop(q);
+                done(Ok(0), 0);
+                q = lock.lock().unwrap();
+            }
+            if q.is_empty() && Arc::strong_count(&queue) == 1 {
+                return; // the target is gone
+            }
+        });
+        Sleepy { replies: Some(replies), ..Sleepy::new(delay_us, delay_us, 1, None) }
+    }
+}
+
+impl Target for Sleepy {
+    fn supports(&self, _op: Op) -> bool {
+        true
+    }
+    fn pipelines(&self) -> bool {
+        self.replies.is_some()
+    }
+    fn start(&self, _request: &Request, done: Completion) -> Result<(), Completion> {
+        let Some(replies) = &self.replies else { return Err(done) };
+        replies.0.lock().unwrap().push_back((Instant::now() + self.fast, done));
+        replies.1.notify_one();
+        Ok(())
+    }
+    fn execute(&self, _request: &Request) -> Outcome {
+        let n = self.count.fetch_add(1, Relaxed) + 1;
+        if let Some((busy, cv, k)) = &self.workers {
+            let mut b = cv.wait_while(busy.lock().unwrap(), |b| *b >= *k).unwrap();
+            *b += 1;
+        }
+        let d = if n % self.every == 0 { self.slow } else { self.fast };
+        if !d.is_zero() {
+            std::thread::sleep(d);
+        }
+        if let Some((busy, cv, _)) = &self.workers {
+            *busy.lock().unwrap() -= 1;
+            cv.notify_one();
+        }
+        Ok(0)
+    }
+    fn enter_fileset(&mut self, _id: &str, _create: bool) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn is_empty(&self) -> anyhow::Result<bool> {
+        Ok(true)
+    }
+    fn read_meta(&self, _name: &str) -> anyhow::Result<Option<Vec<u8>>> {
+        Ok(None)
+    }
+    fn write_meta(&self, _name: &str, _bytes: &[u8]) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn ensure_dir(&self, _path: &str) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn ensure_file(&self, _path: &str, _size: u64, _content: &[u8]) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn ensure_symlink(&self, _path: &str, _points_to: &str) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn truncate(&self, _path: &str, _size: u64) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+/// A spec for the synthetic targets. The lag limit is 50 ms, not 5: these tests run on
+/// shared machines, and an engine that fails to add threads lags by whole op times.
+fn spec(rate: f64, runtime_s: f64, cap: Option<usize>, trace: usize) -> TrialSpec {
+    let cap = cap.map_or("null".to_string(), |c| c.to_string());
+    crate::spec::parse(&format!(
+        r#"{{"schema": "peakbench.trial-spec/1", "target": {{"kind": "null"}}, "seed": 3,
+            "load": {{"rate": {rate}, "warmup_s": 0.2, "runtime_s": {runtime_s}, "max_outstanding": {cap},
+                      "drain_timeout_s": 30, "lag_limit_ms": 50}},
+            "fileset": {{"seed": 1, "files": 200, "files_per_dir": {{"kind": "constant", "value": 20}},
+                         "dirs_per_dir": {{"kind": "constant", "value": 3}}, "max_depth": 2,
+                         "file_sizes": {{"kind": "constant", "value": 8192}}}},
+            "mix": {{"getattr": 0.5, "read": 0.2, "lookup": 0.1, "create": 0.1, "remove": 0.1}},
+            "trace_ops": {trace}, "progress_interval_s": 100}}"#
+    ))
+    .expect("test spec")
+}
+
+fn num(v: &Value) -> f64 {
+    v.as_f64().expect("a number")
+}
+
+/// Timing tests run one at a time: cargo runs tests in parallel threads.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[test]
+fn a_blocking_target_gets_threads_and_the_schedule_holds() {
+    let _one_at_a_time = serial();
+    // 20 ms per op at 500/s: about 10 requests in flight. One thread would manage 50/s.
+    let r = run(&spec(500.0, 1.5, None, 0), Box::new(Sleepy::new(20_000, 20_000, 1, None))).unwrap();
+    assert_eq!(r["generator_saturated"], false, "{}", r["saturation_reason"]);
+    assert!((num(&r["achieved_rate"]) - 500.0).abs() < 10.0, "{}", r["achieved_rate"]);
+    let lat = &r["latency"];
+    assert!(num(&lat["p50_ms"]) >= 20.0 && num(&lat["p50_ms"]) < 25.0, "{lat}");
+    // Requests are sent on time although each one blocks its thread for 20 ms.
+    assert!(num(&r["schedule_lag"]["p99_ms"]) < 10.0, "{}", r["schedule_lag"]);
+    let threads = r["outstanding"]["threads"].as_u64().unwrap();
+    assert!((10..=80).contains(&threads), "{threads} threads for about 10 in flight");
+    assert!(r["outstanding"]["max"].as_u64().unwrap() >= 8);
+}
+
+#[test]
+fn an_op_that_blocks_unexpectedly_does_not_stall_the_schedule() {
+    let _one_at_a_time = serial();
+    // Mostly instant, but every 250th op blocks for 100 ms: the monitor must let another
+    // thread lead meanwhile, so at 2,500/s the lag stays far below 100 ms.
+    let r = run(&spec(2500.0, 1.5, None, 0), Box::new(Sleepy::new(0, 100_000, 250, None))).unwrap();
+    assert_eq!(r["generator_saturated"], false, "{}", r["saturation_reason"]);
+    assert!((num(&r["achieved_rate"]) - 2500.0).abs() < 50.0, "{}", r["achieved_rate"]);
+    assert!(num(&r["schedule_lag"]["max_ms"]) < 50.0, "{}", r["schedule_lag"]);
+    assert!(num(&r["schedule_lag"]["p99_ms"]) < 20.0, "{}", r["schedule_lag"]);
+    assert!(num(&r["latency"]["max_ms"]) >= 100.0);
+}
+
+#[test]
+fn a_cap_holds_requests_back_and_the_server_gets_the_blame() {
+    let _one_at_a_time = serial();
+    // Two outstanding at most, 10 ms each: capacity 200/s, offered 400/s.
+    let r = run(&spec(400.0, 1.0, Some(2), 0), Box::new(Sleepy::new(10_000, 10_000, 1, None))).unwrap();
+    assert!(r["outstanding"]["threads"].as_u64().unwrap() <= 2);
+    assert!(r["outstanding"]["cap_bound"].as_u64().unwrap() > 50, "{}", r["outstanding"]);
+    assert_eq!(r["generator_saturated"], false, "{}", r["saturation_reason"]);
+    // Latency from the intended send time includes the wait behind the cap: it grows.
+    assert!(num(&r["latency"]["mean_ms"]) > 100.0, "{}", r["latency"]);
+    assert!(num(&r["achieved_rate"]) < 230.0);
+}
+
+#[test]
+fn an_overloaded_server_shows_its_queue_in_the_latency() {
+    let _one_at_a_time = serial();
+    // One worker, 10 ms per op (100/s), offered 200/s for 1 s: the request due at t
+    // completes at about 2t, so the mean latency is hundreds of ms, and threads pile up.
+    let r = run(&spec(200.0, 1.0, None, 0), Box::new(Sleepy::new(10_000, 10_000, 1, Some(1)))).unwrap();
+    assert!(num(&r["latency"]["mean_ms"]) > 150.0, "{}", r["latency"]);
+    assert!(num(&r["achieved_rate"]) < 130.0);
+    assert_eq!(r["generator_saturated"], false, "{}", r["saturation_reason"]);
+    assert!(num(&r["schedule_lag"]["p99_ms"]) < 20.0, "{}", r["schedule_lag"]);
+    assert!(r["outstanding"]["max"].as_u64().unwrap() > 50, "{}", r["outstanding"]);
+}
+
+#[test]
+fn the_op_sequence_does_not_depend_on_threads_or_timing() {
+    let _one_at_a_time = serial();
+    let fast = run(&spec(20_000.0, 0.3, None, 2000), Box::new(Sleepy::new(0, 0, 1, None))).unwrap();
+    let slow = run(&spec(20_000.0, 0.3, None, 2000), Box::new(Sleepy::new(0, 3000, 7, None))).unwrap();
+    assert!(slow["outstanding"]["threads"].as_u64().unwrap() > 1);
+    assert_eq!(fast["op_trace"], slow["op_trace"]);
+    assert_eq!(fast["op_trace"].as_array().unwrap().len(), 2000);
+}
+
+#[test]
+fn a_pipelining_target_keeps_many_in_flight_from_one_thread() {
+    let _one_at_a_time = serial();
+    // 5 ms per request at 2,000/s: about 10 in flight, all started by the one leader.
+    let r = run(&spec(2000.0, 1.0, None, 0), Box::new(Sleepy::pipelined(5_000))).unwrap();
+    assert_eq!(r["generator_saturated"], false, "{}", r["saturation_reason"]);
+    assert!((num(&r["achieved_rate"]) - 2000.0).abs() < 40.0, "{}", r["achieved_rate"]);
+    assert_eq!(r["outstanding"]["threads"], 1, "{}", r["outstanding"]);
+    assert!(r["outstanding"]["max"].as_u64().unwrap() >= 8, "{}", r["outstanding"]);
+    let p50 = num(&r["latency"]["p50_ms"]);
+    assert!((5.0..15.0).contains(&p50), "{}", r["latency"]);
+    assert!(num(&r["schedule_lag"]["p99_ms"]) < 10.0, "{}", r["schedule_lag"]);
+}
+
+#[test]
+fn a_cap_holds_a_pipelining_target_back() {
+    let _one_at_a_time = serial();
+    // At most two in flight, 10 ms each: capacity 200/s, offered 400/s.
+    let r = run(&spec(400.0, 1.0, Some(2), 0), Box::new(Sleepy::pipelined(10_000))).unwrap();
+    assert!(r["outstanding"]["max"].as_u64().unwrap() <= 2, "{}", r["outstanding"]);
+    assert!(num(&r["achieved_rate"]) < 230.0, "{}", r["achieved_rate"]);
+    assert!(num(&r["latency"]["mean_ms"]) > 100.0, "{}", r["latency"]);
+}
+
+#[test]
+fn closed_loop_clients_send_at_once_and_each_waits_for_its_reply() {
+    let _one_at_a_time = serial();
+    // Four clients, 10 ms per request: about 400/s, whether the target blocks or pipelines.
+    for target in [Sleepy::new(10_000, 10_000, 1, None), Sleepy::pipelined(10_000)] {
+        let mut closed = spec(1.0, 1.0, None, 0);
+        closed.load.clients = Some(4);
+        let r = run(&closed, Box::new(target)).unwrap();
+        assert_eq!(r["mode"], "closed");
+        assert_eq!(r["outstanding"]["threads"], 4, "{}", r["outstanding"]);
+        assert!((300.0..=410.0).contains(&num(&r["achieved_rate"])), "{}", r["achieved_rate"]);
+        assert!(num(&r["latency"]["p50_ms"]) < 15.0, "{}", r["latency"]);
+    }
+}
