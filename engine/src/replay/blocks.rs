@@ -15,7 +15,7 @@ use std::sync::{mpsc, Mutex};
 /// Bytes read per block: large enough that a block's distinct targets are few
 /// against its lines (the in-order merge interns each once), small enough that
 /// the blocks in flight (two per worker) stay a few tens of MiB.
-const BLOCK_BYTES: usize = 8 << 20;
+pub const BLOCK_BYTES: usize = 8 << 20;
 
 /// One block's lines, parsed, with its own numbering of targets and lines.
 #[derive(Default)]
@@ -48,7 +48,7 @@ fn open_log(path: &str) -> anyhow::Result<Box<dyn Read + Send>> {
 
 /// Parse the log in `spec` on every core, calling `merge` with each block's result in
 /// log order (on the calling thread). At most two blocks per worker are in memory.
-pub fn parse_log(spec: &ReplaySpec, format: &Format, mut merge: impl FnMut(Parsed) -> anyhow::Result<()>) -> anyhow::Result<()> {
+pub fn parse_log(spec: &ReplaySpec, format: &Format, block_bytes: usize, mut merge: impl FnMut(Parsed) -> anyhow::Result<()>) -> anyhow::Result<()> {
     let reader = open_log(&spec.log)?;
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let (free_tx, free_rx) = mpsc::channel::<Vec<u8>>();
@@ -61,7 +61,7 @@ pub fn parse_log(spec: &ReplaySpec, format: &Format, mut merge: impl FnMut(Parse
     // another worker holds; the free buffers bound what is in flight.
     let (done_tx, done_rx) = mpsc::channel::<(usize, Parsed, Vec<u8>)>();
     std::thread::scope(|scope| {
-        let reading = scope.spawn(move || read_blocks(reader, free_rx, work_tx));
+        let reading = scope.spawn(move || read_blocks(reader, block_bytes, free_rx, work_tx));
         for _ in 0..workers {
             let (done_tx, work_rx) = (done_tx.clone(), &work_rx);
             scope.spawn(move || loop {
@@ -96,7 +96,7 @@ pub fn parse_log(spec: &ReplaySpec, format: &Format, mut merge: impl FnMut(Parse
 
 /// Read blocks that end at a line's end into buffers from `free`, numbered in log order,
 /// until the log ends (or the merge stops taking them).
-fn read_blocks(mut log: Box<dyn Read + Send>, free: mpsc::Receiver<Vec<u8>>, work: mpsc::Sender<(usize, Vec<u8>)>) -> std::io::Result<()> {
+fn read_blocks(mut log: Box<dyn Read + Send>, block_bytes: usize, free: mpsc::Receiver<Vec<u8>>, work: mpsc::Sender<(usize, Vec<u8>)>) -> std::io::Result<()> {
     let mut carry: Vec<u8> = Vec::new();
     for index in 0.. {
         let Ok(mut block) = free.recv() else { return Ok(()) };
@@ -106,7 +106,7 @@ fn read_blocks(mut log: Box<dyn Read + Send>, free: mpsc::Receiver<Vec<u8>>, wor
         // A line longer than a block makes the block longer.
         let mut searched = 0;
         let (cut, at_end) = loop {
-            let want = BLOCK_BYTES.max(block.len() + 1) - block.len();
+            let want = block_bytes.max(block.len() + 1) - block.len();
             block.reserve_exact(want);
             if (&mut log).take(want as u64).read_to_end(&mut block)? < want {
                 break (block.len(), true);

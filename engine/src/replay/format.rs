@@ -277,6 +277,7 @@ fn find_delimiter(s: &[u8], delim: &[u8], quoted: bool) -> Option<usize> {
     }
 }
 
+#[inline]
 fn parse_u64(b: &[u8]) -> Option<u64> {
     if b.is_empty() || b.len() > 19 {
         return None;
@@ -347,6 +348,7 @@ pub struct Entry<'a> {
 }
 
 impl<'a> Entry<'a> {
+    #[inline]
     fn decode(&mut self, field: Field, value: &'a [u8]) -> Result<(), String> {
         match field {
             Field::TimeBracketed | Field::Time => self.time = Some(parse_time(value).ok_or_else(|| format!("bad time {:?}", String::from_utf8_lossy(value)))?),

@@ -135,6 +135,10 @@ pub struct Trace {
 
 impl Trace {
     pub fn load(spec: &ReplaySpec) -> anyhow::Result<Trace> {
+        Trace::load_in_blocks(spec, blocks::BLOCK_BYTES)
+    }
+
+    fn load_in_blocks(spec: &ReplaySpec, block_bytes: usize) -> anyhow::Result<Trace> {
         let started = std::time::Instant::now();
         let format = Format::parse(&spec.format).map_err(anyhow::Error::msg)?;
         let mut t = Trace {
@@ -149,7 +153,7 @@ impl Trace {
             parse_s: 0.0,
         };
         let mut ids = Interned::default();
-        blocks::parse_log(spec, &format, |block| t.merge(block, &mut ids, spec))?;
+        blocks::parse_log(spec, &format, block_bytes, |block| t.merge(block, &mut ids, spec))?;
         t.parse_s = started.elapsed().as_secs_f64();
         if t.requests.is_empty() {
             let first = match t.skipped.examples.first() {
@@ -424,6 +428,46 @@ mod tests {
         enc.finish().unwrap();
         let z = Trace::load(&spec(gz.to_str().unwrap(), "common")).unwrap();
         assert_eq!(z.requests, Trace::load(&spec(path.to_str().unwrap(), "common")).unwrap().requests);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn blocks_of_any_size_make_the_same_trace() {
+        let dir = std::env::temp_dir().join(format!("pb-replay-blocks-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("access.log");
+        let mut text = String::new();
+        for i in 0..300 {
+            let line = match i % 7 {
+                0 => format!(r#"h - - [01/Jan/2020:00:{:02}:00 +0000] "GET /f{} HTTP/1.1" 200 {}"#, i / 60, i % 11, i),
+                1 => format!("broken line {i}"),
+                2 => "   ".to_string(),
+                3 => format!(r#"h - - [01/Jan/2020:00:00:00 +0000] "GET /a/../{i} HTTP/1.1" 200 1"#),
+                4 => format!(r#"h - - [01/Jan/2020:00:00:00 +0000] "HEAD /long{}{} HTTP/1.1" 200 0"#, i, "x".repeat(300)),
+                5 => format!(r#"h - - [01/Jan/2020:00:00:00 +0000] "POST /f{i} HTTP/1.1" 200 0"#),
+                _ => format!(r#"h - - [01/Jan/2020:00:00:01 +0000] "GET /f{} HTTP/1.1" 304 0"#, i % 5),
+            };
+            text.push_str(&line);
+            text.push_str(if i % 2 == 0 { "\r\n" } else { "\n" });
+        }
+        text.push_str(r#"h - - [01/Jan/2020:00:09:00 +0000] "GET /last HTTP/1.1" 200 9"#); // no newline at the end
+        std::fs::write(&path, &text).unwrap();
+        let mut s = spec(path.to_str().unwrap(), "common");
+        s.examples = 50;
+        let whole = Trace::load_in_blocks(&s, 1 << 20).unwrap();
+        assert_eq!(whole.lines, 301);
+        assert_eq!(whole.skipped.unparseable, 43);
+        assert_eq!(whole.skipped.examples.iter().map(|e| e.0).take(3).collect::<Vec<_>>(), vec![2, 9, 16]);
+        assert_eq!((whole.skipped.blank, whole.skipped.path, whole.skipped.method), (43, 43, 43));
+        assert_eq!(whole.targets.last().map(String::as_str), Some("last"));
+        for block_bytes in [1, 7, 100, 4096] {
+            let t = Trace::load_in_blocks(&s, block_bytes).unwrap();
+            assert_eq!((t.lines, &t.requests, &t.times, &t.targets), (whole.lines, &whole.requests, &whole.times, &whole.targets), "{block_bytes}");
+            assert_eq!((&t.target_file, &t.files, &t.file_sizes), (&whole.target_file, &whole.files, &whole.file_sizes), "{block_bytes}");
+            let counts = |t: &Trace| (t.skipped.unparseable, t.skipped.method, t.skipped.status, t.skipped.path, t.skipped.blank);
+            assert_eq!(counts(&t), counts(&whole), "{block_bytes}");
+            assert_eq!(t.skipped.examples, whole.skipped.examples, "{block_bytes}");
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
