@@ -13,9 +13,9 @@ use std::io::{Read, Seek};
 use std::sync::{mpsc, Mutex};
 
 /// Bytes read per block: large enough that a block's distinct targets are few
-/// against its lines (the in-order merge interns each once), small enough that
-/// the blocks in flight (two per worker) stay a few tens of MiB.
-pub const BLOCK_BYTES: usize = 8 << 20;
+/// against its lines (the in-order merge interns each once), small enough that a
+/// block's target table stays in a core's cache (8 MiB blocks parsed ~8% slower).
+pub const BLOCK_BYTES: usize = 2 << 20;
 
 /// One block's lines, parsed, with its own numbering of targets and lines.
 #[derive(Default)]
