@@ -470,4 +470,21 @@ mod tests {
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    #[test]
+    fn a_log_that_breaks_off_says_after_which_line() {
+        let dir = std::env::temp_dir().join(format!("pb-replay-cut-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let gz = dir.join("access.log.gz");
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        for i in 0..20_000 {
+            std::io::Write::write_all(&mut enc, format!("h - - [01/Jan/2020:00:00:00 +0000] \"GET /f{i} HTTP/1.1\" 200 {i}\n").as_bytes()).unwrap();
+        }
+        let bytes = enc.finish().unwrap();
+        std::fs::write(&gz, &bytes[..bytes.len() / 2]).unwrap();
+        let err = format!("{:#}", Trace::load_in_blocks(&spec(gz.to_str().unwrap(), "common"), 4096).err().expect("a cut gzip stream fails"));
+        let after: u64 = err.split("after line ").nth(1).and_then(|rest| rest.split(':').next()).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{err}"));
+        assert!(err.starts_with(&format!("access log {}: after line", gz.display())) && after > 1000 && after < 20_000, "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
