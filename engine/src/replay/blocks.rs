@@ -17,17 +17,32 @@ use std::sync::{mpsc, Mutex};
 /// block's target table stays in a core's cache (8 MiB blocks parsed slower).
 pub const BLOCK_BYTES: usize = 2 << 20;
 
-/// One block's lines, parsed, with its own numbering of targets and lines.
+/// Distinct targets a worker keeps numbering across the blocks it parses, so that the
+/// merge interns each target once per worker rather than once per block.
+pub const WORKER_TARGETS: usize = 1 << 18;
+
+/// A worker's numbering of the targets it has met, and the largest 200 GET of each.
+#[derive(Default)]
+struct Known {
+    targets: Interner,
+    served: Vec<u64>,
+}
+
+/// One block's lines, parsed by one worker, numbered from the block's first line and
+/// by the worker's table of targets.
 #[derive(Default)]
 pub struct Parsed {
+    pub worker: usize,
     pub lines: u64,
     /// Line numbers in `examples` count from the block's first line (1).
     pub skipped: Skipped,
-    /// The block's distinct request targets.
-    pub targets: Interner,
-    /// Per distinct target: the largest body a 200 GET of it logged.
-    pub served: Vec<u64>,
-    /// Per replayable request: its target's index here << 1 | 1 for HEAD.
+    /// The worker's table was full: it started again from empty with this block.
+    pub fresh: bool,
+    /// Targets new to the worker's table, in the order it numbered them.
+    pub new_targets: Interner,
+    /// (target, bytes) where a 200 GET served more than the worker had seen of it.
+    pub served: Vec<(u32, u64)>,
+    /// Per replayable request: its target's number in the worker's table << 1 | 1 for HEAD.
     pub requests: Vec<u32>,
     /// Per replayable request: seconds since the epoch (0 when the format has no time).
     pub times: Vec<i64>,
@@ -48,7 +63,7 @@ fn open_log(path: &str) -> anyhow::Result<Box<dyn Read + Send>> {
 
 /// Parse the log in `spec` on every core, calling `merge` with each block's result in
 /// log order (on the calling thread). At most two blocks per worker are in memory.
-pub fn parse_log(spec: &ReplaySpec, format: &Format, block_bytes: usize, mut merge: impl FnMut(Parsed) -> anyhow::Result<()>) -> anyhow::Result<()> {
+pub fn parse_log(spec: &ReplaySpec, format: &Format, (block_bytes, table_limit): (usize, usize), mut merge: impl FnMut(Parsed) -> anyhow::Result<()>) -> anyhow::Result<()> {
     let reader = open_log(&spec.log)?;
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let (free_tx, free_rx) = mpsc::channel::<Vec<u8>>();
@@ -62,12 +77,13 @@ pub fn parse_log(spec: &ReplaySpec, format: &Format, block_bytes: usize, mut mer
     let (done_tx, done_rx) = mpsc::channel::<(usize, Parsed, Vec<u8>)>();
     std::thread::scope(|scope| {
         let reading = scope.spawn(move || read_blocks(reader, block_bytes, free_rx, work_tx));
-        for _ in 0..workers {
+        for worker in 0..workers {
             let (done_tx, work_rx) = (done_tx.clone(), &work_rx);
+            let mut known = Known::default();
             scope.spawn(move || loop {
                 let next = work_rx.lock().expect("a worker panicked").recv();
                 let Ok((index, data)) = next else { break };
-                let parsed = parse_block(format, spec, &data);
+                let parsed = parse_block(format, spec, &data, worker, &mut known, table_limit);
                 if done_tx.send((index, parsed, data)).is_err() {
                     break;
                 }
@@ -129,9 +145,14 @@ fn read_blocks(mut log: Box<dyn Read + Send>, block_bytes: usize, free: mpsc::Re
 }
 
 /// Split a block into lines and parse each: counts of what was skipped and why, and
-/// the replayable requests against the block's own table of distinct targets.
-fn parse_block(format: &Format, spec: &ReplaySpec, data: &[u8]) -> Parsed {
-    let mut p = Parsed::default();
+/// the replayable requests against the worker's table of targets (`known`, which
+/// starts again from empty when it holds `table_limit` targets).
+fn parse_block(format: &Format, spec: &ReplaySpec, data: &[u8], worker: usize, known: &mut Known, table_limit: usize) -> Parsed {
+    let mut p = Parsed { worker, ..Parsed::default() };
+    if known.targets.len() >= table_limit {
+        *known = Known::default();
+        p.fresh = true;
+    }
     let mut start = 0;
     while start < data.len() {
         let end = memchr::memchr(b'\n', &data[start..]).map_or(data.len(), |i| start + i + 1);
@@ -167,12 +188,15 @@ fn parse_block(format: &Format, spec: &ReplaySpec, data: &[u8]) -> Parsed {
             continue;
         }
         let target = strip_origin(target);
-        let (id, new) = p.targets.insert(&target, hash(&target));
+        let h = hash(&target);
+        let (id, new) = known.targets.insert(&target, h);
         if new {
-            p.served.push(0);
+            p.new_targets.insert(&target, h);
+            known.served.push(0);
         }
-        if status == 200 && !head {
-            p.served[id as usize] = p.served[id as usize].max(entry.bytes);
+        if status == 200 && !head && entry.bytes > known.served[id as usize] {
+            known.served[id as usize] = entry.bytes;
+            p.served.push((id, entry.bytes));
         }
         p.requests.push(id << 1 | head as u32);
         p.times.push(entry.time.unwrap_or(0));

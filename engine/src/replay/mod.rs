@@ -108,8 +108,8 @@ struct Interned {
     targets: intern::Interner,
     trace_ids: Vec<u32>,
     files: FxMap<String, u32>,
-    /// The trace index of each of a block's targets (kept to reuse its allocation).
-    scratch: Vec<u32>,
+    /// Per worker: the trace index of each target in its table.
+    workers: Vec<Vec<u32>>,
 }
 
 /// A target that names no file inside the root: its requests are skipped.
@@ -135,10 +135,11 @@ pub struct Trace {
 
 impl Trace {
     pub fn load(spec: &ReplaySpec) -> anyhow::Result<Trace> {
-        Trace::load_in_blocks(spec, blocks::BLOCK_BYTES)
+        Trace::load_in_blocks(spec, (blocks::BLOCK_BYTES, blocks::WORKER_TARGETS))
     }
 
-    fn load_in_blocks(spec: &ReplaySpec, block_bytes: usize) -> anyhow::Result<Trace> {
+    /// With blocks of `block_bytes` and worker tables of up to `table_limit` targets.
+    fn load_in_blocks(spec: &ReplaySpec, sizes: (usize, usize)) -> anyhow::Result<Trace> {
         let started = std::time::Instant::now();
         let format = Format::parse(&spec.format).map_err(anyhow::Error::msg)?;
         let mut t = Trace {
@@ -153,7 +154,7 @@ impl Trace {
             parse_s: 0.0,
         };
         let mut ids = Interned::default();
-        blocks::parse_log(spec, &format, block_bytes, |block| t.merge(block, &mut ids, spec))?;
+        blocks::parse_log(spec, &format, sizes, |block| t.merge(block, &mut ids, spec))?;
         t.parse_s = started.elapsed().as_secs_f64();
         if t.requests.is_empty() {
             let first = match t.skipped.examples.first() {
@@ -165,20 +166,28 @@ impl Trace {
         Ok(t)
     }
 
-    /// Append a block's requests (the blocks come in log order), interning its targets.
+    /// Append a block's requests (the blocks come in log order), interning the targets
+    /// new to the worker that parsed it.
     fn merge(&mut self, block: blocks::Parsed, ids: &mut Interned, spec: &ReplaySpec) -> anyhow::Result<()> {
-        let mut global = std::mem::take(&mut ids.scratch);
-        global.clear();
-        for (i, &served) in block.served.iter().enumerate() {
-            let id = self.intern(&block.targets, i, ids, spec)?;
+        if ids.workers.len() <= block.worker {
+            ids.workers.resize_with(block.worker + 1, Vec::new);
+        }
+        let mut known = std::mem::take(&mut ids.workers[block.worker]);
+        if block.fresh {
+            known.clear();
+        }
+        for i in 0..block.new_targets.len() {
+            known.push(self.intern(&block.new_targets, i, ids, spec)?);
+        }
+        for &(target, served) in &block.served {
+            let id = known[target as usize];
             if id != NOT_A_FILE {
                 let f = self.target_file[id as usize] as usize;
                 self.file_sizes[f] = self.file_sizes[f].max(served);
             }
-            global.push(id);
         }
         for (&r, &time) in block.requests.iter().zip(&block.times) {
-            let id = global[(r >> 1) as usize];
+            let id = known[(r >> 1) as usize];
             if id == NOT_A_FILE {
                 self.skipped.path += 1;
                 continue;
@@ -186,13 +195,13 @@ impl Trace {
             self.requests.push(id << 1 | (r & 1));
             self.times.push(time);
         }
+        ids.workers[block.worker] = known;
         self.skipped.absorb(block.skipped, self.lines, spec.examples);
         self.lines += block.lines;
-        ids.scratch = global;
         Ok(())
     }
 
-    /// The trace index of a block's target `i`, or NOT_A_FILE.
+    /// The trace index of target `i` of a block's new ones, or NOT_A_FILE.
     fn intern(&mut self, block: &intern::Interner, i: usize, ids: &mut Interned, spec: &ReplaySpec) -> anyhow::Result<u32> {
         let target = block.get(i);
         let (n, new) = ids.targets.insert(target, block.hash_of(i));
@@ -432,7 +441,7 @@ mod tests {
     }
 
     #[test]
-    fn blocks_of_any_size_make_the_same_trace() {
+    fn blocks_and_worker_tables_of_any_size_make_the_same_trace() {
         let dir = std::env::temp_dir().join(format!("pb-replay-blocks-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("access.log");
@@ -454,19 +463,20 @@ mod tests {
         std::fs::write(&path, &text).unwrap();
         let mut s = spec(path.to_str().unwrap(), "common");
         s.examples = 50;
-        let whole = Trace::load_in_blocks(&s, 1 << 20).unwrap();
+        let whole = Trace::load_in_blocks(&s, (1 << 20, 1 << 20)).unwrap();
         assert_eq!(whole.lines, 301);
         assert_eq!(whole.skipped.unparseable, 43);
         assert_eq!(whole.skipped.examples.iter().map(|e| e.0).take(3).collect::<Vec<_>>(), vec![2, 9, 16]);
         assert_eq!((whole.skipped.blank, whole.skipped.path, whole.skipped.method), (43, 43, 43));
         assert_eq!(whole.targets.last().map(String::as_str), Some("last"));
-        for block_bytes in [1, 7, 100, 4096] {
-            let t = Trace::load_in_blocks(&s, block_bytes).unwrap();
-            assert_eq!((t.lines, &t.requests, &t.times, &t.targets), (whole.lines, &whole.requests, &whole.times, &whole.targets), "{block_bytes}");
-            assert_eq!((&t.target_file, &t.files, &t.file_sizes), (&whole.target_file, &whole.files, &whole.file_sizes), "{block_bytes}");
+        // Worker tables of 3 targets start again every few blocks.
+        for (block_bytes, table_limit) in [(1, 1 << 20), (7, 3), (100, 1 << 20), (100, 3), (4096, 1 << 20)] {
+            let t = Trace::load_in_blocks(&s, (block_bytes, table_limit)).unwrap();
+            assert_eq!((t.lines, &t.requests, &t.times, &t.targets), (whole.lines, &whole.requests, &whole.times, &whole.targets), "{block_bytes} {table_limit}");
+            assert_eq!((&t.target_file, &t.files, &t.file_sizes), (&whole.target_file, &whole.files, &whole.file_sizes), "{block_bytes} {table_limit}");
             let counts = |t: &Trace| (t.skipped.unparseable, t.skipped.method, t.skipped.status, t.skipped.path, t.skipped.blank);
-            assert_eq!(counts(&t), counts(&whole), "{block_bytes}");
-            assert_eq!(t.skipped.examples, whole.skipped.examples, "{block_bytes}");
+            assert_eq!(counts(&t), counts(&whole), "{block_bytes} {table_limit}");
+            assert_eq!(t.skipped.examples, whole.skipped.examples, "{block_bytes} {table_limit}");
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -482,7 +492,7 @@ mod tests {
         }
         let bytes = enc.finish().unwrap();
         std::fs::write(&gz, &bytes[..bytes.len() / 2]).unwrap();
-        let err = format!("{:#}", Trace::load_in_blocks(&spec(gz.to_str().unwrap(), "common"), 4096).err().expect("a cut gzip stream fails"));
+        let err = format!("{:#}", Trace::load_in_blocks(&spec(gz.to_str().unwrap(), "common"), (4096, 1 << 20)).err().expect("a cut gzip stream fails"));
         let after: u64 = err.split("after line ").nth(1).and_then(|rest| rest.split(':').next()).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{err}"));
         assert!(err.starts_with(&format!("access log {}: after line", gz.display())) && after > 1000 && after < 20_000, "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
