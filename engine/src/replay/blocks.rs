@@ -12,13 +12,13 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::sync::{mpsc, Mutex};
 
-/// Bytes read per block: large enough that a block's distinct targets are few
-/// against its lines (the in-order merge interns each once), small enough that a
-/// block's target table stays in a core's cache (8 MiB blocks parsed slower).
+/// Bytes read per block: some 20,000 lines, many against the cost of passing a block
+/// between threads, few enough that the blocks in flight (two per worker) stay small.
 pub const BLOCK_BYTES: usize = 2 << 20;
 
 /// Distinct targets a worker keeps numbering across the blocks it parses, so that the
-/// merge interns each target once per worker rather than once per block.
+/// merge interns each target once per worker rather than once per block; the bound
+/// keeps a worker's table to some tens of MiB in a log of millions of distinct URLs.
 pub const WORKER_TARGETS: usize = 1 << 18;
 
 /// A worker's numbering of the targets it has met, and the largest 200 GET of each.
