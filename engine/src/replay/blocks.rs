@@ -1,0 +1,218 @@
+//! The log read in blocks of whole lines, each block parsed on whichever core is free,
+//! the results handed back in log order: the trace comes out as a line-by-line read
+//! would build it, line numbers and all, while every core parses.
+
+use super::format::Format;
+use super::intern::{hash, Interner};
+use super::Skipped;
+use crate::spec::ReplaySpec;
+use anyhow::Context;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::sync::{mpsc, Mutex};
+
+/// Bytes read per block: some 20,000 lines, many against the cost of passing a block
+/// between threads, few enough that the blocks in flight (two per worker) stay small.
+pub const BLOCK_BYTES: usize = 2 << 20;
+
+/// Distinct targets a worker keeps numbering across the blocks it parses, so that the
+/// merge interns each target once per worker rather than once per block; the bound
+/// keeps a worker's table to some tens of MiB in a log of millions of distinct URLs.
+pub const WORKER_TARGETS: usize = 1 << 18;
+
+/// A worker's numbering of the targets it has met, and the largest 200 GET of each.
+#[derive(Default)]
+struct Known {
+    targets: Interner,
+    served: Vec<u64>,
+}
+
+/// One block's lines, parsed by one worker, numbered from the block's first line and
+/// by the worker's table of targets.
+#[derive(Default)]
+pub struct Parsed {
+    pub worker: usize,
+    pub lines: u64,
+    /// Line numbers in `examples` count from the block's first line (1).
+    pub skipped: Skipped,
+    /// The worker's table was full: it started again from empty with this block.
+    pub fresh: bool,
+    /// Targets new to the worker's table, in the order it numbered them.
+    pub new_targets: Interner,
+    /// (target, bytes) where a 200 GET served more than the worker had seen of it.
+    pub served: Vec<(u32, u64)>,
+    /// Per replayable request: its target's number in the worker's table << 1 | 1 for HEAD.
+    pub requests: Vec<u32>,
+    /// Per replayable request: seconds since the epoch (0 when the format has no time).
+    pub times: Vec<i64>,
+}
+
+fn open_log(path: &str) -> anyhow::Result<Box<dyn Read + Send>> {
+    let mut file = std::fs::File::open(path).with_context(|| format!("access log {path}"))?;
+    let mut magic = [0u8; 2];
+    let n = file.read(&mut magic).with_context(|| format!("access log {path}"))?;
+    // Put the bytes read back in front (the log may be a pipe, which cannot seek).
+    let head = std::io::Cursor::new(magic[..n].to_vec()).chain(file);
+    Ok(if n == 2 && magic == [0x1f, 0x8b] {
+        Box::new(flate2::read::MultiGzDecoder::new(std::io::BufReader::with_capacity(1 << 20, head)))
+    } else {
+        Box::new(head)
+    })
+}
+
+/// Parse the log in `spec` on every core, calling `merge` with each block's result in
+/// log order (on the calling thread). At most two blocks per worker are in memory.
+pub fn parse_log(spec: &ReplaySpec, format: &Format, (block_bytes, table_limit): (usize, usize), mut merge: impl FnMut(Parsed) -> anyhow::Result<()>) -> anyhow::Result<()> {
+    let reader = open_log(&spec.log)?;
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (free_tx, free_rx) = mpsc::channel::<Vec<u8>>();
+    for _ in 0..2 * workers {
+        free_tx.send(Vec::new()).expect("the receiver is here");
+    }
+    let (work_tx, work_rx) = mpsc::channel::<(usize, Vec<u8>)>();
+    let work_rx = Mutex::new(work_rx);
+    // Unbounded, so a worker never waits on the merge while the merge waits on a block
+    // another worker holds; the free buffers bound what is in flight.
+    let (done_tx, done_rx) = mpsc::channel::<(usize, Parsed, Vec<u8>)>();
+    std::thread::scope(|scope| {
+        let reading = scope.spawn(move || read_blocks(reader, block_bytes, free_rx, work_tx));
+        for worker in 0..workers {
+            let (done_tx, work_rx) = (done_tx.clone(), &work_rx);
+            let mut known = Known::default();
+            scope.spawn(move || loop {
+                let next = work_rx.lock().expect("a worker panicked").recv();
+                let Ok((index, data)) = next else { break };
+                let parsed = parse_block(format, spec, &data, worker, &mut known, table_limit);
+                if done_tx.send((index, parsed, data)).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(done_tx);
+        let (mut lines, mut next) = (0u64, 0usize);
+        let mut waiting = BTreeMap::new();
+        for (index, parsed, data) in done_rx {
+            waiting.insert(index, (parsed, data));
+            while let Some((parsed, data)) = waiting.remove(&next) {
+                next += 1;
+                lines += parsed.lines;
+                // The reader may have stopped on an error: then nobody takes the buffer.
+                let _ = free_tx.send(data);
+                merge(parsed)?;
+            }
+        }
+        drop(free_tx);
+        match reading.join().expect("the log reader panicked") {
+            Ok(()) => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("access log {}: after line {lines}", spec.log)),
+        }
+    })
+}
+
+/// Read blocks that end at a line's end into buffers from `free`, numbered in log order,
+/// until the log ends (or the merge stops taking them).
+fn read_blocks(mut log: Box<dyn Read + Send>, block_bytes: usize, free: mpsc::Receiver<Vec<u8>>, work: mpsc::Sender<(usize, Vec<u8>)>) -> std::io::Result<()> {
+    let mut carry: Vec<u8> = Vec::new();
+    for index in 0.. {
+        let Ok(mut block) = free.recv() else { return Ok(()) };
+        block.clear();
+        block.extend_from_slice(&carry);
+        carry.clear();
+        // A line longer than a block makes the block longer.
+        let mut searched = 0;
+        let (cut, at_end) = loop {
+            let want = block_bytes.max(block.len() + 1) - block.len();
+            block.reserve_exact(want);
+            if (&mut log).take(want as u64).read_to_end(&mut block)? < want {
+                break (block.len(), true);
+            }
+            if let Some(nl) = memchr::memrchr(b'\n', &block[searched..]) {
+                break (searched + nl + 1, false);
+            }
+            searched = block.len();
+        };
+        carry.extend_from_slice(&block[cut..]);
+        block.truncate(cut);
+        if !block.is_empty() && work.send((index, block)).is_err() {
+            return Ok(());
+        }
+        if at_end {
+            return Ok(());
+        }
+    }
+    unreachable!("a log of more than usize::MAX blocks")
+}
+
+/// Split a block into lines and parse each: counts of what was skipped and why, and
+/// the replayable requests against the worker's table of targets (`known`, which
+/// starts again from empty when it holds `table_limit` targets).
+fn parse_block(format: &Format, spec: &ReplaySpec, data: &[u8], worker: usize, known: &mut Known, table_limit: usize) -> Parsed {
+    let mut p = Parsed { worker, ..Parsed::default() };
+    if known.targets.len() >= table_limit {
+        *known = Known::default();
+        p.fresh = true;
+    }
+    let mut start = 0;
+    while start < data.len() {
+        let end = memchr::memchr(b'\n', &data[start..]).map_or(data.len(), |i| start + i + 1);
+        let mut text = &data[start..end];
+        start = end;
+        p.lines += 1;
+        while let [rest @ .., b'\n' | b'\r'] = text {
+            text = rest;
+        }
+        if text.iter().all(|c| c.is_ascii_whitespace()) {
+            p.skipped.blank += 1;
+            continue;
+        }
+        let parsed = format.parse_line(text).and_then(|entry| entry.method_and_target().map(|mt| (entry, mt)));
+        let (entry, (method, target)) = match parsed {
+            Ok(x) => x,
+            Err(why) => {
+                p.skipped.unparseable(p.lines, why, text, spec.examples);
+                continue;
+            }
+        };
+        let head = match method {
+            b"GET" => false,
+            b"HEAD" => true,
+            _ => {
+                p.skipped.method += 1;
+                continue;
+            }
+        };
+        let status = entry.status.unwrap_or(0);
+        if !((200..300).contains(&status) || status == 304 || spec.all_statuses) {
+            p.skipped.status += 1;
+            continue;
+        }
+        let target = strip_origin(target);
+        let h = hash(&target);
+        let (id, new) = known.targets.insert(&target, h);
+        if new {
+            p.new_targets.insert(&target, h);
+            known.served.push(0);
+        }
+        if status == 200 && !head && entry.bytes > known.served[id as usize] {
+            known.served[id as usize] = entry.bytes;
+            p.served.push((id, entry.bytes));
+        }
+        p.requests.push(id << 1 | head as u32);
+        p.times.push(entry.time.unwrap_or(0));
+    }
+    p
+}
+
+/// An absolute-form target (a proxy's log): keep the path.
+fn strip_origin(target: Cow<[u8]>) -> Cow<[u8]> {
+    if !(target.starts_with(b"http://") || target.starts_with(b"https://")) {
+        return target;
+    }
+    let path_at = target.iter().skip(8).position(|&c| c == b'/').map(|i| i + 8);
+    match (target, path_at) {
+        (Cow::Borrowed(t), Some(i)) => Cow::Borrowed(&t[i..]),
+        (Cow::Owned(t), Some(i)) => Cow::Owned(t[i..].to_vec()),
+        (_, None) => Cow::Borrowed(b"/"),
+    }
+}
