@@ -39,6 +39,18 @@ def percentile_ms(result: dict, percentile: float) -> float:
     return HdrHistogram.decode(encoded).get_value_at_percentile(percentile) / 1e6
 
 
+def observation_of(result: dict, load: float, psat: float, cost_s: float) -> Observation:
+    """What the controller sees of one engine trial offered `load` ops/s."""
+    return Observation(
+        requested_rate=load,
+        achieved_rate=result["achieved_rate"],
+        mean_ms=result["latency"]["mean_ms"],
+        percentile_ms=percentile_ms(result, psat),
+        generator_saturated=result["generator_saturated"],
+        cost_s=cost_s,
+    )
+
+
 @dataclasses.dataclass
 class EngineTrials:
     """run_trial(load, runlength_s) for the controller: prepare (augmenting the file set
@@ -72,14 +84,7 @@ class EngineTrials:
             trial_id = self.store.add_trial(error=str(error), **record)
             raise RunError(f"{error} (recorded as failed trial {trial_id})") from None
         self.store.add_trial(result=result, **record)
-        return Observation(
-            requested_rate=load,
-            achieved_rate=result["achieved_rate"],
-            mean_ms=result["latency"]["mean_ms"],
-            percentile_ms=percentile_ms(result, self.settings.psat),
-            generator_saturated=result["generator_saturated"],
-            cost_s=time.monotonic() - started,
-        )
+        return observation_of(result, load, self.settings.psat, cost_s=time.monotonic() - started)
 
 
 def progress_printer(stream=sys.stderr) -> Callable[[float, int, float | None], None]:
