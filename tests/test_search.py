@@ -49,6 +49,12 @@ def test_contradictory_criteria_are_one_line_errors(cli, tmp_path, option, value
     assert not (tmp_path / "p.db").exists()
 
 
+def test_a_simulated_server_has_no_requests_in_flight_to_cap(cli):
+    done = cli("search", "mail", "--target", "sim://?capacity=800", "--max-outstanding", "10")
+    assert done.returncode == 2
+    assert "--max-outstanding" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
 needs_root = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("mkfs.ext4") is None or not cgroups.BLKIO.is_dir(),
     reason="needs root, mkfs.ext4 and the cgroup v1 blkio controller")
