@@ -1082,7 +1082,7 @@ def bench_realsearch(name: str = "realsearch") -> dict:
 
     repeats, rows = [], []
     for repeat in range(int(os.environ.get("PB_REALSEARCH_REPEATS", "3"))):
-        work = Path(tempfile.mkdtemp(prefix="peakbench-realsearch-"))
+        work = Path(tempfile.mkdtemp(prefix="peakbench-realsearch-", dir="/dev/shm"))  # as the test: image in memory
         fs = fsimage.create(work / "fs", "ext4", size_mb=256, options="sync,nobarrier,lazytime")
         try:
             target = fs.mountpoint / "target"

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import sqlite3
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -78,12 +79,17 @@ def throttled_ext4(tmp_path):
 
 
 @pytest.fixture
-def throttled_sync_ext4(tmp_path):
+def throttled_sync_ext4():
     """Every write reaches the disk before it returns (sync), as one write I/O: no cache flush
     (nobarrier), and no journal commit for the timestamps (lazytime) or, for an overwrite in
     place, for anything else. So each op costs the throttled disk the same, however many
-    queue, and the capacity holds still from minute to minute."""
-    yield from throttled_ext4_target(tmp_path, "sync,nobarrier,lazytime")
+    queue, and the capacity holds still from minute to minute. The image lives in memory
+    (/dev/shm): on the machine's disk, other work's write-back could stall the loop device."""
+    workdir = Path(tempfile.mkdtemp(prefix="peakbench-test-", dir="/dev/shm"))
+    try:
+        yield from throttled_ext4_target(workdir, "sync,nobarrier,lazytime")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 @needs_root
