@@ -12,6 +12,7 @@ from .settings import SearchSettings
 
 
 def saturated(observation: Observation, settings: SearchSettings) -> bool:
+    """One trial judged alone: R̄ above Rsat, or a one-trial saturation signal."""
     return observation.mean_ms > settings.rsat_ms or saturation_signal(observation, settings) is not None
 
 
