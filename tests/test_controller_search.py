@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from peakbench.controller import SearchSettings, find_peak
+from peakbench.controller import SearchSettings, find_peak, sweep_knee
 from peakbench.controller.history import BELOW, LoadRecord, SearchHistory
 from peakbench.controller.pickers import ModelGuided
 from peakbench.controller.statistics import accuracy, stein_interval, t_interval
@@ -171,3 +171,14 @@ def test_t_interval_and_accuracy():
     assert math.isclose(interval.high - interval.mean, 4.302652729911275 / math.sqrt(3))
     assert math.isclose(accuracy(36, 44), 0.9)
     assert stein_interval([1.0, 2.0, 3.0], 1.0, 3, 0.95) == interval
+
+
+def test_a_dense_sweep_of_a_simulated_server_finds_its_knee_at_the_true_peak():
+    server = SimulatedServer.with_peak(800)
+    run_trial = SimulatedTarget(server, seed=3)
+    sweep = [run_trial(800 * (0.6 + 0.08 * step), SETTINGS.runlength_s) for step in range(11)]
+    knee = sweep_knee(sweep, SETTINGS)
+    assert knee is not None and abs(knee - 800) <= 0.04 * 800  # half a sweep step
+    # A sweep that never reaches saturation has no knee, nor one that goes back below it.
+    assert sweep_knee(sweep[:4], SETTINGS) is None
+    assert sweep_knee(sweep + sweep[:1], SETTINGS) is None

@@ -196,6 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--scale", type=_scale, default=1.0, metavar="F",
                         help="multiply the self-scaled file-set size (default 1)")
     search.add_argument("--seed", type=_whole(0), default=1, metavar="N", help="first trial's op-sequence seed")
+    search.add_argument("--max-outstanding", type=_whole(1), metavar="N",
+                        help="cap on requests in flight in every trial (default: none), as `run` has it")
     search.add_argument("--json", type=Path, metavar="FILE", help="also write the search result to this JSON file")
     search.set_defaults(handler=command_search)
 
@@ -451,6 +453,8 @@ def command_search(args: argparse.Namespace) -> int:
         if args.clients or args.cluster:
             raise InputError("a simulated server runs in virtual time: --clients and --cluster do not apply",
                              field="--clients" if args.clients else "--cluster")
+        if args.max_outstanding:
+            raise InputError("a simulated server has no requests in flight to cap", field="--max-outstanding")
         try:
             result = searching.search_simulated(args.target, settings, args.policy, args.seed_rate)
         except ValueError as error:
@@ -458,7 +462,7 @@ def command_search(args: argparse.Namespace) -> int:
         search_id = None
     else:
         args.rate = settings.max_load if settings.max_load < 1e6 else settings.start_load
-        workload, spec = _checked_trial(args)
+        workload, spec = _checked_trial(args, max_outstanding=args.max_outstanding)
         store_module.check_compatible(args.db)
         with _engine(args, workload) as engine:
             engine.validate(spec)
@@ -467,7 +471,7 @@ def command_search(args: argparse.Namespace) -> int:
             system = snapshot(spec["target"], engine.version())
             search_id, result = searching.search_engine_target(
                 workload, spec["target"], settings, args.policy, args.db, system, args.scale, args.seed,
-                args.seed_rate, engine=engine)
+                args.seed_rate, engine=engine, max_outstanding=args.max_outstanding)
     print_search(result, settings, _console())
     if search_id is not None:
         print(f"search {search_id} and its {result.trials} trials stored in {args.db}", file=sys.stderr)

@@ -39,6 +39,18 @@ def percentile_ms(result: dict, percentile: float) -> float:
     return HdrHistogram.decode(encoded).get_value_at_percentile(percentile) / 1e6
 
 
+def observation_of(result: dict, load: float, psat: float, cost_s: float) -> Observation:
+    """What the controller sees of one engine trial offered `load` ops/s."""
+    return Observation(
+        requested_rate=load,
+        achieved_rate=result["achieved_rate"],
+        mean_ms=result["latency"]["mean_ms"],
+        percentile_ms=percentile_ms(result, psat),
+        generator_saturated=result["generator_saturated"],
+        cost_s=cost_s,
+    )
+
+
 @dataclasses.dataclass
 class EngineTrials:
     """run_trial(load, runlength_s) for the controller: prepare (augmenting the file set
@@ -53,12 +65,14 @@ class EngineTrials:
     sysinfo: dict
     scale: float = 1.0
     seed: int = 1
+    max_outstanding: int | None = None  # cap on requests in flight in every trial
     trials_run: int = 0
 
     def __call__(self, load: float, runlength_s: float) -> Observation:
         # Each trial gets its own seed: repeated trials must be independent samples.
         spec = trial_spec(self.workload, self.target, rate=load, warmup_s=self.settings.warmup_s,
-                          runtime_s=runlength_s, seed=self.seed + self.trials_run, scale=self.scale)
+                          runtime_s=runlength_s, seed=self.seed + self.trials_run, scale=self.scale,
+                          max_outstanding=self.max_outstanding)
         self.trials_run += 1
         started = time.monotonic()
         record = dict(workload=self.workload.name, target=target_label(self.target), spec=spec,
@@ -72,14 +86,7 @@ class EngineTrials:
             trial_id = self.store.add_trial(error=str(error), **record)
             raise RunError(f"{error} (recorded as failed trial {trial_id})") from None
         self.store.add_trial(result=result, **record)
-        return Observation(
-            requested_rate=load,
-            achieved_rate=result["achieved_rate"],
-            mean_ms=result["latency"]["mean_ms"],
-            percentile_ms=percentile_ms(result, self.settings.psat),
-            generator_saturated=result["generator_saturated"],
-            cost_s=time.monotonic() - started,
-        )
+        return observation_of(result, load, self.settings.psat, cost_s=time.monotonic() - started)
 
 
 def progress_printer(stream=sys.stderr) -> Callable[[float, int, float | None], None]:
@@ -92,14 +99,16 @@ def progress_printer(stream=sys.stderr) -> Callable[[float, int, float | None], 
 
 def search_engine_target(workload: Workload, target: dict, settings: SearchSettings, policy: str, db: Path,
                          sysinfo: dict, scale: float, seed: int, seed_load: float | None,
-                         engine: Engine | None = None) -> tuple[int, SearchResult]:
+                         engine: Engine | None = None, max_outstanding: int | None = None) -> tuple[int, SearchResult]:
     """A search against a real target; returns the stored search's id and its result.
 
-    `engine` runs the trials: one local Engine by default, or a cluster.DistributedEngine."""
+    `engine` runs the trials: one local Engine by default, or a cluster.DistributedEngine;
+    `max_outstanding` caps the requests in flight in every trial."""
     with store_module.Store(db) as store:
         search_id = store.add_search(workload=workload.name, target=target_label(target), policy=policy,
                                      settings=dataclasses.asdict(settings))
-        trials = EngineTrials(workload, target, engine or Engine(), store, search_id, settings, sysinfo, scale, seed)
+        trials = EngineTrials(workload, target, engine or Engine(), store, search_id, settings, sysinfo, scale, seed,
+                              max_outstanding)
         try:
             result = find_peak(trials, settings, policy, seed_load, progress_printer())
         except BaseException as error:

@@ -9,6 +9,7 @@ from .policies import DEFAULT_POLICY, POLICIES
 from .result import SearchResult, VERDICTS
 from .search import find_peak
 from .settings import SearchSettings
+from .sweep import saturated, sweep_knee
 
 __all__ = ["DEFAULT_POLICY", "POLICIES", "VERDICTS", "Observation", "SearchResult", "SearchSettings",
-           "find_peak"]
+           "find_peak", "saturated", "sweep_knee"]
