@@ -48,6 +48,7 @@ def observation_of(result: dict, load: float, psat: float, cost_s: float) -> Obs
         percentile_ms=percentile_ms(result, psat),
         generator_saturated=result["generator_saturated"],
         cost_s=cost_s,
+        offered_rate=(result["sent"] + result["unsent"]) / result["runtime_s"],
     )
 
 

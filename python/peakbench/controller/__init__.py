@@ -4,7 +4,7 @@ Pure logic over a `run_trial(load, runlength_s) -> Observation` callable, so it
 runs unchanged against the simulator (peakbench.sim) and against real targets.
 """
 
-from .observation import Observation
+from .observation import Observation, saturation_signal
 from .policies import DEFAULT_POLICY, POLICIES
 from .result import SearchResult, VERDICTS
 from .search import find_peak
@@ -12,4 +12,4 @@ from .settings import SearchSettings
 from .sweep import saturated, sweep_knee
 
 __all__ = ["DEFAULT_POLICY", "POLICIES", "VERDICTS", "Observation", "SearchResult", "SearchSettings",
-           "find_peak", "saturated", "sweep_knee"]
+           "find_peak", "saturated", "saturation_signal", "sweep_knee"]

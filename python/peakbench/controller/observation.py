@@ -19,6 +19,10 @@ class Observation:
     percentile_ms: float  # the Psat percentile of response time (e.g. p95)
     generator_saturated: bool  # the load generator, not the server, fell behind
     cost_s: float  # benchmarking time the trial cost: warm-up + runlength + overheads
+    # Arrivals the schedule put in the measured window, per second: with Poisson arrivals
+    # this is the requested rate give or take a few percent, and a server that completed
+    # every one of them kept up. None: exactly the requested rate (metronome, simulator).
+    offered_rate: float | None = None
 
 
 def saturation_signal(observation: Observation, settings: SearchSettings) -> str | None:
@@ -29,9 +33,9 @@ def saturation_signal(observation: Observation, settings: SearchSettings) -> str
     (The mean-response criterion, R̄ > Rsat, is judged on the interval of
     several trials.)
     """
-    floor = observation.requested_rate * (1 - settings.shortfall_tolerance)
-    if observation.achieved_rate < floor:
-        share = observation.achieved_rate / observation.requested_rate
+    offered = observation.offered_rate or observation.requested_rate
+    if observation.achieved_rate < offered * (1 - settings.shortfall_tolerance):
+        share = observation.achieved_rate / offered
         return f"achieved only {share:.0%} of the offered load"
     if observation.percentile_ms > settings.lsat_ms:
         return f"p{settings.psat:g} {observation.percentile_ms:.0f} ms above {settings.lsat_ms:g} ms"
