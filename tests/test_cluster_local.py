@@ -184,6 +184,39 @@ def test_a_worker_killed_mid_trial_ends_the_trial_naming_it(engine_path):
         raise ClientsLost(trial)
 
 
+class IdentityTimesOut:
+    """The client's scheduler RPC, except that `identity` (the poll of which workers are alive) times
+    out, as a round trip now and then does on a machine under heavy load. A fake, because the real
+    scheduler cannot be made to time out on cue; every other call goes to the real one."""
+
+    def __init__(self, scheduler):
+        self.scheduler = scheduler
+
+    def __getattr__(self, name):
+        if name != "identity":
+            return getattr(self.scheduler, name)
+
+        async def timed_out(**kwargs):
+            raise TimeoutError("injected: the scheduler did not answer in time")
+
+        return timed_out
+
+
+def test_a_liveness_poll_that_times_out_loses_no_client(cluster):
+    spec = trial_spec(find_workload("mail"), {"kind": "null"}, rate=600.0, warmup_s=0.5, runtime_s=1.5)
+    engine = DistributedEngine(cluster, clock_tolerance_s=TOLERANCE_S)
+    time.sleep(2.5)  # the client's periodic refresh has cached the scheduler's identity without workers
+    real = cluster.client.scheduler
+    cluster.client.scheduler = IdentityTimesOut(real)
+    try:
+        trial = engine.run_trial(spec)
+    finally:
+        cluster.client.scheduler = real
+    assert trial.complete, trial.message  # not "lost" because the poll went unanswered
+    assert trial.result["cluster"]["finished"] == [f"client-{i}" for i in range(CLIENTS)]
+    assert trial.result["achieved_rate"] == pytest.approx(600.0, rel=0.02)
+
+
 def test_an_unreachable_scheduler_is_one_line(engine_path, cli):
     started = time.monotonic()
     done = cli("run", "mail", "--target", "null://", "--rate", "100", "--cluster", "tcp://127.0.0.1:9",

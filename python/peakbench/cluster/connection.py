@@ -30,6 +30,8 @@ from ..errors import InputError, RunError
 # Bumped whenever the functions the controller sends to workers change their contract.
 PROTOCOL = 1
 CONNECT_TIMEOUT_S = 10.0
+# How long a poll of the workers alive waits for the scheduler before it counts as unanswered.
+ALIVE_TIMEOUT_S = 10.0
 # Identity fields that must agree between the controller and every worker.
 MUST_MATCH = ("peakbench", "engine", "protocol")
 
@@ -93,9 +95,12 @@ class LoadCluster:
     def size(self) -> int:
         return len(self.clients)
 
-    def alive(self) -> set[str]:
-        """Addresses of the workers the scheduler knows now."""
-        return set(self.client.scheduler_info(n_workers=-1)["workers"])
+    def alive(self) -> set[str] | None:
+        """Addresses of the workers the scheduler knows now; None if it did not answer in time."""
+        try:
+            return known_workers(self.client, ALIVE_TIMEOUT_S)
+        except OSError:  # TimeoutError too
+            return None
 
     def describe(self) -> str:
         hosts = sorted({c.host for c in self.clients})
@@ -166,9 +171,9 @@ def connect(clients: int | None = None, address: str | None = None, *, timeout_s
         try:
             client.wait_for_workers(wanted, timeout=max(timeout_s, 60.0 if local is not None else timeout_s))
         except (TimeoutError, OSError) as error:
-            have = len(client.scheduler_info(n_workers=-1)["workers"])
+            have = len(known_workers(client, timeout_s))
             raise RunError(f"the Dask cluster has {have} workers, {wanted} wanted ({type(error).__name__})") from None
-        workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+        workers = sorted(known_workers(client, timeout_s))
         if clients is not None:
             workers = workers[:clients]
         found = client.run(identity, workers=workers, on_error="return")
@@ -187,6 +192,13 @@ def connect(clients: int | None = None, address: str | None = None, *, timeout_s
         if local is not None:
             local.close()
         raise
+
+
+def known_workers(client, timeout_s: float) -> set[str]:
+    """The addresses of the workers the scheduler knows, asked now. Not Client.scheduler_info(): when its
+    request fails (a timeout on a loaded machine) it silently returns the client's cached identity, which
+    the client's own periodic refresh stores without workers, so every worker would look gone."""
+    return set(client.sync(client.scheduler.identity, n_workers=-1, callback_timeout=timeout_s)["workers"])
 
 
 def _field(found, key: str, default):

@@ -342,9 +342,9 @@ class DistributedEngine:
                         self._collect(future, runs[name])
                 if not pending:
                     break
-                alive = self.cluster.alive()
+                alive = self.cluster.alive()  # None: unanswered, ask again at the next poll
                 for name, future in list(pending.items()):
-                    if runs[name].worker not in alive:
+                    if alive is not None and runs[name].worker not in alive:
                         runs[name].lost, runs[name].error = True, "its worker left the cluster mid-trial"
                         future.cancel()
                         del pending[name]
@@ -377,7 +377,8 @@ class DistributedEngine:
             run.lost, run.error = True, run.error or "cancelled"
             return
         error = future.exception()
-        if run.worker not in self.cluster.alive():
+        alive = self.cluster.alive()
+        if alive is not None and run.worker not in alive:
             run.lost, run.error = True, f"its worker left the cluster mid-trial ({type(error).__name__})"
         else:
             run.error = str(error) or type(error).__name__
