@@ -8,6 +8,7 @@ pub mod posix;
 
 use crate::spec::TargetSpec;
 use crate::workload::mix::Op;
+use std::time::Duration;
 
 /// One operation, with paths relative to the file-set root.
 #[derive(Debug, Clone)]
@@ -62,6 +63,15 @@ pub trait Target: Send + Sync {
     }
     /// Send every started request (one system call for a batch of them).
     fn flush(&self) {}
+    /// For the one thread that starts requests, while it would otherwise sleep: wait
+    /// at most `wait` (None: a while) for started requests to complete and complete them
+    /// on this thread, so that one thread wakes for them, not two. Returns after the
+    /// first batch; false, having done nothing, if the target completes them elsewhere.
+    fn receive(&self, _wait: Option<Duration>) -> bool {
+        false
+    }
+    /// The caller of `receive` stops waiting: the target completes requests on its own again.
+    fn stop_receiving(&self) {}
     /// Retransmissions made by this thread's last `execute` (protocol targets only).
     fn take_retransmissions(&self) -> u32 {
         0

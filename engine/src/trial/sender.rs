@@ -7,7 +7,8 @@
 //! the gap to the next one makes the leader wake a parked follower (or ask the monitor
 //! for a new thread) before executing; one that blocks unexpectedly is caught by the
 //! monitor. A pipelining target's requests are started without waiting, so its leader
-//! keeps the lead and its completions arrive on the target's own threads.
+//! keeps the lead; while it waits (for the cap or the next due time) it receives their
+//! completions itself if the target lets it, else they arrive on the target's threads.
 
 use super::lead::{Lead, LeadGuard};
 use super::sched::Claim;
@@ -216,14 +217,24 @@ impl Shared {
         }
     }
 
-    /// A pipelining target: wait while the user's cap is reached. Sleeps until a
-    /// completion frees a place (it unparks us), not in a polling loop.
+    /// A pipelining target: wait while the user's cap is reached. Receives completions
+    /// until a quarter of the places are free (so the next requests go out in one batch),
+    /// or, if the target completes them elsewhere, sleeps until one of those frees a
+    /// place (it unparks us), not in a polling loop.
     fn wait_for_cap(&self) {
         let Some(cap) = self.cap else { return };
         if self.started.load(Relaxed) < cap {
             return;
         }
         self.target.flush();
+        while self.started.load(SeqCst) > resume_at(cap) {
+            if !self.target.receive(None) {
+                break;
+            }
+        }
+        if self.started.load(SeqCst) < cap {
+            return;
+        }
         *self.cap_waiter.lock().expect("cap waiter lock") = Some(std::thread::current());
         self.cap_waiting.fetch_add(1, Relaxed);
         while self.started.load(SeqCst) >= cap {
@@ -242,13 +253,17 @@ impl Shared {
         self.started.fetch_sub(1, SeqCst);
         // Wake a leader held by the cap once a quarter of the places are free, so it
         // sends a batch instead of one request per wake-up.
-        let resume_at = self.cap.map_or(0, |cap| cap - (cap / 4).max(1));
-        if self.cap_waiting.load(SeqCst) > 0 && self.started.load(Relaxed) <= resume_at {
+        if self.cap_waiting.load(SeqCst) > 0 && self.started.load(Relaxed) <= self.cap.map_or(0, resume_at) {
             if let Some(t) = self.cap_waiter.lock().expect("cap waiter lock").as_ref() {
                 t.unpark();
             }
         }
     }
+}
+
+/// Requests in flight at which a leader held by the cap sends again.
+fn resume_at(cap: usize) -> usize {
+    cap - (cap / 4).max(1)
 }
 
 /// Start a claimed request on a pipelining target without waiting for it; hand the
@@ -292,7 +307,8 @@ fn track_p90(estimate: u64, took: u64) -> u64 {
     }
 }
 
-/// Wait for `due_ns`; returns the time read when it had come.
+/// Wait for `due_ns`; returns the time read when it had come. A pipelining leader
+/// receives completions meanwhile rather than sleep.
 fn wait_until(shared: &Shared, due_ns: u64) -> u64 {
     loop {
         let now = shared.now_ns();
@@ -300,7 +316,10 @@ fn wait_until(shared: &Shared, due_ns: u64) -> u64 {
             return now;
         }
         if due_ns - now > SPIN_NS {
-            std::thread::sleep(Duration::from_nanos(due_ns - now - SPIN_NS / 2));
+            let nap = Duration::from_nanos(due_ns - now - SPIN_NS / 2);
+            if !(shared.pipelines && shared.target.receive(Some(nap))) {
+                std::thread::sleep(nap);
+            }
         } else {
             std::hint::spin_loop();
         }
@@ -335,6 +354,7 @@ fn sender(shared: Arc<Shared>, slot: Arc<Slot>) {
             if batched > 0 {
                 shared.target.flush();
             }
+            shared.target.stop_receiving();
             drop(guard);
             shared.wake_all();
             break;
@@ -359,6 +379,10 @@ fn sender(shared: Arc<Shared>, slot: Arc<Slot>) {
                     batched += 1;
                     if batched >= MAX_BATCH || next_due > shared.now_ns() {
                         shared.target.flush();
+                        if batched >= MAX_BATCH {
+                            // Still behind, so no wait to receive in: take what has arrived.
+                            shared.target.receive(Some(Duration::ZERO));
+                        }
                         batched = 0;
                     }
                     lead = Some(guard);
@@ -366,6 +390,8 @@ fn sender(shared: Arc<Shared>, slot: Arc<Slot>) {
                 }
                 Err(claim) => {
                     shared.target.flush();
+                    // This one blocks the leader: the target's own thread completes the rest meanwhile.
+                    shared.target.stop_receiving();
                     batched = 0;
                     claim
                 }

@@ -417,6 +417,14 @@ impl Target for Nfs {
         self.nfs.rpc.flush()
     }
 
+    fn receive(&self, wait: Option<Duration>) -> bool {
+        self.nfs.rpc.receive(wait)
+    }
+
+    fn stop_receiving(&self) {
+        self.nfs.rpc.stop_receiving()
+    }
+
     fn start(&self, request: &Request, done: Completion) -> Result<(), Completion> {
         use proto::*;
         use xdr::Dec;

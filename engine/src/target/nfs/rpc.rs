@@ -2,17 +2,20 @@
 //! flight on one connection, each matched to its reply by XID. Callers block in
 //! `call`; one reader thread per connection reads replies in large chunks and
 //! hands each to the thread that waits for it, or decodes it in place for an
-//! asynchronous call. Replies with an XID that nobody waits for (late replies to
-//! calls that timed out, garbage) are counted and dropped.
+//! asynchronous call. A pipelining caller may `receive` replies itself while it
+//! waits anyway; the reader thread then stays out until `stop_receiving`, so one
+//! thread, not two, wakes for a batch of replies. Replies with an XID that nobody
+//! waits for (late replies to calls that timed out, garbage) are counted and dropped.
 
 use super::xdr::{Dec, Enc};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::ops::Range;
+use std::os::fd::AsRawFd;
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::{Relaxed, SeqCst}};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
@@ -133,6 +136,11 @@ impl Waiter {
 
 struct Live {
     writer: Mutex<TcpStream>,
+    /// The receive side: whoever holds it reads and completes replies.
+    rx: Mutex<Receiver>,
+    /// A caller receives replies itself (`RpcClient::receive`): the reader thread stays out.
+    caller_receives: AtomicBool,
+    reader: OnceLock<Thread>,
     /// Asynchronous calls waiting for `flush`: many records, one write.
     queued: Mutex<Vec<u8>>,
     pending: Mutex<HashMap<u32, Waiter>>,
@@ -275,8 +283,12 @@ impl RpcClient {
             .map_err(|e| RpcError::Connection(format!("connect to {}: {e}", self.addr)))?;
         let _ = stream.set_nodelay(true);
         let reader = stream.try_clone().map_err(|e| RpcError::Connection(e.to_string()))?;
+        let _ = reader.set_read_timeout(Some(EXPIRE_EVERY));
         let live = Arc::new(Live {
             writer: Mutex::new(stream),
+            rx: Mutex::new(Receiver { stream: reader, records: Records::new(MAX_RECORD), batch: Vec::new() }),
+            caller_receives: AtomicBool::new(false),
+            reader: OnceLock::new(),
             queued: Mutex::new(Vec::with_capacity(64 * 1024)),
             pending: Mutex::new(HashMap::new()),
             dead: AtomicBool::new(false),
@@ -287,7 +299,7 @@ impl RpcClient {
         std::thread::Builder::new()
             .name("pb-rpc-reader".into())
             .stack_size(256 * 1024)
-            .spawn(move || read_replies(l2, reader, stats))
+            .spawn(move || read_replies(l2, stats))
             .map_err(|e| RpcError::Connection(format!("reader thread: {e}")))?;
         g.0 = Some(live.clone());
         Ok(live)
@@ -354,6 +366,39 @@ impl RpcClient {
             drop(q);
             if let Err(e) = sent {
                 live.kill(&RpcError::Connection(format!("send to {}: {e}", self.addr)));
+            }
+        }
+    }
+
+    /// Read replies on this thread and complete them here, instead of leaving them to
+    /// the reader thread: for a pipelining caller that would otherwise sleep until its
+    /// calls complete. Waits at most `wait` for the first byte (None: until a read
+    /// returns, at most EXPIRE_EVERY), then completes whatever one read brought. The
+    /// reader thread keeps out from now until `stop_receiving`. False, having done
+    /// nothing, when another thread is receiving or there is more than one connection.
+    pub fn receive(&self, wait: Option<Duration>) -> bool {
+        let [conn] = &self.conns[..] else { return false };
+        let Some(live) = conn.live.lock().expect("conn lock").0.clone() else { return false };
+        if live.dead.load(Relaxed) {
+            return false;
+        }
+        live.caller_receives.store(true, SeqCst);
+        let Ok(mut rx) = live.rx.try_lock() else { return false };
+        if let Err(why) = rx.receive(&live, &self.stats, wait) {
+            drop(rx);
+            live.kill(&why);
+        }
+        true
+    }
+
+    /// Replies go back to the reader thread (the caller of `receive` stops waiting for them).
+    pub fn stop_receiving(&self) {
+        for c in &self.conns {
+            let live = c.live.lock().expect("conn lock").0.clone();
+            if let Some(live) = live.filter(|l| l.caller_receives.swap(false, SeqCst)) {
+                if let Some(t) = live.reader.get() {
+                    t.unpark();
+                }
             }
         }
     }
@@ -571,42 +616,59 @@ impl Records {
     }
 }
 
-/// How often the reader looks for asynchronous calls whose time is up.
+/// How often the reader looks for asynchronous calls whose time is up (and the
+/// longest a blocking read waits).
 const EXPIRE_EVERY: Duration = Duration::from_millis(50);
 
-fn read_replies(live: Arc<Live>, mut stream: TcpStream, stats: Arc<TransportStats>) {
-    let _ = stream.set_read_timeout(Some(EXPIRE_EVERY));
-    let mut records = Records::new(MAX_RECORD);
-    let mut last_expire = Instant::now();
-    // Every whole record of one read, and its waiter: one look-up under the lock for them all.
-    let mut batch: Vec<(Range<usize>, Option<Waiter>)> = Vec::new();
-    let why = loop {
-        match stream.read(records.space()) {
-            Ok(0) => break RpcError::Connection("connection closed by the server".into()),
-            Ok(n) => records.filled(n),
+/// A connection's receive side: the socket and the records read from it.
+struct Receiver {
+    stream: TcpStream,
+    records: Records,
+    /// Every whole record of one read, and its waiter: one look-up under the lock for them all.
+    batch: Vec<(Range<usize>, Option<Waiter>)>,
+}
+
+impl Receiver {
+    /// One read (blocking, or after waiting at most `wait` for the socket to become
+    /// readable), then every whole reply in the buffer handed to its waiter. An error
+    /// means the connection cannot be used any more.
+    fn receive(&mut self, live: &Live, stats: &TransportStats, wait: Option<Duration>) -> Result<(), RpcError> {
+        let space = self.records.space();
+        let got = match wait {
+            None => self.stream.read(space),
+            Some(d) if readable(&self.stream, d) => {
+                // Readable: takes what is there without blocking (another reader may have raced us).
+                let n = unsafe { libc::recv(self.stream.as_raw_fd(), space.as_mut_ptr().cast(), space.len(), libc::MSG_DONTWAIT) };
+                if n < 0 { Err(std::io::Error::last_os_error()) } else { Ok(n as usize) }
+            }
+            Some(_) => return Ok(()),
+        };
+        match got {
+            Ok(0) => return Err(RpcError::Connection("connection closed by the server".into())),
+            Ok(n) => self.records.filled(n),
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted) => {}
-            Err(e) => break RpcError::Connection(format!("connection lost: {e}")),
+            Err(e) => return Err(RpcError::Connection(format!("connection lost: {e}"))),
         }
         let broken = loop {
-            match records.next() {
+            match self.records.next() {
                 Next::Incomplete => break None,
                 Next::Broken(e) => break Some(e),
                 Next::Record(r) if r.len() < 4 => {
                     stats.bad_records.fetch_add(1, Relaxed);
                 }
-                Next::Record(r) => batch.push((r, None)),
+                Next::Record(r) => self.batch.push((r, None)),
             }
         };
-        if !batch.is_empty() {
+        if !self.batch.is_empty() {
             let mut pending = live.pending.lock().expect("pending lock");
-            for (r, waiter) in batch.iter_mut() {
-                let rec = records.get(r.clone());
+            for (r, waiter) in self.batch.iter_mut() {
+                let rec = self.records.get(r.clone());
                 *waiter = pending.remove(&u32::from_be_bytes([rec[0], rec[1], rec[2], rec[3]]));
             }
         }
-        for (r, waiter) in batch.drain(..) {
+        for (r, waiter) in self.batch.drain(..) {
             match waiter {
-                Some(w) => w.finish(Ok(records.get(r))),
+                Some(w) => w.finish(Ok(self.records.get(r))),
                 None => {
                     stats.stray_replies.fetch_add(1, Relaxed);
                 }
@@ -614,7 +676,28 @@ fn read_replies(live: Arc<Live>, mut stream: TcpStream, stats: Arc<TransportStat
         }
         if let Some(e) = broken {
             stats.bad_records.fetch_add(1, Relaxed);
-            break RpcError::Malformed(e);
+            return Err(RpcError::Malformed(e));
+        }
+        Ok(())
+    }
+}
+
+/// Whether the socket has bytes to read within `wait` (a nanosecond timeout, unlike `poll`'s milliseconds).
+fn readable(stream: &TcpStream, wait: Duration) -> bool {
+    let mut fd = libc::pollfd { fd: stream.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let ts = libc::timespec { tv_sec: wait.as_secs() as libc::time_t, tv_nsec: wait.subsec_nanos() as libc::c_long };
+    unsafe { libc::ppoll(&mut fd, 1, &ts, std::ptr::null()) > 0 }
+}
+
+/// The reader thread: receives whenever no caller does, and expires calls whose time is up.
+fn read_replies(live: Arc<Live>, stats: Arc<TransportStats>) {
+    let _ = live.reader.set(std::thread::current());
+    let mut last_expire = Instant::now();
+    let why = loop {
+        if live.caller_receives.load(SeqCst) {
+            std::thread::park_timeout(EXPIRE_EVERY);
+        } else if let Err(why) = live.rx.lock().expect("receiver lock").receive(&live, &stats, None) {
+            break why;
         }
         if live.dead.load(Relaxed) {
             break RpcError::Connection("connection closed".into());
