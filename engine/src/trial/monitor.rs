@@ -13,8 +13,10 @@ use std::time::Duration;
 /// interrupts a sender on a busy core, so not more often than needed: slow ops hand off
 /// before they block; this catches the ones that block unexpectedly.
 const MONITOR_NS: u64 = 500_000;
-/// The same for a pipelining target with no sender blocked in it: it cannot starve the schedule.
-const IDLE_PIPELINE_NS: u64 = 1_000_000;
+/// The same for a pipelining target with no sender blocked in it: it cannot starve the
+/// schedule, and each look costs a wake-up that is a measurable share of such a client's
+/// CPU at tens of thousands of ops/s. A leader that starts executing wakes it (`doze`).
+const IDLE_PIPELINE_NS: u64 = 20_000_000;
 
 /// Scheduler statistics of a thread: (ns on a CPU, ns waiting on a run queue).
 /// The kernel updates them at scheduler events and ticks, so over a short stretch they may lag.
@@ -232,7 +234,7 @@ pub fn monitor(spec: &TrialSpec, shared: &Arc<Shared>) -> usize {
         if (shared.live.load(Acquire) == 0 && shared.started.load(Acquire) == 0) || now >= drain_deadline {
             return max_busy;
         }
-        let idle_pipeline = shared.pipelines && c.executing == 0;
+        let idle_pipeline = shared.pipelines && c.executing == 0 && shared.doze();
         let pace = if idle_pipeline { IDLE_PIPELINE_NS } else { MONITOR_NS };
         let watch = if suspect.is_some() && !progressed {
             now + SPAWN_AFTER_NS
@@ -246,5 +248,6 @@ pub fn monitor(spec: &TrialSpec, shared: &Arc<Shared>) -> usize {
         let wake = watch.min(next_progress).min(drain_deadline);
         let floor = if idle_pipeline { IDLE_PIPELINE_NS } else { SPAWN_AFTER_NS / 4 };
         std::thread::park_timeout(Duration::from_nanos(wake.saturating_sub(now).clamp(floor, 100_000_000)));
+        shared.monitor_dozing.store(false, Relaxed);
     }
 }

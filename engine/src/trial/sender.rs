@@ -16,7 +16,7 @@ use super::tally::{Done, Quarters, Tally, Window};
 use crate::clock::Clock;
 use crate::target::{Completion, Target};
 use crate::workload::mix::Op;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -92,6 +92,8 @@ pub struct Shared {
     /// (a wake-up per request costs little against such a target).
     pub congested: AtomicBool,
     pub monitor: OnceLock<std::thread::Thread>,
+    /// The monitor sleeps long, trusting a pipelining leader to wake it when it executes a request.
+    pub monitor_dozing: AtomicBool,
     /// Running estimate of the 90th percentile of each op's execution time, for the
     /// hand-off decision. A quantile, not a mean: a rare preemption must not move it.
     pub expect_ns: [AtomicU64; Op::ALL.len()],
@@ -134,6 +136,7 @@ impl Shared {
             last_leader: AtomicUsize::new(0),
             congested: AtomicBool::new(false),
             monitor: OnceLock::new(),
+            monitor_dozing: AtomicBool::new(false),
             expect_ns: Default::default(),
             started: AtomicUsize::new(0),
             in_flight: Default::default(),
@@ -181,6 +184,28 @@ impl Shared {
         }
         if let Some(m) = self.monitor.get() {
             m.unpark();
+        }
+    }
+
+    /// The monitor, about to sleep long: whether no sender executes a request (and any
+    /// that starts now will wake it: see `executing`).
+    pub fn doze(&self) -> bool {
+        self.monitor_dozing.store(true, Relaxed);
+        fence(SeqCst);
+        let idle = self.slots.lock().expect("slot list").iter().all(|s| s.executing.load(Relaxed) == 0);
+        if !idle {
+            self.monitor_dozing.store(false, Relaxed);
+        }
+        idle
+    }
+
+    /// A pipelining leader has just marked itself executing: wake a dozing monitor to watch it.
+    fn executing(&self) {
+        fence(SeqCst);
+        if self.monitor_dozing.swap(false, Relaxed) {
+            if let Some(m) = self.monitor.get() {
+                m.unpark();
+            }
         }
     }
 
@@ -405,6 +430,9 @@ fn sender(shared: Arc<Shared>, slot: Arc<Slot>) {
         drop(guard); // whoever is free may lead while this request executes
         slot.started.store(start_ns, Relaxed);
         slot.executing.store(op as u32 + 1 + if counted { COUNTED } else { 0 }, Relaxed);
+        if shared.pipelines {
+            shared.executing();
+        }
         // A closed-loop client always lets another client lead: they all send at once.
         if (expect > HANDOFF_NS && start_ns + expect > next_due) || shared.congested.load(Relaxed) || shared.closed {
             shared.hand_off();
