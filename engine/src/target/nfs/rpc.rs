@@ -150,6 +150,15 @@ struct Live {
 }
 
 impl Live {
+    /// Receiving goes back to the reader thread.
+    fn give_back(&self) {
+        if self.caller_receives.swap(false, SeqCst) {
+            if let Some(t) = self.reader.get() {
+                t.unpark();
+            }
+        }
+    }
+
     fn kill(&self, why: &RpcError) {
         self.dead.store(true, Relaxed);
         if let Ok(w) = self.writer.lock() {
@@ -375,15 +384,33 @@ impl RpcClient {
     /// calls complete. Waits at most `wait` for the first byte (None: until a read
     /// returns, at most EXPIRE_EVERY), then completes whatever one read brought. The
     /// reader thread keeps out from now until `stop_receiving`. False, having done
-    /// nothing, when another thread is receiving or there is more than one connection.
+    /// nothing, when the reader thread is in a read and `wait` is short, or there is
+    /// more than one connection.
     pub fn receive(&self, wait: Option<Duration>) -> bool {
         let [conn] = &self.conns[..] else { return false };
         let Some(live) = conn.live.lock().expect("conn lock").0.clone() else { return false };
         if live.dead.load(Relaxed) {
             return false;
         }
-        live.caller_receives.store(true, SeqCst);
-        let Ok(mut rx) = live.rx.try_lock() else { return false };
+        let mut rx = match wait {
+            // Calls are in flight: worth waiting for the reader thread to finish its read
+            // (it keeps out after it, seeing the flag).
+            None => {
+                live.caller_receives.store(true, SeqCst);
+                live.rx.lock().expect("receiver lock")
+            }
+            Some(_) => match live.rx.try_lock() {
+                Ok(rx) => {
+                    live.caller_receives.store(true, SeqCst);
+                    rx
+                }
+                // The reader thread is reading: let it go on, rather than leave nobody reading.
+                Err(_) => {
+                    live.give_back();
+                    return false;
+                }
+            },
+        };
         if let Err(why) = rx.receive(&live, &self.stats, wait) {
             drop(rx);
             live.kill(&why);
@@ -395,10 +422,8 @@ impl RpcClient {
     pub fn stop_receiving(&self) {
         for c in &self.conns {
             let live = c.live.lock().expect("conn lock").0.clone();
-            if let Some(live) = live.filter(|l| l.caller_receives.swap(false, SeqCst)) {
-                if let Some(t) = live.reader.get() {
-                    t.unpark();
-                }
+            if let Some(live) = live {
+                live.give_back();
             }
         }
     }
@@ -696,8 +721,14 @@ fn read_replies(live: Arc<Live>, stats: Arc<TransportStats>) {
     let why = loop {
         if live.caller_receives.load(SeqCst) {
             std::thread::park_timeout(EXPIRE_EVERY);
-        } else if let Err(why) = live.rx.lock().expect("receiver lock").receive(&live, &stats, None) {
-            break why;
+        } else {
+            let mut rx = live.rx.lock().expect("receiver lock");
+            // A caller may have taken over while we waited for the lock: then it reads.
+            if !live.caller_receives.load(SeqCst) {
+                if let Err(why) = rx.receive(&live, &stats, None) {
+                    break why;
+                }
+            }
         }
         if live.dead.load(Relaxed) {
             break RpcError::Connection("connection closed".into());
