@@ -123,6 +123,21 @@ def test_prepare_over_nfs_builds_the_same_tree_as_posix(engine_path, ganesha_ser
     assert len(tree(remote)) > 100
 
 
+def test_a_capped_pipeline_mixed_with_blocking_ops_completes_every_request(engine_path, ganesha_server, nfs_url):
+    """GETATTRs pipelined under a cap, among WRITEs that block a sender: each blocking op hands
+    receiving back to the connection's reader thread and the leader takes it again, so no
+    reply may be left unread (that would show as timeouts and cancellations)."""
+    spec = _spec(nfs_url, {"getattr": 0.9, "write": 0.1}, rate=20_000, runtime_s=2)
+    spec["load"]["max_outstanding"] = 8
+    _engine(engine_path, "prepare", spec)
+    result = _engine(engine_path, "run", spec)
+    assert result["completed"] > 0
+    for op, summary in result["ops"].items():
+        assert summary["errors"] == {}, (op, summary["errors"])
+        assert summary["timeouts"] == 0 and summary["cancellations"] == 0, (op, summary)
+        assert summary["successes"] == summary["count"]
+
+
 def test_nfs_errors_are_counted_by_status(engine_path, ganesha_server, nfs_url, tmp_path):
     """RMDIR with no directory made by the trial names a missing path: NFS3ERR_NOENT, counted."""
     spec = _spec(nfs_url, {"rmdir": 0.5, "getattr": 0.5}, rate=200, runtime_s=1.0)
