@@ -1272,7 +1272,7 @@ def bench_realsearch(name: str = "realsearch") -> dict:
     from peakbench import cgroups, fsimage, searching
     from peakbench.controller import SearchSettings, saturated, sweep_knee
 
-    workload = ROOT / "tests" / "sync-overwrite.toml"
+    workload = ROOT / "python" / "peakbench" / "workloads" / "sync-overwrite.toml"
     settings = SearchSettings(**searching.QUICK)
     env = {"PYTHONPATH": str(ROOT / "python"), "PEAKBENCH_ENGINE": str(ENGINE)}
     cap = ("--max-outstanding", 128)

@@ -5,7 +5,7 @@ import pytest
 from peakbench.engine import Engine
 from peakbench.workload import canned_names, find_workload, trial_spec
 
-EXPECTED = {"specsfs97", "specsfs2008", "web-server", "web-proxy", "db-tp", "peer-to-peer", "mail", "news"}
+EXPECTED = {"specsfs97", "specsfs2008", "web-server", "web-proxy", "db-tp", "peer-to-peer", "mail", "news", "sync-overwrite"}
 
 
 def test_all_canned_workloads_ship():

@@ -160,10 +160,6 @@ def test_a_real_search_finds_the_disk_bound_peak(engine_path, cli, throttled_ext
     assert f"peak {peak:,.1f} ops/s" in page and "peak region 36-44 ms" in page
 
 
-# Also the benchmark of the sweep-vs-search agreement (benchmarks/run.py realsearch).
-SYNC_OVERWRITE = Path(__file__).parent / "sync-overwrite.toml"
-
-
 @needs_root
 def test_a_real_search_agrees_with_a_dense_sweep(engine_path, cli, throttled_sync_ext4, tmp_path):
     db, out = tmp_path / "p.db", tmp_path / "peak.json"
@@ -172,7 +168,7 @@ def test_a_real_search_agrees_with_a_dense_sweep(engine_path, cli, throttled_syn
     # calls itself the bottleneck. A cap on requests in flight (three times what the peak needs)
     # makes the queue past it wait for the disk, not for new threads.
     cap = ("--max-outstanding", "128")
-    done = cli("search", str(SYNC_OVERWRITE), "--target", str(throttled_sync_ext4), "--quick", *cap, "--db", str(db),
+    done = cli("search", "sync-overwrite", "--target", str(throttled_sync_ext4), "--quick", *cap, "--db", str(db),
                "--json", str(out), timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads(out.read_text())
@@ -189,7 +185,7 @@ def test_a_real_search_agrees_with_a_dense_sweep(engine_path, cli, throttled_syn
         # it) tells nothing about the disk: it is run again.
         report = tmp_path / f"sweep-{rate:.0f}.json"
         for _ in range(attempts):
-            run = cli("run", str(SYNC_OVERWRITE), "--target", str(throttled_sync_ext4), "--rate", f"{rate:.1f}",
+            run = cli("run", "sync-overwrite", "--target", str(throttled_sync_ext4), "--rate", f"{rate:.1f}",
                       "--warmup", str(settings.warmup_s), "--runtime", str(settings.runlength_s), *cap,
                       "--db", str(db), "--json", str(report))
             assert run.returncode == 0, run.stderr

@@ -137,4 +137,4 @@ def test_trial_spec_carries_the_load_and_the_scaled_file_set(tmp_path):
 def test_unknown_workload_lists_the_known_ones():
     with pytest.raises(InputError) as caught:
         find_workload("webserver")
-    assert "known: db-tp, mail, news, peer-to-peer, specsfs2008, specsfs97, web-proxy, web-server" in str(caught.value)
+    assert "known: db-tp, mail, news, peer-to-peer, specsfs2008, specsfs97, sync-overwrite, web-proxy, web-server" in str(caught.value)
