@@ -13,7 +13,7 @@ def op(count, mean, total, errors=None, timeouts=0):
 
 def result(**overrides):
     base = {
-        "requested_rate": 100.0, "achieved_rate": 99.5, "completed": 995, "warmup_s": 1, "runtime_s": 10,
+        "requested_rate": 100.0, "achieved_rate": 99.5, "sent": 1000, "unsent": 0, "completed": 995, "warmup_s": 1, "runtime_s": 10,
         "ops": {"getattr": op(600, 0.1, 60.0), "read": op(395, 0.5, 197.5, {"EIO": 2}, timeouts=1)},
         "latency": {"count": 995, "mean_ms": 0.26, "stddev_ms": 0.2, "p50_ms": 0.1, "p99_ms": 1.5},
         "schedule_lag": {"mean_ms": 0.01, "p99_ms": 0.05, "max_ms": 0.3},

@@ -140,6 +140,12 @@ class Engine:
         return result
 
 
+def offered_rate(result: dict) -> float:
+    """Arrivals the schedule put in a trial's measured window, per second (SPEC.md: `sent` and
+    `unsent`): the nominal rate for a metronome, give or take a few percent for Poisson."""
+    return (result["sent"] + result["unsent"]) / result["runtime_s"]
+
+
 def settle(target: dict, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
     """Write back the target file system's dirty data (syncfs), outside any measurement.
 

@@ -18,7 +18,7 @@ from . import hooks
 from .controller import Observation, SearchResult, SearchSettings, find_peak
 from .controller.design import Sample
 from .controller.surface import SurfaceResult, map_surface
-from .engine import Engine
+from .engine import Engine, offered_rate
 from .errors import RunError
 from .surfaceplan import SurfacePlan
 from .sysinfo import snapshot
@@ -48,7 +48,7 @@ def observation_of(result: dict, load: float, psat: float, cost_s: float) -> Obs
         percentile_ms=percentile_ms(result, psat),
         generator_saturated=result["generator_saturated"],
         cost_s=cost_s,
-        offered_rate=(result["sent"] + result["unsent"]) / result["runtime_s"],
+        offered_rate=offered_rate(result),
     )
 
 

@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from .engine import offered_rate
+
 
 def error_count(op: dict) -> int:
     """All failed requests of one op: errors by kind (errno, NFS status) plus timeouts and cancellations."""
@@ -102,7 +104,7 @@ def summary_lines(spec: dict, result: dict) -> list[Text]:
             f"WARNING: THE LOAD GENERATOR SATURATED ({reason}). These numbers measure peakbench's"
             " limit on this machine, not the target's.", style="bold white on red",
         ))
-    elif requested is not None and achieved < 0.95 * requested:
+    elif requested is not None and achieved < 0.95 * offered_rate(result):
         lines.append(Text(
             "the target completed under 95% of the offered load: it is probably saturated at this rate",
             style="yellow",
