@@ -30,6 +30,7 @@ from .observation import Observation, saturation_signal
 from .pickers import bisection_step
 from .policies import DEFAULT_POLICY, Policy, policy_named
 from .response_model import line_through
+from .runlength import careful_runlength
 from . import result as verdicts
 from .result import LoadSummary, SearchResult, TraceEntry
 from .settings import SearchSettings
@@ -89,6 +90,7 @@ class _Search:
         self.history = SearchHistory()
         self.trace: list[tuple[float, str, int, float, Observation, float]] = []
         self.cost_s = 0.0
+        self.variance_seconds: dict[float, float] = {}  # per carefully measured load: cv² × runlength
 
     # -- the loop -------------------------------------------------------------
 
@@ -203,8 +205,10 @@ class _Search:
         interval: ConfidenceInterval | None = None
         stage: tuple[int, float] | None = None  # (size, sample deviation) of the completed stage
         planned = pilot  # trials this stage runs before the interval is judged for accuracy
+        runlength = (careful_runlength(s, self.variance_seconds.values(), pilot) if self.policy.adapts_runlength
+                     else s.runlength_s)
         for number in range(1, s.max_trials + 1):
-            observation = self.trial(load, s.runlength_s, "careful", number)
+            observation = self.trial(load, runlength, "careful", number)
             signal = saturation_signal(observation, s)
             if signal is not None:
                 self.report(load, number, None)
@@ -213,6 +217,7 @@ class _Search:
             if len(means) < s.min_trials:
                 self.report(load, number, None)
                 continue
+            self.variance_seconds[load] = (sample_deviation(means) / (math.fsum(means) / len(means))) ** 2 * runlength
             if stage is None:
                 interval = t_interval(means, s.confidence)
             else:
