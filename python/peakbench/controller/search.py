@@ -41,8 +41,12 @@ RunTrial = Callable[[float, float], Observation]
 # progress(load, trial number at that load, width of R̄'s interval in ms or None)
 Progress = Callable[[float, int, float | None], None]
 
-SCOUT_FAR_FACTOR = 2.0  # a scout decides when R̄ is below region/2 or above region·2
+SCOUT_FAR_FACTOR = 1.5  # a scout decides when R̄ is below region/1.5 or above region·1.5
 CLOSED_BRACKET = 0.002  # a bracket narrower than this (relative) leaves no load to try
+# A stage runs at most this many times the trials of the one before: Stein's N from a pilot
+# of 4 carries t(3)² ≈ 10 where a known deviation needs z² ≈ 3.8, so a noisy load is cheaper
+# re-planned from a larger pilot with more degrees of freedom.
+STAGE_GROWTH = 2
 
 
 class _Cliff(Exception):
@@ -194,10 +198,12 @@ class _Search:
         first `pilot` trials fix the sample deviation s0, which sets the total
         N = ⌈(t·s0/h)²⌉ for the half-width h = (1−a)·R̄; the interval is
         R̄ ± t·s0/√n with t on pilot−1 degrees of freedom, and the peak is
-        claimed only at n = N (a stage that falls short is the pilot of the
-        next). Adding one trial at a time until the interval is narrow enough,
-        as the paper does, stops when s happens to be small and covers less
-        than c: 88–94% in simulation.
+        claimed only at the end of a stage (a stage that falls short is the
+        pilot of the next; a stage runs at most STAGE_GROWTH times the trials
+        before it, n = min(N, 2·pilot), still fixed by s0 alone, so its
+        interval stays exact). Adding one trial at a time until the interval
+        is narrow enough, as the paper does, stops when s happens to be small
+        and covers less than c: 88–94% in simulation.
         """
         s = self.settings
         pilot = max(s.min_trials, STEIN_PILOT)
@@ -231,6 +237,7 @@ class _Search:
                 planned = stein_trials(stage[1] / interval.mean, s.confidence, 1 - s.accuracy, stage[0])
                 if planned > s.max_trials:
                     return self.unresolvable(load, interval, planned)
+                planned = min(planned, STAGE_GROWTH * stage[0])
         raise _Stopped(verdicts.NOISY,
                        f"at {load:g} ops/s R̄ varies too much from trial to trial "
                        f"({self.describe(interval)}) to reach accuracy {s.accuracy:.0%} within {s.max_trials} "
