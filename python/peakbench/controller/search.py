@@ -14,7 +14,9 @@ careful()); max_trials without a decision is noisy.
 
 Only careful trials of one runlength enter an interval, so the peak's claim
 (R̄'s interval at confidence c, accuracy ≥ a) rests on trials at λ* alone;
-scout decisions only steer the search. A scout decision is provisional:
+scout decisions only steer the search. Baselines run every careful trial for
+settings.runlength_s; the guided policy picks each load's runlength before
+its trials from the variance earlier loads showed (runlength.py). A scout decision is provisional:
 when the bracket closes with a scout-decided end, that end is measured
 carefully.
 """
