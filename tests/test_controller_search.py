@@ -10,6 +10,7 @@ from peakbench.controller.history import BELOW, LoadRecord, SearchHistory
 from peakbench.controller.pickers import ModelGuided
 from peakbench.controller.runlength import careful_runlength
 from peakbench.controller.statistics import accuracy, stein_interval, stein_trials, t_interval
+from peakbench.searching import QUICK
 from peakbench.sim import SimulatedServer, SimulatedTarget, simulate
 
 SETTINGS = SearchSettings()
@@ -136,6 +137,21 @@ def test_saturated_already_at_the_lowest_rate():
         result = search(SimulatedServer(capacity=1000, service_ms=60), policy, settings)
         assert result.verdict == "saturated-at-min"
         assert "--min-rate" in result.message
+
+
+def test_a_knee_too_noisy_to_settle_is_bracketed_by_settled_loads():
+    # Short trials on a steep knee (the quick preset, a 5 ms server peaking at ~200 ops/s like the
+    # throttled disk of the main job): R̄ at loads near the peak varies too much to settle within
+    # max_trials, so bisecting there ends nowhere. The search probes just outside those loads until
+    # settled loads bound the peak closely, and claims it from them.
+    quick = SearchSettings(**QUICK)
+    results = [find_peak(SimulatedTarget(SimulatedServer.with_peak(194, service_ms=5), quick.warmup_s, quick.psat,
+                                         seed=seed), quick, "guided") for seed in range(60)]
+    within = [r for r in results if r.peak_rate is not None and abs(r.peak_rate / 194 - 1) <= 1 - quick.accuracy]
+    assert len(within) >= quick.confidence * len(results), [r.message for r in results if r not in within]
+    bracketed = [r for r in results if r.verdict == "peak" and "too much from trial to trial to settle" in r.message]
+    assert bracketed
+    assert all(r.ci_low < r.peak_rate < r.ci_high and r.accuracy >= quick.accuracy for r in bracketed)
 
 
 def test_noisy_when_the_trial_budget_runs_out():

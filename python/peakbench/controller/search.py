@@ -147,6 +147,9 @@ class _Search:
                     and not settled_low.scouted and not settled_high.scouted
                     and bracket_accuracy(settled_low.load, settled_high.load) >= self.settings.accuracy):
                 raise _Cliff(settled_low, settled_high)
+            probe = self.knee_probe()
+            if probe is not None:
+                return probe, True
         if low is not None and high is not None and high.load <= low.load * (1 + CLOSED_BRACKET):
             scouted = [r for r in (low, high) if r.scouted]
             if scouted:
@@ -163,6 +166,34 @@ class _Search:
                            f"the search cannot move on from {proposal:g} ops/s: its results contradict "
                            "each other; lengthen the runlength or allow more trials")
         return proposal, False
+
+    def knee_probe(self) -> float | None:
+        """A load just outside a knee whose loads are too noisy to settle, or None.
+
+        Near the knee R̄ varies most from trial to trial, and on a steep curve
+        every load there may stay unsettled, so bisecting further inside only
+        spends trials. The peak rate is still known if settled loads bound the
+        knee closely: probe one step of (1 − a)/2 beyond the unsettled loads,
+        above first, then below, measured carefully, until the settled loads
+        make a cliff claim; None when no such bracket can be narrow enough.
+        """
+        s = self.settings
+        settled_low, settled_high = self.history.bracket(settled_only=True)
+        floor = settled_low.load if settled_low is not None and not settled_low.scouted else 0.0
+        ceiling = settled_high.load if settled_high is not None and not settled_high.scouted else math.inf
+        knee = [r.load for r in self.history.records if not r.settled and floor < r.load < ceiling]
+        if not knee:
+            return None
+        step = 1 + (1 - s.accuracy) / 2
+        upper = min(max(knee) * step, settled_high.load if settled_high is not None else math.inf)
+        lower = max(min(knee) / step, settled_low.load if settled_low is not None else 0.0)
+        if bracket_accuracy(lower, upper) < s.accuracy:
+            return None
+        probe = upper if ceiling > upper else lower if floor < lower else None
+        if probe is None or probe > s.max_load or probe < s.min_load:
+            return None
+        already = [r for r in self.history.records if same_load(r.load, probe)]
+        return None if already and not already[0].scouted else probe
 
     def clamp(self, load: float) -> float:
         return min(max(load, self.settings.min_load), self.settings.max_load)
@@ -315,9 +346,12 @@ class _Search:
     def bracket_result(self, low: LoadRecord, high: LoadRecord) -> SearchResult:
         """The peak as the midpoint of a bracket narrow enough for the target accuracy."""
         middle = (low.load + high.load) / 2
+        unsettled = sum(1 for r in self.history.records if not r.settled and low.load < r.load < high.load)
+        between = (f"R̄ at the {unsettled} loads between them varies too much from trial to trial to settle"
+                   if unsettled else "the response time jumps across the peak region there")
         message = (f"peak rate {middle:.1f} ops/s, between {low.load:.1f} ops/s ({low.reason}) and "
-                   f"{high.load:.1f} ops/s ({high.reason}); the response time jumps across the peak region "
-                   f"there, so the peak rate is located to accuracy {bracket_accuracy(low.load, high.load):.1%}")
+                   f"{high.load:.1f} ops/s ({high.reason}); {between}, "
+                   f"so the peak rate is located to accuracy {bracket_accuracy(low.load, high.load):.1%}")
         result = self.result(verdicts.PEAK, message, None, low.load, high.load)
         return dataclasses.replace(result, peak_rate=middle, accuracy=bracket_accuracy(low.load, high.load),
                                    loads=self.load_summaries(result.trace, lambda load: load / middle),
