@@ -64,6 +64,7 @@ def test_guided_runs_short_careful_trials_until_the_noise_needs_longer_ones():
 def test_the_chosen_runlength_lets_the_pilot_alone_reach_the_accuracy():
     pilot = 4
     assert careful_runlength(SETTINGS, [], pilot) == SETTINGS.min_runlength
+    assert SearchSettings(**{**QUICK, "runlength_s": 1.0}).min_runlength == 1.0  # --quick --runlength 1
     assert careful_runlength(SETTINGS, [1e-6, 50.0], pilot) == SETTINGS.runlength_s
     variance_seconds = [0.2, 0.45]  # cv² × runlength of two loads; the noisier one decides
     runlength = careful_runlength(SETTINGS, variance_seconds, pilot)
@@ -188,7 +189,7 @@ def test_model_guided_falls_back_to_bisection_when_the_fit_is_no_server_curve():
     ("rsat_ms", -1.0, "rsat_ms"),
     ("runlength_s", 0.0, "runlength_s"),
     ("min_runlength_s", 0.0, "min_runlength_s"),
-    ("min_runlength_s", 200.0, "min_runlength_s"),
+    ("min_runlength_s", float("inf"), "min_runlength_s"),
     ("start_load", 0.5, "start_load"),
     ("max_load", 0.5, "max_load"),
     ("psat", 100.0, "psat"),
