@@ -16,9 +16,9 @@ Only careful trials of one runlength enter an interval, so the peak's claim
 (R̄'s interval at confidence c, accuracy ≥ a) rests on trials at λ* alone;
 scout decisions only steer the search. Baselines run every careful trial for
 settings.runlength_s; the guided policy picks each load's runlength before
-its trials from the variance earlier loads showed (runlength.py). A scout decision is provisional:
-when the bracket closes with a scout-decided end, that end is measured
-carefully.
+its trials from the variance earlier loads showed (runlength.py). A scout
+decision is provisional: when the bracket closes with a scout-decided end,
+that end is measured carefully.
 """
 
 from __future__ import annotations
@@ -232,9 +232,9 @@ class _Search:
         N = ⌈(t·s0/h)²⌉ for the half-width h = (1−a)·R̄; the interval is
         R̄ ± t·s0/√n with t on pilot−1 degrees of freedom, and the peak is
         claimed only at the end of a stage (a stage that falls short is the
-        pilot of the next; a stage runs at most STAGE_GROWTH times the trials
-        before it, n = min(N, 2·pilot), still fixed by s0 alone, so its
-        interval stays exact). Adding one trial at a time until the interval
+        pilot of the next; a stage runs to min(N, STAGE_GROWTH·n0) trials
+        after a stage of n0, still fixed by that stage's deviation alone, so
+        its interval stays exact). Adding one trial at a time until the interval
         is narrow enough, as the paper does, stops when s happens to be small
         and covers less than c: 88–94% in simulation.
         """
