@@ -8,7 +8,8 @@ import pytest
 from peakbench.controller import SearchSettings, find_peak, sweep_knee
 from peakbench.controller.history import BELOW, LoadRecord, SearchHistory
 from peakbench.controller.pickers import ModelGuided
-from peakbench.controller.statistics import accuracy, stein_interval, t_interval
+from peakbench.controller.runlength import careful_runlength
+from peakbench.controller.statistics import accuracy, stein_interval, stein_trials, t_interval
 from peakbench.searching import QUICK
 from peakbench.sim import SimulatedServer, SimulatedTarget, simulate
 
@@ -35,18 +36,43 @@ def test_interval_of_the_response_at_the_peak_holds_about_as_often_as_claimed(si
     assert figures.mean_accuracy >= SETTINGS.accuracy
 
 
-def test_guided_costs_at_most_half_of_binsearch(side_by_side):
+def test_guided_costs_at_most_half_of_binsearch_and_a_tenth_of_linear(side_by_side):
     assert side_by_side["guided"].total_cost_s <= 0.5 * side_by_side["binsearch"].total_cost_s
     assert side_by_side["guided"].total_cost_s < side_by_side["model"].total_cost_s
+    assert side_by_side["guided"].total_cost_s <= 0.1 * side_by_side["linear"].total_cost_s
 
 
-def test_guided_costs_at_most_a_tenth_of_linear_on_a_web_server_range():
-    # Linear steps by the start load (50 ops/s), so its cost grows with λ*/50; on peaks of
-    # 1000–4000 ops/s (20–80 steps, like the paper's Web server surface) guided must cost ≤ 1/10.
-    report = simulate(("guided", "linear"), 50, SETTINGS, seed=12, peak_range=(1000, 4000))
-    guided, linear = report.figures
-    assert guided.within_accuracy >= SETTINGS.confidence
-    assert guided.total_cost_s <= 0.1 * linear.total_cost_s
+def careful_runlengths(result):
+    return {t.runlength_s for t in result.trace if t.purpose == "careful"}
+
+
+def test_guided_runs_short_careful_trials_until_the_noise_needs_longer_ones():
+    quiet = search(SimulatedServer.with_peak(2000, service_ms=10))
+    assert quiet.verdict == "peak" and quiet.accuracy >= SETTINGS.accuracy
+    assert careful_runlengths(quiet) == {SETTINGS.min_runlength}
+    # Near saturation (service 2.5 ms against Rsat 40 ms) at 300 ops/s, R̄ varies ~20% between 60 s trials.
+    noisy = search(SimulatedServer.with_peak(300, service_ms=2.5))
+    assert noisy.verdict == "peak" and abs(noisy.peak_rate - 300) <= 0.1 * 300
+    assert max(careful_runlengths(noisy)) > SETTINGS.min_runlength
+    assert careful_runlengths(search(SimulatedServer.with_peak(2000, service_ms=10), "binsearch")) == {
+        SETTINGS.runlength_s}
+    fixed = SearchSettings(min_runlength_s=SETTINGS.runlength_s)
+    assert careful_runlengths(search(SimulatedServer.with_peak(300, service_ms=2.5), settings=fixed)) == {
+        SETTINGS.runlength_s}
+
+
+def test_the_chosen_runlength_lets_the_pilot_alone_reach_the_accuracy():
+    pilot = 4
+    assert careful_runlength(SETTINGS, [], pilot) == SETTINGS.min_runlength
+    assert SearchSettings(**{**QUICK, "runlength_s": 1.0}).min_runlength == 1.0  # --quick --runlength 1
+    assert careful_runlength(SETTINGS, [1e-6, 50.0], pilot) == SETTINGS.runlength_s
+    variance_seconds = [0.2, 0.45]  # cv² × runlength of two loads; the noisier one decides
+    runlength = careful_runlength(SETTINGS, variance_seconds, pilot)
+    assert SETTINGS.min_runlength < runlength < SETTINGS.runlength_s
+    half_width = 1 - SETTINGS.accuracy
+    # (1% either side of the boundary, where N = pilot exactly.)
+    assert stein_trials(math.sqrt(0.45 / (1.01 * runlength)), SETTINGS.confidence, half_width, pilot) == pilot
+    assert stein_trials(math.sqrt(0.45 / (0.99 * runlength)), SETTINGS.confidence, half_width, pilot) > pilot
 
 
 def search(server, policy="guided", settings=SETTINGS, **kwargs):
@@ -162,6 +188,8 @@ def test_model_guided_falls_back_to_bisection_when_the_fit_is_no_server_curve():
     ("max_trials", 1, "max_trials"),
     ("rsat_ms", -1.0, "rsat_ms"),
     ("runlength_s", 0.0, "runlength_s"),
+    ("min_runlength_s", 0.0, "min_runlength_s"),
+    ("min_runlength_s", float("inf"), "min_runlength_s"),
     ("start_load", 0.5, "start_load"),
     ("max_load", 0.5, "max_load"),
     ("psat", 100.0, "psat"),

@@ -283,6 +283,8 @@ SEARCH_OPTIONS = (
     ("--shortfall", "shortfall_tolerance", _fraction,
      "F: saturated when achieved < offered x (1-F) (default 0.05)"),
     ("--runlength", "runlength_s", _positive_duration, "S: measured time of a careful trial (default 180 s)"),
+    ("--min-runlength", "min_runlength_s", _positive_duration,
+     "S: shortest careful trial the guided policy may choose from the variance it sees (default runlength/3)"),
     ("--warmup", "warmup_s", _duration, "S: warm-up before each trial (default 30 s)"),
     ("--start-rate", "start_load", _rate, "OPS: first test load (default 50)"),
     ("--min-rate", "min_load", _rate, "OPS: lowest load to offer (default 1)"),

@@ -27,8 +27,10 @@ from .progress import ProgressDisplay
 from .workload import Workload, trial_spec
 
 # Short trials and a looser claim, for a first look in a few minutes; said in the output.
-QUICK = dict(runlength_s=4.0, warmup_s=1.0, scout_runlength_s=1.0, confidence=0.90, accuracy=0.85,
-             start_load=100.0, max_trials=12, max_total_trials=80)
+# Careful trials stay at 4 s (min_runlength_s): shorter ones on a real target were never
+# checked against a dense sweep (BENCHMARKS §7).
+QUICK = dict(runlength_s=4.0, min_runlength_s=4.0, warmup_s=1.0, scout_runlength_s=1.0, confidence=0.90,
+             accuracy=0.85, start_load=100.0, max_trials=12, max_total_trials=80)
 
 
 def percentile_ms(result: dict, percentile: float) -> float:

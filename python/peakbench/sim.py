@@ -359,6 +359,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--accuracy", type=float, default=0.90)
     parser.add_argument("--runlength", type=float, default=180.0, help="seconds per careful trial")
+    parser.add_argument("--min-runlength", type=float, default=None,
+                        help="shortest careful trial the guided policy may choose (default: runlength/3)")
     parser.add_argument("--warmup", type=float, default=30.0, help="seconds of warm-up per trial")
     parser.add_argument("--surfaces", action="store_true",
                         help="also fit the simulated surfaces from 6, 8 and 10 D-optimal samples of 32")
@@ -366,7 +368,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         settings = SearchSettings(confidence=args.confidence, accuracy=args.accuracy,
-                                  runlength_s=args.runlength, warmup_s=args.warmup)
+                                  runlength_s=args.runlength, min_runlength_s=args.min_runlength,
+                                  warmup_s=args.warmup)
         peak_range = _peak_range(args.peaks)
         report = simulate([p.strip() for p in args.policies.split(",") if p.strip()], args.samples,
                           settings, args.seed, args.seeded, peak_range)

@@ -14,9 +14,11 @@ careful()); max_trials without a decision is noisy.
 
 Only careful trials of one runlength enter an interval, so the peak's claim
 (R̄'s interval at confidence c, accuracy ≥ a) rests on trials at λ* alone;
-scout decisions only steer the search. A scout decision is provisional:
-when the bracket closes with a scout-decided end, that end is measured
-carefully.
+scout decisions only steer the search. Baselines run every careful trial for
+settings.runlength_s; the guided policy picks each load's runlength before
+its trials from the variance earlier loads showed (runlength.py). A scout
+decision is provisional: when the bracket closes with a scout-decided end,
+that end is measured carefully.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from .observation import Observation, saturation_signal
 from .pickers import bisection_step
 from .policies import DEFAULT_POLICY, Policy, policy_named
 from .response_model import line_through
+from .runlength import careful_runlength
 from . import result as verdicts
 from .result import LoadSummary, SearchResult, TraceEntry
 from .settings import SearchSettings
@@ -40,8 +43,12 @@ RunTrial = Callable[[float, float], Observation]
 # progress(load, trial number at that load, width of R̄'s interval in ms or None)
 Progress = Callable[[float, int, float | None], None]
 
-SCOUT_FAR_FACTOR = 2.0  # a scout decides when R̄ is below region/2 or above region·2
+SCOUT_FAR_FACTOR = 1.5  # a scout decides when R̄ is below region/1.5 or above region·1.5
 CLOSED_BRACKET = 0.002  # a bracket narrower than this (relative) leaves no load to try
+# A stage runs at most this many times the trials of the one before: Stein's N from a pilot
+# of 4 carries t(3)² ≈ 10 where a known deviation needs z² ≈ 3.8, so a noisy load is cheaper
+# re-planned from a larger pilot with more degrees of freedom.
+STAGE_GROWTH = 2
 
 
 class _Cliff(Exception):
@@ -89,6 +96,7 @@ class _Search:
         self.history = SearchHistory()
         self.trace: list[tuple[float, str, int, float, Observation, float]] = []
         self.cost_s = 0.0
+        self.variance_seconds: dict[float, float] = {}  # per carefully measured load: cv² × runlength
 
     # -- the loop -------------------------------------------------------------
 
@@ -223,10 +231,12 @@ class _Search:
         first `pilot` trials fix the sample deviation s0, which sets the total
         N = ⌈(t·s0/h)²⌉ for the half-width h = (1−a)·R̄; the interval is
         R̄ ± t·s0/√n with t on pilot−1 degrees of freedom, and the peak is
-        claimed only at n = N (a stage that falls short is the pilot of the
-        next). Adding one trial at a time until the interval is narrow enough,
-        as the paper does, stops when s happens to be small and covers less
-        than c: 88–94% in simulation.
+        claimed only at the end of a stage (a stage that falls short is the
+        pilot of the next; a stage runs to min(N, STAGE_GROWTH·n0) trials
+        after a stage of n0, still fixed by that stage's deviation alone, so
+        its interval stays exact). Adding one trial at a time until the interval
+        is narrow enough, as the paper does, stops when s happens to be small
+        and covers less than c: 88–94% in simulation.
         """
         s = self.settings
         pilot = max(s.min_trials, STEIN_PILOT)
@@ -234,8 +244,10 @@ class _Search:
         interval: ConfidenceInterval | None = None
         stage: tuple[int, float] | None = None  # (size, sample deviation) of the completed stage
         planned = pilot  # trials this stage runs before the interval is judged for accuracy
+        runlength = (careful_runlength(s, self.variance_seconds.values(), pilot) if self.policy.adapts_runlength
+                     else s.runlength_s)
         for number in range(1, s.max_trials + 1):
-            observation = self.trial(load, s.runlength_s, "careful", number)
+            observation = self.trial(load, runlength, "careful", number)
             signal = saturation_signal(observation, s)
             if signal is not None:
                 self.report(load, number, None)
@@ -244,6 +256,7 @@ class _Search:
             if len(means) < s.min_trials:
                 self.report(load, number, None)
                 continue
+            self.variance_seconds[load] = (sample_deviation(means) / (math.fsum(means) / len(means))) ** 2 * runlength
             if stage is None:
                 interval = t_interval(means, s.confidence)
             else:
@@ -257,6 +270,7 @@ class _Search:
                 planned = stein_trials(stage[1] / interval.mean, s.confidence, 1 - s.accuracy, stage[0])
                 if planned > s.max_trials:
                     return self.unresolvable(load, interval, planned)
+                planned = min(planned, STAGE_GROWTH * stage[0])
         raise _Stopped(verdicts.NOISY,
                        f"at {load:g} ops/s R̄ varies too much from trial to trial "
                        f"({self.describe(interval)}) to reach accuracy {s.accuracy:.0%} within {s.max_trials} "

@@ -26,6 +26,9 @@ class SearchSettings:
     runlength_s: float = 180.0  # measured time of a careful trial (paper: 3 min)
     warmup_s: float = 30.0  # unmeasured time before each trial
     scout_runlength_s: float | None = None  # measured time of a scout trial; None: runlength/6
+    # Shortest careful trial the guided policy may choose from the variance it sees (at most
+    # runlength_s, so a preset's floor gives way to a shorter --runlength); None: runlength/3.
+    min_runlength_s: float | None = None
     start_load: float = 50.0  # first test load when no seed is given (ops/s)
     min_load: float = 1.0  # lowest load the search may offer (ops/s)
     max_load: float = 1_000_000.0  # highest load the search may offer (ops/s)
@@ -63,6 +66,8 @@ class SearchSettings:
         check(self.scout_runlength_s is None or 0 < self.scout_runlength_s <= self.runlength_s,
               f"scout_runlength_s must be positive and at most runlength_s = {self.runlength_s} "
               f"(got {self.scout_runlength_s})")
+        check(self.min_runlength_s is None or (math.isfinite(self.min_runlength_s) and self.min_runlength_s > 0),
+              f"min_runlength_s must be a positive number (got {self.min_runlength_s!r})")
         check(self.min_load > 0, f"min_load must be positive (got {self.min_load})")
         check(self.max_load >= self.min_load,
               f"max_load ({self.max_load}) must not be below min_load ({self.min_load})")
@@ -88,3 +93,9 @@ class SearchSettings:
     @property
     def scout_runlength(self) -> float:
         return self.scout_runlength_s if self.scout_runlength_s is not None else self.runlength_s / 6
+
+    @property
+    def min_runlength(self) -> float:
+        if self.min_runlength_s is None:
+            return self.runlength_s / 3
+        return min(self.min_runlength_s, self.runlength_s)
