@@ -2,6 +2,7 @@
 //! the results handed back in log order: the trace comes out as a line-by-line read
 //! would build it, line numbers and all, while every core parses.
 
+use super::clf;
 use super::format::Format;
 use super::intern::{hash, Interner};
 use super::Skipped;
@@ -153,6 +154,7 @@ fn parse_block(format: &Format, spec: &ReplaySpec, data: &[u8], worker: usize, k
         *known = Known::default();
         p.fresh = true;
     }
+    let mut last_time = clf::LastTime::default();
     let mut start = 0;
     while start < data.len() {
         let end = memchr::memchr(b'\n', &data[start..]).map_or(data.len(), |i| start + i + 1);
@@ -166,15 +168,15 @@ fn parse_block(format: &Format, spec: &ReplaySpec, data: &[u8], worker: usize, k
             p.skipped.blank += 1;
             continue;
         }
-        let parsed = format.parse_line(text).and_then(|entry| entry.method_and_target().map(|mt| (entry, mt)));
-        let (entry, (method, target)) = match parsed {
-            Ok(x) => x,
+        let scanned = format.layout.and_then(|layout| clf::scan(text, layout, &mut last_time));
+        let fields = match scanned.map_or_else(|| format.parse_line(text).and_then(|entry| entry.fields()), Ok) {
+            Ok(fields) => fields,
             Err(why) => {
                 p.skipped.unparseable(p.lines, why, text, spec.examples);
                 continue;
             }
         };
-        let head = match method {
+        let head = match fields.method {
             b"GET" => false,
             b"HEAD" => true,
             _ => {
@@ -182,24 +184,24 @@ fn parse_block(format: &Format, spec: &ReplaySpec, data: &[u8], worker: usize, k
                 continue;
             }
         };
-        let status = entry.status.unwrap_or(0);
+        let status = fields.status;
         if !((200..300).contains(&status) || status == 304 || spec.all_statuses) {
             p.skipped.status += 1;
             continue;
         }
-        let target = strip_origin(target);
+        let target = strip_origin(fields.target);
         let h = hash(&target);
         let (id, new) = known.targets.insert(&target, h);
         if new {
             p.new_targets.insert(&target, h);
             known.served.push(0);
         }
-        if status == 200 && !head && entry.bytes > known.served[id as usize] {
-            known.served[id as usize] = entry.bytes;
-            p.served.push((id, entry.bytes));
+        if status == 200 && !head && fields.bytes > known.served[id as usize] {
+            known.served[id as usize] = fields.bytes;
+            p.served.push((id, fields.bytes));
         }
         p.requests.push(id << 1 | head as u32);
-        p.times.push(entry.time.unwrap_or(0));
+        p.times.push(fields.time);
     }
     p
 }
