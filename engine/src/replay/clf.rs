@@ -54,7 +54,12 @@ pub fn scan<'a>(line: &'a [u8], layout: Layout, last_time: &mut LastTime) -> Opt
     if line.get(p) != Some(&b'[') {
         return None;
     }
-    let close = p + memchr::memchr(b']', &line[p..])?;
+    // The usual "dd/Mon/yyyy:HH:MM:SS +zone": parse_time checks each of its 26 bytes, so
+    // if it parses, the ']' after it is the first.
+    let close = match line.get(p + 27) {
+        Some(b']') if line[p + 21] == b' ' => p + 27,
+        _ => p + memchr::memchr(b']', &line[p..])?,
+    };
     let time = last_time.parse(&line[p + 1..close])?;
     p = close + 1;
     // "%r": method and target are its first two words (single spaces: others go the long way).
@@ -95,7 +100,7 @@ pub fn scan<'a>(line: &'a [u8], layout: Layout, last_time: &mut LastTime) -> Opt
                 return None;
             }
             let referer = end + 2;
-            let quote = referer + memchr::memchr(b'"', &line[referer..])?;
+            let quote = referer + find_byte(b'"', &line[referer..])?;
             if (quote > referer && line[quote - 1] == b'\\') || line.get(quote + 1..quote + 3)? != b" \"" {
                 return None;
             }
