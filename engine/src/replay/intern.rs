@@ -72,6 +72,8 @@ fn prefetch<T>(at: &T) {
     unsafe {
         std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at as *const T as *const i8)
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at; // elsewhere lookups just wait for memory
 }
 
 impl Interner {
