@@ -1,5 +1,6 @@
 //! Log formats: a format string compiled into the walk that splits a line into its fields.
 
+use super::clf::Layout;
 use std::borrow::Cow;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +57,8 @@ pub struct Format {
     /// Literal text after the last field.
     after: Box<[u8]>,
     pub has_time: bool,
+    /// Common or Combined, which have a scan of their own (clf.rs).
+    pub layout: Option<Layout>,
 }
 
 pub const COMMON: &str = "%h %l %u %t \"%r\" %>s %b";
@@ -173,7 +176,12 @@ impl Format {
             return Err(format!("format {text:?}: no status (%>s, $status)"));
         }
         let has_time = has(Field::Time) || has(Field::TimeBracketed);
-        Ok(compile(&items, has_time))
+        let layout = match text {
+            COMMON => Some(Layout::Common),
+            COMBINED => Some(Layout::Combined),
+            _ => None,
+        };
+        Ok(Format { layout, ..compile(&items, has_time) })
     }
 
     /// Split one line into its fields.
@@ -237,7 +245,7 @@ fn compile(items: &[Item], has_time: bool) -> Format {
             }
         }
     }
-    Format { steps, after: before.into(), has_time }
+    Format { steps, after: before.into(), has_time, layout: None }
 }
 
 /// The position after `lit`, which must start at `p`.
@@ -253,7 +261,7 @@ fn expect(line: &[u8], p: usize, lit: &[u8]) -> Result<usize, String> {
 
 /// Where byte `b` first occurs in `s`.
 #[inline]
-fn find_byte(b: u8, s: &[u8]) -> Option<usize> {
+pub(super) fn find_byte(b: u8, s: &[u8]) -> Option<usize> {
     // Most fields are a few bytes long: eight bytes at a time finds their end before memchr has set up.
     const ONES: u64 = 0x0101_0101_0101_0101;
     let mut i = 0;
@@ -270,7 +278,7 @@ fn find_byte(b: u8, s: &[u8]) -> Option<usize> {
 }
 
 /// Where `delim` starts in `s`; inside quotes a quote escaped with a backslash is not the end.
-fn find_delimiter(s: &[u8], delim: &[u8], quoted: bool) -> Option<usize> {
+pub(super) fn find_delimiter(s: &[u8], delim: &[u8], quoted: bool) -> Option<usize> {
     let (&first, rest) = delim.split_first()?;
     let mut from = 0;
     loop {
@@ -340,7 +348,20 @@ pub fn parse_time(b: &[u8]) -> Option<i64> {
     Some(days * 86_400 + hour * 3600 + min * 60 + sec - offset)
 }
 
-/// The fields of one line that replay uses.
+/// What replay takes from a line.
+#[derive(Debug, PartialEq)]
+pub struct Fields<'a> {
+    /// Seconds since the epoch (0 when the format has no time).
+    pub time: i64,
+    pub method: &'a [u8],
+    /// The request target as sent: path and query.
+    pub target: Cow<'a, [u8]>,
+    /// 0 when the format has none.
+    pub status: u16,
+    pub bytes: u64,
+}
+
+/// The fields of one line as the format names them.
 #[derive(Default, Debug)]
 pub struct Entry<'a> {
     pub time: Option<i64>,
@@ -372,8 +393,13 @@ impl<'a> Entry<'a> {
         Ok(())
     }
 
+    pub fn fields(&self) -> Result<Fields<'a>, String> {
+        let (method, target) = self.method_and_target()?;
+        Ok(Fields { time: self.time.unwrap_or(0), method, target, status: self.status.unwrap_or(0), bytes: self.bytes })
+    }
+
     /// (method, request target as sent: path and query).
-    pub fn method_and_target(&self) -> Result<(&'a [u8], Cow<'a, [u8]>), String> {
+    fn method_and_target(&self) -> Result<(&'a [u8], Cow<'a, [u8]>), String> {
         if let Some(r) = self.request {
             let mut parts = r.split(|&c| c == b' ').filter(|p| !p.is_empty());
             let (Some(method), Some(target)) = (parts.next(), parts.next()) else {

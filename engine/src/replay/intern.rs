@@ -43,58 +43,117 @@ pub fn hash(bytes: &[u8]) -> u64 {
 
 #[derive(Default)]
 pub struct Interner {
-    bytes: Vec<u8>,
-    ends: Vec<usize>,
+    /// Per string its number and length (u32 each, little-endian) and its bytes: a probe
+    /// whose hash agrees finds all it compares in one place.
+    entries: Vec<u8>,
+    /// Per string: where its entry starts, and its hash.
+    starts: Vec<usize>,
     hashes: Vec<u64>,
-    /// Open addressing: index + 1 of the string in each slot, 0 for empty; at most half full.
-    slots: Vec<u32>,
+    /// Open addressing, at most half full: per slot the high bits of the string's hash
+    /// and its entry's start + 1 (0 for empty), so a probe reads an entry only when the
+    /// hashes agree (each read is a cache miss in a table of many thousand targets).
+    slots: Vec<u64>,
+}
+
+const START_BITS: u32 = 40;
+const START_MASK: u64 = (1 << START_BITS) - 1;
+const HEADER: usize = 8;
+
+/// A slot holding the entry at `start` of a string of hash `hash`.
+fn slot(start: usize, hash: u64) -> u64 {
+    assert!((start as u64) < START_MASK, "a table of targets of less than a TiB");
+    hash & !START_MASK | (start as u64 + 1)
+}
+
+#[inline]
+fn prefetch<T>(at: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint; it reads nothing and faults on no address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at as *const T as *const i8)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at; // elsewhere lookups just wait for memory
 }
 
 impl Interner {
     pub fn len(&self) -> usize {
-        self.ends.len()
+        self.starts.len()
     }
 
     pub fn get(&self, i: usize) -> &[u8] {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.bytes[start..self.ends[i]]
+        self.entry(self.starts[i]).1
+    }
+
+    /// The number and bytes of the entry at `start`.
+    #[inline]
+    fn entry(&self, start: usize) -> (u32, &[u8]) {
+        let word = |at: usize| u32::from_le_bytes(self.entries[at..at + 4].try_into().expect("4 bytes"));
+        let bytes = start + HEADER;
+        (word(start), &self.entries[bytes..bytes + word(start + 4) as usize])
     }
 
     pub fn hash_of(&self, i: usize) -> u64 {
         self.hashes[i]
     }
 
-    /// The number of `s` (whose `hash` it is), and whether it is new.
-    pub fn insert(&mut self, s: &[u8], hash: u64) -> (u32, bool) {
+    /// Ask for the slot where a lookup of `hash` starts (it comes in while the caller works on).
+    #[inline]
+    pub fn prefetch_slot(&self, hash: u64) {
+        if !self.slots.is_empty() {
+            prefetch(&self.slots[hash as usize & (self.slots.len() - 1)]);
+        }
+    }
+
+    /// Ask for the entry of the string in the slot where a lookup of `hash` starts, if its hash agrees.
+    #[inline]
+    pub fn prefetch_entry(&self, hash: u64) {
+        if let Some(&s) = self.slots.get(hash as usize & self.slots.len().wrapping_sub(1)) {
+            if s != 0 && s & !START_MASK == hash & !START_MASK {
+                prefetch(&self.entries[(s & START_MASK) as usize - 1]);
+            }
+        }
+    }
+
+    /// The number of `bytes` (whose `hash` it is), and whether it is new.
+    pub fn insert(&mut self, bytes: &[u8], hash: u64) -> (u32, bool) {
         if 2 * (self.len() + 1) > self.slots.len() {
             self.grow();
         }
         let mask = self.slots.len() - 1;
+        let tag = hash & !START_MASK;
         let mut at = hash as usize & mask;
         loop {
             match self.slots[at] {
                 0 => break,
-                n if self.hashes[n as usize - 1] == hash && self.get(n as usize - 1) == s => return (n - 1, false),
+                s if s & !START_MASK == tag => match self.entry((s & START_MASK) as usize - 1) {
+                    (i, found) if found == bytes => return (i, false),
+                    _ => at = (at + 1) & mask,
+                },
                 _ => at = (at + 1) & mask,
             }
         }
         let i = u32::try_from(self.len()).expect("fewer strings than a block's or a log's lines, counted in u32 by the caller");
-        self.bytes.extend_from_slice(s);
-        self.ends.push(self.bytes.len());
+        let len = u32::try_from(bytes.len()).expect("a log line of less than 4 GiB");
+        let start = self.entries.len();
+        self.entries.extend_from_slice(&i.to_le_bytes());
+        self.entries.extend_from_slice(&len.to_le_bytes());
+        self.entries.extend_from_slice(bytes);
+        self.starts.push(start);
         self.hashes.push(hash);
-        self.slots[at] = i + 1;
+        self.slots[at] = slot(start, hash);
         (i, true)
     }
 
     fn grow(&mut self) {
         let size = (self.slots.len() * 2).max(1 << 12);
-        let mut slots = vec![0u32; size];
-        for (i, &h) in self.hashes.iter().enumerate() {
+        let mut slots = vec![0u64; size];
+        for (&start, &h) in self.starts.iter().zip(&self.hashes) {
             let mut at = h as usize & (size - 1);
             while slots[at] != 0 {
                 at = (at + 1) & (size - 1);
             }
-            slots[at] = i as u32 + 1;
+            slots[at] = slot(start, h);
         }
         self.slots = slots;
     }
