@@ -18,7 +18,7 @@ against a dense sweep of a throttled ext4), and fio 3.33 for `posix` and `openlo
 nfs3_client crate (benchmarks/peers/nfs3client, cargo) and libnfs's asynchronous API
 (benchmarks/peers/libnfs_bench.c; libnfs-dev). PB_NFS_BASELINE=PATH adds rows for another
 engine binary (e.g. the previous commit's) to every round, for an A/B in the same run;
-PB_NFS_RECV_WAIT_US (default 100) is the receive moderation wait of the rows that use it.
+PB_NFS_RECV_WAIT_US (default "100,200") lists the receive moderation waits of the rows that use one.
 Every subprocess runs under a timeout.
 """
 
@@ -1074,12 +1074,12 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
             return j["ops"], j["seconds"], p.cpu_s, {"errors": j["errors"]}
 
         plan = []
-        wait = float(os.environ.get("PB_NFS_RECV_WAIT_US", "100"))
+        waits = [float(w) for w in os.environ.get("PB_NFS_RECV_WAIT_US", "100,200").split(",")]
         for op in ("null", "getattr", "read4k"):
-            plan += [("peakbench, 1 conn, 64 in flight", op, lambda op=op: peakbench(op, 64)),
-                     (f"peakbench, 1 conn, 64 in flight, recv wait {wait:g} us", op,
-                      lambda op=op: peakbench(op, 64, recv_wait_us=wait)),
-                     ("nfs3_client, 16 conns", op, lambda op=op: nfs3client(op, 16)),
+            plan += [("peakbench, 1 conn, 64 in flight", op, lambda op=op: peakbench(op, 64))]
+            plan += [(f"peakbench, 1 conn, 64 in flight, recv wait {w:g} us", op,
+                      lambda op=op, w=w: peakbench(op, 64, recv_wait_us=w)) for w in waits]
+            plan += [("nfs3_client, 16 conns", op, lambda op=op: nfs3client(op, 16)),
                      ("libnfs async, 1 conn, 64 in flight", op, lambda op=op: libnfs_run(op, 64))]
             plan += [(label, op, lambda op=op, binary=binary: peakbench(op, 64, 1, binary)) for label, binary in baseline_rows()]
         plan += [("peakbench, 4 conns, 64 in flight", "getattr", lambda: peakbench("getattr", 64, 4)),
@@ -1087,8 +1087,8 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
                  ("nfs3_client, 4 conns", "getattr", lambda: nfs3client("getattr", 4))]
         # What receive moderation does to measured latency: GETATTR at fixed rates below
         # ganesha's capacity (a light and a busy load), with and without the wait.
-        for rate in (2_000, 15_000):
-            for w in (0.0, wait):
+        for rate in (2_000, 20_000):
+            for w in [0.0] + waits:
                 plan.append((f"peakbench, {rate:,} ops/s offered, recv wait {w:g} us", f"getattr@{rate}",
                              lambda rate=rate, w=w: peakbench("getattr", 64, recv_wait_us=w, rate=rate)))
         # Rounds over the whole plan, so a neighbour's burst hits one sample of each, not all
