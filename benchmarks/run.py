@@ -961,9 +961,10 @@ def bench_nfs_responder(name: str) -> dict:
             tgt = {"kind": "nfs", "host": "127.0.0.1", "export": "/export", "port": port, "mount_port": port}
             rows, samples = [], {}
 
-            def peakbench(op: str, depth: int, binary: Path | None = None):
+            def peakbench(op: str, depth: int, binary: Path | None = None, recv_wait_us: float = 0.0):
                 mix = {"null": {"null": 1.0}, "getattr": {"getattr": 1.0}, "read4k": {"read": 1.0}}[op]
-                spec = trial_spec(tgt, 2_000_000, mix, fs, runtime_s=seconds, warmup_s=0.0, io_size=4096,
+                t = {**tgt, **({"recv_wait_us": recv_wait_us} if recv_wait_us else {})}
+                spec = trial_spec(t, 2_000_000, mix, fs, runtime_s=seconds, warmup_s=0.0, io_size=4096,
                                   max_outstanding=depth, drain_timeout_s=10.0)
                 r = engine("run", spec, cpus=client_cpu, binary=binary).result
                 errors = sum(sum(o["errors"].values()) + o["timeouts"] for o in r["ops"].values())
@@ -987,6 +988,9 @@ def bench_nfs_responder(name: str) -> dict:
                          ("nfs3_client, 16 conns", op, lambda op=op: nfs3client(op, 16)),
                          ("libnfs async, 1 conn, 64 in flight", op, lambda op=op: libnfs_run(op, 64))]
                 plan += [(label, op, lambda op=op, binary=binary: peakbench(op, 64, binary)) for label, binary in baseline_rows()]
+                # Client-bound, every read finds many replies: the receive wait must not start.
+                plan += [("peakbench, 1 conn, 64 in flight, recv wait 200 us", op,
+                          lambda op=op: peakbench(op, 64, recv_wait_us=200.0))]
             for k in range(rounds):
                 print(f"  round {k + 1} of {rounds}", flush=True)
                 for label, op, fn in plan:
