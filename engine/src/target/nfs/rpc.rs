@@ -595,6 +595,7 @@ fn read_replies(live: Arc<Live>, mut stream: TcpStream, stats: Arc<TransportStat
     let mut last_expire = Instant::now();
     // Every whole record of one read, and its waiter: one look-up under the lock for them all.
     let mut batch: Vec<(Range<usize>, Option<Waiter>)> = Vec::new();
+    // Calls still waiting once the last read's replies were matched.
     let mut in_flight = 0;
     let why = loop {
         match stream.read(records.space()) {
