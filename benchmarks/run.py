@@ -17,7 +17,8 @@ against a dense sweep of a throttled ext4), and fio 3.33 for `posix` and `openlo
 `nfs` starts nfs-ganesha and rpcbind (tests/ganesha.py; root) and builds its peers: the
 nfs3_client crate (benchmarks/peers/nfs3client, cargo) and libnfs's asynchronous API
 (benchmarks/peers/libnfs_bench.c; libnfs-dev). PB_NFS_BASELINE=PATH adds rows for another
-engine binary (e.g. the previous commit's) to every round, for an A/B in the same run.
+engine binary (e.g. the previous commit's) to every round, for an A/B in the same run;
+PB_NFS_RECV_WAIT_US (default "100,200") lists the receive moderation waits of the rows that use one.
 Every subprocess runs under a timeout.
 """
 
@@ -960,9 +961,10 @@ def bench_nfs_responder(name: str) -> dict:
             tgt = {"kind": "nfs", "host": "127.0.0.1", "export": "/export", "port": port, "mount_port": port}
             rows, samples = [], {}
 
-            def peakbench(op: str, depth: int, binary: Path | None = None):
+            def peakbench(op: str, depth: int, binary: Path | None = None, recv_wait_us: float = 0.0):
                 mix = {"null": {"null": 1.0}, "getattr": {"getattr": 1.0}, "read4k": {"read": 1.0}}[op]
-                spec = trial_spec(tgt, 2_000_000, mix, fs, runtime_s=seconds, warmup_s=0.0, io_size=4096,
+                t = {**tgt, **({"recv_wait_us": recv_wait_us} if recv_wait_us else {})}
+                spec = trial_spec(t, 2_000_000, mix, fs, runtime_s=seconds, warmup_s=0.0, io_size=4096,
                                   max_outstanding=depth, drain_timeout_s=10.0)
                 r = engine("run", spec, cpus=client_cpu, binary=binary).result
                 errors = sum(sum(o["errors"].values()) + o["timeouts"] for o in r["ops"].values())
@@ -986,6 +988,9 @@ def bench_nfs_responder(name: str) -> dict:
                          ("nfs3_client, 16 conns", op, lambda op=op: nfs3client(op, 16)),
                          ("libnfs async, 1 conn, 64 in flight", op, lambda op=op: libnfs_run(op, 64))]
                 plan += [(label, op, lambda op=op, binary=binary: peakbench(op, 64, binary)) for label, binary in baseline_rows()]
+                # Client-bound, every read finds many replies: the receive wait must not start.
+                plan += [("peakbench, 1 conn, 64 in flight, recv wait 200 us", op,
+                          lambda op=op: peakbench(op, 64, recv_wait_us=200.0))]
             for k in range(rounds):
                 print(f"  round {k + 1} of {rounds}", flush=True)
                 for label, op, fn in plan:
@@ -1046,16 +1051,23 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
                   f"  server {row['server_us_per_op']:6.2f} us/op", flush=True)
             return row
 
-        def peakbench(op: str, depth: int, conns: int = 1, binary: Path | None = None):
+        def peakbench(op: str, depth: int, conns: int = 1, binary: Path | None = None, recv_wait_us: float = 0.0,
+                      rate: float = 400_000, clients: int | None = None):
             mix = {"null": {"null": 1.0}, "getattr": {"getattr": 1.0}, "read4k": {"read": 1.0}}[op]
-            t = {**tgt, "connections": conns}
-            # Offered far above what anything here can do, with the cap as the pipeline depth:
-            # the engine runs flat out, and its CPU (no warm-up) is all spent on the window's ops.
-            spec = trial_spec(t, 400_000, mix, fs, runtime_s=seconds, warmup_s=0.0, io_size=4096,
-                              max_outstanding=depth, drain_timeout_s=10.0)
+            t = {**tgt, "connections": conns, **({"recv_wait_us": recv_wait_us} if recv_wait_us else {})}
+            # By default offered far above what anything here can do, with the cap as the pipeline
+            # depth: the engine runs flat out, and its CPU (no warm-up) is all spent on the window's ops.
+            # A closed loop instead has `clients` callers, each waiting for its reply.
+            load = {"clients": clients} if clients else {"max_outstanding": depth}
+            spec = trial_spec(t, rate, mix, fs, runtime_s=seconds, warmup_s=0.0, io_size=4096, drain_timeout_s=10.0, **load)
+            if clients:
+                spec["schema"] = "peakbench.trial-spec/2"
             r = engine("run", spec, cpus=client_cpu, binary=binary).result
             errors = sum(sum(o["errors"].values()) + o["timeouts"] for o in r["ops"].values())
-            return r["completed"], seconds, r["engine_cpu_s"], {"errors": errors}
+            lat = r["latency"]
+            return r["completed"], seconds, r["engine_cpu_s"], {
+                "errors": errors, "recv_wait_us": r.get("recv_wait_us", 0.0),
+                **{f"latency_{k}_us": round(lat[f"{k}_ms"] * 1000, 1) for k in ("mean", "p50", "p99")}}
 
         def nfs3client(op: str, conns: int):
             args = [NFS3CLIENT, "127.0.0.1", "/export", op, conns, seconds] + (["bench-file"] if op != "null" else [])
@@ -1069,14 +1081,26 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
             return j["ops"], j["seconds"], p.cpu_s, {"errors": j["errors"]}
 
         plan = []
+        waits = [float(w) for w in os.environ.get("PB_NFS_RECV_WAIT_US", "100,200").split(",")]
         for op in ("null", "getattr", "read4k"):
-            plan += [("peakbench, 1 conn, 64 in flight", op, lambda op=op: peakbench(op, 64)),
-                     ("nfs3_client, 16 conns", op, lambda op=op: nfs3client(op, 16)),
+            plan += [("peakbench, 1 conn, 64 in flight", op, lambda op=op: peakbench(op, 64))]
+            plan += [(f"peakbench, 1 conn, 64 in flight, recv wait {w:g} us", op,
+                      lambda op=op, w=w: peakbench(op, 64, recv_wait_us=w)) for w in waits]
+            plan += [("nfs3_client, 16 conns", op, lambda op=op: nfs3client(op, 16)),
                      ("libnfs async, 1 conn, 64 in flight", op, lambda op=op: libnfs_run(op, 64))]
             plan += [(label, op, lambda op=op, binary=binary: peakbench(op, 64, 1, binary)) for label, binary in baseline_rows()]
         plan += [("peakbench, 4 conns, 64 in flight", "getattr", lambda: peakbench("getattr", 64, 4)),
                  ("peakbench, 2 conns, 64 in flight", "getattr", lambda: peakbench("getattr", 64, 2)),
                  ("nfs3_client, 4 conns", "getattr", lambda: nfs3client("getattr", 4))]
+        # What receive moderation does to measured latency, with and without the wait: GETATTR
+        # at a light load (2,000 ops/s: too few calls in flight for the wait to start) and in a
+        # closed loop of 16 clients (16 in flight: it waits after every read that found few).
+        for w in [0.0] + waits:
+            plan.append((f"peakbench, 2,000 ops/s offered, recv wait {w:g} us", "getattr@2000/s",
+                         lambda w=w: peakbench("getattr", 64, recv_wait_us=w, rate=2_000)))
+        for w in [0.0] + waits:
+            plan.append((f"peakbench, closed loop of 16 clients, recv wait {w:g} us", "getattr@16 clients",
+                         lambda w=w: peakbench("getattr", 0, recv_wait_us=w, clients=16)))
         # Rounds over the whole plan, so a neighbour's burst hits one sample of each, not all
         # samples of one client; the median of the rounds is reported.
         rounds = int(os.environ.get("PB_NFS_ROUNDS", "3"))
@@ -1089,9 +1113,11 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
         for (label, op), runs in samples.items():
             med = sorted(runs, key=lambda r: r["ops_per_s"])[len(runs) // 2]
             # Client CPU per op over nfs3_client's in the same round: the neighbours move both alike.
-            peer = samples.get(("nfs3_client, 16 conns", op), [])
+            peer = samples.get(("nfs3_client, 16 conns", op.split("@")[0]), [])
             rows.append({**med, "ops_per_s_all": [round(r["ops_per_s"]) for r in runs],
                          "client_us_per_op_all": [round(r["client_us_per_op"], 2) for r in runs],
+                         **{f"latency_{k}_us_all": [r[f"latency_{k}_us"] for r in runs]
+                            for k in ("mean", "p50", "p99") if f"latency_{k}_us" in med},
                          "cpu_vs_nfs3_client_rounds": [round(r["client_us_per_op"] / n["client_us_per_op"], 3)
                                                        for r, n in zip(runs, peer)]})
         for row in rows:
@@ -1099,9 +1125,12 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
             best = max(peers, key=lambda r: r["ops_per_s"]) if peers else None
             if best:
                 row["vs_best_peer_ops"] = row["ops_per_s"] / best["ops_per_s"]
-        table("NFS against nfs-ganesha (client pinned to CPU 0, ganesha to CPU 1)", rows,
+        table("NFS against nfs-ganesha (client pinned to CPU 0, ganesha to CPU 1)", [r for r in rows if "@" not in r["op"]],
               ["op", "client", "ops_per_s", "client_us_per_op", "server_us_per_op", "vs_best_peer_ops",
                "cpu_vs_nfs3_client_rounds"])
+        table("Receive moderation and latency (GETATTR; every round)", [r for r in rows if "@" in r["op"]],
+              ["op", "client", "ops_per_s_all", "client_us_per_op_all", "latency_mean_us_all", "latency_p50_us_all",
+               "latency_p99_us_all"])
         loadavg = {"before": loadavg_before, "after": os.getloadavg()}
         return {"rows": rows, "seconds": seconds, "client_cpus": sorted(client_cpu), "server_cpus": sorted(server_cpus),
                 "path": str(save(name, {"rows": rows, "seconds": seconds, "loadavg": loadavg}))}

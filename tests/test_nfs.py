@@ -36,6 +36,8 @@ def test_nfs_urls_parse_with_options():
     assert (t["uid"], t["gid"], t["rsize"], t["wsize"]) == (1000, 100, 65536, 32768)
     assert (t["connections"], t["max_outstanding"], t["timeout_ms"], t["retrans"]) == (4, 64, 2000.0, 3)
     assert parse_target("nfs://h/e?timeout=250")["timeout_ms"] == 250.0
+    assert parse_target("nfs://h/e?recv_wait=100us")["recv_wait_us"] == 100.0
+    assert parse_target("nfs://h/e?recv_wait=0.2ms")["recv_wait_us"] == 200.0
     assert target_label(t).startswith("nfs://server:2050/a/b/")
 
 
@@ -49,6 +51,8 @@ def test_nfs_urls_parse_with_options():
     ("nfs://h/e?timeout=0", "must be longer than 0"),
     ("nfs://h:99999/e", "port is not a number"),
     ("nfs://h/e?conns=2&conns=3", "given twice"),
+    ("nfs://h/e?recv_wait=2ms", "recv_wait=2ms must be 0 to 1000us"),
+    ("nfs://h/e?recv_wait=soon", "recv_wait=soon must be 0 to 1000us"),
 ])
 def test_bad_nfs_urls_are_one_line_input_errors(url, message):
     with pytest.raises(InputError) as raised:
@@ -136,6 +140,32 @@ def test_a_capped_pipeline_mixed_with_blocking_ops_completes_every_request(engin
         assert summary["errors"] == {}, (op, summary["errors"])
         assert summary["timeouts"] == 0 and summary["cancellations"] == 0, (op, summary)
         assert summary["successes"] == summary["count"]
+
+
+def test_receive_moderation_completes_every_request_and_spares_a_light_load(engine_path, ganesha_server, nfs_url):
+    """recv_wait makes the reader wait after a read that found few replies while 8+ calls are
+    in flight. Flat out, 64 in flight, every reply must still be read (no timeouts, no
+    cancellations); at a light load no reply is held, so the median stays far below the wait."""
+    url = nfs_url + "?recv_wait=1ms"
+    flat_out = _spec(url, {"getattr": 1.0}, rate=200_000, runtime_s=1.0)
+    flat_out["load"]["max_outstanding"] = 64
+    _engine(engine_path, "prepare", flat_out)
+    for spec in (flat_out, _spec(url, {"getattr": 1.0}, rate=200, runtime_s=1.0)):
+        result = _engine(engine_path, "run", spec)
+        assert result["recv_wait_us"] == 1000.0
+        getattr_ = result["ops"]["getattr"]
+        assert getattr_["timeouts"] == 0 and getattr_["cancellations"] == 0, getattr_
+        assert getattr_["successes"] == getattr_["count"] > 150
+    assert result["latency"]["p50_ms"] < 1.0
+
+
+def test_a_receive_wait_beyond_the_limit_is_a_one_line_spec_error(engine_path, tmp_path):
+    spec = _spec("nfs://127.0.0.1/export", {"getattr": 1.0}, rate=10, runtime_s=1.0)
+    spec["target"]["recv_wait_us"] = 5000
+    done = _engine(engine_path, "run", spec, check=False)
+    assert done.returncode != 0
+    assert "target.recv_wait_us" in done.stderr and "0 to 1000" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
 def test_nfs_errors_are_counted_by_status(engine_path, ganesha_server, nfs_url, tmp_path):

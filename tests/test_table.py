@@ -55,3 +55,9 @@ def test_json_report_keeps_error_kinds_and_adds_a_count():
     assert report["ops"]["read"]["errors"] == {"EIO": 2}
     assert report["ops"]["read"]["error_count"] == 3
     assert report["trial_id"] == 3 and report["requested_rate"] == 100.0
+
+
+def test_a_receive_wait_is_stated_beside_the_latencies_it_inflates():
+    assert "receive moderation" not in render(result(recv_wait_us=0.0))
+    text = render(result(recv_wait_us=200.0))
+    assert "receive moderation on: replies held up to 200 µs while 8+ calls were in flight" in text

@@ -148,10 +148,18 @@ pub struct NfsSpec {
     pub timeout_ms: f64,
     #[serde(default = "default_retrans")]
     pub retrans: u32,
+    /// Receive moderation: while many calls are in flight and a read found few replies,
+    /// wait this long before the next read, so that one wake-up collects several replies.
+    /// Adds up to this much to measured latencies; 0 (the default) turns it off.
+    #[serde(default)]
+    pub recv_wait_us: f64,
     /// How the target is named in messages.
     #[serde(default)]
     pub url: Option<String>,
 }
+
+/// Longest receive moderation wait: beyond it the latency it adds is no longer small.
+pub const MAX_RECV_WAIT_US: f64 = 1000.0;
 
 fn one_usize() -> usize {
     1
@@ -444,6 +452,9 @@ impl TrialSpec {
             }
             if !(n.timeout_ms.is_finite() && n.timeout_ms > 0.0) {
                 return Err(bad("target.timeout_ms", "must be > 0"));
+            }
+            if !(0.0..=MAX_RECV_WAIT_US).contains(&n.recv_wait_us) {
+                return Err(bad("target.recv_wait_us", format!("must be 0 to {MAX_RECV_WAIT_US} µs")));
             }
             for (name, v) in [("target.rsize", n.rsize), ("target.wsize", n.wsize)] {
                 if v.is_some_and(|v| !(512..=(1 << 20)).contains(&v)) {

@@ -34,7 +34,10 @@ NFS_OPTIONS = {
     "max_outstanding": ("max_outstanding", "count", "cap on RPCs in flight (default: none)"),
     "timeout": ("timeout_ms", "duration", "per-attempt RPC timeout, e.g. 500ms, 5s (default 5s)"),
     "retrans": ("retrans", "retrans", "retransmissions before a call times out (default 2)"),
+    "recv_wait": ("recv_wait_us", "wait", "receive moderation: with 8+ calls in flight, wait this long after a read"
+                  " that found few replies, e.g. 100us (default 0: off; adds up to it to latencies)"),
 }
+MAX_RECV_WAIT_US = 1000  # the engine's limit (spec.rs)
 
 
 def _nfs_number(text: str, name: str, kind: str, label: str) -> float | int:
@@ -43,6 +46,11 @@ def _nfs_number(text: str, name: str, kind: str, label: str) -> float | int:
         if seconds <= 0:
             raise InputError(f"{label}: {name}={text} must be longer than 0", field=FIELD)
         return seconds * 1000.0
+    if kind == "wait":
+        micros = _micros(text)
+        if micros is None or not 0 <= micros <= MAX_RECV_WAIT_US:
+            raise InputError(f"{label}: {name}={text} must be 0 to {MAX_RECV_WAIT_US}us (e.g. 100us, 0.2ms)", field=FIELD)
+        return micros
     bounds = {"port": (1, 65535), "id": (0, 2**32 - 1), "xfer": (512, 1 << 20), "conns": (1, 1024),
               "count": (1, 2**32), "retrans": (0, 100)}[kind]
     try:
@@ -52,6 +60,17 @@ def _nfs_number(text: str, name: str, kind: str, label: str) -> float | int:
     if not bounds[0] <= value <= bounds[1]:
         raise InputError(f"{label}: {name}={text} must be {bounds[0]} to {bounds[1]}", field=FIELD)
     return value
+
+
+def _micros(text: str) -> float | None:
+    """Microseconds from "100us", "0.2ms" or a bare number of microseconds; None if not a duration."""
+    scale = {"us": 1.0, "ms": 1000.0}.get(text[-2:].lower(), 1.0)
+    number = text[:-2] if text[-2:].lower() in ("us", "ms") else text
+    try:
+        value = float(number) * scale
+    except ValueError:
+        return None
+    return value if value == value else None  # NaN is not a duration
 
 
 def parse_nfs(text: str) -> dict:

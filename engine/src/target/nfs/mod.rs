@@ -79,6 +79,7 @@ impl Nfs {
             gid: spec.gid,
             max_outstanding: spec.max_outstanding,
             connect_timeout: Duration::from_secs_f64((spec.timeout_ms / 1000.0).clamp(0.1, 10.0)),
+            recv_wait: Duration::from_secs_f64(spec.recv_wait_us / 1e6),
         };
         let fail = |what: &str, e: &dyn std::fmt::Display| anyhow!("{url}: {what}: {e}");
         let pmap_addr = resolve_addr(&spec.host, 111).map_err(|e| anyhow!("{url}: {e}"))?;
