@@ -5,6 +5,7 @@
 use super::clf;
 use super::format::Format;
 use super::intern::{hash, Interner};
+use super::structure::{Index, SHORT};
 use super::Skipped;
 use crate::spec::ReplaySpec;
 use anyhow::Context;
@@ -80,11 +81,11 @@ pub fn parse_log(spec: &ReplaySpec, format: &Format, (block_bytes, table_limit):
         let reading = scope.spawn(move || read_blocks(reader, block_bytes, free_rx, work_tx));
         for worker in 0..workers {
             let (done_tx, work_rx) = (done_tx.clone(), &work_rx);
-            let mut known = Known::default();
+            let (mut known, mut structure) = (Known::default(), Index::default());
             scope.spawn(move || loop {
                 let next = work_rx.lock().expect("a worker panicked").recv();
                 let Ok((index, data)) = next else { break };
-                let parsed = parse_block(format, spec, &data, worker, &mut known, table_limit);
+                let parsed = parse_block(format, spec, &data, worker, (&mut known, &mut structure), table_limit);
                 if done_tx.send((index, parsed, data)).is_err() {
                     break;
                 }
@@ -147,8 +148,9 @@ fn read_blocks(mut log: Box<dyn Read + Send>, block_bytes: usize, free: mpsc::Re
 
 /// Split a block into lines and parse each: counts of what was skipped and why, and
 /// the replayable requests against the worker's table of targets (`known`, which
-/// starts again from empty when it holds `table_limit` targets).
-fn parse_block(format: &Format, spec: &ReplaySpec, data: &[u8], worker: usize, known: &mut Known, table_limit: usize) -> Parsed {
+/// starts again from empty when it holds `table_limit` targets); `structure` is the
+/// worker's buffer for the block's structural index.
+fn parse_block(format: &Format, spec: &ReplaySpec, data: &[u8], worker: usize, (known, structure): (&mut Known, &mut Index), table_limit: usize) -> Parsed {
     let mut p = Parsed { worker, ..Parsed::default() };
     if known.targets.len() >= table_limit {
         *known = Known::default();
@@ -156,9 +158,12 @@ fn parse_block(format: &Format, spec: &ReplaySpec, data: &[u8], worker: usize, k
     }
     let mut last_time = clf::LastTime::default();
     let mut batch = Vec::with_capacity(BATCH);
+    // Only the Common/Combined scan uses the index (where the CPU can build it).
+    let indexed = format.layout.is_some() && structure.build(data);
     let mut start = 0;
     while start < data.len() {
-        let end = memchr::memchr(b'\n', &data[start..]).map_or(data.len(), |i| start + i + 1);
+        let newline = if indexed { structure.next(b'\n', start, data.len()) } else { memchr::memchr(b'\n', &data[start..]).map(|i| start + i) };
+        let (line_at, end) = (start, newline.map_or(data.len(), |i| i + 1));
         let mut text = &data[start..end];
         start = end;
         p.lines += 1;
@@ -169,7 +174,11 @@ fn parse_block(format: &Format, spec: &ReplaySpec, data: &[u8], worker: usize, k
             p.skipped.blank += 1;
             continue;
         }
-        let scanned = format.layout.and_then(|layout| clf::scan(text, layout, &mut last_time));
+        let scanned = format.layout.and_then(|layout| match indexed {
+            true if text.len() <= SHORT => clf::scan(text, layout, &mut last_time, &structure.short(line_at)),
+            true => clf::scan(text, layout, &mut last_time, &structure.line(line_at)),
+            false => clf::scan(text, layout, &mut last_time, &clf::InLine(text)),
+        });
         let fields = match scanned.map_or_else(|| format.parse_line(text).and_then(|entry| entry.fields()), Ok) {
             Ok(fields) => fields,
             Err(why) => {

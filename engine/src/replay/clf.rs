@@ -4,7 +4,8 @@
 //! with the same fields; any line it is unsure of (a malformed one, an escaped quote in
 //! the user agent) it leaves to the walk, which also words the error.
 
-use super::format::{find_byte, find_delimiter, parse_time, Fields};
+use super::format::{find_byte, find_delimiter_by, parse_time, Fields};
+use super::structure::Find;
 use std::borrow::Cow;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,13 +43,26 @@ impl LastTime {
     }
 }
 
-/// The fields of a line in `layout`, or None where the format-string walk must decide.
+/// A line's bytes searched directly: where no structural index was built, and the
+/// index's oracle in tests.
+pub struct InLine<'a>(pub &'a [u8]);
+
+impl Find for InLine<'_> {
+    #[inline]
+    fn find(&self, byte: u8, from: usize, to: usize) -> Option<usize> {
+        find_byte(byte, &self.0[from..to]).map(|i| from + i)
+    }
+}
+
+/// The fields of a line in `layout`, or None where the format-string walk must decide;
+/// `search` finds the line's spaces and quotes.
 #[inline]
-pub fn scan<'a>(line: &'a [u8], layout: Layout, last_time: &mut LastTime) -> Option<Fields<'a>> {
+pub fn scan<'a>(line: &'a [u8], layout: Layout, last_time: &mut LastTime, search: &impl Find) -> Option<Fields<'a>> {
+    let len = line.len();
     // %h %l %u: each ends at the next space.
     let mut p = 0;
     for _ in 0..3 {
-        p += find_byte(b' ', &line[p..])? + 1;
+        p = search.find(b' ', p, len)? + 1;
     }
     // [%t]
     if line.get(p) != Some(&b'[') {
@@ -67,11 +81,10 @@ pub fn scan<'a>(line: &'a [u8], layout: Layout, last_time: &mut LastTime) -> Opt
         return None;
     }
     p += 2;
-    let request = &line[p..p + find_delimiter(&line[p..], b"\" ", true)?];
-    p += request.len() + 2;
-    let method_end = find_byte(b' ', request).filter(|&i| i > 0)?;
-    let rest = &request[method_end + 1..];
-    let target = &rest[..find_byte(b' ', rest).unwrap_or(rest.len())];
+    let (request_at, request_end) = (p, p + find_delimiter_by(&line[p..], b"\" ", true, |from| search.find(b'"', p + from, len).map(|i| i - p))?);
+    p = request_end + 2;
+    let method_end = search.find(b' ', request_at, request_end).filter(|&i| i > request_at)?;
+    let target = &line[method_end + 1..search.find(b' ', method_end + 1, request_end).unwrap_or(request_end)];
     if target.is_empty() {
         return None;
     }
@@ -100,27 +113,59 @@ pub fn scan<'a>(line: &'a [u8], layout: Layout, last_time: &mut LastTime) -> Opt
                 return None;
             }
             let referer = end + 2;
-            let quote = referer + find_byte(b'"', &line[referer..])?;
+            let quote = search.find(b'"', referer, len)?;
             if (quote > referer && line[quote - 1] == b'\\') || line.get(quote + 1..quote + 3)? != b" \"" {
                 return None;
             }
             let agent = quote + 3;
-            if line.last() != Some(&b'"') || line.len() <= agent || memchr::memchr(b'"', &line[agent..line.len() - 1]).is_some() {
+            if line.last() != Some(&b'"') || len <= agent || search.find(b'"', agent, len - 1).is_some() {
                 return None;
             }
         }
     }
-    Some(Fields { time, method: &request[..method_end], target: Cow::Borrowed(target), status, bytes })
+    Some(Fields { time, method: &line[request_at..method_end], target: Cow::Borrowed(target), status, bytes })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::replay::format::{Format, COMBINED, COMMON};
+    use crate::replay::structure::{Index, SHORT};
 
     /// The walk's fields of `line`, for comparison.
     fn walked<'a>(format: &Format, line: &'a [u8]) -> Option<Fields<'a>> {
         format.parse_line(line).and_then(|e| e.fields()).ok()
+    }
+
+    /// The scan through a block's structural index reads `line` as `expected` (the scan of
+    /// its bytes) wherever in the block it starts: at each offset of a 64-byte chunk, so
+    /// its fields straddle chunk edges, after a line and at the block's end.
+    fn assert_indexed_scan_agrees(line: &[u8], layout: Layout, expected: &Option<Fields>) {
+        let mut index = Index::default();
+        for offset in 0..130 {
+            let mut block = vec![b'"'; offset];
+            if offset > 0 {
+                block[offset - 1] = b'\n';
+            }
+            block.extend_from_slice(line);
+            if !index.build(&block) {
+                return; // no AVX2: the scan always searches the bytes
+            }
+            let text = String::from_utf8_lossy(line);
+            for after in [false, true] {
+                if after {
+                    block.extend_from_slice(b"\n\" \"\n");
+                    index.build(&block);
+                }
+                let line = &block[offset..offset + line.len()];
+                let fields = scan(line, layout, &mut LastTime::default(), &index.line(offset));
+                assert_eq!(&fields, expected, "{layout:?} at {offset}, lines after: {after}: {text}");
+                if line.len() <= SHORT {
+                    let fields = scan(line, layout, &mut LastTime::default(), &index.short(offset));
+                    assert_eq!(&fields, expected, "{layout:?} short at {offset}, lines after: {after}: {text}");
+                }
+            }
+        }
     }
 
     #[test]
@@ -148,13 +193,17 @@ mod tests {
             r#"h - - [10/Oct/2000:13:56:01 +0000xyz] "GET / HTTP/1.1" 200 1"#,
             r#"h - - 10/Oct/2000:13:56:01 "GET / HTTP/1.1" 200 1"#,
             r#"h  - [10/Oct/2000:13:56:01 +0000] "GET / HTTP/1.1" 200 1"#,
+            // Longer than SHORT: searched in the block's masks rather than the line's own.
+            r#"192.168.100.200 - - [10/Oct/2000:13:56:01 +0000] "GET /a/rather/long/path/to/some/file.html?with=a&query=string HTTP/1.1" 200 123456 "http://example.org/a/referring/page.html" "Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0""#,
+            r#"192.168.100.200 - - [10/Oct/2000:13:56:01 +0000] "GET /a/rather/long/path/to/some/file.html?with=a&query=string HTTP/1.1" 200 123456 "http://example.org/a/referring/page.html" "Mozilla/5.0 (X11; \"Linux\" x86_64; rv:120.0) Gecko/20100101 Firefox/120.0""#,
         ];
         for (layout, text) in [(Layout::Common, COMMON), (Layout::Combined, COMBINED)] {
             let format = Format::parse(text).unwrap();
             let mut last_time = LastTime::default();
             let mut scanned = 0;
             for line in lines {
-                let fast = scan(line.as_bytes(), layout, &mut last_time);
+                let fast = scan(line.as_bytes(), layout, &mut last_time, &InLine(line.as_bytes()));
+                assert_indexed_scan_agrees(line.as_bytes(), layout, &fast);
                 if let Some(fields) = &fast {
                     scanned += 1;
                     assert_eq!(Some(fields), walked(&format, line.as_bytes()).as_ref(), "{layout:?} {line}");

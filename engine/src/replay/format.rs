@@ -279,10 +279,16 @@ pub(super) fn find_byte(b: u8, s: &[u8]) -> Option<usize> {
 
 /// Where `delim` starts in `s`; inside quotes a quote escaped with a backslash is not the end.
 pub(super) fn find_delimiter(s: &[u8], delim: &[u8], quoted: bool) -> Option<usize> {
+    find_delimiter_by(s, delim, quoted, |from| find_byte(*delim.first()?, &s[from..]).map(|i| from + i))
+}
+
+/// As `find_delimiter`, with `first_from(i)` where the delimiter's first byte next occurs in `s` from `i` on.
+#[inline]
+pub(super) fn find_delimiter_by(s: &[u8], delim: &[u8], quoted: bool, first_from: impl Fn(usize) -> Option<usize>) -> Option<usize> {
     let (&first, rest) = delim.split_first()?;
     let mut from = 0;
     loop {
-        let i = from + find_byte(first, &s[from..])?;
+        let i = first_from(from)?;
         let escaped = quoted && first == b'"' && i > 0 && s[i - 1] == b'\\';
         if !escaped && s.len() - i > rest.len() && (0..rest.len()).all(|k| s[i + 1 + k] == rest[k]) {
             return Some(i);

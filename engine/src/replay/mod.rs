@@ -20,6 +20,7 @@ mod blocks;
 mod clf;
 mod format;
 mod intern;
+mod structure;
 
 pub use format::Format;
 
@@ -523,6 +524,10 @@ mod tests {
             let mut s = spec(path.to_str().unwrap(), name);
             s.examples = 1000;
             let scanned = Trace::load(&s).unwrap();
+            // Blocks that end anywhere, some inside a 64-byte chunk of the structural index.
+            for block_bytes in [1000, 4093] {
+                assert_same_trace(&Trace::load_in_blocks(&s, (block_bytes, 1 << 20)).unwrap(), &scanned, &format!("{name} {block_bytes}"));
+            }
             s.format = spelled_out.to_string();
             assert!(Format::parse(&s.format).unwrap().layout.is_none(), "{name}: not the format-string walk");
             let walked = Trace::load(&s).unwrap();
