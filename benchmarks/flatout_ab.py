@@ -12,7 +12,6 @@ criterion (bench_floor in run.py) measures the neighbours instead.
 import hashlib
 import json
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
