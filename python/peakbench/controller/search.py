@@ -10,7 +10,12 @@ it, or saturated by a one-trial signal), or goes straight to careful trials:
 from min_trials trials on, a t-interval of R̄ wholly below or above the
 region decides the load; the peak (interval overlapping the region with the
 target accuracy) is claimed through Stein's two-stage procedure (see
-careful()); max_trials without a decision is noisy.
+careful()). A load that would need more than max_trials is left unsettled:
+which side of Rsat its R̄ lies on only steers the search. The peak may also
+be claimed as a bracket: settled loads below and above the region close
+enough for the accuracy, where the response time jumps across the region or
+the loads between are too noisy to settle (the search then bounds them from
+outside, knee_probe()).
 
 Only careful trials of one runlength enter an interval, so the peak's claim
 (R̄'s interval at confidence c, accuracy ≥ a) rests on trials at λ* alone;
