@@ -47,8 +47,12 @@ def _nfs_number(text: str, name: str, kind: str, label: str) -> float | int:
             raise InputError(f"{label}: {name}={text} must be longer than 0", field=FIELD)
         return seconds * 1000.0
     if kind == "wait":
-        micros = _micros(text)
-        if micros is None or not 0 <= micros <= MAX_RECV_WAIT_US:
+        try:
+            # Rounded to a thousandth of a µs: 100 × 1e-6 s is not exactly 100 µs in binary.
+            micros = round(parse_duration(text if text[-1:].isalpha() else text + "us", field=FIELD) * 1e6, 3)
+        except InputError:
+            micros = None
+        if micros is None or micros > MAX_RECV_WAIT_US:
             raise InputError(f"{label}: {name}={text} must be 0 to {MAX_RECV_WAIT_US}us (e.g. 100us, 0.2ms)", field=FIELD)
         return micros
     bounds = {"port": (1, 65535), "id": (0, 2**32 - 1), "xfer": (512, 1 << 20), "conns": (1, 1024),
@@ -60,17 +64,6 @@ def _nfs_number(text: str, name: str, kind: str, label: str) -> float | int:
     if not bounds[0] <= value <= bounds[1]:
         raise InputError(f"{label}: {name}={text} must be {bounds[0]} to {bounds[1]}", field=FIELD)
     return value
-
-
-def _micros(text: str) -> float | None:
-    """Microseconds from "100us", "0.2ms" or a bare number of microseconds; None if not a duration."""
-    scale = {"us": 1.0, "ms": 1000.0}.get(text[-2:].lower(), 1.0)
-    number = text[:-2] if text[-2:].lower() in ("us", "ms") else text
-    try:
-        value = float(number) * scale
-    except ValueError:
-        return None
-    return value if value == value else None  # NaN is not a duration
 
 
 def parse_nfs(text: str) -> dict:

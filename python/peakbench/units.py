@@ -5,7 +5,7 @@ KiB, MiB, GiB, TiB powers of 1024 (case does not matter: "kb" = "KB").
 A bare "k", "m" or "g" is refused: "8k" means 8000 bytes to some tools and
 8192 to others (fio, dd), and a benchmark must not guess which one you meant.
 
-Durations: a plain number is seconds; ms, s, m (minutes), h are accepted.
+Durations: a plain number is seconds; us, ms, s, m (minutes), h are accepted.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ SIZE_UNITS = {
     "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
     "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
 }
-DURATION_UNITS = {"": 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+DURATION_UNITS = {"": 1.0, "us": 1e-6, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 _SIZE_HELP = 'write e.g. 4096, "8KiB", "1.5MB"'
 _NUMBER_WITH_UNIT = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*")
