@@ -4,7 +4,7 @@
 //! with the same fields; any line it is unsure of (a malformed one, an escaped quote in
 //! the user agent) it leaves to the walk, which also words the error.
 
-use super::format::{find_byte, find_delimiter, parse_time, Fields};
+use super::format::{find_byte, find_delimiter, parse_time, parse_u64, Fields};
 use std::borrow::Cow;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,17 +77,16 @@ pub fn scan<'a>(line: &'a [u8], layout: Layout, last_time: &mut LastTime) -> Opt
     }
     // %>s: three digits and a space.
     let status = line.get(p..p + 4)?;
-    let digit = |c: u8| c.wrapping_sub(b'0') as u16;
-    if status[3] != b' ' || status[..3].iter().any(|&c| digit(c) > 9) || status[0] == b'0' {
+    if status[3] != b' ' {
         return None;
     }
-    let status = digit(status[0]) * 100 + digit(status[1]) * 10 + digit(status[2]);
+    let status = parse_u64(&status[..3]).filter(|s| (100..1000).contains(s))? as u16;
     p += 4;
     // %b: digits (at most 19, as the walk takes) or "-".
     let digits = line[p..].iter().take(20).take_while(|c| c.is_ascii_digit()).count();
     let (bytes, end) = match digits {
         0 if line.get(p) == Some(&b'-') => (0, p + 1),
-        1..=19 => (line[p..p + digits].iter().fold(0u64, |n, &c| n * 10 + (c - b'0') as u64), p + digits),
+        1..=19 => (parse_u64(&line[p..p + digits])?, p + digits),
         _ => return None,
     };
     match layout {

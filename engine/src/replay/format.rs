@@ -292,7 +292,7 @@ pub(super) fn find_delimiter(s: &[u8], delim: &[u8], quoted: bool) -> Option<usi
 }
 
 #[inline]
-fn parse_u64(b: &[u8]) -> Option<u64> {
+pub(super) fn parse_u64(b: &[u8]) -> Option<u64> {
     if b.is_empty() || b.len() > 19 {
         return None;
     }

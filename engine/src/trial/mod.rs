@@ -226,9 +226,10 @@ fn result(spec: &TrialSpec, shared: &Shared, state: &Sched, max_busy: usize, res
         "fileset": fileset,
         "restore": restore,
     });
-    if let TargetSpec::Nfs(nfs) = &spec.target {
+    match &spec.target {
         // Receive moderation holds replies up to this long: latencies carry it.
-        result["recv_wait_us"] = json!(nfs.recv_wait_us);
+        TargetSpec::Nfs(nfs) if nfs.recv_wait_us > 0.0 => result["recv_wait_us"] = json!(nfs.recv_wait_us),
+        _ => {}
     }
     if !tally.classes.is_empty() {
         let classes: serde_json::Map<String, Value> = tally

@@ -308,8 +308,7 @@ fn wait_until(shared: &Shared, due_ns: u64) -> u64 {
 }
 
 fn sender(shared: Arc<Shared>, slot: Arc<Slot>) {
-    // Wake-ups land within microseconds instead of the default 50 µs timer slack.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
+    crate::clock::tight_timer_slack();
     let _ = slot.thread.set(std::thread::current());
     slot.tid.store(unsafe { libc::syscall(libc::SYS_gettid) } as u32, Relaxed);
     let mut lead: Option<LeadGuard> = None;

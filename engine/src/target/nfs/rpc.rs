@@ -588,8 +588,7 @@ const FEW_REPLIES: usize = 8;
 fn read_replies(live: Arc<Live>, mut stream: TcpStream, stats: Arc<TransportStats>) {
     let _ = stream.set_read_timeout(Some(EXPIRE_EVERY));
     if !live.recv_wait.is_zero() {
-        // The wait ends within a µs of its time instead of the default 50 µs timer slack.
-        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
+        crate::clock::tight_timer_slack();
     }
     let mut records = Records::new(MAX_RECORD);
     let mut last_expire = Instant::now();
