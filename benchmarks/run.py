@@ -18,7 +18,8 @@ against a dense sweep of a throttled ext4), and fio 3.33 for `posix` and `openlo
 nfs3_client crate (benchmarks/peers/nfs3client, cargo) and libnfs's asynchronous API
 (benchmarks/peers/libnfs_bench.c; libnfs-dev). PB_NFS_BASELINE=PATH adds rows for another
 engine binary (e.g. the previous commit's) to every round, for an A/B in the same run;
-PB_NFS_RECV_WAIT_US (default "100,200") lists the receive moderation waits of the rows that use one.
+PB_NFS_RECV_WAIT_US (default "100,200") lists the receive moderation waits of the nfs-ganesha rows
+that use one (the canned-reply responder's row always uses 200 µs).
 Every subprocess runs under a timeout.
 """
 
@@ -767,11 +768,6 @@ def bench_cluster(name: str = "cluster") -> dict:
                 "p99_us": result["latency"]["p99_ms"] * 1e3, "lag_p99_us": result["schedule_lag"]["p99_ms"] * 1e3,
                 "saturated": result["generator_saturated"], "wall_s": wall_s, "overhead_s": wall_s - measured_s}
 
-    def completed(trial):
-        if not trial.complete:
-            raise RuntimeError(trial.message)
-        return trial.result
-
     out: dict = {"rate": rate, "warmup_s": warmup_s, "runtime_s": runtime_s, "flat_rate": flat_rate,
                  "flat_runtime_s": flat_runtime_s, "flat_repeats": flat_repeats, "http_rate": http_rate,
                  "http_max_outstanding": http_in_flight, "http_files": http_files, "nginx_workers": 2,
@@ -818,7 +814,7 @@ def bench_cluster(name: str = "cluster") -> dict:
                     runs = []
                     for _ in range(repeats):
                         t0 = time.monotonic()
-                        result = completed(engine_.run_trial(spec))
+                        result = engine_.run(spec)
                         info = result["cluster"]
                         runs.append({**figures(result, time.monotonic() - t0, warmup_s + runtime_s),
                                      "start_skew_ms": info["start_skew_ms"], "skew_bound_ms": info["skew_bound_ms"],
@@ -829,7 +825,7 @@ def bench_cluster(name: str = "cluster") -> dict:
                     shared = DistributedEngine(cluster, clock_tolerance_s=0.05, shared_fileset=True)
                     for target, trial_spec_, table_rows, records, pid in loads:
                         engine_for = shared if target == "nginx" else engine_
-                        results = flat_out(lambda s: completed(engine_for.run_trial(s)), trial_spec_, flat_repeats, pid)
+                        results = flat_out(engine_for.run, trial_spec_, flat_repeats, pid)
                         one_client.setdefault(target, results[len(results) // 2]["achieved_rate"])
                         row, record = flat_row(label, results, base[target], one_client[target])
                         table_rows.append(row)
@@ -1095,12 +1091,12 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
         # What receive moderation does to measured latency, with and without the wait: GETATTR
         # at a light load (2,000 ops/s: too few calls in flight for the wait to start) and in a
         # closed loop of 16 clients (16 in flight: it waits after every read that found few).
-        for w in [0.0] + waits:
-            plan.append((f"peakbench, 2,000 ops/s offered, recv wait {w:g} us", "getattr@2000/s",
-                         lambda w=w: peakbench("getattr", 64, recv_wait_us=w, rate=2_000)))
-        for w in [0.0] + waits:
-            plan.append((f"peakbench, closed loop of 16 clients, recv wait {w:g} us", "getattr@16 clients",
-                         lambda w=w: peakbench("getattr", 0, recv_wait_us=w, clients=16)))
+        for load, op, in_flight, options in (("2,000 ops/s offered", "getattr@2000/s", 64, {"rate": 2_000}),
+                                             ("closed loop of 16 clients", "getattr@16 clients", 0, {"clients": 16})):
+            for w in [0.0] + waits:
+                plan.append((f"peakbench, {load}, recv wait {w:g} us", op,
+                             lambda w=w, in_flight=in_flight, options=options:
+                             peakbench("getattr", in_flight, recv_wait_us=w, **options)))
         # Rounds over the whole plan, so a neighbour's burst hits one sample of each, not all
         # samples of one client; the median of the rounds is reported.
         rounds = int(os.environ.get("PB_NFS_ROUNDS", "3"))
