@@ -100,8 +100,8 @@ impl Interner {
     /// Ask for the slot where a lookup of `hash` starts (it comes in while the caller works on).
     #[inline]
     pub fn prefetch_slot(&self, hash: u64) {
-        if !self.slots.is_empty() {
-            prefetch(&self.slots[hash as usize & (self.slots.len() - 1)]);
+        if let Some(slot) = self.slots.get(hash as usize & self.slots.len().wrapping_sub(1)) {
+            prefetch(slot);
         }
     }
 
@@ -123,15 +123,14 @@ impl Interner {
         let mask = self.slots.len() - 1;
         let tag = hash & !START_MASK;
         let mut at = hash as usize & mask;
-        loop {
-            match self.slots[at] {
-                0 => break,
-                s if s & !START_MASK == tag => match self.entry((s & START_MASK) as usize - 1) {
-                    (i, found) if found == bytes => return (i, false),
-                    _ => at = (at + 1) & mask,
-                },
-                _ => at = (at + 1) & mask,
+        while let s @ 1.. = self.slots[at] {
+            if s & !START_MASK == tag {
+                let (i, found) = self.entry((s & START_MASK) as usize - 1);
+                if found == bytes {
+                    return (i, false);
+                }
             }
+            at = (at + 1) & mask;
         }
         let i = u32::try_from(self.len()).expect("fewer strings than a block's or a log's lines, counted in u32 by the caller");
         let len = u32::try_from(bytes.len()).expect("a log line of less than 4 GiB");
