@@ -31,7 +31,7 @@ def run(cli, sandbox, *args, target=None):
 @pytest.mark.parametrize(
     "rate, fragment",
     [
-        ("0", "argument --rate: '0': the rate must be a finite number of ops/s above 0"),
+        ("0", "argument --rate: '0': must be a finite number of ops/s above 0"),
         ("-5", "above 0"), ("nan", "above 0"), ("inf", "above 0"),
         ("1e12", "above 50,000,000 ops/s"), ("fast", "'fast' is not a number of ops/s"),
     ],

@@ -71,13 +71,28 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+def _positive_number(unit: str = ""):
+    """An argparse type: a finite number (of `unit`) above 0."""
+    what = f"a number of {unit}" if unit else "a number"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not (math.isfinite(value) and value > 0):
+            raise argparse.ArgumentTypeError(f"{text!r}: must be a finite {what[2:]} above 0")
+        return value
+    return parse
+
+
+_positive_ms = _positive_number("milliseconds")
+_positive_rate = _positive_number("ops/s")
+_scale = _positive_number()
+
+
 def _rate(text: str) -> float:
-    try:
-        rate = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of ops/s") from None
-    if not math.isfinite(rate) or rate <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: the rate must be a finite number of ops/s above 0")
+    rate = _positive_rate(text)
     if rate > MAX_RATE:
         raise argparse.ArgumentTypeError(f"{text!r}: above {MAX_RATE:,} ops/s, more than one engine can schedule")
     return rate
@@ -95,26 +110,6 @@ def _positive_duration(text: str) -> float:
     if seconds <= 0:
         raise argparse.ArgumentTypeError(f"{text!r}: must be longer than 0")
     return seconds
-
-
-def _positive_ms(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of milliseconds") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"{text!r}: must be a number of milliseconds above 0")
-    return value
-
-
-def _scale(text: str) -> float:
-    try:
-        scale = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not (math.isfinite(scale) and scale > 0):
-        raise argparse.ArgumentTypeError(f"{text!r}: the scale factor must be a finite number above 0")
-    return scale
 
 
 def _whole(minimum: int):
