@@ -175,6 +175,32 @@ def test_receive_moderation_is_adaptive_by_default_reports_its_holds_and_spares_
     assert fixed_holds["holds"] > 0 and fixed_holds["mean_hold_us"] >= 1000.0, fixed_holds
 
 
+def test_ganesha_saw_the_op_mix_and_bytes_that_the_result_reports(engine_path, ganesha_server, nfs_url):
+    """ganesha's own NFSv3 counters (over D-Bus) against the result, as deltas around the run
+    (after prepare, which makes the files). Procedures that only the mix calls must match
+    exactly; each logical write (one transfer here) is one WRITE and one COMMIT. The run's own
+    setup reads the file-set manifest once (one READ of its size), looks up the file set and
+    lists it to check it (LOOKUP, READDIRPLUS), asks FSINFO, and afterwards restores the files
+    that writes grew (SETATTR): nothing else may show."""
+    mix = {"getattr": 0.3, "access": 0.15, "fsstat": 0.1, "pathconf": 0.05, "read": 0.2, "write": 0.2}
+    spec = _spec(nfs_url, mix, rate=600, runtime_s=1.0)
+    _engine(engine_path, "prepare", spec)
+    before = ganesha_server.nfs3_stats()
+    result = _engine(engine_path, "run", spec)
+    after = ganesha_server.nfs3_stats()
+    seen = {name: after["calls"].get(name, 0) - before["calls"].get(name, 0) for name in after["calls"]}
+    ops = result["ops"]
+    assert all(ops[op]["successes"] == ops[op]["count"] > 10 for op in mix), ops
+    for op in ("getattr", "access", "fsstat", "pathconf", "write"):
+        assert seen.pop(op.upper()) == ops[op]["count"], (op, seen, ops[op]["count"])
+    assert seen.pop("COMMIT") == ops["write"]["count"]
+    assert after["write_bytes"] - before["write_bytes"] == ops["write"]["bytes"] > 0
+    manifest = next(export_path(ganesha_server, nfs_url).rglob(".peakbench-manifest.json"))
+    assert seen.pop("READ") == ops["read"]["count"] + 1
+    assert after["read_bytes"] - before["read_bytes"] == ops["read"]["bytes"] + manifest.stat().st_size
+    assert {name for name, n in seen.items() if n} <= {"LOOKUP", "READDIRPLUS", "FSINFO", "SETATTR"}, seen
+
+
 def test_a_receive_wait_beyond_the_limit_is_a_one_line_spec_error(engine_path, tmp_path):
     spec = _spec("nfs://127.0.0.1/export", {"getattr": 1.0}, rate=10, runtime_s=1.0)
     spec["target"]["recv_wait_us"] = 5000
