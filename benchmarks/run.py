@@ -1065,7 +1065,7 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
             lat = r["latency"]
             held = r.get("receive_moderation", {"holds": 0, "reads": 0, "mean_hold_us": 0.0, "max_hold_us": 0.0})  # older engines: none
             return r["completed"], seconds, r["engine_cpu_s"], {
-                "errors": errors, "holds_per_read": held["holds"] / max(held["reads"], 1),
+                "errors": errors, "holds_per_read": round(held["holds"] / max(held["reads"], 1), 3),
                 "mean_hold_us": round(held["mean_hold_us"], 1), "max_hold_us": round(held["max_hold_us"], 1),
                 **{f"latency_{k}_us": round(lat[f"{k}_ms"] * 1000, 1) for k in ("mean", "p50", "p99")}}
 
@@ -1121,7 +1121,8 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
             rows.append({**med, "ops_per_s_all": [round(r["ops_per_s"]) for r in runs],
                          "client_us_per_op_all": [round(r["client_us_per_op"], 2) for r in runs],
                          **{f"{k}_all": [r[k] for r in runs] for k in ("latency_mean_us", "latency_p50_us",
-                                                                         "latency_p99_us", "mean_hold_us", "max_hold_us")
+                                                                         "latency_p99_us", "holds_per_read", "mean_hold_us",
+                                                                         "max_hold_us")
                             if k in med},
                          "cpu_vs_nfs3_client_rounds": [round(r["client_us_per_op"] / n["client_us_per_op"], 3)
                                                        for r, n in zip(runs, peer)]})
@@ -1135,7 +1136,7 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
                "cpu_vs_nfs3_client_rounds"])
         table("Receive moderation and latency (GETATTR; every round)", [r for r in rows if "@" in r["op"]],
               ["op", "client", "ops_per_s_all", "client_us_per_op_all", "latency_mean_us_all", "latency_p50_us_all",
-               "latency_p99_us_all", "mean_hold_us_all", "max_hold_us_all"])
+               "latency_p99_us_all", "holds_per_read_all", "mean_hold_us_all", "max_hold_us_all"])
         loadavg = {"before": loadavg_before, "after": os.getloadavg()}
         return {"rows": rows, "seconds": seconds, "client_cpus": sorted(client_cpu), "server_cpus": sorted(server_cpus),
                 "path": str(save(name, {"rows": rows, "seconds": seconds, "loadavg": loadavg}))}

@@ -113,6 +113,8 @@ impl Default for CallOptions {
 struct Slot {
     reply: Mutex<Option<Result<Vec<u8>, RpcError>>>,
     waiter: Thread,
+    /// When the call was made: the reader's observed latency runs from here.
+    queued_at: Instant,
 }
 
 /// What an asynchronous call's completion receives: the reply (header already
@@ -392,7 +394,7 @@ impl RpcClient {
         let rec = self.record(xid, proc_, args);
 
         let _permit = self.acquire();
-        let slot = Arc::new(Slot { reply: Mutex::new(None), waiter: std::thread::current() });
+        let slot = Arc::new(Slot { reply: Mutex::new(None), waiter: std::thread::current(), queued_at: Instant::now() });
         live.pending.lock().expect("pending lock").insert(xid, Waiter::Thread(slot.clone()));
         let mut tries_left = self.opts.retrans;
         let result = loop {
@@ -663,7 +665,7 @@ fn read_replies(live: Arc<Live>, mut stream: TcpStream, stats: Arc<TransportStat
     let mut batch: Vec<(Range<usize>, Option<Waiter>)> = Vec::new();
     // Calls still waiting once the last read's replies were matched.
     let mut in_flight = 0;
-    // The reply latency of asynchronous calls (queued to read), smoothed over reads.
+    // The reply latency (call made to reply read), smoothed over reads.
     let mut observed_latency_s = 0.0f64;
     let why = loop {
         match stream.read(records.space()) {
@@ -692,9 +694,13 @@ fn read_replies(live: Arc<Live>, mut stream: TcpStream, stats: Arc<TransportStat
             }
             in_flight = pending.len();
         }
-        // The oldest reply of the read stands for it: one sample a read.
-        if let Some(Waiter::Async(a)) = batch.iter().find_map(|(_, w)| w.as_ref()) {
-            let latency = now.saturating_duration_since(a.queued_at).as_secs_f64();
+        // The first reply of the read stands for it: one sample a read.
+        if let Some(w) = batch.iter().find_map(|(_, w)| w.as_ref()) {
+            let queued_at = match w {
+                Waiter::Thread(s) => s.queued_at,
+                Waiter::Async(a) => a.queued_at,
+            };
+            let latency = now.saturating_duration_since(queued_at).as_secs_f64();
             observed_latency_s += (latency - observed_latency_s) / LATENCY_EWMA_READS;
         }
         let found = batch.len();
