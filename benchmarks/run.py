@@ -18,8 +18,9 @@ against a dense sweep of a throttled ext4), and fio 3.33 for `posix` and `openlo
 nfs3_client crate (benchmarks/peers/nfs3client, cargo) and libnfs's asynchronous API
 (benchmarks/peers/libnfs_bench.c; libnfs-dev). PB_NFS_BASELINE=PATH adds rows for another
 engine binary (e.g. the previous commit's) to every round, for an A/B in the same run;
-PB_NFS_RECV_WAIT_US (default "100,200") lists the receive moderation waits of the nfs-ganesha rows
-that use one (the canned-reply responder's row always uses 200 µs).
+PB_NFS_RECV_WAIT_US (default "200") lists the fixed receive moderation waits of the nfs-ganesha rows
+that use one, beside the default (adaptive) and the wait off (the canned-reply responder's row always
+uses 200 µs).
 Every subprocess runs under a timeout.
 """
 
@@ -1047,10 +1048,11 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
                   f"  server {row['server_us_per_op']:6.2f} us/op", flush=True)
             return row
 
-        def peakbench(op: str, depth: int, conns: int = 1, binary: Path | None = None, recv_wait_us: float = 0.0,
+        def peakbench(op: str, depth: int, conns: int = 1, binary: Path | None = None, recv_wait_us: float | None = None,
                       rate: float = 400_000, clients: int | None = None):
+            """recv_wait_us: None for the default (adaptive) receive moderation, 0 for none."""
             mix = {"null": {"null": 1.0}, "getattr": {"getattr": 1.0}, "read4k": {"read": 1.0}}[op]
-            t = {**tgt, "connections": conns, **({"recv_wait_us": recv_wait_us} if recv_wait_us else {})}
+            t = {**tgt, "connections": conns, **({"recv_wait_us": recv_wait_us} if recv_wait_us is not None else {})}
             # By default offered far above what anything here can do, with the cap as the pipeline
             # depth: the engine runs flat out, and its CPU (no warm-up) is all spent on the window's ops.
             # A closed loop instead has `clients` callers, each waiting for its reply.
@@ -1061,8 +1063,10 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
             r = engine("run", spec, cpus=client_cpu, binary=binary).result
             errors = sum(sum(o["errors"].values()) + o["timeouts"] for o in r["ops"].values())
             lat = r["latency"]
+            held = r.get("receive_moderation", {"holds": 0, "reads": 0, "mean_hold_us": 0.0, "max_hold_us": 0.0})  # older engines: none
             return r["completed"], seconds, r["engine_cpu_s"], {
-                "errors": errors, "recv_wait_us": r.get("recv_wait_us", 0.0),
+                "errors": errors, "holds_per_read": round(held["holds"] / max(held["reads"], 1), 3),
+                "mean_hold_us": round(held["mean_hold_us"], 1), "max_hold_us": round(held["max_hold_us"], 1),
                 **{f"latency_{k}_us": round(lat[f"{k}_ms"] * 1000, 1) for k in ("mean", "p50", "p99")}}
 
         def nfs3client(op: str, conns: int):
@@ -1077,24 +1081,28 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
             return j["ops"], j["seconds"], p.cpu_s, {"errors": j["errors"]}
 
         plan = []
-        waits = [float(w) for w in os.environ.get("PB_NFS_RECV_WAIT_US", "100,200").split(",")]
+        waits = [float(w) for w in os.environ.get("PB_NFS_RECV_WAIT_US", "200").split(",") if w]
+
+        def wait_label(w: float | None) -> str:
+            return "adaptive hold (default)" if w is None else "recv wait off" if w == 0 else f"recv wait {w:g} us"
         for op in ("null", "getattr", "read4k"):
-            plan += [("peakbench, 1 conn, 64 in flight", op, lambda op=op: peakbench(op, 64))]
-            plan += [(f"peakbench, 1 conn, 64 in flight, recv wait {w:g} us", op,
-                      lambda op=op, w=w: peakbench(op, 64, recv_wait_us=w)) for w in waits]
+            plan += [(f"peakbench, 1 conn, 64 in flight, {wait_label(w)}", op,
+                      lambda op=op, w=w: peakbench(op, 64, recv_wait_us=w)) for w in [None, 0.0] + waits]
             plan += [("nfs3_client, 16 conns", op, lambda op=op: nfs3client(op, 16)),
                      ("libnfs async, 1 conn, 64 in flight", op, lambda op=op: libnfs_run(op, 64))]
             plan += [(label, op, lambda op=op, binary=binary: peakbench(op, 64, 1, binary)) for label, binary in baseline_rows()]
         plan += [("peakbench, 4 conns, 64 in flight", "getattr", lambda: peakbench("getattr", 64, 4)),
                  ("peakbench, 2 conns, 64 in flight", "getattr", lambda: peakbench("getattr", 64, 2)),
                  ("nfs3_client, 4 conns", "getattr", lambda: nfs3client("getattr", 4))]
-        # What receive moderation does to measured latency, with and without the wait: GETATTR
-        # at a light load (2,000 ops/s: too few calls in flight for the wait to start) and in a
-        # closed loop of 16 clients (16 in flight: it waits after every read that found few).
+        # What receive moderation does to measured latency, with and without it: GETATTR at a
+        # light load (2,000 ops/s: too few calls in flight for a hold to start), near the knee
+        # (15,000 ops/s offered, open loop: bursts queue 8+ calls), far above it (flat out, 64
+        # in flight: the rows above) and in a closed loop of 16 clients (16 in flight).
         for load, op, in_flight, options in (("2,000 ops/s offered", "getattr@2000/s", 64, {"rate": 2_000}),
+                                             ("15,000 ops/s offered", "getattr@15000/s", 64, {"rate": 15_000}),
                                              ("closed loop of 16 clients", "getattr@16 clients", 0, {"clients": 16})):
-            for w in [0.0] + waits:
-                plan.append((f"peakbench, {load}, recv wait {w:g} us", op,
+            for w in [None, 0.0] + waits:
+                plan.append((f"peakbench, {load}, {wait_label(w)}", op,
                              lambda w=w, in_flight=in_flight, options=options:
                              peakbench("getattr", in_flight, recv_wait_us=w, **options)))
         # Rounds over the whole plan, so a neighbour's burst hits one sample of each, not all
@@ -1112,8 +1120,10 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
             peer = samples.get(("nfs3_client, 16 conns", op.split("@")[0]), [])
             rows.append({**med, "ops_per_s_all": [round(r["ops_per_s"]) for r in runs],
                          "client_us_per_op_all": [round(r["client_us_per_op"], 2) for r in runs],
-                         **{f"latency_{k}_us_all": [r[f"latency_{k}_us"] for r in runs]
-                            for k in ("mean", "p50", "p99") if f"latency_{k}_us" in med},
+                         **{f"{k}_all": [r[k] for r in runs] for k in ("latency_mean_us", "latency_p50_us",
+                                                                         "latency_p99_us", "holds_per_read", "mean_hold_us",
+                                                                         "max_hold_us")
+                            if k in med},
                          "cpu_vs_nfs3_client_rounds": [round(r["client_us_per_op"] / n["client_us_per_op"], 3)
                                                        for r, n in zip(runs, peer)]})
         for row in rows:
@@ -1126,7 +1136,7 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
                "cpu_vs_nfs3_client_rounds"])
         table("Receive moderation and latency (GETATTR; every round)", [r for r in rows if "@" in r["op"]],
               ["op", "client", "ops_per_s_all", "client_us_per_op_all", "latency_mean_us_all", "latency_p50_us_all",
-               "latency_p99_us_all"])
+               "latency_p99_us_all", "holds_per_read_all", "mean_hold_us_all", "max_hold_us_all"])
         loadavg = {"before": loadavg_before, "after": os.getloadavg()}
         return {"rows": rows, "seconds": seconds, "client_cpus": sorted(client_cpu), "server_cpus": sorted(server_cpus),
                 "path": str(save(name, {"rows": rows, "seconds": seconds, "loadavg": loadavg}))}

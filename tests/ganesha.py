@@ -13,7 +13,9 @@ PID afterwards, only if this module started them.
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 import shutil
 import signal
 import socket
@@ -26,7 +28,8 @@ NFS_PORT = 2049
 RPCBIND_PORT = 111
 STATE_DIR = Path(tempfile.gettempdir()) / "peakbench-ganesha"
 PIDFILE = STATE_DIR / "ganesha.pid"
-PACKAGES = ("nfs-ganesha", "nfs-ganesha-vfs", "rpcbind")
+# dbus-daemon and gdbus: ganesha's statistics (see `Ganesha.dbus`).
+PACKAGES = ("nfs-ganesha", "nfs-ganesha-vfs", "rpcbind", "dbus-daemon", "libglib2.0-bin")
 
 CONFIG = """\
 NFS_CORE_PARAM {{
@@ -55,12 +58,43 @@ LOG {{ Default_Log_Level = EVENT; }}
 """
 
 
+# A private system-type bus for ganesha's statistics (ganesha serves them only over D-Bus,
+# and no system bus runs here): root may own ganesha's name and call it.
+BUS_CONFIG = """\
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path={socket}</listen>
+  <auth>EXTERNAL</auth>
+  <policy user="root">
+    <allow own="org.ganesha.nfsd"/>
+    <allow send_destination="org.ganesha.nfsd"/>
+    <allow send_destination="org.freedesktop.DBus"/>
+    <allow receive_sender="*"/>
+    <allow send_requested_reply="true"/>
+    <allow receive_requested_reply="true"/>
+  </policy>
+</busconfig>
+"""
+
+
+def _gvariant(text: str):
+    """gdbus's text form of a reply (tuples, arrays, strings, numbers with type prefixes such as
+    `uint64 5`) as Python values; a reply whose status (its first field) is false is an error."""
+    untyped = re.sub(r"@[a-z(){}]+ |\b(?:u?int(?:16|32|64)|byte|double) ", "", text.strip())  # @a(st) []: empty
+    value = ast.literal_eval(re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", untyped)))
+    if not value[0]:
+        raise RuntimeError(f"ganesha answered: {text.strip()[:300]}")
+    return value
+
+
 class ServerUnavailable(Exception):
     """ganesha or rpcbind cannot be had here (not installed and not installable, not root)."""
 
 
 def ensure_installed() -> None:
-    if shutil.which("ganesha.nfsd") and _rpcbind_binary():
+    if all(map(shutil.which, ("ganesha.nfsd", "dbus-daemon", "gdbus"))) and _rpcbind_binary():
         return
     if os.geteuid() != 0:
         raise ServerUnavailable("nfs-ganesha is not installed and installing it needs root")
@@ -191,6 +225,8 @@ class Ganesha:
         self.workdir = Path(workdir) if workdir else None
         self.process: subprocess.Popen | None = None
         self.rpcbind: subprocess.Popen | None = None
+        self.bus: subprocess.Popen | None = None
+        self._full_v3_stats = False
         self._own_workdir = workdir is None
 
     def url(self, sub: str = "", options: str = "") -> str:
@@ -231,6 +267,7 @@ class Ganesha:
                 for prog, vers in ((100003, 3), (100005, 1), (100005, 3), (100003, 4)):
                     subprocess.run([rpcinfo, "-d", str(prog), str(vers)], capture_output=True, timeout=10,
                                    check=False)
+        self._start_bus()
         config = self.workdir / "ganesha.conf"
         config.write_text(CONFIG.format(nfs_port=NFS_PORT, export_dir=self.export_dir, extra=self.extra_config,
                                         core=self.core_params))
@@ -239,6 +276,7 @@ class Ganesha:
         self.process = subprocess.Popen(
             ["ganesha.nfsd", "-F", "-f", str(config), "-L", str(self.log), "-p", str(PIDFILE), "-N", "NIV_EVENT"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            env={**os.environ, "DBUS_SYSTEM_BUS_ADDRESS": self.bus_address},
         )
         deadline = time.monotonic() + 20
         while not (_listening(NFS_PORT) and _registered(100005, 3) and _registered(100003, 3)):
@@ -248,6 +286,46 @@ class Ganesha:
                 raise ServerUnavailable(f"ganesha did not start: {tail}")
             time.sleep(0.01)
         return self
+
+    def _start_bus(self) -> None:
+        """A private dbus-daemon in the work directory, for ganesha's statistics."""
+        socket_path = self.workdir / "bus"
+        socket_path.unlink(missing_ok=True)
+        config = self.workdir / "bus.conf"
+        config.write_text(BUS_CONFIG.format(socket=socket_path))
+        self.bus_address = f"unix:path={socket_path}"
+        self.bus = subprocess.Popen(["dbus-daemon", f"--config-file={config}", "--nofork"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 10
+        while not socket_path.exists():
+            if self.bus.poll() is not None or time.monotonic() > deadline:
+                raise ServerUnavailable(f"dbus-daemon did not start (config {config})")
+            time.sleep(0.01)
+
+    def dbus(self, path: str, method: str, *args: str) -> str:
+        """Call one of ganesha's D-Bus methods (`interface.Method`) on its private bus: gdbus's
+        reply, a GVariant in text form."""
+        done = subprocess.run(["gdbus", "call", "--system", "--dest", "org.ganesha.nfsd", "--object-path", path,
+                               "--method", method, *args], capture_output=True, text=True, timeout=30,
+                              env={**os.environ, "DBUS_SYSTEM_BUS_ADDRESS": self.bus_address})
+        if done.returncode != 0:
+            raise RuntimeError(f"gdbus call {path} {method}: {done.stderr.strip()}")
+        return done.stdout
+
+    def nfs3_stats(self) -> dict:
+        """ganesha's NFSv3 counters since it started: calls per procedure (GETATTR, READ, ...; a
+        procedure never called is absent) and the bytes READ and WRITE moved. Per-procedure
+        counting ("v3_full") is off in ganesha by default; the first call turns it on, so
+        compare two readings, never one reading with zero."""
+        stats = "/org/ganesha/nfsd/ExportMgr", "org.ganesha.nfsd.exportstats."
+        if not self._full_v3_stats:
+            _gvariant(self.dbus(stats[0], stats[1] + "EnableStats", "v3_full"))
+            self._full_v3_stats = True
+        # (ok, message, time, [(procedure, total, errors, dups, mean, min, max latency)], message)
+        full = _gvariant(self.dbus(stats[0], stats[1] + "GetFULLV3Stats"))
+        # (ok, message, time, read, write), each (requested, transferred, ops, errors, latency, queued)
+        io = _gvariant(self.dbus(stats[0], stats[1] + "GetNFSv3IO", "uint16 1"))
+        return {"calls": {name: total for name, total, *_ in full[3]}, "read_bytes": io[3][1], "write_bytes": io[4][1]}
 
     def cpu_seconds(self) -> float:
         """User + system CPU time of the ganesha process so far."""
@@ -266,6 +344,10 @@ class Ganesha:
             self.process.wait(timeout=10) if self.process.poll() is None else None
             self.process = None
         PIDFILE.unlink(missing_ok=True)
+        if self.bus is not None:
+            _stop(self.bus.pid)
+            self.bus.wait(timeout=10) if self.bus.poll() is None else None
+            self.bus = None
         if self.rpcbind is not None:
             _stop(self.rpcbind.pid)
             self.rpcbind.wait(timeout=10) if self.rpcbind.poll() is None else None

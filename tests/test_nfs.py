@@ -38,6 +38,7 @@ def test_nfs_urls_parse_with_options():
     assert parse_target("nfs://h/e?timeout=250")["timeout_ms"] == 250.0
     assert parse_target("nfs://h/e?recv_wait=100us")["recv_wait_us"] == 100.0
     assert parse_target("nfs://h/e?recv_wait=0.2ms")["recv_wait_us"] == 200.0
+    assert parse_target("nfs://h/e?recv_wait=0")["recv_wait_us"] == 0.0  # off; absent: adaptive
     assert target_label(t).startswith("nfs://server:2050/a/b/")
 
 
@@ -142,21 +143,62 @@ def test_a_capped_pipeline_mixed_with_blocking_ops_completes_every_request(engin
         assert summary["successes"] == summary["count"]
 
 
-def test_receive_moderation_completes_every_request_and_spares_a_light_load(engine_path, ganesha_server, nfs_url):
-    """recv_wait makes the reader wait after a read that found few replies while 8+ calls are
-    in flight. Flat out, 64 in flight, every reply must still be read (no timeouts, no
-    cancellations); at a light load no reply is held, so the median stays far below the wait."""
-    url = nfs_url + "?recv_wait=1ms"
-    flat_out = _spec(url, {"getattr": 1.0}, rate=200_000, runtime_s=1.0)
+def test_receive_moderation_is_adaptive_by_default_reports_its_holds_and_spares_a_light_load(
+        engine_path, ganesha_server, nfs_url):
+    """By default the reader holds off after a read that found few replies while 8+ calls are
+    in flight, for a tenth of the latency it observes. Flat out (64 in flight) it must hold,
+    say so in the result, and still read every reply; at a light load it never holds; with
+    recv_wait=0 it never holds; a fixed recv_wait holds that long."""
+    flat_out = _spec(nfs_url, {"getattr": 1.0}, rate=200_000, runtime_s=1.0)
     flat_out["load"]["max_outstanding"] = 64
     _engine(engine_path, "prepare", flat_out)
-    for spec in (flat_out, _spec(url, {"getattr": 1.0}, rate=200, runtime_s=1.0)):
-        result = _engine(engine_path, "run", spec)
-        assert result["recv_wait_us"] == 1000.0
+    light = _spec(nfs_url, {"getattr": 1.0}, rate=200, runtime_s=1.0)
+    off = {**flat_out, "target": parse_target(nfs_url + "?recv_wait=0")}
+    fixed = {**flat_out, "target": parse_target(nfs_url + "?recv_wait=1ms")}
+    results = {name: _engine(engine_path, "run", spec) for name, spec in
+               (("flat_out", flat_out), ("light", light), ("off", off), ("fixed", fixed))}
+    for name, result in results.items():
         getattr_ = result["ops"]["getattr"]
-        assert getattr_["timeouts"] == 0 and getattr_["cancellations"] == 0, getattr_
-        assert getattr_["successes"] == getattr_["count"] > 150
-    assert result["latency"]["p50_ms"] < 1.0
+        assert getattr_["timeouts"] == 0 and getattr_["cancellations"] == 0, (name, getattr_)
+        assert getattr_["successes"] == getattr_["count"] > 150, (name, getattr_)
+    held = results["flat_out"]["receive_moderation"]
+    assert held["mode"] == "adaptive" and held["hold_cap_us"] == 200.0 and held["hold_fraction_of_latency"] == 0.1
+    assert 0 < held["holds"] <= held["reads"], held
+    # A hold is a tenth of the observed latency: on average far below the latency itself.
+    assert 0 < held["mean_hold_us"] < results["flat_out"]["latency"]["mean_ms"] * 1000 / 2, held
+    assert results["light"]["receive_moderation"]["holds"] == 0
+    assert results["light"]["latency"]["p50_ms"] < 1.0
+    assert results["off"]["receive_moderation"] == {"mode": "off", "reads": results["off"]["receive_moderation"]["reads"],
+                                                    "holds": 0, "mean_hold_us": 0.0, "max_hold_us": 0.0}
+    fixed_holds = results["fixed"]["receive_moderation"]
+    assert fixed_holds["mode"] == "fixed" and fixed_holds["hold_us"] == 1000.0
+    assert fixed_holds["holds"] > 0 and fixed_holds["mean_hold_us"] >= 1000.0, fixed_holds
+
+
+def test_ganesha_saw_the_op_mix_and_bytes_that_the_result_reports(engine_path, ganesha_server, nfs_url):
+    """ganesha's own NFSv3 counters (over D-Bus) against the result, as deltas around the run
+    (after prepare, which makes the files). Procedures that only the mix calls must match
+    exactly; each logical write (one transfer here) is one WRITE and one COMMIT. The run's own
+    setup reads the file-set manifest once (one READ of its size), looks up the file set and
+    lists it to check it (LOOKUP, READDIRPLUS), asks FSINFO, and afterwards restores the files
+    that writes grew (SETATTR): nothing else may show."""
+    mix = {"getattr": 0.3, "access": 0.15, "fsstat": 0.1, "pathconf": 0.05, "read": 0.2, "write": 0.2}
+    spec = _spec(nfs_url, mix, rate=600, runtime_s=1.0)
+    _engine(engine_path, "prepare", spec)
+    before = ganesha_server.nfs3_stats()
+    result = _engine(engine_path, "run", spec)
+    after = ganesha_server.nfs3_stats()
+    seen = {name: after["calls"].get(name, 0) - before["calls"].get(name, 0) for name in after["calls"]}
+    ops = result["ops"]
+    assert all(ops[op]["successes"] == ops[op]["count"] > 10 for op in mix), ops
+    for op in ("getattr", "access", "fsstat", "pathconf", "write"):
+        assert seen.pop(op.upper()) == ops[op]["count"], (op, seen, ops[op]["count"])
+    assert seen.pop("COMMIT") == ops["write"]["count"]
+    assert after["write_bytes"] - before["write_bytes"] == ops["write"]["bytes"] > 0
+    manifest = next(export_path(ganesha_server, nfs_url).rglob(".peakbench-manifest.json"))
+    assert seen.pop("READ") == ops["read"]["count"] + 1
+    assert after["read_bytes"] - before["read_bytes"] == ops["read"]["bytes"] + manifest.stat().st_size
+    assert {name for name, n in seen.items() if n} <= {"LOOKUP", "READDIRPLUS", "FSINFO", "SETATTR"}, seen
 
 
 def test_a_receive_wait_beyond_the_limit_is_a_one_line_spec_error(engine_path, tmp_path):

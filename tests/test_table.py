@@ -57,7 +57,13 @@ def test_json_report_keeps_error_kinds_and_adds_a_count():
     assert report["trial_id"] == 3 and report["requested_rate"] == 100.0
 
 
-def test_a_receive_wait_is_stated_beside_the_latencies_it_inflates():
-    assert "receive moderation" not in render(result(recv_wait_us=0.0))
-    text = render(result(recv_wait_us=200.0))
-    assert "receive moderation on: replies held up to 200 µs while 8+ calls were in flight" in text
+def test_receive_holds_are_stated_beside_the_latencies_they_inflate():
+    adaptive = {"mode": "adaptive", "reads": 5000, "holds": 0, "mean_hold_us": 0.0, "max_hold_us": 0.0,
+                "hold_fraction_of_latency": 0.1, "hold_cap_us": 200.0}
+    assert "receive moderation" not in render(result(receive_moderation=adaptive))
+    held = {**adaptive, "holds": 1234, "mean_hold_us": 151.2, "max_hold_us": 262.0}
+    text = " ".join(render(result(receive_moderation=held)).split())  # as one line, however it wraps
+    assert ("receive moderation (adaptive, 10% of the observed latency, at most 200 µs, while 8+ calls were in"
+            " flight): 1,234 of 5,000 reads held replies back, mean 151 µs, max 262 µs") in text
+    fixed = {"mode": "fixed", "reads": 10, "holds": 3, "mean_hold_us": 100.0, "max_hold_us": 120.0, "hold_us": 100.0}
+    assert "receive moderation (fixed, 100 µs, while" in render(result(receive_moderation=fixed))

@@ -74,9 +74,14 @@ def summary_lines(spec: dict, result: dict) -> list[Text]:
         f"latency mean {_ms(latency['mean_ms'])} ± {_ms(latency['stddev_ms'])} ms (n={samples}),"
         f" p50 {_ms(latency['p50_ms'])} ms, p99 {_ms(latency['p99_ms'])} ms"
     ))
-    if result.get("recv_wait_us"):
-        lines.append(Text(f"receive moderation on: replies held up to {result['recv_wait_us']:g} µs while 8+ calls"
-                          " were in flight (the latencies include it)", style="yellow"))
+    moderation = result.get("receive_moderation", {})
+    if moderation.get("holds"):
+        policy = (f"{moderation['hold_fraction_of_latency']:.0%} of the observed latency, at most"
+                  f" {moderation['hold_cap_us']:g} µs" if moderation["mode"] == "adaptive" else f"{moderation['hold_us']:g} µs")
+        lines.append(Text(f"receive moderation ({moderation['mode']}, {policy}, while 8+ calls were in flight):"
+                          f" {moderation['holds']:,} of {moderation['reads']:,} reads held replies back, mean"
+                          f" {moderation['mean_hold_us']:.0f} µs, max {moderation['max_hold_us']:.0f} µs"
+                          " (the latencies include it)", style="yellow"))
     lag = result["schedule_lag"]
     lines.append(Text(
         f"schedule lag mean {_ms(lag.get('mean_ms'))} ms, p99 {_ms(lag.get('p99_ms'))} ms,"

@@ -35,7 +35,8 @@ NFS_OPTIONS = {
     "timeout": ("timeout_ms", "duration", "per-attempt RPC timeout, e.g. 500ms, 5s (default 5s)"),
     "retrans": ("retrans", "retrans", "retransmissions before a call times out (default 2)"),
     "recv_wait": ("recv_wait_us", "wait", "receive moderation: with 8+ calls in flight, wait this long after a read"
-                  " that found few replies, e.g. 100us (default 0: off; adds up to it to latencies)"),
+                  " that found few replies, e.g. 100us, or 0 for off (default: a tenth of the observed latency,"
+                  " at most 200us; the result reports what was held)"),
 }
 MAX_RECV_WAIT_US = 1000  # the engine's limit (spec.rs)
 

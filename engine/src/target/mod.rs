@@ -66,6 +66,11 @@ pub trait Target: Send + Sync {
     fn take_retransmissions(&self) -> u32 {
         0
     }
+    /// Fields the target adds to the trial's result about its own transport (so far only
+    /// the NFS target's receive moderation: how long replies were held, since latencies carry it).
+    fn result_fields(&self) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::new()
+    }
 
     // File-set building and restoring, outside any measurement.
     /// Make the file set's root (named `id`) and use it for all later paths.

@@ -226,10 +226,8 @@ fn result(spec: &TrialSpec, shared: &Shared, state: &Sched, max_busy: usize, res
         "fileset": fileset,
         "restore": restore,
     });
-    match &spec.target {
-        // Receive moderation holds replies up to this long: latencies carry it.
-        TargetSpec::Nfs(nfs) if nfs.recv_wait_us > 0.0 => result["recv_wait_us"] = json!(nfs.recv_wait_us),
-        _ => {}
+    if let Value::Object(fields) = &mut result {
+        fields.extend(shared.target.result_fields());
     }
     if !tally.classes.is_empty() {
         let classes: serde_json::Map<String, Value> = tally

@@ -13,7 +13,7 @@ use crate::spec::NfsSpec;
 use crate::workload::mix::Op;
 use anyhow::{anyhow, bail};
 use proto::{CreateHow, Error, Fh, Nfs3, Res, Sattr, Stable};
-use rpc::{CallOptions, RpcClient};
+use rpc::{CallOptions, Moderation, RpcClient};
 use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
@@ -79,7 +79,11 @@ impl Nfs {
             gid: spec.gid,
             max_outstanding: spec.max_outstanding,
             connect_timeout: Duration::from_secs_f64((spec.timeout_ms / 1000.0).clamp(0.1, 10.0)),
-            recv_wait: Duration::from_secs_f64(spec.recv_wait_us / 1e6),
+            moderation: match spec.recv_wait_us {
+                None => Moderation::Adaptive,
+                Some(w) if w == 0.0 => Moderation::Off,
+                Some(w) => Moderation::Fixed(Duration::from_secs_f64(w / 1e6)),
+            },
         };
         let fail = |what: &str, e: &dyn std::fmt::Display| anyhow!("{url}: {what}: {e}");
         let pmap_addr = resolve_addr(&spec.host, 111).map_err(|e| anyhow!("{url}: {e}"))?;
@@ -408,6 +412,12 @@ impl Target for Nfs {
 
     fn take_retransmissions(&self) -> u32 {
         rpc::take_retransmissions()
+    }
+
+    fn result_fields(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut fields = serde_json::Map::new();
+        fields.insert("receive_moderation".into(), self.nfs.rpc.moderation_report());
+        fields
     }
 
     fn pipelines(&self) -> bool {

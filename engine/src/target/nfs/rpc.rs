@@ -89,19 +89,32 @@ pub struct CallOptions {
     pub gid: u32,
     pub max_outstanding: Option<usize>,
     pub connect_timeout: Duration,
-    /// Receive moderation (see `read_replies`); zero: off.
-    pub recv_wait: Duration,
+    /// Receive moderation (see `hold_after_read`).
+    pub moderation: Moderation,
+}
+
+/// How long the reader holds off after a read that found few replies while many calls
+/// are in flight, so that its next wake-up collects several (see `hold_after_read`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Moderation {
+    Off,
+    /// Always this long.
+    Fixed(Duration),
+    /// A tenth of the reply latency the reader currently observes, at most `ADAPTIVE_HOLD_CAP`.
+    Adaptive,
 }
 
 impl Default for CallOptions {
     fn default() -> Self {
-        CallOptions { timeout: Duration::from_secs(5), retrans: 2, uid: 0, gid: 0, max_outstanding: None, connect_timeout: Duration::from_secs(5), recv_wait: Duration::ZERO }
+        CallOptions { timeout: Duration::from_secs(5), retrans: 2, uid: 0, gid: 0, max_outstanding: None, connect_timeout: Duration::from_secs(5), moderation: Moderation::Adaptive }
     }
 }
 
 struct Slot {
     reply: Mutex<Option<Result<Vec<u8>, RpcError>>>,
     waiter: Thread,
+    /// When the call was made: the reader's observed latency runs from here.
+    queued_at: Instant,
 }
 
 /// What an asynchronous call's completion receives: the reply (header already
@@ -111,6 +124,8 @@ pub type Callback = Box<dyn for<'a> FnOnce(Result<Reply<&'a [u8]>, RpcError>, u3
 struct AsyncCall {
     cb: Callback,
     record: Vec<u8>,
+    /// When it was queued: the reader's observed latency runs from here.
+    queued_at: Instant,
     deadline: Instant,
     tries_left: u32,
     retransmitted: u32,
@@ -141,7 +156,7 @@ struct Live {
     dead: AtomicBool,
     xid: AtomicU32,
     timeout: Duration,
-    recv_wait: Duration,
+    moderation: Moderation,
 }
 
 impl Live {
@@ -206,6 +221,11 @@ pub struct TransportStats {
     pub stray_replies: AtomicU64,
     pub bad_records: AtomicU64,
     pub reconnects: AtomicU64,
+    /// Reads of replies, the holds after them, and the time held (see `hold_after_read`).
+    pub reads: AtomicU64,
+    pub holds: AtomicU64,
+    pub held_ns: AtomicU64,
+    pub longest_hold_ns: AtomicU64,
 }
 
 pub struct RpcClient {
@@ -285,7 +305,7 @@ impl RpcClient {
             dead: AtomicBool::new(false),
             xid: AtomicU32::new(self.xid_seed.wrapping_add((index as u32) << 24)),
             timeout: self.opts.timeout,
-            recv_wait: self.opts.recv_wait,
+            moderation: self.opts.moderation,
         });
         let (l2, stats) = (live.clone(), self.stats.clone());
         std::thread::Builder::new()
@@ -332,7 +352,8 @@ impl RpcClient {
         if self.opts.retrans == 0 {
             rec = Vec::new(); // never sent again: no copy to keep
         }
-        let call = AsyncCall { cb, record: rec, deadline: Instant::now() + self.opts.timeout, tries_left: self.opts.retrans, retransmitted: 0 };
+        let now = Instant::now();
+        let call = AsyncCall { cb, record: rec, queued_at: now, deadline: now + self.opts.timeout, tries_left: self.opts.retrans, retransmitted: 0 };
         live.pending.lock().expect("pending lock").insert(xid, Waiter::Async(call));
     }
 
@@ -373,7 +394,7 @@ impl RpcClient {
         let rec = self.record(xid, proc_, args);
 
         let _permit = self.acquire();
-        let slot = Arc::new(Slot { reply: Mutex::new(None), waiter: std::thread::current() });
+        let slot = Arc::new(Slot { reply: Mutex::new(None), waiter: std::thread::current(), queued_at: Instant::now() });
         live.pending.lock().expect("pending lock").insert(xid, Waiter::Thread(slot.clone()));
         let mut tries_left = self.opts.retrans;
         let result = loop {
@@ -418,6 +439,34 @@ impl RpcClient {
         }
         *n += 1;
         Some(Permit(self))
+    }
+
+    /// How the readers held off between reads (`hold_after_read`): the policy, its bound on
+    /// the latency a hold adds, and what was actually held, since measured latencies include it.
+    pub fn moderation_report(&self) -> serde_json::Value {
+        let s = &self.stats;
+        let holds = s.holds.load(Relaxed);
+        let held_us = s.held_ns.load(Relaxed) as f64 / 1e3;
+        let mut report = serde_json::json!({
+            "mode": match self.opts.moderation {
+                Moderation::Off => "off",
+                Moderation::Fixed(_) => "fixed",
+                Moderation::Adaptive => "adaptive",
+            },
+            "reads": s.reads.load(Relaxed),
+            "holds": holds,
+            "mean_hold_us": if holds > 0 { held_us / holds as f64 } else { 0.0 },
+            "max_hold_us": s.longest_hold_ns.load(Relaxed) as f64 / 1e3,
+        });
+        match self.opts.moderation {
+            Moderation::Off => {}
+            Moderation::Fixed(wait) => report["hold_us"] = serde_json::json!(wait.as_secs_f64() * 1e6),
+            Moderation::Adaptive => {
+                report["hold_fraction_of_latency"] = serde_json::json!(ADAPTIVE_HOLD_FRACTION);
+                report["hold_cap_us"] = serde_json::json!(ADAPTIVE_HOLD_CAP.as_secs_f64() * 1e6);
+            }
+        }
+        report
     }
 
     /// Close every connection; blocked callers get a connection error.
@@ -577,17 +626,37 @@ impl Records {
 
 /// How often the reader looks for asynchronous calls whose time is up.
 const EXPIRE_EVERY: Duration = Duration::from_millis(50);
-/// Receive moderation waits only after a read found fewer replies than this while at
+/// Receive moderation holds only after a read found fewer replies than this while at
 /// least this many calls were still in flight: a light load's replies are never held.
 const FEW_REPLIES: usize = 8;
+/// The adaptive hold is this fraction of the observed reply latency...
+pub const ADAPTIVE_HOLD_FRACTION: f64 = 0.1;
+/// ...and never longer than this.
+pub const ADAPTIVE_HOLD_CAP: Duration = Duration::from_micros(200);
+/// The observed latency is an exponentially weighted mean over about this many reads.
+const LATENCY_EWMA_READS: f64 = 16.0;
 
-/// The connection's reader. A server that answers one call at a time (every ~30 µs)
-/// would wake it for every reply, and each wake-up costs the client several µs of
-/// kernel time; with `recv_wait` set, a read that found few replies while many calls
-/// are in flight is followed by that wait, so the next read collects several.
+/// How long the reader holds off before its next read. A server that answers one call
+/// at a time (ganesha: every ~30 µs) would otherwise wake the reader for every reply,
+/// and each wake-up costs the client several µs of kernel time. A hold delays a reply
+/// by at most its length; the adaptive one is a tenth of the latency the reader
+/// observes (which already includes any hold), so it inflates latency by at most ~11%.
+pub fn hold_after_read(moderation: Moderation, in_flight: usize, found: usize, observed_latency: Duration) -> Duration {
+    if found >= FEW_REPLIES || in_flight < FEW_REPLIES {
+        return Duration::ZERO;
+    }
+    match moderation {
+        Moderation::Off => Duration::ZERO,
+        Moderation::Fixed(wait) => wait,
+        Moderation::Adaptive => observed_latency.mul_f64(ADAPTIVE_HOLD_FRACTION).min(ADAPTIVE_HOLD_CAP),
+    }
+}
+
+/// The connection's reader: reads replies in large chunks, hands each to its waiter,
+/// and holds off between reads as `hold_after_read` says.
 fn read_replies(live: Arc<Live>, mut stream: TcpStream, stats: Arc<TransportStats>) {
     let _ = stream.set_read_timeout(Some(EXPIRE_EVERY));
-    if !live.recv_wait.is_zero() {
+    if live.moderation != Moderation::Off {
         crate::clock::tight_timer_slack();
     }
     let mut records = Records::new(MAX_RECORD);
@@ -596,6 +665,8 @@ fn read_replies(live: Arc<Live>, mut stream: TcpStream, stats: Arc<TransportStat
     let mut batch: Vec<(Range<usize>, Option<Waiter>)> = Vec::new();
     // Calls still waiting once the last read's replies were matched.
     let mut in_flight = 0;
+    // The reply latency (call made to reply read), smoothed over reads.
+    let mut observed_latency_s = 0.0f64;
     let why = loop {
         match stream.read(records.space()) {
             Ok(0) => break RpcError::Connection("connection closed by the server".into()),
@@ -603,6 +674,8 @@ fn read_replies(live: Arc<Live>, mut stream: TcpStream, stats: Arc<TransportStat
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted) => {}
             Err(e) => break RpcError::Connection(format!("connection lost: {e}")),
         }
+        let now = Instant::now();
+        stats.reads.fetch_add(1, Relaxed);
         let broken = loop {
             match records.next() {
                 Next::Incomplete => break None,
@@ -621,6 +694,15 @@ fn read_replies(live: Arc<Live>, mut stream: TcpStream, stats: Arc<TransportStat
             }
             in_flight = pending.len();
         }
+        // The first reply of the read stands for it: one sample a read.
+        if let Some(w) = batch.iter().find_map(|(_, w)| w.as_ref()) {
+            let queued_at = match w {
+                Waiter::Thread(s) => s.queued_at,
+                Waiter::Async(a) => a.queued_at,
+            };
+            let latency = now.saturating_duration_since(queued_at).as_secs_f64();
+            observed_latency_s += (latency - observed_latency_s) / LATENCY_EWMA_READS;
+        }
         let found = batch.len();
         for (r, waiter) in batch.drain(..) {
             match waiter {
@@ -637,10 +719,19 @@ fn read_replies(live: Arc<Live>, mut stream: TcpStream, stats: Arc<TransportStat
         if live.dead.load(Relaxed) {
             break RpcError::Connection("connection closed".into());
         }
-        if !live.recv_wait.is_zero() && found < FEW_REPLIES && in_flight >= FEW_REPLIES {
-            std::thread::sleep(live.recv_wait);
-        }
-        let now = Instant::now();
+        let hold = hold_after_read(live.moderation, in_flight, found, Duration::from_secs_f64(observed_latency_s));
+        let now = if hold.is_zero() {
+            now
+        } else {
+            std::thread::sleep(hold);
+            // What was actually held (the sleep overshoots): the figure the result reports.
+            let after = Instant::now();
+            let held = after.duration_since(now).as_nanos() as u64;
+            stats.holds.fetch_add(1, Relaxed);
+            stats.held_ns.fetch_add(held, Relaxed);
+            stats.longest_hold_ns.fetch_max(held, Relaxed);
+            after
+        };
         if now.duration_since(last_expire) >= EXPIRE_EVERY {
             last_expire = now;
             live.expire(now);
@@ -686,6 +777,23 @@ mod tests {
         recs.space()[..n].copy_from_slice(&s);
         recs.filled(n);
         assert!(matches!(recs.next(), Next::Broken(_)));
+    }
+
+    #[test]
+    fn holds_only_with_many_in_flight_and_few_found_and_adaptively_a_tenth_of_latency() {
+        let ms = Duration::from_millis;
+        let us = Duration::from_micros;
+        // A light load (few in flight) or a read that already found many: never held.
+        for m in [Moderation::Off, Moderation::Fixed(us(200)), Moderation::Adaptive] {
+            assert_eq!(hold_after_read(m, 7, 1, ms(2)), Duration::ZERO);
+            assert_eq!(hold_after_read(m, 64, 8, ms(2)), Duration::ZERO);
+        }
+        assert_eq!(hold_after_read(Moderation::Off, 64, 1, ms(2)), Duration::ZERO);
+        assert_eq!(hold_after_read(Moderation::Fixed(us(200)), 64, 1, us(50)), us(200));
+        // Adaptive: a tenth of what the reader observes, capped.
+        assert_eq!(hold_after_read(Moderation::Adaptive, 16, 1, us(400)), us(40));
+        assert_eq!(hold_after_read(Moderation::Adaptive, 64, 1, ms(2)), ADAPTIVE_HOLD_CAP);
+        assert_eq!(hold_after_read(Moderation::Adaptive, 64, 1, Duration::ZERO), Duration::ZERO);
     }
 
     #[test]
