@@ -28,6 +28,8 @@ NFS_PORT = 2049
 RPCBIND_PORT = 111
 STATE_DIR = Path(tempfile.gettempdir()) / "peakbench-ganesha"
 PIDFILE = STATE_DIR / "ganesha.pid"
+# The private D-Bus daemon's pid: it belongs to the server, so a leftover is stopped with it.
+BUS_PIDFILE = STATE_DIR / "dbus-daemon.pid"
 # dbus-daemon and gdbus: ganesha's statistics (see `Ganesha.dbus`).
 PACKAGES = ("nfs-ganesha", "nfs-ganesha-vfs", "rpcbind", "dbus-daemon", "libglib2.0-bin")
 
@@ -177,7 +179,15 @@ def _reap(pid: int) -> None:
 
 
 def stop_leftover() -> None:
-    """Stop a ganesha that an earlier run left behind (by its pid file, or by port 2049)."""
+    """Stop a ganesha that an earlier run left behind (by its pid file, or by port 2049), and
+    its D-Bus daemon (by its pid file)."""
+    try:
+        bus = int(BUS_PIDFILE.read_text().strip())
+        if _comm(bus).startswith("dbus-daemon"):
+            _stop(bus)
+    except (OSError, ValueError):
+        pass
+    BUS_PIDFILE.unlink(missing_ok=True)
     candidates = []
     try:
         candidates.append(int(PIDFILE.read_text().strip()))
@@ -296,6 +306,7 @@ class Ganesha:
         self.bus_address = f"unix:path={socket_path}"
         self.bus = subprocess.Popen(["dbus-daemon", f"--config-file={config}", "--nofork"],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        BUS_PIDFILE.write_text(str(self.bus.pid))
         deadline = time.monotonic() + 10
         while not socket_path.exists():
             if self.bus.poll() is not None or time.monotonic() > deadline:
@@ -348,6 +359,7 @@ class Ganesha:
             _stop(self.bus.pid)
             self.bus.wait(timeout=10) if self.bus.poll() is None else None
             self.bus = None
+            BUS_PIDFILE.unlink(missing_ok=True)
         if self.rpcbind is not None:
             _stop(self.rpcbind.pid)
             self.rpcbind.wait(timeout=10) if self.rpcbind.poll() is None else None
