@@ -161,3 +161,18 @@ def test_results_that_do_not_belong_together_are_refused():
         merge_results([first, second], ["a", "b"])
     with pytest.raises(ValueError, match="nothing to merge"):
         merge_results([], [])
+
+
+def test_receive_moderation_is_merged_so_the_table_still_says_what_was_held(three_clients):
+    """NFS clients report the replies their readers held back; the merged trial reports them all."""
+    results = [result for result, _, _ in three_clients]
+    for result, (reads, holds, mean, longest) in zip(results, ((100, 10, 50.0, 90.0), (200, 30, 150.0, 400.0),
+                                                               (50, 0, 0.0, 0.0))):
+        result["receive_moderation"] = {"mode": "adaptive", "reads": reads, "holds": holds, "mean_hold_us": mean,
+                                        "max_hold_us": longest, "hold_fraction_of_latency": 0.1, "hold_cap_us": 200.0}
+    merged = merge_results(results, ["a", "b", "c"])["receive_moderation"]
+    assert merged == {"mode": "adaptive", "reads": 350, "holds": 40, "mean_hold_us": (10 * 50 + 30 * 150) / 40,
+                      "max_hold_us": 400.0, "hold_fraction_of_latency": 0.1, "hold_cap_us": 200.0}
+    # Other targets report none, and neither does their merge.
+    others = [{k: v for k, v in result.items() if k != "receive_moderation"} for result in results]
+    assert "receive_moderation" not in merge_results(others, ["a", "b", "c"])

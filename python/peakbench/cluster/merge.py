@@ -236,6 +236,9 @@ def merge_results(results: Sequence[dict], names: Sequence[str], *, shared_files
         "clients": summaries,
         "lagging": [s["name"] for s in summaries if s["lagged"]],
     }
+    moderations = [r["receive_moderation"] for r in results if "receive_moderation" in r]
+    if moderations:
+        merged["receive_moderation"] = _merge_moderation(moderations)
     if restores:
         merged["restore"] = {
             "done": all(r.get("done", False) for r in restores),
@@ -246,6 +249,19 @@ def merge_results(results: Sequence[dict], names: Sequence[str], *, shared_files
         if reasons:
             merged["restore"]["reason"] = reasons[0]
     return merged
+
+
+def _merge_moderation(reports: Sequence[dict]) -> dict:
+    """The clients' NFS receive-moderation reports as one: reads and holds added, the mean hold
+    weighted by holds, the longest hold of any; the policy (one spec for all) from the first."""
+    holds = sum(m.get("holds", 0) for m in reports)
+    return {
+        **reports[0],
+        "reads": sum(m.get("reads", 0) for m in reports),
+        "holds": holds,
+        "mean_hold_us": sum(m.get("mean_hold_us", 0.0) * m.get("holds", 0) for m in reports) / holds if holds else 0.0,
+        "max_hold_us": max(m.get("max_hold_us", 0.0) for m in reports),
+    }
 
 
 def _merge_filesets(filesets: Sequence[dict], shared: bool) -> dict:
