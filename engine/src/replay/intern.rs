@@ -35,8 +35,8 @@ impl Hasher for Fx {
 }
 
 /// Fx over the length and the 8-byte words of `bytes`, the last word ending at its end
-/// (overlapping the one before): no copy of a ragged tail, a memcpy call that cost as
-/// much as the mixing.
+/// (overlapping the one before): copying a ragged tail into a zeroed word was a memcpy
+/// call that made hashing a target 1.3–1.8× slower.
 pub fn hash(bytes: &[u8]) -> u64 {
     let n = bytes.len();
     let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
@@ -58,7 +58,7 @@ pub fn hash(bytes: &[u8]) -> u64 {
 pub struct Interner {
     /// Per string its number and length (u32 each), its largest value (u64; all
     /// little-endian) and its bytes: a probe whose hash agrees finds all it compares and
-    /// updates in one place, one cache miss.
+    /// updates in one place.
     entries: Vec<u8>,
     /// Per string: where its entry starts, and its hash.
     starts: Vec<usize>,
@@ -80,8 +80,8 @@ fn slot(start: usize, hash: u64) -> u64 {
     hash & !START_MASK | (start as u64 + 1)
 }
 
-/// `a == b` for the short strings request targets mostly are, without a call to memcmp
-/// (which cost a tenth of the lookups): lengths of 8 to 16 compare as two overlapping words.
+/// `a == b` for the short strings request targets mostly are, without a memcmp call per
+/// hit: lengths of 8 to 16 compare as two overlapping words.
 #[inline]
 fn same(a: &[u8], b: &[u8]) -> bool {
     let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("8 bytes"));
