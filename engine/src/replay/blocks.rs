@@ -22,13 +22,6 @@ pub const BLOCK_BYTES: usize = 2 << 20;
 /// keeps a worker's table to some tens of MiB in a log of millions of distinct URLs.
 pub const WORKER_TARGETS: usize = 1 << 18;
 
-/// A worker's numbering of the targets it has met, and the largest 200 GET of each.
-#[derive(Default)]
-struct Known {
-    targets: Interner,
-    served: Vec<u64>,
-}
-
 /// One block's lines, parsed by one worker, numbered from the block's first line and
 /// by the worker's table of targets.
 #[derive(Default)]
@@ -80,7 +73,7 @@ pub fn parse_log(spec: &ReplaySpec, format: &Format, (block_bytes, table_limit):
         let reading = scope.spawn(move || read_blocks(reader, block_bytes, free_rx, work_tx));
         for worker in 0..workers {
             let (done_tx, work_rx) = (done_tx.clone(), &work_rx);
-            let mut known = Known::default();
+            let mut known = Interner::default();
             scope.spawn(move || loop {
                 let next = work_rx.lock().expect("a worker panicked").recv();
                 let Ok((index, data)) = next else { break };
@@ -147,11 +140,12 @@ fn read_blocks(mut log: Box<dyn Read + Send>, block_bytes: usize, free: mpsc::Re
 
 /// Split a block into lines and parse each: counts of what was skipped and why, and
 /// the replayable requests against the worker's table of targets (`known`, which
-/// starts again from empty when it holds `table_limit` targets).
-fn parse_block(format: &Format, spec: &ReplaySpec, data: &[u8], worker: usize, known: &mut Known, table_limit: usize) -> Parsed {
+/// starts again from empty when it holds `table_limit` targets; its value of a target is
+/// the largest 200 GET of it).
+fn parse_block(format: &Format, spec: &ReplaySpec, data: &[u8], worker: usize, known: &mut Interner, table_limit: usize) -> Parsed {
     let mut p = Parsed { worker, ..Parsed::default() };
-    if known.targets.len() >= table_limit {
-        *known = Known::default();
+    if known.len() >= table_limit {
+        *known = Interner::default();
         p.fresh = true;
     }
     let mut last_time = clf::LastTime::default();
@@ -192,7 +186,7 @@ fn parse_block(format: &Format, spec: &ReplaySpec, data: &[u8], worker: usize, k
         }
         let target = strip_origin(fields.target);
         let hash = hash(&target);
-        known.targets.prefetch_slot(hash);
+        known.prefetch_slot(hash);
         batch.push(Request { target, hash, head, size: if status == 200 && !head { fields.bytes } else { 0 }, time: fields.time });
         if batch.len() == BATCH {
             count(&mut batch, known, &mut p);
@@ -217,18 +211,16 @@ struct Request<'a> {
 }
 
 /// Number the targets of `batch` by the worker's table and add its requests to `p`.
-fn count(batch: &mut Vec<Request>, known: &mut Known, p: &mut Parsed) {
+fn count(batch: &mut Vec<Request>, known: &mut Interner, p: &mut Parsed) {
     for r in batch.iter() {
-        known.targets.prefetch_entry(r.hash);
+        known.prefetch_entry(r.hash);
     }
     for r in batch.drain(..) {
-        let (id, new) = known.targets.insert(&r.target, r.hash);
+        let (id, new, served_more) = known.insert(&r.target, r.hash, r.size);
         if new {
-            p.new_targets.insert(&r.target, r.hash);
-            known.served.push(0);
+            p.new_targets.insert(&r.target, r.hash, 0);
         }
-        if r.size > known.served[id as usize] {
-            known.served[id as usize] = r.size;
+        if served_more {
             p.served.push((id, r.size));
         }
         p.requests.push(id << 1 | r.head as u32);

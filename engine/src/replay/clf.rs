@@ -29,7 +29,7 @@ impl LastTime {
             let (tens, ones) = (t[18].wrapping_sub(b'0'), t[19].wrapping_sub(b'0'));
             (tens < 10 && ones < 10).then_some(tens as i64 * 10 + ones as i64)
         };
-        let same_minute = !self.text.is_empty() && text.len() == self.text.len() && text[..18] == self.text[..18] && text[20..] == self.text[20..];
+        let same_minute = text.len() == self.text.len() && text.len() >= 20 && same_but_seconds(text, &self.text);
         if same_minute {
             // parse_time's only check on the seconds: two digits, at most 60.
             return seconds(text).filter(|&s| s <= 60).map(|s| self.minus_seconds + s);
@@ -39,6 +39,19 @@ impl LastTime {
         self.text.extend_from_slice(text);
         self.minus_seconds = time - seconds(text).expect("parse_time checked the digits");
         Some(time)
+    }
+}
+
+/// Whether two time texts of one length (at least 20) differ at most in the seconds
+/// (bytes 18 and 19): the usual 26 bytes as four words, not two memcmp calls per line.
+#[inline]
+fn same_but_seconds(a: &[u8], b: &[u8]) -> bool {
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("8 bytes"));
+    let differ = |at: usize| word(a, at) ^ word(b, at);
+    match a.len() {
+        // 0..8, 8..16, 10..18, and 18..26 less its first two bytes (little-endian: the low 16 bits).
+        26 => (differ(0) | differ(8) | differ(10) | (differ(18) & !0xffff)) == 0,
+        _ => a[..18] == b[..18] && a[20..] == b[20..],
     }
 }
 
@@ -104,7 +117,7 @@ pub fn scan<'a>(line: &'a [u8], layout: Layout, last_time: &mut LastTime) -> Opt
                 return None;
             }
             let agent = quote + 3;
-            if line.last() != Some(&b'"') || line.len() <= agent || memchr::memchr(b'"', &line[agent..line.len() - 1]).is_some() {
+            if line.last() != Some(&b'"') || line.len() <= agent || find_byte(b'"', &line[agent..line.len() - 1]).is_some() {
                 return None;
             }
         }
@@ -143,6 +156,9 @@ mod tests {
             r#"h - - [10/Oct/2000:13:56:00 -0700] "GET / HTTP/1.1" 200 1 "-" "ua" extra"#,
             r#"h - - [10/Oct/2000:13:56:00 -0700] "GET / HTTP/1.1" 200 1 "-""#,
             r#"h - - [10/Oct/2000:13:56:00 -0700] "GET / HTTP/1.1" 200 1 "-" ""#,
+            r#"h - - [10/Oct/2000:13:56:02 -0701] "GET /zone HTTP/1.1" 200 1"#,
+            r#"h - - [11/Oct/2000:13:56:02 -0701] "GET /day HTTP/1.1" 200 1"#,
+            r#"h - - [11/Oct/2000:13:56:02 +0000xyz] "GET / HTTP/1.1" 200 1"#,
             r#"h - - [10/Oct/2000:13:56:00 +0000xyz] "GET / HTTP/1.1" 200 1"#,
             r#"h - - [10/Oct/2000:13:56:01 +0000xyz] "GET / HTTP/1.1" 200 1"#,
             r#"h - - 10/Oct/2000:13:56:01 "GET / HTTP/1.1" 200 1"#,

@@ -265,14 +265,22 @@ pub(super) fn find_byte(b: u8, s: &[u8]) -> Option<usize> {
     // Most fields are a few bytes long: eight bytes at a time finds their end before memchr has set up.
     const ONES: u64 = 0x0101_0101_0101_0101;
     let mut i = 0;
+    // The high bit of each byte equal to b in the word at `at` (and maybe of bytes after it: the first is exact).
+    let matches = |at: usize| {
+        let w = u64::from_le_bytes(s[at..at + 8].try_into().expect("8 bytes")) ^ (ONES * b as u64);
+        w.wrapping_sub(ONES) & !w & (ONES << 7)
+    };
+    let first = |at: usize, m: u64| at + m.trailing_zeros() as usize / 8;
     while i < 32 && i + 8 <= s.len() {
-        let w = u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes")) ^ (ONES * b as u64);
-        // The high bit of each zero byte of w (and maybe of bytes after it: the first is exact).
-        let zeros = w.wrapping_sub(ONES) & !w & (ONES << 7);
-        if zeros != 0 {
-            return Some(i + zeros.trailing_zeros() as usize / 8);
+        if let m @ 1.. = matches(i) {
+            return Some(first(i, m));
         }
         i += 8;
+    }
+    if i < 32 && s.len() >= 8 {
+        // A ragged end: the last word, overlapping bytes already searched (none of them b).
+        let at = s.len() - 8;
+        return Some(matches(at)).filter(|&m| m != 0).map(|m| first(at, m));
     }
     memchr::memchr(b, &s[i..]).map(|j| i + j)
 }
