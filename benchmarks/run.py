@@ -19,8 +19,8 @@ nfs3_client crate (benchmarks/peers/nfs3client, cargo) and libnfs's asynchronous
 (benchmarks/peers/libnfs_bench.c; libnfs-dev). PB_NFS_BASELINE=PATH adds rows for another
 engine binary (e.g. the previous commit's) to every round, for an A/B in the same run;
 PB_NFS_RECV_WAIT_US (default "200") lists the fixed receive moderation waits of the nfs-ganesha rows
-that use one, beside the default (adaptive) and the wait off (the canned-reply responder's row always
-uses 200 µs).
+that use one, beside the default (adaptive) and the wait off (the canned-reply responder adds one row
+with a 200 µs wait beside its default one).
 Every subprocess runs under a timeout.
 """
 
@@ -914,6 +914,14 @@ def pin(pid: int, cpus: set[int]) -> None:
 
 
 RESPONDER = PEERS / "nfs3client" / "target" / "release" / "rpc-responder"
+# The NFS rows' one-op mixes, by row name.
+NFS_MIXES = {"null": {"null": 1.0}, "getattr": {"getattr": 1.0}, "read4k": {"read": 1.0}}
+
+
+def with_recv_wait(target: dict, recv_wait_us: float | None) -> dict:
+    """An NFS target with a receive-moderation setting: None keeps the engine's default
+    (adaptive), 0 turns it off, more is a fixed wait."""
+    return target if recv_wait_us is None else {**target, "recv_wait_us": recv_wait_us}
 
 
 def baseline_rows() -> list[tuple[str, Path]]:
@@ -958,10 +966,8 @@ def bench_nfs_responder(name: str) -> dict:
             tgt = {"kind": "nfs", "host": "127.0.0.1", "export": "/export", "port": port, "mount_port": port}
             rows, samples = [], {}
 
-            def peakbench(op: str, depth: int, binary: Path | None = None, recv_wait_us: float = 0.0):
-                mix = {"null": {"null": 1.0}, "getattr": {"getattr": 1.0}, "read4k": {"read": 1.0}}[op]
-                t = {**tgt, **({"recv_wait_us": recv_wait_us} if recv_wait_us else {})}
-                spec = trial_spec(t, 2_000_000, mix, fs, runtime_s=seconds, warmup_s=0.0, io_size=4096,
+            def peakbench(op: str, depth: int, binary: Path | None = None, recv_wait_us: float | None = None):
+                spec = trial_spec(with_recv_wait(tgt, recv_wait_us), 2_000_000, NFS_MIXES[op], fs, runtime_s=seconds, warmup_s=0.0, io_size=4096,
                                   max_outstanding=depth, drain_timeout_s=10.0)
                 r = engine("run", spec, cpus=client_cpu, binary=binary).result
                 errors = sum(sum(o["errors"].values()) + o["timeouts"] for o in r["ops"].values())
@@ -1050,14 +1056,12 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
 
         def peakbench(op: str, depth: int, conns: int = 1, binary: Path | None = None, recv_wait_us: float | None = None,
                       rate: float = 400_000, clients: int | None = None):
-            """recv_wait_us: None for the default (adaptive) receive moderation, 0 for none."""
-            mix = {"null": {"null": 1.0}, "getattr": {"getattr": 1.0}, "read4k": {"read": 1.0}}[op]
-            t = {**tgt, "connections": conns, **({"recv_wait_us": recv_wait_us} if recv_wait_us is not None else {})}
             # By default offered far above what anything here can do, with the cap as the pipeline
             # depth: the engine runs flat out, and its CPU (no warm-up) is all spent on the window's ops.
             # A closed loop instead has `clients` callers, each waiting for its reply.
             load = {"clients": clients} if clients else {"max_outstanding": depth}
-            spec = trial_spec(t, rate, mix, fs, runtime_s=seconds, warmup_s=0.0, io_size=4096, drain_timeout_s=10.0, **load)
+            spec = trial_spec(with_recv_wait({**tgt, "connections": conns}, recv_wait_us), rate, NFS_MIXES[op], fs,
+                              runtime_s=seconds, warmup_s=0.0, io_size=4096, drain_timeout_s=10.0, **load)
             if clients:
                 spec["schema"] = "peakbench.trial-spec/2"
             r = engine("run", spec, cpus=client_cpu, binary=binary).result

@@ -236,7 +236,6 @@ class Ganesha:
         self.process: subprocess.Popen | None = None
         self.rpcbind: subprocess.Popen | None = None
         self.bus: subprocess.Popen | None = None
-        self._full_v3_stats = False
         self._own_workdir = workdir is None
 
     def url(self, sub: str = "", options: str = "") -> str:
@@ -278,6 +277,7 @@ class Ganesha:
                     subprocess.run([rpcinfo, "-d", str(prog), str(vers)], capture_output=True, timeout=10,
                                    check=False)
         self._start_bus()
+        self._full_v3_stats = False  # a new ganesha counts per procedure only once told to
         config = self.workdir / "ganesha.conf"
         config.write_text(CONFIG.format(nfs_port=NFS_PORT, export_dir=self.export_dir, extra=self.extra_config,
                                         core=self.core_params))

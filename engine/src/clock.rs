@@ -6,13 +6,13 @@
 //! (about 10 ns) and scales it with a rate measured against CLOCK_MONOTONIC at start.
 //! Anywhere else it uses CLOCK_MONOTONIC.
 
-/// CLOCK_MONOTONIC in ns.
 /// Wake-ups of the calling thread land within microseconds of their time instead of
 /// the default 50 µs timer slack: for threads whose sleeps are part of what is measured.
 pub fn tight_timer_slack() {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
 }
 
+/// CLOCK_MONOTONIC in ns.
 pub fn mono_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };

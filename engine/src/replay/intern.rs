@@ -217,7 +217,7 @@ mod tests {
             assert_eq!(t.insert(w, hash(w), 0), (i as u32, false, false));
             assert_eq!(t.get(i), &w[..]);
         }
-        // Same words, different lengths: the zero padding of the last word does not make them equal.
+        // The length is hashed too: a string and the same string with a zero byte added differ.
         assert_ne!(hash(b"a"), hash(b"a\0"));
         assert_eq!(t.insert(b"", hash(b""), 0), (10_000, true, false));
     }

@@ -113,7 +113,6 @@ impl Default for CallOptions {
 struct Slot {
     reply: Mutex<Option<Result<Vec<u8>, RpcError>>>,
     waiter: Thread,
-    /// When the call was made: the reader's observed latency runs from here.
     queued_at: Instant,
 }
 
@@ -124,7 +123,6 @@ pub type Callback = Box<dyn for<'a> FnOnce(Result<Reply<&'a [u8]>, RpcError>, u3
 struct AsyncCall {
     cb: Callback,
     record: Vec<u8>,
-    /// When it was queued: the reader's observed latency runs from here.
     queued_at: Instant,
     deadline: Instant,
     tries_left: u32,
@@ -144,6 +142,14 @@ impl Waiter {
                 s.waiter.unpark();
             }
             Waiter::Async(a) => (a.cb)(r.and_then(parse_reply), a.retransmitted),
+        }
+    }
+
+    /// When the call was made: the reader's observed latency runs from here.
+    fn queued_at(&self) -> Instant {
+        match self {
+            Waiter::Thread(s) => s.queued_at,
+            Waiter::Async(a) => a.queued_at,
         }
     }
 }
@@ -696,11 +702,7 @@ fn read_replies(live: Arc<Live>, mut stream: TcpStream, stats: Arc<TransportStat
         }
         // The first reply of the read stands for it: one sample a read.
         if let Some(w) = batch.iter().find_map(|(_, w)| w.as_ref()) {
-            let queued_at = match w {
-                Waiter::Thread(s) => s.queued_at,
-                Waiter::Async(a) => a.queued_at,
-            };
-            let latency = now.saturating_duration_since(queued_at).as_secs_f64();
+            let latency = now.saturating_duration_since(w.queued_at()).as_secs_f64();
             observed_latency_s += (latency - observed_latency_s) / LATENCY_EWMA_READS;
         }
         let found = batch.len();
