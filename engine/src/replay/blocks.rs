@@ -4,7 +4,8 @@
 
 use super::clf;
 use super::format::Format;
-use super::intern::{hash, Interner};
+use super::intern::{fingerprint, Interner, Numbers};
+use super::structure::Index;
 use super::Skipped;
 use crate::spec::ReplaySpec;
 use anyhow::Context;
@@ -73,12 +74,12 @@ pub fn parse_log(spec: &ReplaySpec, format: &Format, (block_bytes, table_limit):
         let reading = scope.spawn(move || read_blocks(reader, block_bytes, free_rx, work_tx));
         for worker in 0..workers {
             let (done_tx, work_rx) = (done_tx.clone(), &work_rx);
-            let mut known = Interner::default();
+            let (mut known, mut index) = (Numbers::default(), Index::default());
             scope.spawn(move || loop {
                 let next = work_rx.lock().expect("a worker panicked").recv();
-                let Ok((index, data)) = next else { break };
-                let parsed = parse_block(format, spec, &data, worker, &mut known, table_limit);
-                if done_tx.send((index, parsed, data)).is_err() {
+                let Ok((order, data)) = next else { break };
+                let parsed = parse_block(format, spec, &data, &mut index, worker, &mut known, table_limit);
+                if done_tx.send((order, parsed, data)).is_err() {
                     break;
                 }
             });
@@ -141,34 +142,35 @@ fn read_blocks(mut log: Box<dyn Read + Send>, block_bytes: usize, free: mpsc::Re
 /// Split a block into lines and parse each: counts of what was skipped and why, and
 /// the replayable requests against the worker's table of targets (`known`, which
 /// starts again from empty when it holds `table_limit` targets; its value of a target is
-/// the largest 200 GET of it).
-fn parse_block(format: &Format, spec: &ReplaySpec, data: &[u8], worker: usize, known: &mut Interner, table_limit: usize) -> Parsed {
+/// the largest 200 GET of it). `index` is the worker's, reused from block to block.
+fn parse_block(format: &Format, spec: &ReplaySpec, data: &[u8], index: &mut Index, worker: usize, known: &mut Numbers, table_limit: usize) -> Parsed {
     let mut p = Parsed { worker, ..Parsed::default() };
     if known.len() >= table_limit {
-        *known = Interner::default();
+        *known = Numbers::default();
         p.fresh = true;
     }
     let mut last_time = clf::LastTime::default();
     let mut batch = Vec::with_capacity(BATCH);
-    let mut start = 0;
-    while start < data.len() {
-        let end = memchr::memchr(b'\n', &data[start..]).map_or(data.len(), |i| start + i + 1);
-        let mut text = &data[start..end];
-        start = end;
+    index.build(data);
+    let mut lines = index.lines();
+    while let Some(line) = lines.next(data) {
         p.lines += 1;
-        while let [rest @ .., b'\n' | b'\r'] = text {
-            text = rest;
-        }
-        if text.iter().all(|c| c.is_ascii_whitespace()) {
-            p.skipped.blank += 1;
-            continue;
-        }
-        let scanned = format.layout.and_then(|layout| clf::scan(text, layout, &mut last_time));
-        let fields = match scanned.map_or_else(|| format.parse_line(text).and_then(|entry| entry.fields()), Ok) {
-            Ok(fields) => fields,
-            Err(why) => {
-                p.skipped.unparseable(p.lines, why, text, spec.examples);
-                continue;
+        let scanned = format.layout.and_then(|layout| clf::scan(data, index, &line, layout, &mut last_time));
+        let fields = match scanned {
+            Some(fields) => fields,
+            None => {
+                let text = &data[line.start..line.end];
+                if text.iter().all(|c| c.is_ascii_whitespace()) {
+                    p.skipped.blank += 1;
+                    continue;
+                }
+                match format.parse_line(text).and_then(|entry| entry.fields()) {
+                    Ok(fields) => fields,
+                    Err(why) => {
+                        p.skipped.unparseable(p.lines, why, text, spec.examples);
+                        continue;
+                    }
+                }
             }
         };
         let head = match fields.method {
@@ -185,9 +187,9 @@ fn parse_block(format: &Format, spec: &ReplaySpec, data: &[u8], worker: usize, k
             continue;
         }
         let target = strip_origin(fields.target);
-        let hash = hash(&target);
-        known.prefetch_slot(hash);
-        batch.push(Request { target, hash, head, size: if status == 200 && !head { fields.bytes } else { 0 }, time: fields.time });
+        let fingerprint = fingerprint(&target);
+        known.prefetch(fingerprint);
+        batch.push(Request { target, fingerprint, head, size: if status == 200 && !head { fields.bytes } else { 0 }, time: fields.time });
         if batch.len() == BATCH {
             count(&mut batch, known, &mut p);
         }
@@ -196,14 +198,14 @@ fn parse_block(format: &Format, spec: &ReplaySpec, data: &[u8], worker: usize, k
     p
 }
 
-/// Requests whose targets are looked up together: each lookup's memory reads (two cache
-/// misses in a table of many thousand targets) are asked for a few lines ahead.
+/// Requests whose targets are looked up together: each lookup's cache misses (its slot,
+/// then its largest size) are asked for a few lines ahead.
 const BATCH: usize = 16;
 
 /// A replayable request awaiting its target's number.
 struct Request<'a> {
     target: Cow<'a, [u8]>,
-    hash: u64,
+    fingerprint: u128,
     head: bool,
     /// Bytes served by a 200 GET, else 0.
     size: u64,
@@ -211,19 +213,21 @@ struct Request<'a> {
 }
 
 /// Number the targets of `batch` by the worker's table and add its requests to `p`.
-fn count(batch: &mut Vec<Request>, known: &mut Interner, p: &mut Parsed) {
-    for r in batch.iter() {
-        known.prefetch_entry(r.hash);
-    }
-    for r in batch.drain(..) {
-        let (id, new, served_more) = known.insert(&r.target, r.hash, r.size);
+fn count(batch: &mut Vec<Request>, known: &mut Numbers, p: &mut Parsed) {
+    let mut numbers = [0u32; BATCH];
+    for (r, number) in batch.iter().zip(&mut numbers) {
+        let new;
+        (*number, new) = known.number(r.fingerprint);
         if new {
-            p.new_targets.insert(&r.target, r.hash, 0);
+            p.new_targets.insert(&r.target, r.fingerprint as u64);
         }
-        if served_more {
-            p.served.push((id, r.size));
+        known.prefetch_largest(*number);
+    }
+    for (r, &number) in batch.drain(..).zip(&numbers) {
+        if known.raise(number, r.size) {
+            p.served.push((number, r.size));
         }
-        p.requests.push(id << 1 | r.head as u32);
+        p.requests.push(number << 1 | r.head as u32);
         p.times.push(r.time);
     }
 }

@@ -1,6 +1,5 @@
-//! Byte strings numbered in order of first appearance. Each keeps its hash, so a
-//! block's table folds into the log's without hashing its strings again, and a probe
-//! compares bytes only when the hashes agree.
+//! Byte strings numbered in order of first appearance: by their bytes (`Interner`) or,
+//! where each lookup must cost one cache miss, by their fingerprint (`Numbers`).
 
 use std::hash::Hasher;
 
@@ -34,31 +33,16 @@ impl Hasher for Fx {
     }
 }
 
-/// Fx over the length and the 8-byte words of `bytes`, the last word ending at its end
-/// (overlapping the one before): copying a ragged tail into a zeroed word was a memcpy
-/// call that made hashing a target 1.3–1.8× slower.
-pub fn hash(bytes: &[u8]) -> u64 {
-    let n = bytes.len();
-    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
-    let mut h = Fx(n as u64);
-    if n >= 8 {
-        let mut at = 0;
-        while at + 8 < n {
-            h.add(word(at));
-            at += 8;
-        }
-        h.add(word(n - 8));
-    } else {
-        h.add(bytes.iter().fold(0, |w, &c| w << 8 | c as u64));
-    }
-    h.finish()
+/// A request target's 128-bit hash (xxh3): the workers tell targets apart by it alone
+/// (`Numbers`), and its low half indexes every table of targets.
+pub fn fingerprint(bytes: &[u8]) -> u128 {
+    xxhash_rust::xxh3::xxh3_128(bytes)
 }
 
 #[derive(Default)]
 pub struct Interner {
-    /// Per string its number and length (u32 each), its largest value (u64; all
-    /// little-endian) and its bytes: a probe whose hash agrees finds all it compares and
-    /// updates in one place.
+    /// Per string its number and length (u32 each, little-endian) and its bytes: a
+    /// probe whose hash agrees finds all it compares in one place.
     entries: Vec<u8>,
     /// Per string: where its entry starts, and its hash.
     starts: Vec<usize>,
@@ -71,28 +55,12 @@ pub struct Interner {
 
 const START_BITS: u32 = 40;
 const START_MASK: u64 = (1 << START_BITS) - 1;
-const HEADER: usize = 16;
-const VALUE_AT: usize = 8;
+const HEADER: usize = 8;
 
 /// A slot holding the entry at `start` of a string of hash `hash`.
 fn slot(start: usize, hash: u64) -> u64 {
     assert!((start as u64) < START_MASK, "a table of targets of less than a TiB");
     hash & !START_MASK | (start as u64 + 1)
-}
-
-/// `a == b` for the short strings request targets mostly are, without a memcmp call per
-/// hit: lengths of 8 to 16 compare as two overlapping words.
-#[inline]
-fn same(a: &[u8], b: &[u8]) -> bool {
-    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("8 bytes"));
-    let n = a.len();
-    if n != b.len() {
-        return false;
-    }
-    match n {
-        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
-        _ => a == b,
-    }
 }
 
 #[inline]
@@ -123,42 +91,12 @@ impl Interner {
         (word(start), &self.entries[bytes..bytes + word(start + 4) as usize])
     }
 
-    /// Raise the value of the entry at `start` to `value`; whether it was lower.
-    #[inline]
-    fn raise(&mut self, start: usize, value: u64) -> bool {
-        let field: &mut [u8; 8] = (&mut self.entries[start + VALUE_AT..start + HEADER]).try_into().expect("8 bytes");
-        let raised = value > u64::from_le_bytes(*field);
-        if raised {
-            *field = value.to_le_bytes();
-        }
-        raised
-    }
-
     pub fn hash_of(&self, i: usize) -> u64 {
         self.hashes[i]
     }
 
-    /// Ask for the slot where a lookup of `hash` starts (it comes in while the caller works on).
-    #[inline]
-    pub fn prefetch_slot(&self, hash: u64) {
-        if let Some(slot) = self.slots.get(hash as usize & self.slots.len().wrapping_sub(1)) {
-            prefetch(slot);
-        }
-    }
-
-    /// Ask for the entry of the string in the slot where a lookup of `hash` starts, if its hash agrees.
-    #[inline]
-    pub fn prefetch_entry(&self, hash: u64) {
-        if let Some(&s) = self.slots.get(hash as usize & self.slots.len().wrapping_sub(1)) {
-            if s != 0 && s & !START_MASK == hash & !START_MASK {
-                prefetch(&self.entries[(s & START_MASK) as usize - 1]);
-            }
-        }
-    }
-
-    /// The number of `bytes` (whose `hash` it is), whether it is new, and whether `value`
-    /// raised the largest value it has been inserted with (each string starts at 0).
-    pub fn insert(&mut self, bytes: &[u8], hash: u64, value: u64) -> (u32, bool, bool) {
+    /// The number of `bytes` (whose `hash` it is), and whether it is new.
+    pub fn insert(&mut self, bytes: &[u8], hash: u64) -> (u32, bool) {
         if 2 * (self.len() + 1) > self.slots.len() {
             self.grow();
         }
@@ -169,8 +107,8 @@ impl Interner {
             if s & !START_MASK == tag {
                 let start = (s & START_MASK) as usize - 1;
                 let (i, found) = self.entry(start);
-                if same(found, bytes) {
-                    return (i, false, self.raise(start, value));
+                if found == bytes {
+                    return (i, false);
                 }
             }
             at = (at + 1) & mask;
@@ -180,12 +118,11 @@ impl Interner {
         let start = self.entries.len();
         self.entries.extend_from_slice(&i.to_le_bytes());
         self.entries.extend_from_slice(&len.to_le_bytes());
-        self.entries.extend_from_slice(&value.to_le_bytes());
         self.entries.extend_from_slice(bytes);
         self.starts.push(start);
         self.hashes.push(hash);
         self.slots[at] = slot(start, hash);
-        (i, true, value > 0)
+        (i, true)
     }
 
     fn grow(&mut self) {
@@ -202,35 +139,137 @@ impl Interner {
     }
 }
 
+/// Strings numbered by their fingerprint alone, in order of first appearance, each with
+/// the largest value it came with: a lookup reads one 16-byte slot (one cache miss, which
+/// the caller asks for ahead), where comparing bytes would add a second, dependent one.
+/// Two strings are taken for one only if 96 bits of their fingerprints agree: for a log of
+/// 10^8 distinct targets, odds of about 6 in 10^14.
+#[derive(Default)]
+pub struct Numbers {
+    /// Open addressing, at most half full.
+    slots: Vec<Slot>,
+    largest: Vec<u64>,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    low: u64,
+    high: u32,
+    /// The string's number + 1; 0 for an empty slot.
+    number: u32,
+}
+
+impl Numbers {
+    pub fn len(&self) -> usize {
+        self.largest.len()
+    }
+
+    /// Ask for the slot where a lookup of `fingerprint` starts (it comes in while the caller works on).
+    #[inline]
+    pub fn prefetch(&self, fingerprint: u128) {
+        if let Some(slot) = self.slots.get(fingerprint as usize & self.slots.len().wrapping_sub(1)) {
+            prefetch(slot);
+        }
+    }
+
+    /// Ask for the largest value of string `number`.
+    #[inline]
+    pub fn prefetch_largest(&self, number: u32) {
+        prefetch(&self.largest[number as usize]);
+    }
+
+    /// The number of the string of `fingerprint`, and whether it is new.
+    #[inline]
+    pub fn number(&mut self, fingerprint: u128) -> (u32, bool) {
+        if 2 * (self.len() + 1) > self.slots.len() {
+            self.grow();
+        }
+        let (low, high) = (fingerprint as u64, (fingerprint >> 64) as u32);
+        let mask = self.slots.len() - 1;
+        let mut at = low as usize & mask;
+        while self.slots[at].number != 0 {
+            let s = self.slots[at];
+            if s.low == low && s.high == high {
+                return (s.number - 1, false);
+            }
+            at = (at + 1) & mask;
+        }
+        let number = u32::try_from(self.len()).expect("fewer strings than a block's or a log's lines, counted in u32 by the caller");
+        self.slots[at] = Slot { low, high, number: number + 1 };
+        self.largest.push(0);
+        (number, true)
+    }
+
+    /// Raise the largest value of string `number` to `value`; whether it was lower.
+    #[inline]
+    pub fn raise(&mut self, number: u32, value: u64) -> bool {
+        let largest = &mut self.largest[number as usize];
+        let raised = value > *largest;
+        if raised {
+            *largest = value;
+        }
+        raised
+    }
+
+    fn grow(&mut self) {
+        let size = (self.slots.len() * 2).max(1 << 12);
+        let mut slots = vec![Slot::default(); size];
+        for s in self.slots.iter().filter(|s| s.number != 0) {
+            let mut at = s.low as usize & (size - 1);
+            while slots[at].number != 0 {
+                at = (at + 1) & (size - 1);
+            }
+            slots[at] = *s;
+        }
+        self.slots = slots;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn hash(bytes: &[u8]) -> u64 {
+        fingerprint(bytes) as u64
+    }
 
     #[test]
     fn strings_keep_their_first_number_through_growth() {
         let mut t = Interner::default();
         let words: Vec<Vec<u8>> = (0..10_000).map(|i| format!("/d{}/f{i}.html", i % 97).into_bytes()).collect();
         for (i, w) in words.iter().enumerate() {
-            assert_eq!(t.insert(w, hash(w), 0), (i as u32, true, false));
+            assert_eq!(t.insert(w, hash(w)), (i as u32, true));
         }
         for (i, w) in words.iter().enumerate().rev() {
-            assert_eq!(t.insert(w, hash(w), 0), (i as u32, false, false));
+            assert_eq!(t.insert(w, hash(w)), (i as u32, false));
             assert_eq!(t.get(i), &w[..]);
         }
-        // The length is hashed too: a string and the same string with a zero byte added differ.
-        assert_ne!(hash(b"a"), hash(b"a\0"));
-        assert_eq!(t.insert(b"", hash(b""), 0), (10_000, true, false));
+        assert_eq!(t.insert(b"", hash(b"")), (10_000, true));
+    }
+
+    #[test]
+    fn fingerprints_number_strings_as_their_bytes_do() {
+        // A million targets, many alike but for a byte or their length: no two share a number.
+        let mut n = Numbers::default();
+        let target = |i: usize| format!("/d{}/f{}.html{}", i % 997, i / 997, "\0".repeat(i % 3)).into_bytes();
+        for i in 0..1_000_000 {
+            assert_eq!(n.number(fingerprint(&target(i))), (i as u32, true), "target {i}");
+        }
+        for i in (0..1_000_000).step_by(7) {
+            assert_eq!(n.number(fingerprint(&target(i))), (i as u32, false), "target {i}");
+        }
+        assert_eq!(n.len(), 1_000_000);
     }
 
     #[test]
     fn each_string_keeps_the_largest_value_it_came_with() {
-        let mut t = Interner::default();
-        let (a, b) = (&b"/same/length/a.html"[..], &b"/same/length/b.html"[..]);
-        assert_eq!(t.insert(a, hash(a), 300), (0, true, true));
-        assert_eq!(t.insert(b, hash(b), 0), (1, true, false));
-        assert_eq!(t.insert(a, hash(a), 200), (0, false, false));
-        assert_eq!(t.insert(a, hash(a), 300), (0, false, false));
-        assert_eq!(t.insert(a, hash(a), 301), (0, false, true));
-        assert_eq!(t.insert(b, hash(b), 1), (1, false, true));
+        let mut n = Numbers::default();
+        let (a, b) = (n.number(fingerprint(b"/same/length/a.html")).0, n.number(fingerprint(b"/same/length/b.html")).0);
+        assert!(n.raise(a, 300));
+        assert!(!n.raise(b, 0));
+        assert!(!n.raise(a, 200));
+        assert!(!n.raise(a, 300));
+        assert!(n.raise(a, 301));
+        assert!(n.raise(b, 1));
     }
 }

@@ -20,6 +20,7 @@ mod blocks;
 mod clf;
 mod format;
 mod intern;
+mod structure;
 
 pub use format::Format;
 
@@ -205,7 +206,7 @@ impl Trace {
     /// The trace index of target `i` of a block's new ones, or NOT_A_FILE.
     fn intern(&mut self, block: &intern::Interner, i: usize, ids: &mut Interned, spec: &ReplaySpec) -> anyhow::Result<u32> {
         let target = block.get(i);
-        let (n, new, _) = ids.targets.insert(target, block.hash_of(i), 0);
+        let (n, new) = ids.targets.insert(target, block.hash_of(i));
         if !new {
             return Ok(ids.trace_ids[n as usize]);
         }
