@@ -28,6 +28,8 @@ pub const WORKER_TARGETS: usize = 1 << 18;
 #[derive(Default)]
 pub struct Parsed {
     pub worker: usize,
+    /// The block's length in bytes (of log text) and lines.
+    pub bytes: usize,
     pub lines: u64,
     /// Line numbers in `examples` count from the block's first line (1).
     pub skipped: Skipped,
@@ -144,7 +146,10 @@ fn read_blocks(mut log: Box<dyn Read + Send>, block_bytes: usize, free: mpsc::Re
 /// starts again from empty when it holds `table_limit` targets; its value of a target is
 /// the largest 200 GET of it). `index` is the worker's, reused from block to block.
 fn parse_block(format: &Format, spec: &ReplaySpec, data: &[u8], index: &mut Index, worker: usize, known: &mut Numbers, table_limit: usize) -> Parsed {
-    let mut p = Parsed { worker, ..Parsed::default() };
+    // Room for a request per 64 bytes: pages never written are never touched, and
+    // growing by doubling would copy.
+    let room = data.len() / 64;
+    let mut p = Parsed { worker, bytes: data.len(), requests: Vec::with_capacity(room), times: Vec::with_capacity(room), ..Parsed::default() };
     if known.len() >= table_limit {
         *known = Numbers::default();
         p.fresh = true;

@@ -71,10 +71,7 @@ pub fn scan<'a>(block: &'a [u8], index: &Index, line: &Line, layout: Layout, las
         return None;
     }
     // %h %l %u: each ends at the next space.
-    let mut p = line.start;
-    for _ in 0..3 {
-        p = index.space(p, end)? + 1;
-    }
+    let p = index.nth_space(line.start, end, 3)? + 1;
     // [%t]
     if p + 1 >= end || b[p] != b'[' {
         return None;

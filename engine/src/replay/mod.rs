@@ -174,6 +174,14 @@ impl Trace {
         if ids.workers.len() <= block.worker {
             ids.workers.resize_with(block.worker + 1, Vec::new);
         }
+        if self.requests.is_empty() && block.bytes > 0 {
+            // The first block's share of the log's size says how many requests to make room
+            // for (too few for a gzip log, which then grows as it must).
+            let log_bytes = std::fs::metadata(&spec.log).map_or(0, |m| m.len() as usize);
+            let expected = block.requests.len() * (log_bytes / block.bytes) + block.requests.len();
+            self.requests.reserve(expected);
+            self.times.reserve(expected);
+        }
         let mut known = std::mem::take(&mut ids.workers[block.worker]);
         if block.fresh {
             known.clear();

@@ -107,6 +107,24 @@ impl Index {
         self.find(spaces, from, to)
     }
 
+    /// The `n`th space (from 1) in `from..to`: the first three of a line are mostly in one window.
+    #[inline(always)]
+    pub fn nth_space(&self, mut from: usize, to: usize, mut n: u32) -> Option<usize> {
+        while from < to {
+            let mut bits = self.window(spaces, from);
+            let count = bits.count_ones();
+            if count >= n {
+                for _ in 1..n {
+                    bits &= bits - 1;
+                }
+                return Some(from + bits.trailing_zeros() as usize).filter(|&i| i < to);
+            }
+            n -= count;
+            from += 64;
+        }
+        None
+    }
+
     /// The block's lines, in order.
     pub fn lines(&self) -> Lines<'_> {
         let first = |mask: fn(&Chunk) -> u64| Cursor { chunk: 0, bits: self.chunks.first().map_or(0, mask) };
@@ -226,8 +244,11 @@ mod tests {
             assert_eq!(line.quote_count, quotes.len(), "line {seen}");
             assert_eq!(&line.quotes[..quotes.len().min(QUOTES)], &quotes[..quotes.len().min(QUOTES)], "line {seen}");
             for from in start..=end {
-                let space = (from..end).find(|&i| block[i] == b' ');
-                assert_eq!(index.space(from, end), space, "line {seen}, from {from}");
+                let mut spaces = (from..end).filter(|&i| block[i] == b' ');
+                assert_eq!(index.space(from, end), spaces.clone().next(), "line {seen}, from {from}");
+                for n in 1..5 {
+                    assert_eq!(index.nth_space(from, end, n), spaces.next(), "line {seen}, from {from}, space {n}");
+                }
             }
             start = newline + 1;
             seen += 1;
