@@ -1,38 +1,6 @@
 //! Byte strings numbered in order of first appearance: by their bytes (`Interner`) or,
 //! where each lookup must cost one cache miss, by their fingerprint (`Numbers`).
 
-use std::hash::Hasher;
-
-/// FxHash over 8-byte words: interning millions of request targets is the parser's hot
-/// spot, and SipHash's DoS resistance buys nothing for a log we read ourselves.
-#[derive(Default)]
-pub struct Fx(u64);
-
-impl Fx {
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7cc1_b727_220a_95);
-    }
-}
-
-impl Hasher for Fx {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut words = bytes.chunks_exact(8);
-        for word in &mut words {
-            self.add(u64::from_le_bytes(word.try_into().expect("8 bytes")));
-        }
-        let tail = words.remainder();
-        if !tail.is_empty() {
-            let mut w = [0u8; 8];
-            w[..tail.len()].copy_from_slice(tail);
-            self.add(u64::from_le_bytes(w));
-        }
-    }
-    fn finish(&self) -> u64 {
-        // The multiply mixes upward: bring the mixed high bits down to the low ones a table indexes by.
-        self.0.rotate_left(26)
-    }
-}
-
 /// A request target's 128-bit hash (xxh3): the workers tell targets apart by it alone
 /// (`Numbers`), and its low half indexes every table of targets.
 pub fn fingerprint(bytes: &[u8]) -> u128 {

@@ -14,7 +14,6 @@ use crate::workload::mix::Op;
 use anyhow::bail;
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 
 mod blocks;
 mod clf;
@@ -65,8 +64,6 @@ pub fn file_of(target: &[u8]) -> Option<String> {
     Some(parts.join("/"))
 }
 
-type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<intern::Fx>>;
-
 /// Why lines were not replayed.
 #[derive(Default, Debug)]
 pub struct Skipped {
@@ -109,7 +106,7 @@ struct Interned {
     /// Targets as logged (origin stripped), and each one's index in the trace or NOT_A_FILE.
     targets: intern::Interner,
     trace_ids: Vec<u32>,
-    files: FxMap<String, u32>,
+    files: HashMap<String, u32>,
     /// Per worker: the trace index of each target in its table.
     workers: Vec<Vec<u32>>,
 }

@@ -1,7 +1,6 @@
 //! Where a block's newlines, spaces and quotes are: a bitmask of each per 64 bytes,
 //! built in one vectorised pass. Lines, and the fields of Common and Combined lines,
-//! are then found by counting trailing zeros instead of searching byte by byte, which
-//! made a 1 GB log's scan about three times cheaper per core.
+//! are then found by counting trailing zeros instead of searching byte by byte.
 
 /// Bit i of each mask is byte i of the 64.
 #[derive(Clone, Copy, Default)]
@@ -25,7 +24,7 @@ fn quotes(c: &Chunk) -> u64 {
 #[derive(Default)]
 pub struct Index {
     /// One per 64 bytes of the block, the last zero-padded, then one of zeros, so that a
-    /// 64-bit window starting anywhere in the block reads two chunks without a bounds test.
+    /// 64-bit window starting anywhere in the block has two chunks to read.
     chunks: Vec<Chunk>,
     len: usize,
 }
