@@ -264,3 +264,21 @@ def test_an_interrupted_trial_stops_the_engines_on_the_workers(cluster):
     while engines() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert engines() == []
+
+
+def test_an_engine_whose_task_starts_after_the_interrupt_is_stopped_as_it_starts(cluster):
+    # A client's task can start late (its worker was busy): the interrupt's sweep then finds no
+    # engine, and the engine it starts afterwards must stop at once, not run its whole trial.
+    from peakbench.cluster.fanout import run_on_worker, stop_engines_on_worker
+
+    worker = cluster.clients[0].worker
+    spec = trial_spec(find_workload("mail"), {"kind": "null"}, rate=300.0, warmup_s=0.0, runtime_s=20.0)
+    busy = cluster.client.submit(time.sleep, 2.0, workers=[worker], allow_other_workers=False, pure=False)
+    late = cluster.client.submit(run_on_worker, spec, workers=[worker], allow_other_workers=False, pure=False,
+                                 key=f"peakbench-run-late-{uuid.uuid4().hex[:8]}")
+    assert cluster.client.run(stop_engines_on_worker, [late.key], workers=[worker]) == {worker: 0}
+    started = time.monotonic()
+    with pytest.raises(RunError, match="signal 2"):
+        late.result(timeout=60)
+    assert time.monotonic() - started < 10  # the 20 s trial did not run
+    busy.result()

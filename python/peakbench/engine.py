@@ -54,8 +54,10 @@ def find_engine() -> Path:
 
 
 class Engine:
-    def __init__(self, path: Path | None = None):
+    def __init__(self, path: Path | None = None, on_start: Callable[[subprocess.Popen], None] | None = None):
         self.path = path or find_engine()
+        # Told each engine process as it starts (a load client's worker keeps them to stop them).
+        self.on_start = on_start
 
     def version(self) -> str:
         done = subprocess.run([self.path, "--version"], capture_output=True, text=True, timeout=30)
@@ -87,6 +89,8 @@ class Engine:
             [self.path, command, "-"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
+        if self.on_start is not None:
+            self.on_start(process)
         timed_out = threading.Event()
 
         def stop_at_deadline():

@@ -45,6 +45,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import signal
+import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -111,13 +114,42 @@ def default_start_lead_s(spec: dict) -> float:
 
 # ------------------------------------------------------------------ on the workers
 
+# A worker's engine processes by the key of the task that started each, and the tasks the
+# controller interrupted: a task interrupted before its engine started (it started late)
+# has the engine stopped as it starts, rather than left running a whole trial.
+_ENGINES: dict[str, subprocess.Popen] = {}
+_INTERRUPTED: set[str] = set()
+_ENGINES_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _engine_of_this_task():
+    from distributed import get_worker
+
+    key = get_worker().get_current_task()
+
+    def started(process: subprocess.Popen) -> None:
+        with _ENGINES_LOCK:
+            _ENGINES[key] = process
+            if key in _INTERRUPTED:
+                process.send_signal(signal.SIGINT)
+
+    try:
+        yield Engine(on_start=started)
+    finally:
+        with _ENGINES_LOCK:
+            _ENGINES.pop(key, None)
+
+
 def prepare_on_worker(spec: dict) -> dict:
-    return Engine().prepare(spec)
+    with _engine_of_this_task() as engine:
+        return engine.prepare(spec)
 
 
 def run_on_worker(spec: dict, name: str | None = None, topic: str | None = None) -> dict:
     """One client's trial; its engine's progress lines go to the controller as Dask events on `topic`."""
-    return Engine().run(spec, None if topic is None else _forward_progress(name, topic))
+    with _engine_of_this_task() as engine:
+        return engine.run(spec, None if topic is None else _forward_progress(name, topic))
 
 
 def _forward_progress(name: str | None, topic: str):
@@ -127,21 +159,15 @@ def _forward_progress(name: str | None, topic: str):
     return lambda event: worker.log_event(topic, {"client": name, **event})
 
 
-def stop_engines_on_worker() -> int:
-    """Interrupt the engines this worker started (as Ctrl-C does to a local one); returns how many."""
-    import signal
-
-    import psutil
-
-    stopped = 0
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if child.name() == "peakbench-engine" or "peakbench-engine" in " ".join(child.cmdline()[:1]):
-                child.send_signal(signal.SIGINT)
-                stopped += 1
-        except psutil.Error:
-            pass
-    return stopped
+def stop_engines_on_worker(keys: list[str]) -> int:
+    """Interrupt the engines of these tasks (as Ctrl-C does to a local one), now or as they start;
+    returns how many were running."""
+    with _ENGINES_LOCK:
+        _INTERRUPTED.update(keys)
+        running = [p for key, p in _ENGINES.items() if key in keys and p.poll() is None]
+        for process in running:
+            process.send_signal(signal.SIGINT)
+    return len(running)
 
 
 # ------------------------------------------------------------------ outcomes
@@ -363,8 +389,8 @@ class DistributedEngine:
                 future.cancel()
             if pending:  # interrupted: the engines still running on the workers stop too
                 try:
-                    self.cluster.client.run(stop_engines_on_worker, workers=[runs[n].worker for n in pending],
-                                            on_error="ignore")
+                    self.cluster.client.run(stop_engines_on_worker, [f.key for f in pending.values()],
+                                            workers=[runs[n].worker for n in pending], on_error="ignore")
                 except Exception:
                     pass
             raise
