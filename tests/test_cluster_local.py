@@ -278,7 +278,7 @@ def test_an_engine_whose_task_starts_after_the_interrupt_is_stopped_as_it_starts
                                  key=f"peakbench-run-late-{uuid.uuid4().hex[:8]}")
     assert cluster.client.run(stop_engines_on_worker, [late.key], workers=[worker]) == {worker: 0}
     started = time.monotonic()
-    with pytest.raises(RunError, match="signal 2"):
+    with pytest.raises(RunError, match=r"failed \(signal"):
         late.result(timeout=60)
     assert time.monotonic() - started < 10  # the 20 s trial did not run
     busy.result()

@@ -103,17 +103,16 @@ def test_open_loop_latency_grows_with_the_queue_on_a_saturated_disk(engine_path,
         assert done.returncode == 0, done.stderr
         return json.loads(out.read_text())
 
-    # Twice what the disk was seen to serve at most (600 ops/s was once served in full): only the
-    # commits, a quarter of the mail mix, wait for the disk, and the journal groups the queued
-    # ones into fewer writes, so the more queue, the more the disk completes (956–983/s here).
-    overload = 1200
-    easy, overloaded = trial(20), trial(overload)
+    easy, overloaded = trial(20), trial(600)
     # The disk, not the generator, is the limit: the generator kept its schedule ...
     assert overloaded["generator_saturated"] is False
     # ... the requests the disk could not serve queued up: hundreds outstanding at once where the
-    # easy load had one or two, and the completions in the window fell short of the offer ...
+    # easy load had one or two. (The completions in the window are no measure of it: only the
+    # commits, a quarter of the mail mix, wait for the disk, and the journal groups the queued ones
+    # into fewer writes, so the longer the queue the more the disk completes. At 600 ops/s they
+    # fell 2-9% short in most runs and once not at all; at 1,200 the generator, not the disk,
+    # became the limit on a busy machine.) ...
     assert overloaded["outstanding"]["max"] > 50 * easy["outstanding"]["max"]
-    assert overloaded["achieved_rate"] < 0.95 * overload
     # ... and the queue shows in the latency.
     assert overloaded["latency"]["mean_ms"] > 20 * easy["latency"]["mean_ms"]
     assert overloaded["ops"]["commit"]["mean_ms"] > 50

@@ -132,7 +132,7 @@ def _engine_of_this_task():
         with _ENGINES_LOCK:
             _ENGINES[key] = process
             if key in _INTERRUPTED:
-                process.send_signal(signal.SIGINT)
+                process.send_signal(signal.SIGTERM)
 
     try:
         yield Engine(on_start=started)
@@ -160,13 +160,14 @@ def _forward_progress(name: str | None, topic: str):
 
 
 def stop_engines_on_worker(keys: list[str]) -> int:
-    """Interrupt the engines of these tasks (as Ctrl-C does to a local one), now or as they start;
-    returns how many were running."""
+    """Stop the engines of these tasks, now or as they start; returns how many were running.
+    SIGTERM, not SIGINT: a worker started in the background of a non-interactive shell (`&`)
+    passes SIGINT on ignored, and the engine would run its whole trial."""
     with _ENGINES_LOCK:
         _INTERRUPTED.update(keys)
         running = [p for key, p in _ENGINES.items() if key in keys and p.poll() is None]
         for process in running:
-            process.send_signal(signal.SIGINT)
+            process.send_signal(signal.SIGTERM)
     return len(running)
 
 
