@@ -28,7 +28,7 @@ pub const WORKER_TARGETS: usize = 1 << 18;
 #[derive(Default)]
 pub struct Parsed {
     pub worker: usize,
-    /// The block's length in bytes (of log text) and lines.
+    /// The block's length in bytes of log text.
     pub bytes: usize,
     pub lines: u64,
     /// Line numbers in `examples` count from the block's first line (1).

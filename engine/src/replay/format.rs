@@ -261,7 +261,7 @@ fn expect(line: &[u8], p: usize, lit: &[u8]) -> Result<usize, String> {
 
 /// Where byte `b` first occurs in `s`.
 #[inline]
-pub(super) fn find_byte(b: u8, s: &[u8]) -> Option<usize> {
+fn find_byte(b: u8, s: &[u8]) -> Option<usize> {
     // Most fields are a few bytes long: eight bytes at a time finds their end before memchr has set up.
     const ONES: u64 = 0x0101_0101_0101_0101;
     let mut i = 0;
@@ -286,7 +286,7 @@ pub(super) fn find_byte(b: u8, s: &[u8]) -> Option<usize> {
 }
 
 /// Where `delim` starts in `s`; inside quotes a quote escaped with a backslash is not the end.
-pub(super) fn find_delimiter(s: &[u8], delim: &[u8], quoted: bool) -> Option<usize> {
+fn find_delimiter(s: &[u8], delim: &[u8], quoted: bool) -> Option<usize> {
     let (&first, rest) = delim.split_first()?;
     let mut from = 0;
     loop {

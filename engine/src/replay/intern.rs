@@ -73,8 +73,7 @@ impl Interner {
         let mut at = hash as usize & mask;
         while let s @ 1.. = self.slots[at] {
             if s & !START_MASK == tag {
-                let start = (s & START_MASK) as usize - 1;
-                let (i, found) = self.entry(start);
+                let (i, found) = self.entry((s & START_MASK) as usize - 1);
                 if found == bytes {
                     return (i, false);
                 }

@@ -171,7 +171,7 @@ impl Trace {
         if ids.workers.len() <= block.worker {
             ids.workers.resize_with(block.worker + 1, Vec::new);
         }
-        if self.requests.is_empty() && block.bytes > 0 {
+        if self.lines == 0 && block.bytes > 0 {
             // The first block's share of the log's size says how many requests to make room
             // for (too few for a gzip log, which then grows as it must).
             let log_bytes = std::fs::metadata(&spec.log).map_or(0, |m| m.len() as usize);

@@ -87,23 +87,10 @@ impl Index {
         mask(&self.chunks[i]) >> shift | (mask(&self.chunks[i + 1]) << 1) << (63 - shift)
     }
 
-    /// The first of `mask`'s bytes in `from..to`.
-    #[inline(always)]
-    fn find(&self, mask: fn(&Chunk) -> u64, mut from: usize, to: usize) -> Option<usize> {
-        while from < to {
-            let bits = self.window(mask, from);
-            if bits != 0 {
-                return Some(from + bits.trailing_zeros() as usize).filter(|&i| i < to);
-            }
-            from += 64;
-        }
-        None
-    }
-
     /// The first space in `from..to`.
     #[inline(always)]
     pub fn space(&self, from: usize, to: usize) -> Option<usize> {
-        self.find(spaces, from, to)
+        self.nth_space(from, to, 1)
     }
 
     /// The `n`th space (from 1) in `from..to`: the first three of a line are mostly in one window.
@@ -149,7 +136,8 @@ impl Cursor {
             self.chunk += 1;
             self.bits = mask(&index.chunks[self.chunk]);
         }
-        (self.chunk * 64 + self.bits.trailing_zeros() as usize).min(index.len)
+        // The last chunk's padding is zeros, which no mask has: a set bit is inside the block.
+        self.chunk * 64 + self.bits.trailing_zeros() as usize
     }
 
     #[inline(always)]
