@@ -261,7 +261,7 @@ def _figures(policy: str, servers: list[SimulatedServer], results: list[SearchRe
     # Peaks located by a bracket (a cliff) claim no interval of R̄.
     with_interval = [(r, server) for r, server in zip(results, servers)
                      if r.verdict == PEAK and r.response_ci_low_ms is not None]
-    response_covered = sum(r.response_ci_low_ms <= server.mean_response_ms(r.peak_rate) <= r.response_ci_high_ms
+    response_covered = sum(r.response_ci_low_ms <= server.mean_response_ms(r.measured_load) <= r.response_ci_high_ms
                            for r, server in with_interval)
     failures: dict[str, int] = {}
     for r in results:
