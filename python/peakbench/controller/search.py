@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from .history import ABOVE, BELOW, PEAK, LoadRecord, SearchHistory, same_load
 from .observation import Observation, saturation_signal
@@ -338,26 +338,8 @@ class _Search:
                        "trials; lengthen the runlength or allow more trials per load")
 
     def still_rising(self, drifts: list[float]) -> bool:
-        """Whether the trials' response time still rises through their measured windows.
-
-        A trial that starts from an empty queue near saturation has not reached
-        steady state after a short warm-up: its later quarters are slower than
-        its earlier ones, its mean is biased low, and independent trials agree
-        on that low value, so their interval is narrow and wrong. It counts
-        when the mean drift (log of the second half's mean response over the
-        first half's) is positive by a one-sided t-test at the search's
-        confidence and larger than half the log half-width the accuracy allows.
-        """
-        if len(drifts) < 2:
-            return False
-        count = len(drifts)
-        mean = math.fsum(drifts) / count
-        if mean <= math.atanh(1 - self.settings.accuracy) / 2:
-            return False
-        deviation = sample_deviation(drifts)
-        if deviation == 0:
-            return True
-        return mean / (deviation / math.sqrt(count)) > t_quantile(2 * self.settings.confidence - 1, count - 1)
+        """Whether the trials' response time still rises through their measured windows (see _rising)."""
+        return _rising(drifts, self.settings)
 
     def warming(self, load: float, interval: ConfidenceInterval, means: tuple[float, ...],
                 drifts: list[float]) -> LoadRecord:
@@ -590,3 +572,30 @@ def _drift(observation: Observation) -> float | None:
     if not quarters or len(quarters) != 4 or any(q is None or not q > 0 for q in quarters):
         return None
     return math.log((quarters[2] + quarters[3]) / (quarters[0] + quarters[1]))
+
+
+def trials_still_rising(observations: Sequence[Observation], settings: SearchSettings) -> bool:
+    """Whether these trials of one load are still rising through their windows (see _rising)."""
+    return _rising([d for d in map(_drift, observations) if d is not None], settings)
+
+
+def _rising(drifts: Sequence[float], settings: SearchSettings) -> bool:
+    """Whether trials whose drifts (see _drift) these are still rise through their windows.
+
+    A trial that starts from an empty queue near saturation has not reached
+    steady state after a short warm-up: its later quarters are slower than
+    its earlier ones, its mean is biased low, and independent trials agree
+    on that low value, so their interval is narrow and wrong. It counts
+    when the mean drift is positive by a one-sided t-test at the search's
+    confidence and larger than half the log half-width the accuracy allows.
+    """
+    if len(drifts) < 2:
+        return False
+    count = len(drifts)
+    mean = math.fsum(drifts) / count
+    if mean <= math.atanh(1 - settings.accuracy) / 2:
+        return False
+    deviation = sample_deviation(drifts)
+    if deviation == 0:
+        return True
+    return mean / (deviation / math.sqrt(count)) > t_quantile(2 * settings.confidence - 1, count - 1)
