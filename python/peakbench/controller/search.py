@@ -32,17 +32,24 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 
+from . import result as verdicts
 from .history import ABOVE, BELOW, PEAK, LoadRecord, SearchHistory, same_load
 from .observation import Observation, saturation_signal
 from .pickers import bisection_step
 from .policies import DEFAULT_POLICY, Policy, policy_named
 from .response_model import line_through
-from .runlength import careful_runlength
-from . import result as verdicts
 from .result import LoadSummary, SearchResult, TraceEntry
+from .runlength import careful_runlength
 from .settings import SearchSettings
-from .statistics import (STEIN_PILOT, ConfidenceInterval, log_deviation, response_interval, sample_deviation,
-                         stein_trials, t_quantile)
+from .statistics import (
+    STEIN_PILOT,
+    ConfidenceInterval,
+    log_deviation,
+    response_interval,
+    sample_deviation,
+    stein_trials,
+    t_quantile,
+)
 
 RunTrial = Callable[[float, float], Observation]
 # progress(load, trial number at that load, width of R̄'s interval in ms or None)
@@ -152,6 +159,7 @@ class _Search:
         try:
             for number in range(1, 2 * STEIN_PILOT + 1):
                 observation = self.trial(load, runlength, "careful", number)
+                self.report(load, number, None)
                 if saturation_signal(observation, s) is not None:
                     return
                 means.append(observation.mean_ms)
