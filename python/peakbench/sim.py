@@ -220,6 +220,53 @@ RESPONSE_REGIMES = ((0.875, 180.0, 30.0, 4), (0.95, 20.0, 5.0, 4), (0.95, 4.0, 1
                     (0.98, 4.0, 1.0, 8))
 
 
+# -- the claims' coverage (peakbench simulate --coverage) ------------------------
+
+NOISIER = {"noise": 2.0, "floor_cv": 0.05}  # the noisier population of the coverage check
+RESPONSE_REPEATS = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class Coverage:
+    searches: list[SimulationReport]  # one per population
+    responses: list[ResponseCoverage]
+
+
+def coverage(policies: Sequence[str], n_samples: int, settings: SearchSettings, seed: int, seeded: bool,
+             peak_range: tuple[float, float], options: dict) -> Coverage:
+    """The peak claims over `n_samples` searches per policy on the population (with `options`) and on a
+    noisier one, and R̄'s intervals near saturation."""
+    searches = [simulate(policies, n_samples, settings, seed, seeded, peak_range, **population_options)
+                for population_options in (options, {**options, **NOISIER})]
+    responses = [response_coverage(u, runlength, warmup, trials, RESPONSE_REPEATS, settings.confidence, seed)
+                 for u, runlength, warmup, trials in RESPONSE_REGIMES]
+    return Coverage(searches, responses)
+
+
+def format_coverage(result: Coverage) -> str:
+    confidence = result.searches[0].settings.confidence
+    lines = [f"{'population':<24} {'policy':<10} {'n':>5} {'peak':>6} {'λ in CI':>8} {'within a':>9} {'mean s':>8}"]
+    for report in result.searches:
+        population = ", ".join(f"{k} {v:g}" for k, v in report.server_options.items()) or "default"
+        for f in report.figures:
+            lines.append(f"{population:<24} {f.policy:<10} {f.samples:>5} {f.peaks_found:>6} "
+                         f"{f.peak_ci_coverage:8.1%} {f.within_accuracy:9.1%} {f.mean_cost_s:8.0f}")
+    lines.append(f"λ in CI: searches whose interval of the peak rate holds the true peak (claimed {confidence:.0%}); "
+                 "within a: whose peak rate is within 1 − a of it; a search without that claim counts as a miss")
+    lines.append("")
+    lines.append(f"{'ρ':>5} {'run s':>6} {'warm s':>6} {'trials':>6} {'n':>5} {'Cox':>6} {'t':>6} {'t<0':>6} "
+                 f"{'rising':>7} {'Cox|steady':>10}")
+    for r in result.responses:
+        steady = f"{r.steady_coverage:10.1%}" if r.steady_coverage is not None else f"{'-':>10}"
+        lines.append(f"{r.utilisation:5.3f} {r.runlength_s:6g} {r.warmup_s:6g} {r.trials:6d} {r.repeats:5d} "
+                     f"{r.lognormal_coverage:6.1%} {r.t_coverage:6.1%} {r.t_below_zero:6.1%} {r.rising:7.1%} {steady}")
+    lines.append(f"R̄ intervals at load factor ρ of a simulated M/M/1 queue (from empty each trial): Cox: the "
+                 f"search's lognormal interval, t: Student's t of the raw means, each at {confidence:.0%} over "
+                 "`trials` trials; t<0: t-intervals reaching below zero; rising: intervals whose trials the search "
+                 "finds still rising; Cox|steady: Cox's coverage among the others")
+    return "\n".join(lines)
+
+
 # -- simulated response surfaces ------------------------------------------------
 
 DISKS = Factor("disks", (1, 2, 3, 4))
@@ -473,6 +520,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runlength", type=float, default=180.0, help="seconds per careful trial")
     parser.add_argument("--min-runlength", type=float, default=None,
                         help="shortest careful trial the guided policy may choose (default: runlength/3)")
+    parser.add_argument("--equal-runlength", action="store_true",
+                        help="every policy's careful trials run the full runlength (compares at equal trial length)")
+    parser.add_argument("--noise", type=float, default=1.0, help="multiplies every server's queueing noise")
+    parser.add_argument("--floor-cv", type=float, default=0.02, help="every server's runlength-free variation")
+    parser.add_argument("--queue", action="store_true",
+                        help="simulate each trial's queue from empty (transient included) instead of the analytic model")
+    parser.add_argument("--coverage", action="store_true",
+                        help="the claims' coverage: --samples searches per policy on the population and on a noisier "
+                             "one (noise 2, floor_cv 0.05), and R̄ intervals near saturation (1,000 per regime)")
     parser.add_argument("--warmup", type=float, default=30.0, help="seconds of warm-up per trial")
     parser.add_argument("--surfaces", action="store_true",
                         help="also fit the simulated surfaces from 6, 8 and 10 D-optimal samples of 32")
@@ -480,11 +536,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         settings = SearchSettings(confidence=args.confidence, accuracy=args.accuracy,
-                                  runlength_s=args.runlength, min_runlength_s=args.min_runlength,
+                                  runlength_s=args.runlength,
+                                  min_runlength_s=args.runlength if args.equal_runlength else args.min_runlength,
                                   warmup_s=args.warmup)
         peak_range = _peak_range(args.peaks)
-        report = simulate([p.strip() for p in args.policies.split(",") if p.strip()], args.samples,
-                          settings, args.seed, args.seeded, peak_range)
+        policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+        options = {"noise": args.noise, "floor_cv": args.floor_cv, **({"queue": True} if args.queue else {})}
+        if args.coverage:
+            print(format_coverage(coverage(policies, args.samples, settings, args.seed, args.seeded, peak_range,
+                                           options)))
+            return 0
+        report = simulate(policies, args.samples, settings, args.seed, args.seeded, peak_range, **options)
         surfaces = ([simulate_surface(name, n, settings, args.seed) for name in SURFACES for n in (6, 8, 10)]
                     if args.surfaces else [])
     except ValueError as error:
