@@ -443,8 +443,7 @@ class _Search:
         else:
             how = (f"peak rate {peak_rate:.1f} ops/s, estimated where the response line through the measured "
                    f"loads {record.load:.1f} ops/s ({response}) and {nearest:.1f} ops/s reaches Rsat "
-                   f"{s.rsat_ms:g} ms (the region's load itself is not a plausible peak: its interval "
-                   "misses Rsat)")
+                   f"{s.rsat_ms:g} ms (not {record.load:.1f} itself: R̄'s interval there misses Rsat)")
         message = (f"{how}; {s.confidence:.0%} interval of the peak rate {ci_low:.1f}-{ci_high:.1f} ops/s"
                    f"{self.shorter_note()}")
         result = self.result(verdicts.PEAK, message, record, ci_low, ci_high)
