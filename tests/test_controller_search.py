@@ -66,13 +66,12 @@ def test_the_chosen_runlength_lets_the_pilot_alone_reach_the_accuracy():
     assert careful_runlength(SETTINGS, [], pilot) == SETTINGS.min_runlength
     assert SearchSettings(**{**QUICK, "runlength_s": 1.0}).min_runlength == 1.0  # --quick --runlength 1
     assert careful_runlength(SETTINGS, [1e-6, 50.0], pilot) == SETTINGS.runlength_s
-    variance_seconds = [0.2, 0.45]  # cv² × runlength of two loads; the noisier one decides
+    variance_seconds = [0.2, 0.45]  # variance of log R̄ × runlength of two loads; the noisier one decides
     runlength = careful_runlength(SETTINGS, variance_seconds, pilot)
     assert SETTINGS.min_runlength < runlength < SETTINGS.runlength_s
-    half_width = 1 - SETTINGS.accuracy
     # (1% either side of the boundary, where N = pilot exactly.)
-    assert stein_trials(math.sqrt(0.45 / (1.01 * runlength)), SETTINGS.confidence, half_width, pilot) == pilot
-    assert stein_trials(math.sqrt(0.45 / (0.99 * runlength)), SETTINGS.confidence, half_width, pilot) > pilot
+    assert stein_trials(math.sqrt(0.45 / (1.01 * runlength)), SETTINGS.confidence, SETTINGS.accuracy, pilot) == pilot
+    assert stein_trials(math.sqrt(0.45 / (0.99 * runlength)), SETTINGS.confidence, SETTINGS.accuracy, pilot) > pilot
 
 
 def search(server, policy="guided", settings=SETTINGS, **kwargs):
@@ -89,14 +88,14 @@ def test_peak_result_carries_intervals_and_the_trace(policy):
     assert result.response_ci_low_ms <= result.response_ms <= result.response_ci_high_ms
     assert result.response_ci_low_ms <= SETTINGS.region_high_ms and result.response_ci_high_ms >= SETTINGS.region_low_ms
     assert result.accuracy >= SETTINGS.accuracy
-    assert result.ci_low <= result.ci_high
     assert len(events) == result.trials == len(result.trace)
     assert math.isclose(result.cost_seconds, sum(t.observation.cost_s for t in result.trace))
     assert math.isclose(result.trace[-1].cumulative_cost_s, result.cost_seconds)
     assert math.isclose(sum(s.cost_s for s in result.loads), result.cost_seconds)
     assert sum(s.trials for s in result.loads) == result.trials
     assert [t.load_factor for t in result.trace] == [t.load / result.peak_rate for t in result.trace]
-    assert result.trace[-1].load == result.peak_rate
+    assert result.measured_load in {t.load for t in result.trace}  # λ* is a measured load
+    assert result.ci_low <= result.peak_rate <= result.ci_high
     data = json.loads(result.to_json())
     for key in ("peak_rate", "ci_low", "ci_high", "confidence", "accuracy", "cost_seconds", "trials",
                 "verdict", "message", "trace"):
@@ -150,7 +149,7 @@ def test_a_knee_too_noisy_to_settle_is_bracketed_by_settled_loads():
                                          seed=seed), quick, "guided") for seed in range(60)]
     within = [r for r in results if r.peak_rate is not None and abs(r.peak_rate / 194 - 1) <= 1 - quick.accuracy]
     assert len(within) >= quick.confidence * len(results), [r.message for r in results if r not in within]
-    bracketed = [r for r in results if r.verdict == "peak" and "too much from trial to trial to settle" in r.message]
+    bracketed = [r for r in results if r.verdict == "peak" and "did not settle which side they are on" in r.message]
     assert bracketed
     assert all(r.ci_low < r.peak_rate < r.ci_high and r.accuracy >= quick.accuracy for r in bracketed)
 
@@ -160,8 +159,8 @@ def test_noisy_when_the_trial_budget_runs_out():
     result = search(SimulatedServer.with_peak(300, noise=30, floor_cv=0.5), "binsearch", settings)
     assert result.verdict == "noisy" and result.peak_rate is None
     assert "runlength" in result.message
-    budget = search(SimulatedServer.with_peak(3000), "binsearch", SearchSettings(max_total_trials=4))
-    assert budget.verdict == "noisy" and budget.trials == 4
+    limit = search(SimulatedServer.with_peak(3000), "binsearch", SearchSettings(max_total_trials=4))
+    assert limit.verdict == "trial-limit" and limit.trials == 4 and "--max-trials" in limit.message
 
 
 def test_generator_bound_is_never_reported_as_a_peak():

@@ -31,6 +31,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from . import replay as replay_module
@@ -190,7 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="start near this load, e.g. the peak of a similar finished search")
     search.add_argument("--scale", type=_scale, default=1.0, metavar="F",
                         help="multiply the self-scaled file-set size (default 1)")
-    search.add_argument("--seed", type=_whole(0), default=1, metavar="N", help="first trial's op-sequence seed")
+    search.add_argument("--seed", type=_whole(0), metavar="N",
+                        help="first trial's op-sequence seed (default: drawn afresh per search, printed and stored)")
     search.add_argument("--max-outstanding", type=_whole(1), metavar="N",
                         help="cap on requests in flight in every trial (default: none), as `run` has it")
     search.add_argument("--json", type=Path, metavar="FILE", help="also write the search result to this JSON file")
@@ -440,6 +442,7 @@ def _search_settings(args: argparse.Namespace) -> SearchSettings:
 
 def command_search(args: argparse.Namespace) -> int:
     settings = _search_settings(args)
+    seed = args.seed if args.seed is not None else searching.fresh_seed()
     if args.json and not args.json.absolute().parent.is_dir():
         raise InputError(f"{args.json}: its directory does not exist", field="--json")
     if args.quick:
@@ -453,7 +456,7 @@ def command_search(args: argparse.Namespace) -> int:
         if args.max_outstanding:
             raise InputError("a simulated server has no requests in flight to cap", field="--max-outstanding")
         try:
-            result = searching.search_simulated(args.target, settings, args.policy, args.seed_rate)
+            result = searching.search_simulated(args.target, settings, args.policy, args.seed_rate, seed)
         except ValueError as error:
             raise InputError(str(error), field="--target") from None
         search_id = None
@@ -467,7 +470,7 @@ def command_search(args: argparse.Namespace) -> int:
                 print(f"note: {workload.name}: {workload.mix_note}", file=sys.stderr)
             system = snapshot(spec["target"], engine.version())
             search_id, result = searching.search_engine_target(
-                workload, spec["target"], settings, args.policy, args.db, system, args.scale, args.seed,
+                workload, spec["target"], settings, args.policy, args.db, system, args.scale, seed,
                 args.seed_rate, engine=engine, max_outstanding=args.max_outstanding)
     print_search(result, settings, _console())
     if search_id is not None:
@@ -489,21 +492,15 @@ def print_search(result, settings: SearchSettings, console: Console) -> None:
     region = (settings.rsat_ms * (1 - settings.width), settings.rsat_ms * (1 + settings.width))
     console.print(f"peak region: mean response {region[0]:g}-{region[1]:g} ms; policy {result.policy};"
                   f" {result.trials} trials, {result.cost_seconds:.0f} s of benchmarking")
-    if result.verdict == "peak" and result.response_ms is None:
-        console.print(f"[bold]peak rate {result.peak_rate:.1f} ops/s[/bold], between tested loads"
-                      f" {result.ci_low:.1f} and {result.ci_high:.1f} ops/s (accuracy {result.accuracy:.1%},"
-                      f" required {result.target_accuracy:.0%}): the response time jumps across the peak region")
-    elif result.verdict == "peak":
-        console.print(f"[bold]peak rate {result.peak_rate:.1f} ops/s[/bold]: mean response"
-                      f" {result.response_ms:.2f} ms, {result.confidence:.0%} interval"
-                      f" {result.response_ci_low_ms:.2f}-{result.response_ci_high_ms:.2f} ms"
-                      f" (accuracy {result.accuracy:.1%}, required {result.target_accuracy:.0%})")
-        if result.ci_low is not None:
-            console.print(f"estimated interval of the peak rate: {result.ci_low:.1f}-{result.ci_high:.1f} ops/s"
-                          f" (model-based); bracketed by tested loads"
-                          f" {_or_dash(result.bracket_low)} and {_or_dash(result.bracket_high)} ops/s")
+    # The message is the result's own account (controller/search.py); the JSON holds the same numbers.
+    if result.verdict == "peak":
+        console.print(f"[bold]{escape(result.message)}[/bold]")
+        console.print(f"bracketed by tested loads {_or_dash(result.bracket_low)} and"
+                      f" {_or_dash(result.bracket_high)} ops/s")
     else:
-        console.print(f"[bold red]no peak: {result.verdict}[/bold red]: {result.message}")
+        console.print(f"[bold red]no peak: {result.verdict}[/bold red]: {escape(result.message)}")
+    if result.seed is not None:
+        console.print(f"trial seed {result.seed} (repeat this search with --seed {result.seed})")
 
 
 def _or_dash(value: float | None) -> str:

@@ -5,6 +5,7 @@ in the store."""
 from __future__ import annotations
 
 import dataclasses
+import secrets
 import sys
 import time
 from collections.abc import Callable
@@ -92,6 +93,11 @@ class EngineTrials:
         return observation_of(result, load, self.settings.psat, cost_s=time.monotonic() - started)
 
 
+def fresh_seed() -> int:
+    """A search's own seed, so repeated searches do not replay the same arrival sequences."""
+    return secrets.randbelow(2 ** 31)
+
+
 def progress_printer(stream=sys.stderr) -> Callable[[float, int, float | None], None]:
     def show(load: float, trial_at_load: int, ci_width_ms: float | None) -> None:
         width = f"  R̄ interval width {ci_width_ms:.2f} ms" if ci_width_ms is not None else ""
@@ -113,7 +119,7 @@ def search_engine_target(workload: Workload, target: dict, settings: SearchSetti
         trials = EngineTrials(workload, target, engine or Engine(), store, search_id, settings, sysinfo, scale, seed,
                               max_outstanding)
         try:
-            result = find_peak(trials, settings, policy, seed_load, progress_printer())
+            result = dataclasses.replace(find_peak(trials, settings, policy, seed_load, progress_printer()), seed=seed)
         except BaseException as error:
             store.finish_search(search_id, error=str(error) or type(error).__name__)
             raise
@@ -121,10 +127,12 @@ def search_engine_target(workload: Workload, target: dict, settings: SearchSetti
     return search_id, result
 
 
-def search_simulated(url: str, settings: SearchSettings, policy: str, seed_load: float | None) -> SearchResult:
+def search_simulated(url: str, settings: SearchSettings, policy: str, seed_load: float | None,
+                     seed: int) -> SearchResult:
     """A search against sim://: virtual time, nothing stored."""
-    trials = sim.target_from_url(url, warmup_s=settings.warmup_s, psat=settings.psat, rsat_ms=settings.rsat_ms)
-    return find_peak(trials, settings, policy, seed_load, progress_printer())
+    trials = sim.target_from_url(url, warmup_s=settings.warmup_s, psat=settings.psat, rsat_ms=settings.rsat_ms,
+                                 seed=seed)
+    return dataclasses.replace(find_peak(trials, settings, policy, seed_load, progress_printer()), seed=seed)
 
 
 def map_planned_surface(plan: SurfacePlan, workload: Workload, db: Path, scale: float = 1.0,

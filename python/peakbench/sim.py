@@ -12,7 +12,16 @@ through the trial, R̄ grows with the trial's length, and achieved < offered
 once λ > μ. A trial costs its warm-up + runlength + overhead in virtual
 seconds and returns at once. Every draw comes from a seeded generator.
 
-URLs: sim://?capacity=1000&service_ms=5[&noise=1&floor_cv=0.02&generator_limit=..]
+With `queue=1` a trial is instead a single-server queue simulated request by
+request: Poisson arrivals, exponential service at rate μ, starting from an
+empty queue at the start of the warm-up (Lindley's recursion), each sojourn
+scaled by μ·S so that the steady-state mean is S/(1 − λ/μ) as above. Such a
+trial shows what the analytic model cannot: near saturation a short warm-up
+leaves the queue still filling, so the trial's later quarters are slower than
+its earlier ones and its mean is biased low; achieved < offered arises from
+the backlog itself. It costs about 50 ns of CPU per simulated request.
+
+URLs: sim://?capacity=1000&service_ms=5[&noise=1&floor_cv=0.02&generator_limit=..&queue=1]
       sim://SURFACE?disks=2&nfsds=16   (a sample of a simulated response surface)
 """
 
@@ -34,6 +43,13 @@ from .controller.policies import DEFAULT_POLICY, policy_named
 from .controller.result import PEAK, SearchResult
 from .controller.surface import QuadraticSurface, mape, map_surface
 
+if "quarter_means_ms" in {field.name for field in dataclasses.fields(Observation)}:
+    _QueueObservation = Observation
+else:  # until controller/observation.py gains the field (being added on another branch); remove then
+    @dataclasses.dataclass(frozen=True)
+    class _QueueObservation(Observation):
+        quarter_means_ms: tuple[float | None, ...] | None = None  # mean response of each quarter of the window
+
 OVERLOADED = 0.98  # utilisation past which the server is treated as overloaded
 MAX_TRIAL_CV = 1.0  # the trial-to-trial variation is capped here
 
@@ -46,6 +62,7 @@ class SimulatedServer:
     floor_cv: float = 0.02  # trial-to-trial variation that no runlength removes
     generator_limit: float = math.inf  # the highest rate the load generator can drive
     overhead_s: float = 0.0  # set-up time per trial on top of warm-up and runlength
+    queue: bool = False  # simulate each trial's queue from empty instead of the analytic model
 
     def __post_init__(self) -> None:
         for name in ("capacity", "service_ms"):
@@ -56,6 +73,8 @@ class SimulatedServer:
                 raise ValueError(f"sim: {name} must not be negative (got {getattr(self, name)})")
         if not self.generator_limit > 0:
             raise ValueError(f"sim: generator_limit must be positive (got {self.generator_limit})")
+        if self.queue and self.noise != 1.0:
+            raise ValueError("sim: noise applies to the analytic model only; a simulated queue has its own")
 
     @classmethod
     def with_peak(cls, peak: float, rsat_ms: float = 40.0, service_ms: float = 5.0, **options) -> SimulatedServer:
@@ -75,6 +94,8 @@ class SimulatedServer:
 
     def trial(self, load: float, runlength_s: float, warmup_s: float, psat: float,
               rng: random.Random) -> Observation:
+        if self.queue:
+            return self.queue_trial(load, runlength_s, warmup_s, psat, rng)
         utilisation = load / self.capacity
         cost = warmup_s + runlength_s + self.overhead_s
         driven = min(load, self.generator_limit)
@@ -95,6 +116,36 @@ class SimulatedServer:
                            cost_s=cost)
 
 
+    def queue_trial(self, load: float, runlength_s: float, warmup_s: float, psat: float,
+                    rng: random.Random) -> Observation:
+        """One trial of the queue from empty (see the module's doc), measured over [warm-up, end)."""
+        import numpy  # here, not at the top: only queue trials need it
+
+        generator = numpy.random.default_rng(rng.getrandbits(64))
+        driven = min(load, self.generator_limit)
+        end = warmup_s + runlength_s
+        arrivals = numpy.sort(generator.uniform(0.0, end, generator.poisson(driven * end)))
+        services = generator.exponential(1 / self.capacity, arrivals.size)
+        # Lindley from an empty queue: the wait is the walk C_n = Σ(S_{i−1} − A_i) above its running minimum.
+        steps = numpy.concatenate(([0.0], services[:-1] - numpy.diff(arrivals))) if arrivals.size else arrivals
+        walk = numpy.cumsum(steps)
+        sojourns = walk - numpy.minimum.accumulate(numpy.minimum(walk, 0.0)) + services
+        responses_ms = sojourns * self.capacity * self.service_ms * _unit_lognormal(rng, self.floor_cv ** 2)
+        measured = (arrivals >= warmup_s) & (arrivals < end)
+        departures = arrivals + sojourns
+        completed = numpy.count_nonzero((departures >= warmup_s) & (departures < end))
+        window = responses_ms[measured]
+        quarters = numpy.minimum(((arrivals[measured] - warmup_s) / runlength_s * 4).astype(int), 3)
+        quarter_means = tuple(float(window[quarters == q].mean()) if numpy.any(quarters == q) else None
+                              for q in range(4))
+        mean = float(window.mean()) if window.size else 0.0
+        return _QueueObservation(requested_rate=load, achieved_rate=completed / runlength_s, mean_ms=mean,
+                           percentile_ms=float(numpy.percentile(window, psat)) if window.size else 0.0,
+                           generator_saturated=load > self.generator_limit,
+                           cost_s=end + self.overhead_s, offered_rate=window.size / runlength_s,
+                           quarter_means_ms=quarter_means)
+
+
 def _unit_lognormal(rng: random.Random, cv2: float) -> float:
     """A lognormal factor with mean 1 and squared coefficient of variation cv2."""
     sigma2 = math.log1p(cv2)
@@ -112,6 +163,108 @@ class SimulatedTarget:
 
     def __call__(self, load: float, runlength_s: float) -> Observation:
         return self.server.trial(load, runlength_s, self.warmup_s, self.psat, self.rng)
+
+
+# -- R̄ intervals near saturation -------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class ResponseCoverage:
+    """How often intervals of R̄ from `trials` independent queue trials hold the true mean response."""
+
+    utilisation: float
+    runlength_s: float
+    warmup_s: float
+    trials: int  # per interval
+    repeats: int  # intervals drawn (the n of every share below)
+    lognormal_coverage: float  # statistics.response_interval, the search's
+    t_coverage: float  # Student's t of the raw means, for comparison
+    t_below_zero: float  # share of t-intervals reaching below 0 ms
+    rising: float  # share of intervals whose trials the search finds still rising (search.still_rising)
+    steady_coverage: float | None  # lognormal coverage among the others (None if none), the ones a search uses
+
+
+def response_coverage(utilisation: float, runlength_s: float, warmup_s: float, trials: int, repeats: int,
+                      confidence: float = 0.95, seed: int = 0, capacity: float = 200.0,
+                      service_ms: float = 5.0) -> ResponseCoverage:
+    """Coverage of R̄'s intervals at one load of a simulated queue (`queue=1`), from empty each trial."""
+    from .controller.search import trials_still_rising
+    from .controller.statistics import response_interval, t_interval
+
+    server = SimulatedServer(capacity, service_ms, queue=True)
+    load = utilisation * capacity
+    truth = server.mean_response_ms(load)
+    rng = random.Random(seed)
+    covered = t_covered = below = rising = steady = steady_covered = 0
+    settings = SearchSettings(confidence=confidence)
+    for _ in range(repeats):
+        observations = [server.trial(load, runlength_s, warmup_s, 95.0, rng) for _ in range(trials)]
+        means = [o.mean_ms for o in observations]
+        interval = response_interval(means, confidence)
+        plain = t_interval(means, confidence)
+        covered += interval.low <= truth <= interval.high
+        t_covered += plain.low <= truth <= plain.high
+        below += plain.low < 0
+        if trials_still_rising(observations, settings):
+            rising += 1
+        else:
+            steady += 1
+            steady_covered += interval.low <= truth <= interval.high
+    return ResponseCoverage(utilisation, runlength_s, warmup_s, trials, repeats, covered / repeats,
+                            t_covered / repeats, below / repeats, rising / repeats,
+                            steady_covered / steady if steady else None)
+
+
+# Near saturation: long trials after a long warm-up, short ones (the quick preset's 4 s after 1 s), and
+# very near capacity, where a short warm-up leaves the queue filling through the trial.
+RESPONSE_REGIMES = ((0.875, 180.0, 30.0, 4), (0.95, 20.0, 5.0, 4), (0.95, 4.0, 1.0, 8), (0.98, 20.0, 5.0, 4),
+                    (0.98, 4.0, 1.0, 8))
+
+
+# -- the claims' coverage (peakbench simulate --coverage) ------------------------
+
+NOISIER = {"noise": 2.0, "floor_cv": 0.05}  # the noisier population of the coverage check
+RESPONSE_REPEATS = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class Coverage:
+    searches: list[SimulationReport]  # one per population
+    responses: list[ResponseCoverage]
+
+
+def coverage(policies: Sequence[str], n_samples: int, settings: SearchSettings, seed: int, seeded: bool,
+             peak_range: tuple[float, float], options: dict) -> Coverage:
+    """The peak claims over `n_samples` searches per policy on the population (with `options`) and on a
+    noisier one, and R̄'s intervals near saturation."""
+    searches = [simulate(policies, n_samples, settings, seed, seeded, peak_range, **population_options)
+                for population_options in (options, {**options, **NOISIER})]
+    responses = [response_coverage(u, runlength, warmup, trials, RESPONSE_REPEATS, settings.confidence, seed)
+                 for u, runlength, warmup, trials in RESPONSE_REGIMES]
+    return Coverage(searches, responses)
+
+
+def format_coverage(result: Coverage) -> str:
+    confidence = result.searches[0].settings.confidence
+    lines = [f"{'population':<24} {'policy':<10} {'n':>5} {'peak':>6} {'λ in CI':>8} {'within a':>9} {'mean s':>8}"]
+    for report in result.searches:
+        population = ", ".join(f"{k} {v:g}" for k, v in report.server_options.items()) or "default"
+        for f in report.figures:
+            lines.append(f"{population:<24} {f.policy:<10} {f.samples:>5} {f.peaks_found:>6} "
+                         f"{f.peak_ci_coverage:8.1%} {f.within_accuracy:9.1%} {f.mean_cost_s:8.0f}")
+    lines.append(f"λ in CI: searches whose interval of the peak rate holds the true peak (claimed {confidence:.0%}); "
+                 "within a: whose peak rate is within 1 − a of it; a search without that claim counts as a miss")
+    lines.append("")
+    lines.append(f"{'ρ':>5} {'run s':>6} {'warm s':>6} {'trials':>6} {'n':>5} {'Cox':>6} {'t':>6} {'t<0':>6} "
+                 f"{'rising':>7} {'Cox|steady':>10}")
+    for r in result.responses:
+        steady = f"{r.steady_coverage:10.1%}" if r.steady_coverage is not None else f"{'-':>10}"
+        lines.append(f"{r.utilisation:5.3f} {r.runlength_s:6g} {r.warmup_s:6g} {r.trials:6d} {r.repeats:5d} "
+                     f"{r.lognormal_coverage:6.1%} {r.t_coverage:6.1%} {r.t_below_zero:6.1%} {r.rising:7.1%} {steady}")
+    lines.append(f"R̄ intervals at load factor ρ of a simulated M/M/1 queue (from empty each trial): Cox: the "
+                 f"search's lognormal interval, t: Student's t of the raw means, each at {confidence:.0%} over "
+                 "`trials` trials; t<0: t-intervals reaching below zero; rising: intervals whose trials the search "
+                 "finds still rising; Cox|steady: Cox's coverage among the others")
+    return "\n".join(lines)
 
 
 # -- simulated response surfaces ------------------------------------------------
@@ -164,6 +317,8 @@ def target_from_url(url: str, warmup_s: float = 30.0, psat: float = 95.0, rsat_m
     except ValueError:
         raise ValueError(f"sim: parameters in {url!r} must be name=number pairs") from None
     options = {k: params.pop(k) for k in ("noise", "floor_cv", "generator_limit", "overhead_s") if k in params}
+    if "queue" in params:
+        options["queue"] = params.pop("queue") != 0
     if parts.netloc:
         surface = SURFACES.get(parts.netloc)
         if surface is None:
@@ -189,13 +344,14 @@ SERVICE_RANGE_MS = (2.0, 12.0)  # zero-load response times of the population (un
 
 
 def population(n_samples: int, seed: int, rsat_ms: float = 40.0,
-               peak_range: tuple[float, float] = PEAK_RANGE) -> list[SimulatedServer]:
-    """Simulated servers of varied peak rates and curve shapes, the same for a seed."""
+               peak_range: tuple[float, float] = PEAK_RANGE, **options) -> list[SimulatedServer]:
+    """Simulated servers of varied peak rates and curve shapes, the same for a seed;
+    `options` (noise, floor_cv, queue) apply to every one."""
     rng = random.Random(seed)
     servers = []
     for _ in range(n_samples):
         peak = math.exp(rng.uniform(math.log(peak_range[0]), math.log(peak_range[1])))
-        servers.append(SimulatedServer.with_peak(peak, rsat_ms, rng.uniform(*SERVICE_RANGE_MS)))
+        servers.append(SimulatedServer.with_peak(peak, rsat_ms, rng.uniform(*SERVICE_RANGE_MS), **options))
     return servers
 
 
@@ -210,7 +366,7 @@ class PolicyFigures:
     peaks_found: int
     within_accuracy: float  # share of samples whose found peak is within 1−a of the truth
     response_ci_coverage: float  # share of found peaks whose R̄ interval holds the true mean response
-    peak_ci_coverage: float  # share of found peaks whose [ci_low, ci_high] holds the truth
+    peak_ci_coverage: float  # share of all samples whose [ci_low, ci_high] holds the truth (no claim: a miss)
     mean_accuracy: float  # mean achieved accuracy of R̄ at the found peaks
     failures: dict[str, int]  # verdicts other than peak, counted
 
@@ -222,6 +378,7 @@ class SimulationReport:
     seeded: bool
     peak_range: tuple[float, float]
     figures: list[PolicyFigures]
+    server_options: dict  # noise, floor_cv, queue of every simulated server
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -229,7 +386,7 @@ class SimulationReport:
 
 def simulate(policies: Sequence[str] = ("guided", "binsearch", "model", "linear"), n_samples: int = 50,
              settings: SearchSettings | None = None, seed: int = 0, seeded: bool = False,
-             peak_range: tuple[float, float] = PEAK_RANGE) -> SimulationReport:
+             peak_range: tuple[float, float] = PEAK_RANGE, **server_options) -> SimulationReport:
     """Run each policy on the same simulated servers (and the same noise streams) and compare.
 
     `seeded`: start each search from a seed within ±20% of the true peak, as a
@@ -240,7 +397,7 @@ def simulate(policies: Sequence[str] = ("guided", "binsearch", "model", "linear"
         policy_named(name)
     if n_samples < 1:
         raise ValueError(f"n_samples must be positive (got {n_samples})")
-    servers = population(n_samples, seed, settings.rsat_ms, peak_range)
+    servers = population(n_samples, seed, settings.rsat_ms, peak_range, **server_options)
     seeds = random.Random(seed + 1)
     starts = [s.true_peak(settings.rsat_ms) * seeds.uniform(0.8, 1.2) if seeded else None for s in servers]
     figures = []
@@ -249,7 +406,7 @@ def simulate(policies: Sequence[str] = ("guided", "binsearch", "model", "linear"
                              settings, name, seed_load=starts[i])
                    for i, server in enumerate(servers)]
         figures.append(_figures(name, servers, results, settings))
-    return SimulationReport(settings, seed, seeded, peak_range, figures)
+    return SimulationReport(settings, seed, seeded, peak_range, figures, server_options)
 
 
 def _figures(policy: str, servers: list[SimulatedServer], results: list[SearchResult],
@@ -261,7 +418,7 @@ def _figures(policy: str, servers: list[SimulatedServer], results: list[SearchRe
     # Peaks located by a bracket (a cliff) claim no interval of R̄.
     with_interval = [(r, server) for r, server in zip(results, servers)
                      if r.verdict == PEAK and r.response_ci_low_ms is not None]
-    response_covered = sum(r.response_ci_low_ms <= server.mean_response_ms(r.peak_rate) <= r.response_ci_high_ms
+    response_covered = sum(r.response_ci_low_ms <= server.mean_response_ms(r.measured_load) <= r.response_ci_high_ms
                            for r, server in with_interval)
     failures: dict[str, int] = {}
     for r in results:
@@ -274,7 +431,7 @@ def _figures(policy: str, servers: list[SimulatedServer], results: list[SearchRe
         mean_loads=sum(len(r.loads) for r in results) / len(results),
         peaks_found=len(found), within_accuracy=within / len(results),
         response_ci_coverage=response_covered / len(with_interval) if with_interval else 0.0,
-        peak_ci_coverage=covered / len(found) if found else 0.0,
+        peak_ci_coverage=covered / len(results),
         mean_accuracy=sum(r.accuracy for r, _ in found) / len(found) if found else 0.0,
         failures=failures)
 
@@ -283,7 +440,8 @@ def format_report(report: SimulationReport) -> str:
     s = report.settings
     base = next((f for f in report.figures if f.policy == DEFAULT_POLICY), report.figures[0])
     low, high = report.peak_range
-    lines = [f"{report.figures[0].samples} simulated servers, true peaks {low:g}–{high:g} ops/s, seed {report.seed}"
+    options = "".join(f", {k} {v:g}" for k, v in report.server_options.items())
+    lines = [f"{report.figures[0].samples} simulated servers{options}, true peaks {low:g}–{high:g} ops/s, seed {report.seed}"
              f"{', seeded within ±20% of the peak' if report.seeded else ''}; target: peak within "
              f"{1 - s.accuracy:.0%} of the truth at {s.confidence:.0%} confidence; runlength {s.runlength_s:g} s, "
              f"warm-up {s.warmup_s:g} s",
@@ -297,7 +455,8 @@ def format_report(report: SimulationReport) -> str:
                      f"{f.mean_accuracy:6.1%}  {failures}")
     lines.append("within: share of servers whose found peak is within the accuracy of the true peak; "
                  "R-CI: share of found peaks whose interval of R̄ holds the true mean response there; "
-                 "λ-CI: share whose peak-rate interval holds the true peak; R-acc: mean accuracy of R̄ at the peak")
+                 "λ-CI: share of servers whose peak-rate interval holds the true peak (no claim counts as a miss); "
+                 "R-acc: mean accuracy of R̄ at the peak")
     return "\n".join(lines)
 
 
@@ -361,6 +520,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runlength", type=float, default=180.0, help="seconds per careful trial")
     parser.add_argument("--min-runlength", type=float, default=None,
                         help="shortest careful trial the guided policy may choose (default: runlength/3)")
+    parser.add_argument("--equal-runlength", action="store_true",
+                        help="every policy's careful trials run the full runlength (compares at equal trial length)")
+    parser.add_argument("--noise", type=float, default=1.0, help="multiplies every server's queueing noise")
+    parser.add_argument("--floor-cv", type=float, default=0.02, help="every server's runlength-free variation")
+    parser.add_argument("--queue", action="store_true",
+                        help="simulate each trial's queue from empty (transient included) instead of the analytic model")
+    parser.add_argument("--coverage", action="store_true",
+                        help="the claims' coverage: --samples searches per policy on the population and on a noisier "
+                             "one (noise 2, floor_cv 0.05), and R̄ intervals near saturation (1,000 per regime)")
     parser.add_argument("--warmup", type=float, default=30.0, help="seconds of warm-up per trial")
     parser.add_argument("--surfaces", action="store_true",
                         help="also fit the simulated surfaces from 6, 8 and 10 D-optimal samples of 32")
@@ -368,11 +536,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         settings = SearchSettings(confidence=args.confidence, accuracy=args.accuracy,
-                                  runlength_s=args.runlength, min_runlength_s=args.min_runlength,
+                                  runlength_s=args.runlength,
+                                  min_runlength_s=args.runlength if args.equal_runlength else args.min_runlength,
                                   warmup_s=args.warmup)
         peak_range = _peak_range(args.peaks)
-        report = simulate([p.strip() for p in args.policies.split(",") if p.strip()], args.samples,
-                          settings, args.seed, args.seeded, peak_range)
+        policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+        options = {"noise": args.noise, "floor_cv": args.floor_cv, **({"queue": True} if args.queue else {})}
+        if args.coverage:
+            print(format_coverage(coverage(policies, args.samples, settings, args.seed, args.seeded, peak_range,
+                                           options)))
+            return 0
+        report = simulate(policies, args.samples, settings, args.seed, args.seeded, peak_range, **options)
         surfaces = ([simulate_surface(name, n, settings, args.seed) for name in SURFACES for n in (6, 8, 10)]
                     if args.surfaces else [])
     except ValueError as error:

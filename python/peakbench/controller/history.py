@@ -27,6 +27,7 @@ class LoadRecord:
     scouted: bool  # decided by one short scout trial (provisional)
     reason: str  # why it was classified so, for the user
     settled: bool = True  # False: too noisy to settle, classified by R̄'s side of Rsat only to steer
+    means_ms: tuple[float, ...] = ()  # R̄ of each careful trial, for intervals at other confidence levels
 
 
 class SearchHistory:

@@ -1,28 +1,41 @@
 """What a peak-rate search returns: the verdict, the peak with its intervals, the cost, the trace.
 
-Definitions:
-- peak_rate (λ*): the test load whose interval of R̄ (t-based, at
-  `confidence`, over its careful trials) overlaps the peak region
-  [Rsat(1−s), Rsat(1+s)] with accuracy ≥ the target (paper, Algorithm 2).
-- response_ms, response_ci_low_ms, response_ci_high_ms: R̄ at λ* and that interval;
-  `accuracy` is its accuracy, 1 − (high−low)/(high+low).
-- ci_low, ci_high: an interval for the true peak rate (the load where R̄ = Rsat),
-  found by carrying the interval of R̄ at λ* along the response line
-  1/R = α − βλ whose slope comes from λ* and the nearest other point on the
-  curve. It assumes that line shape and ignores the slope's own error, so it
-  is an estimate, not a guaranteed c-level claim: in simulation it held the
-  true peak in 92–96% of unseeded searches but only 60–80% of seeded ones,
-  whose nearest point is often close to λ*. None when λ* is the only point
-  on the curve. The c-level claims are R̄'s interval at λ* and the bracket.
-- bracket_low, bracket_high: the nearest tested loads found below and above
-  the peak region (None where no such load was tested).
-- A server whose response time jumps across the region (a cliff) may have no
-  load in it: when carefully measured loads below and above the region are
-  close enough that the midpoint is within 1 − a of any peak between them,
-  1 − (high−low)/(2·low) ≥ a, the peak is their midpoint,
-  ci_low/ci_high are the two loads, `accuracy` is that bracket's accuracy and
-  the response_* fields are None.
+Definitions (c = `confidence`, a = `target_accuracy`, Rsat and the peak
+region [Rsat(1−s), Rsat(1+s)] as in settings.py):
+- measured_load: the paper's λ*, the test load whose interval of R̄ overlaps
+  the peak region with accuracy ≥ a (Algorithm 2); None for a bracket claim.
+- response_ms, response_ci_low_ms, response_ci_high_ms: R̄ at measured_load
+  and its interval at c: Cox's lognormal interval of the careful trials'
+  means in Stein's two-stage form (controller/statistics.py), positive and
+  holding its point; `accuracy` is its accuracy, 1 − (high−low)/(high+low).
+- peak_rate: the estimate of the true peak rate λ_true, the load where the
+  mean response is Rsat. It is measured_load itself when Rsat lies inside R̄'s
+  interval there; otherwise the load where the response line 1/R = α − βλ
+  through measured_load and the other careful load nearest Rsat reaches Rsat.
+- ci_low, ci_high: an interval for λ_true that always holds peak_rate. For a
+  measured peak: the range of that line's Rsat-load as R̄ at both loads
+  ranges over their intervals at √c each (joint confidence c for independent
+  trials); it assumes 1/R is linear in λ between the two loads (exact for
+  M/M/1, close for M/D/1). None, with no claim made, when there is no
+  second careful load or the intervals allow a flat curve. For a bracket
+  claim: the bracket's two loads.
+- bracket_low, bracket_high: the nearest loads found, each settling its side,
+  below and above the peak region (None where no such load was tested);
+  the message names the same loads.
+- A search may find no load in the region (a narrow region in load terms, a
+  steep curve, or a real jump): when settled, carefully measured loads below
+  and above it are close enough that the estimate is within 1 − a of any
+  peak between them, the peak is that estimate (the 1/R line between the
+  two, or their midpoint), ci_low/ci_high are the two loads, `accuracy` is
+  1 − the estimate's worst relative error in the bracket, and the response_*
+  fields are None. The message says what was seen; it never claims a jump.
+- seed: the search's first trial seed (trial k uses seed + k), drawn afresh
+  per search unless given; repeat a search with it.
 - load_factor: load / peak_rate, known once the peak is found (the paper's ρ).
+
+Coverage, measured over 1,000 simulated searches per policy (`peakbench
+simulate --coverage`, BENCHMARKS.md): the share of searches whose [ci_low,
+ci_high] holds λ_true and whose peak_rate lies within 1 − a of it.
 """
 
 from __future__ import annotations
@@ -35,9 +48,13 @@ from .observation import Observation
 PEAK = "peak"
 NOT_SATURATED = "not-saturated"
 SATURATED_AT_MIN = "saturated-at-min"
-NOISY = "noisy"
+NOISY = "noisy"  # R̄ varies too much from trial to trial (or the loads contradict each other)
 GENERATOR_BOUND = "generator-bound"
-VERDICTS = (PEAK, NOT_SATURATED, SATURATED_AT_MIN, NOISY, GENERATOR_BOUND)
+BUDGET_SPENT = "budget-spent"  # the benchmarking-time budget (--budget) ran out
+TRIAL_LIMIT = "trial-limit"  # the trial budget of the whole search (--max-trials) ran out
+LOAD_LIMIT = "load-limit"  # settings.max_loads test loads without a peak
+# Results stored before the last three existed said "noisy" for all of them; readers take any string.
+VERDICTS = (PEAK, NOT_SATURATED, SATURATED_AT_MIN, NOISY, GENERATOR_BOUND, BUDGET_SPENT, TRIAL_LIMIT, LOAD_LIMIT)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +106,8 @@ class SearchResult:
     trials: int
     loads: list[LoadSummary]
     trace: list[TraceEntry]
+    measured_load: float | None = None  # λ*; None for a bracket claim or no peak
+    seed: int | None = None  # the search's trial seed, recorded by whoever runs the trials
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

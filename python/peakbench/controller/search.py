@@ -30,19 +30,26 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
+from . import result as verdicts
 from .history import ABOVE, BELOW, PEAK, LoadRecord, SearchHistory, same_load
 from .observation import Observation, saturation_signal
 from .pickers import bisection_step
 from .policies import DEFAULT_POLICY, Policy, policy_named
 from .response_model import line_through
-from .runlength import careful_runlength
-from . import result as verdicts
 from .result import LoadSummary, SearchResult, TraceEntry
+from .runlength import careful_runlength
 from .settings import SearchSettings
-from .statistics import (STEIN_PILOT, ConfidenceInterval, sample_deviation, stein_interval, stein_trials,
-                         t_interval)
+from .statistics import (
+    STEIN_PILOT,
+    ConfidenceInterval,
+    log_deviation,
+    response_interval,
+    sample_deviation,
+    stein_trials,
+    t_quantile,
+)
 
 RunTrial = Callable[[float, float], Observation]
 # progress(load, trial number at that load, width of R̄'s interval in ms or None)
@@ -64,6 +71,11 @@ class _Cliff(Exception):
     def __init__(self, low: LoadRecord, high: LoadRecord):
         super().__init__()
         self.low, self.high = low, high
+
+
+def estimate_accuracy(estimate: float, low: float, high: float) -> float:
+    """1 − the worst relative error of `estimate` against a true peak anywhere in [low, high]."""
+    return 1 - max((estimate - low) / low, (high - estimate) / high)
 
 
 def bracket_accuracy(low: float, high: float) -> float:
@@ -114,6 +126,7 @@ class _Search:
                 record = self.measure(load, careful_only)
                 self.history.add(record)
                 if record.classification == PEAK:
+                    self.second_point(record)
                     return self.peak_result(record)
                 self.stop_at_the_limits(record)
                 load, careful_only = self.next_step(picker)
@@ -121,6 +134,47 @@ class _Search:
             return self.bracket_result(cliff.low, cliff.high)
         except _Stopped as stop:
             return self.result(stop.verdict, stop.message)
+
+    def second_point(self, peak: LoadRecord) -> None:
+        """Trials at a second load below λ* when no measured load yet bounds the response line's slope.
+
+        The load is the one on the curve below Rsat nearest to it (far enough
+        from the knee to vary little), else 20% below λ*; trials run there
+        until its interval, with λ*'s, bounds the slope, at most
+        2·STEIN_PILOT. A budget that runs out meanwhile, or trials that never
+        bound it, leave the peak without an interval of the peak rate.
+        """
+        if self.peak_rate_interval(peak) is not None:
+            return
+        s = self.settings
+        below = [r for r in self.history.records
+                 if r.on_curve and 0 < r.mean_ms < s.region_low_ms and not same_load(r.load, peak.load)]
+        load = (min(below, key=lambda r: abs(math.log(r.mean_ms / s.rsat_ms))).load if below
+                else self.clamp(peak.load * 0.8))
+        if same_load(load, peak.load):
+            return
+        runlength = (careful_runlength(s, self.variance_seconds.values(), STEIN_PILOT) if self.policy.adapts_runlength
+                     else s.runlength_s)
+        means: list[float] = []
+        try:
+            for number in range(1, 2 * STEIN_PILOT + 1):
+                observation = self.trial(load, runlength, "careful", number)
+                self.report(load, number, None)
+                if saturation_signal(observation, s) is not None:
+                    return
+                means.append(observation.mean_ms)
+                if len(means) < 2:
+                    continue
+                interval = response_interval(means, s.confidence)
+                side = BELOW if interval.mean < s.rsat_ms else ABOVE
+                self.history.add(LoadRecord(load, side, interval.mean, interval, True, False,
+                                            f"{self.describe(interval)}, measured for the slope at the peak",
+                                            settled=interval.high < s.region_low_ms or interval.low > s.region_high_ms,
+                                            means_ms=tuple(means)))
+                if self.peak_rate_interval(peak) is not None:
+                    return
+        except _Stopped:
+            return
 
     def stop_at_the_limits(self, record: LoadRecord) -> None:
         s = self.settings
@@ -137,8 +191,8 @@ class _Search:
     def next_step(self, picker) -> tuple[float, bool]:
         """The next load, and whether it is a careful re-check of a scout-decided one."""
         if len(self.history.records) >= self.settings.max_loads:
-            raise _Stopped(verdicts.NOISY,
-                           f"no peak after {self.settings.max_loads} test loads: the response curve "
+            raise _Stopped(verdicts.LOAD_LIMIT,
+                           f"no peak after {self.settings.max_loads} test loads (the limit): the response curve "
                            "does not settle; lengthen the runlength or widen the peak region")
         low, high = self.history.bracket()
         if low is not None and high is not None and bracket_accuracy(low.load, high.load) >= self.settings.accuracy:
@@ -232,22 +286,26 @@ class _Search:
         """Careful trials at one load until it is below, above, or the peak (or noisy).
 
         Classification looks after every trial from min_trials on, as in
-        Algorithm 2. The accuracy claim uses Stein's two-stage procedure: the
-        first `pilot` trials fix the sample deviation s0, which sets the total
-        N = ⌈(t·s0/h)²⌉ for the half-width h = (1−a)·R̄; the interval is
-        R̄ ± t·s0/√n with t on pilot−1 degrees of freedom, and the peak is
-        claimed only at the end of a stage (a stage that falls short is the
-        pilot of the next; a stage runs to min(N, STAGE_GROWTH·n0) trials
-        after a stage of n0, still fixed by that stage's deviation alone, so
-        its interval stays exact). Adding one trial at a time until the interval
-        is narrow enough, as the paper does, stops when s happens to be small
-        and covers less than c: 88–94% in simulation.
+        Algorithm 2. R̄'s interval is Cox's lognormal interval of the trial
+        means (statistics.response_interval): positive, and fitted to the
+        right skew of trial means near saturation. The accuracy claim uses
+        Stein's two-stage procedure on the log scale: the first `pilot`
+        trials fix the deviation s0 of the log trial means, which sets the
+        total N (statistics.stein_trials) for the target accuracy; the
+        interval's width rests on s0 with t on pilot−1 degrees of freedom, and
+        the peak is claimed only at the end of a stage (a stage that falls
+        short is the pilot of the next; a stage runs to min(N, STAGE_GROWTH·n0)
+        trials after a stage of n0, still fixed by that stage's deviation
+        alone). Adding one trial at a time until the interval is narrow
+        enough, as the paper does, stops when s happens to be small and covers
+        less than c: 88–94% in simulation.
         """
         s = self.settings
         pilot = max(s.min_trials, STEIN_PILOT)
         means: list[float] = []
+        drifts: list[float] = []  # per trial: log of its second half's mean over its first half's
         interval: ConfidenceInterval | None = None
-        stage: tuple[int, float] | None = None  # (size, sample deviation) of the completed stage
+        stage: tuple[int, float] | None = None  # (size, log deviation) of the completed stage
         planned = pilot  # trials this stage runs before the interval is judged for accuracy
         runlength = (careful_runlength(s, self.variance_seconds.values(), pilot) if self.policy.adapts_runlength
                      else s.runlength_s)
@@ -256,32 +314,58 @@ class _Search:
             signal = saturation_signal(observation, s)
             if signal is not None:
                 self.report(load, number, None)
-                return LoadRecord(load, ABOVE, observation.mean_ms, interval, False, False, signal)
+                return LoadRecord(load, ABOVE, observation.mean_ms, interval, False, False, signal,
+                                  means_ms=tuple(means))
             means.append(observation.mean_ms)
+            drift = _drift(observation)
+            if drift is not None:
+                drifts.append(drift)
             if len(means) < s.min_trials:
                 self.report(load, number, None)
                 continue
-            self.variance_seconds[load] = (sample_deviation(means) / (math.fsum(means) / len(means))) ** 2 * runlength
+            self.variance_seconds[load] = log_deviation(means) ** 2 * runlength
             if stage is None:
-                interval = t_interval(means, s.confidence)
+                interval = response_interval(means, s.confidence)
             else:
-                interval = stein_interval(means, stage[1], stage[0], s.confidence)
+                interval = response_interval(means, s.confidence, stage[1], stage[0])
             self.report(load, number, interval.high - interval.low)
-            decided = self.classify(load, interval, final=len(means) >= planned)
+            decided = self.classify(load, interval, tuple(means), final=len(means) >= planned)
             if decided is not None:
+                if decided.classification != ABOVE and self.still_rising(drifts):
+                    return self.warming(load, interval, tuple(means), drifts)
                 return decided
             if len(means) >= planned:  # a stage is complete: it is the pilot of the next
-                stage = (len(means), sample_deviation(means))
-                planned = stein_trials(stage[1] / interval.mean, s.confidence, 1 - s.accuracy, stage[0])
+                stage = (len(means), log_deviation(means))
+                planned = stein_trials(stage[1], s.confidence, s.accuracy, stage[0])
                 if planned > s.max_trials:
-                    return self.unresolvable(load, interval, planned)
+                    return self.unresolvable(load, interval, tuple(means), planned)
                 planned = min(planned, STAGE_GROWTH * stage[0])
         raise _Stopped(verdicts.NOISY,
                        f"at {load:g} ops/s R̄ varies too much from trial to trial "
                        f"({self.describe(interval)}) to reach accuracy {s.accuracy:.0%} within {s.max_trials} "
                        "trials; lengthen the runlength or allow more trials per load")
 
-    def unresolvable(self, load: float, interval: ConfidenceInterval, needed: int) -> LoadRecord:
+    def still_rising(self, drifts: list[float]) -> bool:
+        """Whether the trials' response time still rises through their measured windows (see _rising)."""
+        return _rising(drifts, self.settings)
+
+    def warming(self, load: float, interval: ConfidenceInterval, means: tuple[float, ...],
+                drifts: list[float]) -> LoadRecord:
+        """A load whose trials had not settled into steady state: never a peak, nor a lower bound.
+
+        Its R̄ underestimates the steady-state mean, so it is taken as above
+        Rsat to steer the search, and cannot bound a bracket.
+        """
+        rise = math.exp(math.fsum(drifts) / len(drifts)) - 1
+        return LoadRecord(load, ABOVE, interval.mean, interval, True, False,
+                          f"{self.describe(interval)} still rising within its trials (second half {rise:.0%} "
+                          f"slower than the first, over {len(drifts)} trials): not in steady state after "
+                          f"{self.settings.warmup_s:g} s of warm-up; taken as above Rsat to steer the search "
+                          "(lengthen --warmup to measure it)",
+                          settled=False, means_ms=means)
+
+    def unresolvable(self, load: float, interval: ConfidenceInterval, means: tuple[float, ...],
+                     needed: int) -> LoadRecord:
         """A load whose trials vary too much to reach the accuracy within max_trials.
 
         Trial-to-trial variance grows as the load factor nears 1, so such a load
@@ -293,19 +377,22 @@ class _Search:
         return LoadRecord(load, side, interval.mean, interval, True, False,
                           f"{self.describe(interval)} too noisy to settle (needs {needed} trials,"
                           f" limit {self.settings.max_trials}); taken as {side} Rsat to steer the search",
-                          settled=False)
+                          settled=False, means_ms=means)
 
-    def classify(self, load: float, interval: ConfidenceInterval, final: bool) -> LoadRecord | None:
+    def classify(self, load: float, interval: ConfidenceInterval, means: tuple[float, ...],
+                 final: bool) -> LoadRecord | None:
         """Below or above the region whenever the interval says so; the peak only on a final interval."""
         s = self.settings
         described = self.describe(interval)
         if interval.high < s.region_low_ms:
-            return LoadRecord(load, BELOW, interval.mean, interval, True, False, f"{described} below the peak region")
+            return LoadRecord(load, BELOW, interval.mean, interval, True, False, f"{described} below the peak region",
+                              means_ms=means)
         if interval.low > s.region_high_ms:
-            return LoadRecord(load, ABOVE, interval.mean, interval, True, False, f"{described} above the peak region")
+            return LoadRecord(load, ABOVE, interval.mean, interval, True, False, f"{described} above the peak region",
+                              means_ms=means)
         if final and interval.accuracy >= s.accuracy:
             return LoadRecord(load, PEAK, interval.mean, interval, True, False,
-                              f"{described} in the peak region, accuracy {interval.accuracy:.1%}")
+                              f"{described} in the peak region, accuracy {interval.accuracy:.1%}", means_ms=means)
         return None
 
     def describe(self, interval: ConfidenceInterval | None) -> str:
@@ -317,13 +404,13 @@ class _Search:
     def trial(self, load: float, runlength_s: float, purpose: str, number: int) -> Observation:
         s = self.settings
         if len(self.trace) >= s.max_total_trials:
-            raise _Stopped(verdicts.NOISY,
+            raise _Stopped(verdicts.TRIAL_LIMIT,
                            f"trial budget of {s.max_total_trials} trials spent before the peak was found; "
-                           "lengthen the runlength or allow more trials")
+                           "allow more trials (--max-trials) or lengthen the runlength")
         if s.max_cost_s is not None and self.cost_s >= s.max_cost_s:
-            raise _Stopped(verdicts.NOISY,
-                           f"cost budget of {s.max_cost_s:g} s spent before the peak was found; "
-                           "lengthen the runlength or allow a larger budget")
+            raise _Stopped(verdicts.BUDGET_SPENT,
+                           f"cost budget of {s.max_cost_s:g} s spent ({self.cost_s:.0f} s of benchmarking) "
+                           "before the peak was found; allow a larger budget (--budget)")
         observation = self.run_trial(load, runlength_s)
         self.cost_s += observation.cost_s
         self.trace.append((load, purpose, number, runlength_s, observation, self.cost_s))
@@ -340,41 +427,105 @@ class _Search:
     # -- results --------------------------------------------------------------
 
     def peak_result(self, record: LoadRecord) -> SearchResult:
+        """λ* and the interval of the true peak rate (see result.py for what each claims)."""
         s = self.settings
         interval = record.interval
-        ci_low, ci_high = self.peak_rate_interval(record)
-        message = (f"peak rate {record.load:.1f} ops/s: R̄ {interval.mean:.1f} ms, "
-                   f"{s.confidence:.0%} CI [{interval.low:.1f}, {interval.high:.1f}] ms, "
-                   f"accuracy {interval.accuracy:.1%}")
-        return self.result(verdicts.PEAK, message, record, ci_low, ci_high)
+        response = (f"R̄ {interval.mean:.1f} ms, {s.confidence:.0%} CI [{interval.low:.1f}, {interval.high:.1f}] ms "
+                    f"over {interval.count} trials, accuracy {interval.accuracy:.1%}")
+        estimate = self.peak_rate_interval(record)
+        if estimate is None:
+            message = (f"peak rate {record.load:.1f} ops/s (a measured load): {response}; no other measured load "
+                       "to carry it to an interval of the peak rate")
+            return self.result(verdicts.PEAK, message, record)
+        peak_rate, ci_low, ci_high, nearest = estimate
+        if same_load(peak_rate, record.load):
+            how = f"peak rate {record.load:.1f} ops/s (a measured load): {response}"
+        else:
+            how = (f"peak rate {peak_rate:.1f} ops/s, estimated where the response line through the measured "
+                   f"loads {record.load:.1f} ops/s ({response}) and {nearest:.1f} ops/s reaches Rsat "
+                   f"{s.rsat_ms:g} ms (not {record.load:.1f} itself: R̄'s interval there misses Rsat)")
+        message = (f"{how}; {s.confidence:.0%} interval of the peak rate {ci_low:.1f}-{ci_high:.1f} ops/s"
+                   f"{self.shorter_note()}")
+        result = self.result(verdicts.PEAK, message, record, ci_low, ci_high)
+        return dataclasses.replace(result, peak_rate=peak_rate, measured_load=record.load,
+                                   loads=self.load_summaries(result.trace, lambda load: load / peak_rate),
+                                   trace=[dataclasses.replace(t, load_factor=t.load / peak_rate)
+                                          for t in result.trace])
 
     def bracket_result(self, low: LoadRecord, high: LoadRecord) -> SearchResult:
-        """The peak as the midpoint of a bracket narrow enough for the target accuracy."""
-        middle = (low.load + high.load) / 2
-        unsettled = sum(1 for r in self.history.records if not r.settled and low.load < r.load < high.load)
-        between = (f"R̄ at the {unsettled} loads between them varies too much from trial to trial to settle"
-                   if unsettled else "the response time jumps across the peak region there")
-        message = (f"peak rate {middle:.1f} ops/s, between {low.load:.1f} ops/s ({low.reason}) and "
-                   f"{high.load:.1f} ops/s ({high.reason}); {between}, "
-                   f"so the peak rate is located to accuracy {bracket_accuracy(low.load, high.load):.1%}")
-        result = self.result(verdicts.PEAK, message, None, low.load, high.load)
-        return dataclasses.replace(result, peak_rate=middle, accuracy=bracket_accuracy(low.load, high.load),
-                                   loads=self.load_summaries(result.trace, lambda load: load / middle),
-                                   trace=[dataclasses.replace(t, load_factor=t.load / middle) for t in result.trace])
+        """The peak between two settled loads close enough for the target accuracy.
 
-    def peak_rate_interval(self, peak: LoadRecord) -> tuple[float | None, float | None]:
-        """R̄'s interval at λ* carried along the response line to an interval of the true peak."""
+        The estimate is where the response line through the two loads' R̄
+        reaches Rsat when both lie on the curve and that keeps the accuracy,
+        else the midpoint; the claim is the bracket itself, [low, high].
+        """
+        s = self.settings
+        peak_rate = (low.load + high.load) / 2
+        line = (line_through((low.load, low.mean_ms), (high.load, high.mean_ms))
+                if low.on_curve and high.on_curve and low.mean_ms > 0 and high.mean_ms > 0 else None)
+        if line is not None:
+            interpolated = line.load_for(s.rsat_ms)
+            if low.load < interpolated < high.load and estimate_accuracy(interpolated, low.load, high.load) >= s.accuracy:
+                peak_rate = interpolated
+        unsettled = sum(1 for r in self.history.records if not r.settled and low.load < r.load < high.load)
+        between = (f"the {unsettled} load(s) tested between them did not settle which side they are on"
+                   if unsettled else "no load tested between them")
+        estimated = ("where the response line through them reaches Rsat" if peak_rate != (low.load + high.load) / 2
+                     else "their midpoint")
+        achieved = estimate_accuracy(peak_rate, low.load, high.load)
+        message = (f"peak rate {peak_rate:.1f} ops/s ({estimated}): no measured load landed in the peak region; "
+                   f"it lies between {low.load:.1f} ops/s ({low.reason}) and {high.load:.1f} ops/s ({high.reason}); "
+                   f"{between}; located to accuracy {achieved:.1%}{self.shorter_note()}")
+        result = self.result(verdicts.PEAK, message, None, low.load, high.load)
+        return dataclasses.replace(result, peak_rate=peak_rate, accuracy=achieved,
+                                   loads=self.load_summaries(result.trace, lambda load: load / peak_rate),
+                                   trace=[dataclasses.replace(t, load_factor=t.load / peak_rate) for t in result.trace])
+
+    def shorter_note(self) -> str:
+        """Says so when careful trials ran shorter than settings.runlength_s (the guided policy's choice)."""
+        lengths = sorted({runlength for _, purpose, _, runlength, _, _ in self.trace if purpose == "careful"})
+        if not lengths or lengths[0] >= self.settings.runlength_s * (1 - 1e-9):
+            return ""
+        shown = ", ".join(f"{length:.3g}" for length in lengths)
+        return (f"; careful trials ran {shown} s, shorter than the runlength of {self.settings.runlength_s:g} s: "
+                f"the {self.policy.name} policy chose them from the noise it saw")
+
+    def peak_rate_interval(self, peak: LoadRecord) -> tuple[float, float, float, float] | None:
+        """(estimate, low, high, other load) of the true peak rate λ_true, where R = Rsat; None without a claim.
+
+        On the response line 1/R = α − βλ through (λ*, R*) and (λo, Ro), the
+        load where R = Rsat is a monotone function of R* and Ro, so its range
+        over the box of their intervals, each at √c (joint confidence c for
+        independent trials), is an interval for λ_true at confidence c. λo is
+        the other carefully measured load on the curve nearest Rsat. The
+        estimate is λ* itself when Rsat lies in R̄'s interval at λ* (then
+        the range holds λ*), else the line's estimate from the two R̄. Loads
+        whose interval overlaps λ*'s allow a flat curve and bound nothing; the
+        nearest to Rsat of the others is used.
+        """
         rsat = self.settings.rsat_ms
-        others = [p for p in self.history.curve_points() if not same_load(p[0], peak.load)]
-        if not others or peak.interval.low <= 0:
-            return None, None
-        nearest = min(others, key=lambda p: abs(math.log(p[1] / rsat)))
-        line = line_through((peak.load, peak.mean_ms), nearest)
-        if line is None:
-            return None, None
-        interval = peak.interval
-        return (peak.load + (1 / interval.high - 1 / rsat) / line.slope,
-                peak.load + (1 / interval.low - 1 / rsat) / line.slope)
+        level = math.sqrt(self.settings.confidence)
+        if len(peak.means_ms) < 2:
+            return None
+        at_peak = response_interval(peak.means_ms, level)
+        others = sorted((r for r in self.history.records
+                         if r.on_curve and len(r.means_ms) >= 2 and not same_load(r.load, peak.load)),
+                        key=lambda r: abs(math.log(r.mean_ms / rsat)))
+        for nearest in others:
+            at_other = response_interval(nearest.means_ms, level)
+            lines = [line_through((peak.load, r_peak), (nearest.load, r_other))
+                     for r_peak in (at_peak.low, at_peak.high) for r_other in (at_other.low, at_other.high)]
+            if all(line is not None for line in lines):
+                break
+        else:
+            return None
+        corners = [line.load_for(rsat) for line in lines]
+        low, high = min(corners), max(corners)
+        if peak.interval.low <= rsat <= peak.interval.high:
+            estimate = peak.load
+        else:
+            estimate = line_through((peak.load, peak.mean_ms), (nearest.load, nearest.mean_ms)).load_for(rsat)
+        return estimate, min(low, estimate), max(high, estimate), nearest.load
 
     def result(self, verdict: str, message: str, peak: LoadRecord | None = None,
                ci_low: float | None = None, ci_high: float | None = None) -> SearchResult:
@@ -385,13 +536,14 @@ class _Search:
 
         trace = [TraceEntry(i + 1, load, factor(load), purpose, number, runlength, observation, cumulative)
                  for i, (load, purpose, number, runlength, observation, cumulative) in enumerate(self.trace)]
-        low, high = self.history.bracket()
+        low, high = self.history.bracket(settled_only=True)
         interval = peak.interval if peak is not None else None
         return SearchResult(
             verdict=verdict,
             message=message,
             policy=self.policy.name,
             peak_rate=peak_rate,
+            measured_load=peak_rate,
             ci_low=ci_low,
             ci_high=ci_high,
             bracket_low=low.load if low is not None else None,
@@ -419,3 +571,38 @@ class _Search:
                 ci_low_ms=interval.low if interval else None, ci_high_ms=interval.high if interval else None,
                 trials=len(spent), cost_s=sum(t.observation.cost_s for t in spent), reason=record.reason))
         return summaries
+
+
+def _drift(observation: Observation) -> float | None:
+    """log(mean of the last two quarters / mean of the first two) of one trial, or None if unknown."""
+    quarters = getattr(observation, "quarter_means_ms", None)  # absent from Observations of older engines
+    if not quarters or len(quarters) != 4 or any(q is None or not q > 0 for q in quarters):
+        return None
+    return math.log((quarters[2] + quarters[3]) / (quarters[0] + quarters[1]))
+
+
+def trials_still_rising(observations: Sequence[Observation], settings: SearchSettings) -> bool:
+    """Whether these trials of one load are still rising through their windows (see _rising)."""
+    return _rising([d for d in map(_drift, observations) if d is not None], settings)
+
+
+def _rising(drifts: Sequence[float], settings: SearchSettings) -> bool:
+    """Whether trials whose drifts (see _drift) these are still rise through their windows.
+
+    A trial that starts from an empty queue near saturation has not reached
+    steady state after a short warm-up: its later quarters are slower than
+    its earlier ones, its mean is biased low, and independent trials agree
+    on that low value, so their interval is narrow and wrong. It counts
+    when the mean drift is positive by a one-sided t-test at the search's
+    confidence and larger than half the log half-width the accuracy allows.
+    """
+    if len(drifts) < 2:
+        return False
+    count = len(drifts)
+    mean = math.fsum(drifts) / count
+    if mean <= math.atanh(1 - settings.accuracy) / 2:
+        return False
+    deviation = sample_deviation(drifts)
+    if deviation == 0:
+        return True
+    return mean / (deviation / math.sqrt(count)) > t_quantile(2 * settings.confidence - 1, count - 1)

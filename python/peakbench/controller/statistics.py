@@ -1,4 +1,17 @@
-"""Confidence intervals of a mean over independent trials (Student's t), and accuracy."""
+"""Confidence intervals of a mean over independent trials, and accuracy.
+
+`t_interval`/`stein_interval`: Student's t, for quantities that may take any
+sign (differences, throughputs). `response_interval`: for a positive, skewed
+quantity such as a trial's mean response time, whose trial-to-trial spread
+explodes and turns right-skewed near saturation; a t-interval of the raw
+means there reaches below zero. It is Cox's interval of a lognormal mean:
+with y = ln(trial mean), ȳ and s² over the trials,
+    point  exp(ȳ + s²/2)
+    bounds exp(ȳ + s²/2 ± t·√(s0²/n + s0⁴/(2(n−1))))
+which is positive, holds its own point, and in Stein's two-stage form takes
+s0 and t's degrees of freedom from the pilot stage alone, so the number of
+trials fixed from the pilot does not bias the width.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +19,6 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from functools import lru_cache
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,9 +52,21 @@ def t_quantile(confidence: float, degrees_of_freedom: int) -> float:
 STEIN_PILOT = 4  # first-stage trials of Stein's procedure (at least min_trials)
 
 
-def stein_trials(trial_cv: float, confidence: float, half_width: float, pilot: int) -> int:
-    """Stein's total trials N = max(pilot, ⌈(t(pilot−1)·cv/h)²⌉) for a relative half-width h."""
-    return max(pilot, math.ceil((t_quantile(confidence, pilot - 1) * trial_cv / half_width) ** 2))
+def log_half_width(log_deviation: float, count: int, pilot_size: int, confidence: float) -> float:
+    """The half-width, on the log scale, of `response_interval` over `count` values."""
+    variance = log_deviation ** 2 / count + log_deviation ** 4 / (2 * max(count - 1, 1))
+    return t_quantile(confidence, pilot_size - 1) * math.sqrt(variance)
+
+
+def stein_trials(log_deviation: float, confidence: float, accuracy: float, pilot: int) -> int:
+    """Stein's total trials: the fewest N ≥ pilot whose `response_interval`, with the pilot's
+    deviation s0 of the log trial means, reaches `accuracy` (1 − tanh of the log half-width)."""
+    allowed = math.atanh(1 - accuracy)
+    bound = t_quantile(confidence, pilot - 1) * log_deviation / allowed
+    count = max(pilot, math.ceil(bound ** 2))
+    while log_half_width(log_deviation, count, pilot, confidence) > allowed:
+        count = max(count + 1, math.ceil(count * 1.01))
+    return count
 
 
 def sample_deviation(values: Sequence[float]) -> float:
@@ -69,3 +93,27 @@ def stein_interval(values: Sequence[float], pilot_deviation: float, pilot_size: 
     mean = math.fsum(values) / count
     half_width = t_quantile(confidence, pilot_size - 1) * pilot_deviation / math.sqrt(count)
     return ConfidenceInterval(mean, mean - half_width, mean + half_width, confidence, count)
+
+
+def response_interval(values: Sequence[float], confidence: float, pilot_log_deviation: float | None = None,
+                      pilot_size: int | None = None) -> ConfidenceInterval:
+    """Cox's lognormal interval of the mean of positive `values` (at least two), see the module doc.
+
+    Without a pilot, the deviation and degrees of freedom are those of all values.
+    """
+    if any(not v > 0 for v in values):
+        raise ValueError("a response interval needs positive values")
+    logs = [math.log(v) for v in values]
+    count = len(logs)
+    deviation = sample_deviation(logs)
+    if pilot_log_deviation is None:
+        pilot_log_deviation, pilot_size = deviation, count
+    centre = math.fsum(logs) / count + deviation ** 2 / 2
+    half_width = log_half_width(pilot_log_deviation, count, pilot_size, confidence)
+    return ConfidenceInterval(math.exp(centre), math.exp(centre - half_width), math.exp(centre + half_width),
+                              confidence, count)
+
+
+def log_deviation(values: Sequence[float]) -> float:
+    """The sample deviation of the logs of positive values: about their coefficient of variation."""
+    return sample_deviation([math.log(v) for v in values])

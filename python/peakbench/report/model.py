@@ -26,7 +26,7 @@ import math
 from typing import Any
 
 from ..controller.history import same_load
-from ..controller.statistics import ConfidenceInterval, t_interval
+from ..controller.statistics import ConfidenceInterval, response_interval
 
 
 @dataclasses.dataclass
@@ -51,9 +51,15 @@ class LoadPoint:
         return [t["result"]["achieved_rate"] for t in self.measured]
 
     def interval(self, confidence: float) -> ConfidenceInterval | None:
-        """The t-interval of R̄ over the measured trials (None below two trials)."""
+        """R̄'s interval over the measured trials, the search's (statistics.response_interval: positive,
+        holding its own point); None below two trials or when a trial measured no response."""
         means = self.means_ms()
-        return t_interval(means, confidence) if len(means) >= 2 else None
+        return response_interval(means, confidence) if len(means) >= 2 and all(m > 0 for m in means) else None
+
+    def response_ms(self, confidence: float) -> float:
+        """R̄ as the report shows it: the interval's own point where there is one, else the plain mean."""
+        interval = self.interval(confidence)
+        return interval.mean if interval is not None else self.mean_ms
 
     @property
     def mean_ms(self) -> float:

@@ -69,7 +69,7 @@ def _caption(curves: list[Series], options: ReportOptions) -> str:
     levels = sorted({f"{options.confidence_for(s):.0%}" for s in curves})
     return (f"Left: achieved vs offered load (the dotted line is achieved = offered; the dashed line marks the peak)."
             f" Right: mean response time vs achieved load. Points are means over the measured trials at each offered"
-            f" load; error bars are {'/'.join(levels)} t-intervals where a load has two or more trials (n per point"
+            f" load; error bars are {'/'.join(levels)} lognormal (Cox) intervals of the trial means, the search's, where a load has two or more trials (n per point"
             f" in the table below). The shaded band is the search's peak region (Rsat ± s); the star marks the peak;"
             f" a red cross marks a load where the load generator fell behind (it measures peakbench, not the target).")
 
@@ -83,7 +83,7 @@ def _table(series: Series, points: list[LoadPoint], confidence: float) -> Table:
         histogram = merged(t["result"]["latency"] for t in point.measured)
         rows.append([
             point.requested, point.mean_achieved, len(point.measured), len(point.trials) - len(point.measured),
-            point.mean_ms, interval.low if interval else None, interval.high if interval else None,
+            point.response_ms(confidence), interval.low if interval else None, interval.high if interval else None,
             percentile_ms(histogram, 99), sum(t["result"]["latency"]["count"] for t in point.measured),
             classes.get(round(point.requested, 6), ""),
             sum(1 for t in point.measured if t["result"].get("generator_saturated")) or None,
@@ -108,10 +108,10 @@ def _draw(curves: list[Series], options: ReportOptions):
             points = series.done_points()
             offered = [p.requested for p in points]
             achieved = [p.mean_achieved for p in points]
-            means = [p.mean_ms for p in points]
+            confidence = options.confidence_for(series)
+            means = [p.response_ms(confidence) for p in points]
             shown_ms += means
             highest = max(highest, *offered, *achieved)
-            confidence = options.confidence_for(series)
             achieved_err = [_error_bar(p.achieved(), p.mean_achieved, confidence) for p in points]
             mean_err = [_interval_bar(p, confidence) for p in points]
             label = series.key
@@ -170,7 +170,7 @@ def _interval_bar(point: LoadPoint, confidence: float) -> tuple[float, float]:
     interval = point.interval(confidence)
     if interval is None:
         return 0.0, 0.0
-    return point.mean_ms - interval.low, interval.high - point.mean_ms
+    return interval.mean - interval.low, interval.high - interval.mean
 
 
 def _bars(errors: list[tuple[float, float]]) -> list[list[float]]:

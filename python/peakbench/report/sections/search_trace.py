@@ -14,7 +14,7 @@ import dataclasses
 
 from ...controller.history import same_load
 from ...controller.settings import SearchSettings
-from ...controller.statistics import t_interval
+from ...controller.statistics import response_interval
 from .. import figures
 from ..model import Column, Figure, ReportData, ReportOptions, Section, Series, Table
 
@@ -27,13 +27,14 @@ class Step:
     scout: bool
     mean_ms: float
     cumulative_cost_s: float
+    runlength_s: float
 
 
 def steps(series: Series) -> list[Step]:
     result = series.search_result
     if result is not None:
         return [Step(t["trial"], t["load"], t["load_factor"], t["purpose"] == "scout", t["observation"]["mean_ms"],
-                     t["cumulative_cost_s"]) for t in result["trace"]]
+                     t["cumulative_cost_s"], t["runlength_s"]) for t in result["trace"]]
     done = [t for t in series.trials if t["status"] == "done"]
     settings = SearchSettings(**series.settings)
     rebuilt, cost = [], 0.0
@@ -41,7 +42,8 @@ def steps(series: Series) -> list[Step]:
         load = trial["spec"]["load"]
         cost += load.get("warmup_s", 0.0) + load["runtime_s"]
         scout = settings.scout_runlength < settings.runlength_s and load["runtime_s"] == settings.scout_runlength
-        rebuilt.append(Step(number, trial["rate"], None, scout, trial["result"]["latency"]["mean_ms"], cost))
+        rebuilt.append(Step(number, trial["rate"], None, scout, trial["result"]["latency"]["mean_ms"], cost,
+                            load["runtime_s"]))
     return rebuilt
 
 
@@ -61,18 +63,23 @@ def section(data: ReportData, options: ReportOptions) -> Section | None:
         else:
             summary.append(f"{series.key}: no result stored; {len(trace)} trials so far")
         blocks.append(Figure(f"search-trace-{series.key.replace(' ', '-')}",
-                             _caption(series, settings), _draw(series, trace, settings)))
+                             _caption(series, settings, trace), _draw(series, trace, settings)))
         if result is not None and result["loads"]:
             blocks.append(_loads_table(series, result))
     return Section("search-trace", "Search trace", blocks, summary)
 
 
-def _caption(series: Series, settings: dict) -> str:
+def _caption(series: Series, settings: dict, trace: list[Step]) -> str:
+    lengths = sorted({step.runlength_s for step in trace if not step.scout})
+    asked = settings.get("runlength_s")
+    shorter = (f", shorter than the runlength of {asked:g} s asked for (the policy chose them from the noise it saw)"
+               if lengths and asked is not None and lengths[0] < asked * (1 - 1e-9) else "")
+    runlengths = ", ".join(f"{length:.3g}" for length in lengths) or "-"
     return (f"{series.title}. Left: load factor ρ = λ/λ* of every trial against cumulative benchmarking cost"
-            f" (filled: careful trials of runlength {settings.get('runlength_s', '?'):g} s; hollow: scouts). Middle:"
-            f" trials per test load. Right: {settings.get('confidence', 0.95):.0%} t-interval of the mean response"
-            f" time over the first n careful trials at each load (the search's final claim at λ* uses Stein's"
-            f" two-stage interval), and the peak region.")
+            f" (filled: careful trials of {runlengths} s{shorter}; hollow: scouts). Middle:"
+            f" trials per test load. Right: {settings.get('confidence', 0.95):.0%} lognormal (Cox) interval of the"
+            f" mean response time over the first n careful trials at each load (the search's final claim at λ* uses"
+            f" its two-stage Stein form), and the peak region.")
 
 
 def _loads_table(series: Series, result: dict) -> Table:
@@ -139,8 +146,9 @@ def _draw(series: Series, trace: list[Step], settings: dict):
         careful_loads = [load for load in loads
                          if sum(1 for step in trace if same_load(step.load, load) and not step.scout) >= 2]
         for index, load in enumerate(careful_loads):
-            careful = [step.mean_ms for step in trace if same_load(step.load, load) and not step.scout]
-            intervals = [t_interval(careful[:n], confidence) for n in range(2, len(careful) + 1)]
+            careful = [step.mean_ms for step in trace if same_load(step.load, load) and not step.scout
+                       and step.mean_ms > 0]
+            intervals = [response_interval(careful[:n], confidence) for n in range(2, len(careful) + 1)]
             offset = (index - (len(careful_loads) - 1) / 2) * 0.08
             ci_axis.errorbar([n + offset for n in range(2, len(careful) + 1)], [i.mean for i in intervals],
                              yerr=[[i.mean - i.low for i in intervals], [i.high - i.mean for i in intervals]],

@@ -1,0 +1,149 @@
+"""What a search claims holds: the peak inside its own interval, response-time intervals above zero,
+verdicts that name their cause, no invented "jump", a fresh recorded seed, JSON equal to the message.
+All in virtual time on the simulator (issues 14 and 20)."""
+
+import io
+import json
+import random
+
+import pytest
+from peakbench import cli as cli_module
+from peakbench.controller import SearchSettings, find_peak
+from peakbench.searching import QUICK
+from peakbench.sim import SimulatedServer, SimulatedTarget
+from rich.console import Console
+
+SETTINGS = SearchSettings()
+
+
+@pytest.mark.parametrize("policy", ["guided", "model"])
+def test_the_peak_of_sim_capacity_800_lies_inside_its_own_interval(policy):
+    # `peakbench search mail --target 'sim://?capacity=800'` printed "peak rate 717.3 ops/s" beside
+    # "estimated interval of the peak rate: 693.2-710.3" (guided) and 689.4 beside 697.9-706.8 (model).
+    server = SimulatedServer(capacity=800)
+    truth = server.true_peak(SETTINGS.rsat_ms)  # 700 ops/s
+    results = [find_peak(SimulatedTarget(server, SETTINGS.warmup_s, SETTINGS.psat, seed), SETTINGS, policy)
+               for seed in range(20)]
+    for result in results:
+        assert result.verdict == "peak", result.message
+        assert result.ci_low is not None, result.message
+        assert result.ci_low <= result.peak_rate <= result.ci_high, result.message
+    # 95% intervals: 20 searches may miss the truth once or twice by chance, not more.
+    assert sum(r.ci_low <= truth <= r.ci_high for r in results) >= 18
+
+
+def test_no_interval_of_the_mean_response_reaches_below_zero_at_a_noisy_low_load():
+    # R̄ intervals were "[-3.2, 4.9] ms" on a real search: a t-interval of skewed trial means.
+    noisy = SimulatedServer.with_peak(300, noise=30, floor_cv=0.5)
+    for seed in range(5):
+        result = find_peak(SimulatedTarget(noisy, SETTINGS.warmup_s, SETTINGS.psat, seed), SearchSettings(max_trials=6),
+                           "binsearch")
+        intervals = [(load.ci_low_ms, load.mean_ms, load.ci_high_ms) for load in result.loads
+                     if load.ci_low_ms is not None]
+        assert intervals
+        for low, _, high in intervals:
+            assert 0 < low <= high
+
+
+def test_a_spent_cost_budget_is_named_as_such():
+    # Was "no peak: noisy: cost budget of 60 s spent".
+    result = find_peak(SimulatedTarget(SimulatedServer.with_peak(3000), SETTINGS.warmup_s, SETTINGS.psat, 1),
+                       SearchSettings(max_cost_s=600), "binsearch")
+    assert result.verdict == "budget-spent" and result.peak_rate is None
+    assert "cost budget of 600 s" in result.message and "--budget" in result.message
+
+
+def bracket_claims():
+    """Quick searches of a 5 ms server peaking at 194 ops/s, a smooth M/M/1-like curve whose peak
+    region is a narrow band of loads: most end with a bracket, not a load in the region."""
+    quick = SearchSettings(**QUICK)
+    server = SimulatedServer.with_peak(194, service_ms=5)
+    results = [find_peak(SimulatedTarget(server, quick.warmup_s, quick.psat, seed), quick, "guided")
+               for seed in range(40)]
+    return quick, [r for r in results if r.verdict == "peak" and r.response_ms is None]
+
+
+def test_a_smooth_curve_is_never_said_to_jump():
+    quick, claims = bracket_claims()
+    assert len(claims) >= 5
+    for result in claims:
+        shown = io.StringIO()
+        cli_module.print_search(result, quick, Console(file=shown, width=400))
+        assert "jump" not in result.message and "jump" not in shown.getvalue(), shown.getvalue()
+        assert "no measured load landed in the peak region" in result.message
+
+
+def test_the_json_of_a_bracket_claim_names_the_loads_its_message_names():
+    # One search's bracket_low was 188.9 while its message and ci_low used 175.
+    _, claims = bracket_claims()
+    for result in claims:
+        assert (result.bracket_low, result.bracket_high) == (result.ci_low, result.ci_high)
+        assert f"between {result.ci_low:.1f} ops/s" in result.message
+        assert f"and {result.ci_high:.1f} ops/s" in result.message
+        assert result.ci_low <= result.peak_rate <= result.ci_high
+        assert f"peak rate {result.peak_rate:.1f} ops/s" in result.message
+
+
+def test_the_printed_search_and_its_json_agree(cli, tmp_path):
+    out = tmp_path / "peak.json"
+    done = cli("search", "mail", "--target", "sim://?capacity=800", "--seed", "3", "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(out.read_text())
+    shown = " ".join(done.stdout.split())  # rich wraps long lines
+    assert f"peak rate {result['peak_rate']:.1f} ops/s" in shown
+    message = " ".join(result["message"].split())
+    assert message in shown  # the printed claim is the result's own message
+    assert f"{result['ci_low']:.1f}" in message and f"{result['ci_high']:.1f}" in message
+    assert f"{result['bracket_low']:.1f} and {result['bracket_high']:.1f} ops/s" in shown
+
+
+def test_repeated_default_searches_draw_and_record_distinct_seeds(cli, tmp_path):
+    # Trial k used seed 1 + k in every search, so repeats replayed the same arrivals.
+    seeds, peaks = [], []
+    for run in range(2):
+        out = tmp_path / f"peak{run}.json"
+        done = cli("search", "mail", "--target", "sim://?capacity=800", "--json", str(out))
+        assert done.returncode == 0, done.stderr
+        result = json.loads(out.read_text())
+        seeds.append(result["seed"])
+        peaks.append(result["peak_rate"])
+        assert f"--seed {result['seed']}" in done.stdout
+    assert seeds[0] != seeds[1] and peaks[0] != peaks[1]
+    # The printed seed repeats the search exactly.
+    again = tmp_path / "again.json"
+    assert cli("search", "mail", "--target", "sim://?capacity=800", "--seed", str(seeds[0]),
+               "--json", str(again)).returncode == 0
+    repeated = json.loads(again.read_text())
+    assert repeated["seed"] == seeds[0] and repeated["peak_rate"] == peaks[0]
+
+
+def test_guided_careful_trials_shorter_than_the_runlength_are_said_so():
+    result = find_peak(SimulatedTarget(SimulatedServer(capacity=800), SETTINGS.warmup_s, SETTINGS.psat, 2),
+                       SETTINGS, "guided")
+    careful = {t.runlength_s for t in result.trace if t.purpose == "careful"}
+    assert max(careful) < SETTINGS.runlength_s
+    assert f"shorter than the runlength of {SETTINGS.runlength_s:g} s" in result.message
+    full = find_peak(SimulatedTarget(SimulatedServer(capacity=800), SETTINGS.warmup_s, SETTINGS.psat, 2),
+                     SETTINGS, "binsearch")
+    assert "shorter than the runlength" not in full.message
+
+
+def test_trials_still_filling_their_queue_are_found_and_never_claimed_from():
+    # A queue simulated from empty (sim queue=1): past capacity every trial's later quarters are slower than
+    # its earlier ones; at half capacity after a warm-up they are not (a false alarm at most rarely).
+    from peakbench.controller.search import trials_still_rising
+
+    server = SimulatedServer(capacity=800, queue=True)
+    rng = random.Random(4)
+    overloaded = [[server.trial(880, 4.0, 0.2, 95.0, rng) for _ in range(4)] for _ in range(10)]
+    assert all(trials_still_rising(trials, SETTINGS) for trials in overloaded)
+    steady = [[server.trial(400, 4.0, 1.0, 95.0, rng) for _ in range(4)] for _ in range(20)]
+    assert sum(trials_still_rising(trials, SETTINGS) for trials in steady) <= 2
+    # A search that lands on such a load carefully takes it as unsettled, never as the peak or a lower bound.
+    settings = SearchSettings(runlength_s=4.0, min_runlength_s=4.0, warmup_s=0.2, scout_runlength_s=1.0,
+                              max_trials=12)
+    for seed in range(5):
+        result = find_peak(SimulatedTarget(server, settings.warmup_s, settings.psat, seed), settings, "binsearch",
+                           seed_load=880)
+        first = min(result.loads, key=lambda load: abs(load.load - 880))
+        assert first.classification == "above"
