@@ -23,7 +23,7 @@ from .errors import RunError
 from .surfaceplan import SurfacePlan
 from .sysinfo import snapshot
 from .targets import check_ours, parse_target, target_label
-from .progress import ProgressDisplay
+from .trials import TrialRecord, run_trial
 from .workload import Workload, trial_spec
 
 # Short trials and a looser claim, for a first look in a few minutes; said in the output.
@@ -78,18 +78,12 @@ class EngineTrials:
                           max_outstanding=self.max_outstanding)
         self.trials_run += 1
         started = time.monotonic()
-        record = dict(workload=self.workload.name, target=target_label(self.target), spec=spec,
-                      sysinfo=self.sysinfo, search_id=self.search_id)
-        try:
-            with ProgressDisplay("prepare", None) as display:
-                self.engine.prepare(spec, display)
-            with ProgressDisplay("run", self.settings.warmup_s + runlength_s) as display:
-                result = self.engine.run(spec, display)
-        except RunError as error:
-            trial_id = self.store.add_trial(error=str(error), **record)
-            raise RunError(f"{error} (recorded as failed trial {trial_id})") from None
-        self.store.add_trial(result=result, **record)
-        return observation_of(result, load, self.settings.psat, cost_s=time.monotonic() - started)
+        record = TrialRecord(workload=self.workload.name, target=target_label(self.target), sysinfo=self.sysinfo,
+                             search_id=self.search_id)
+        stored = run_trial(spec, self.engine, self.store, record)
+        if stored.trial_id is None:  # a search must not go on from a trial the store has not got
+            raise RunError(f"{stored.store_error}; the trial was written to {stored.saved_to} instead")
+        return observation_of(stored.result, load, self.settings.psat, cost_s=time.monotonic() - started)
 
 
 def progress_printer(stream=sys.stderr) -> Callable[[float, int, float | None], None]:
@@ -121,10 +115,21 @@ def search_engine_target(workload: Workload, target: dict, settings: SearchSetti
     return search_id, result
 
 
-def search_simulated(url: str, settings: SearchSettings, policy: str, seed_load: float | None) -> SearchResult:
-    """A search against sim://: virtual time, nothing stored."""
+def search_simulated(url: str, settings: SearchSettings, policy: str, seed_load: float | None,
+                     db: Path) -> tuple[int, SearchResult]:
+    """A search against sim://, in virtual time; stored like any search (its trace holds every trial,
+    and there are no engine trials to store)."""
     trials = sim.target_from_url(url, warmup_s=settings.warmup_s, psat=settings.psat, rsat_ms=settings.rsat_ms)
-    return find_peak(trials, settings, policy, seed_load, progress_printer())
+    with store_module.Store(db) as store:
+        search_id = store.add_search(workload="sim", target=url, policy=policy,
+                                     settings=dataclasses.asdict(settings))
+        try:
+            result = find_peak(trials, settings, policy, seed_load, progress_printer())
+        except BaseException as error:
+            store.finish_search(search_id, error=str(error) or type(error).__name__)
+            raise
+        store.finish_search(search_id, result=result.to_dict())
+    return search_id, result
 
 
 def map_planned_surface(plan: SurfacePlan, workload: Workload, db: Path, scale: float = 1.0,

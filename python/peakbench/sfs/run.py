@@ -24,7 +24,6 @@ from ..engine import Engine
 from ..errors import InputError, RunError
 from ..mix import normalise
 from ..mixfile import read_mixfile
-from ..progress import ProgressDisplay
 from ..report import terminal
 from ..report.model import ReportOptions
 from ..report.sections import sfs_summary
@@ -32,6 +31,7 @@ from ..report.sections.load_curve import overall_response_time
 from ..report.selection import select
 from ..sysinfo import snapshot
 from ..targets import check_ours, check_space, parse_target, target_label
+from ..trials import TrialFailed, TrialRecord, run_trial
 from ..workload import Workload, find_workload, trial_spec
 from .rcfile import RcFile, read_rcfile
 
@@ -122,17 +122,15 @@ def _point(engine, store: store_module.Store, run_id: int, chosen: Plan, spec: d
            number: int) -> None:
     rate = spec["load"]["rate"]
     print(f"sfs  point {number}/{len(chosen.loads)}: {rate:g} ops/s", file=sys.stderr, flush=True)
-    record = dict(workload=chosen.workload.name, target=target_label(chosen.target), spec=spec, sysinfo=system,
-                  sfs_run_id=run_id)
+    record = TrialRecord(workload=chosen.workload.name, target=target_label(chosen.target), sysinfo=system,
+                         sfs_run_id=run_id)
     try:
-        with ProgressDisplay("prepare", None) as display:
-            engine.prepare(spec, display)
-        with ProgressDisplay("run", chosen.rc.warmup_s + chosen.rc.runtime_s) as display:
-            result = engine.run(spec, display)
-    except RunError as error:
-        trial_id = store.add_trial(error=str(error), **record)
-        raise RunError(f"load point {rate:g} ops/s: {error} (recorded as failed trial {trial_id})") from None
-    store.add_trial(result=result, **record)
+        stored = run_trial(spec, engine, store, record)
+    except TrialFailed as failed:
+        raise RunError(f"load point {rate:g} ops/s: {failed}") from None
+    if stored.trial_id is None:
+        raise RunError(f"load point {rate:g} ops/s: {stored.store_error}; the trial was written to"
+                       f" {stored.saved_to} instead")
 
 
 def command(args, console: Console, engine_for) -> int:
