@@ -45,7 +45,7 @@ from .distributions import describe as describe_distribution
 from .engine import Engine
 from .errors import InputError, RunError
 from .mix import format_mix
-from .output import check_output, opened, write_json
+from .output import STDOUT, check_output, opened, write_json
 from .progress import ProgressDisplay
 from .surfaceplan import load_plan
 from .sysinfo import peakbench_version, snapshot
@@ -59,10 +59,13 @@ from .workload import ARRIVALS, Workload, canned_names, find_workload, trial_spe
 MAX_RATE = 50_000_000
 
 
-def _console() -> Console:
+def _console(json_to: Path | None = None) -> Console:
+    """Where tables go: standard output, or standard error when --json takes standard output."""
     # Piped output (a log, CI) gets long lines instead of Rich's 80-column default,
     # so tables are not squeezed into ellipses.
-    return Console() if sys.stdout.isatty() else Console(width=160)
+    stderr = json_to == STDOUT
+    return Console(stderr=stderr) if (sys.stderr if stderr else sys.stdout).isatty() else Console(stderr=stderr,
+                                                                                                 width=160)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -390,7 +393,7 @@ def _run_trial(args: argparse.Namespace, workload: Workload, spec: dict, engine,
     record = TrialRecord(workload=workload.name, target=target_label(spec["target"]),
                          sysinfo=snapshot(spec["target"], engine.version()),
                          notes=(workload.mix_note,) if workload.mix_note else ())
-    console = _console()
+    console = _console(args.json)
     try:
         stored = run_trial(spec, engine, store, record)
     except TrialFailed as failed:
@@ -414,7 +417,7 @@ def command_validate(args: argparse.Namespace) -> int:
         raise InputError("null:// does nothing, so there is nothing to validate", field="TARGET")
     check_output(args.json, "--json")
     result = Engine().validate_target(target)
-    console = _console()
+    console = _console(args.json)
     table = Table(title=f"validation of {target_label(target)}")
     for heading in ("op", "result", "check", "detail"):
         table.add_column(heading, no_wrap=heading in ("op", "result"), overflow="fold")
@@ -472,7 +475,7 @@ def command_search(args: argparse.Namespace) -> int:
             search_id, result = searching.search_engine_target(
                 workload, spec["target"], settings, args.policy, args.db, system, args.scale, args.seed,
                 args.seed_rate, engine=engine, max_outstanding=args.max_outstanding)
-    print_search(result, settings, _console())
+    print_search(result, settings, _console(args.json))
     print(f"search {search_id} and its {result.trials} trials stored in {args.db}", file=sys.stderr)
     write_json(args.json, {"search_id": search_id, **result.to_dict()})
     return 0 if result.verdict == "peak" else 3
@@ -520,7 +523,7 @@ def command_surface(args: argparse.Namespace) -> int:
         print(f"quick preset: {plan.settings.runlength_s:g} s trials, confidence {plan.settings.confidence:.0%},"
               f" accuracy {plan.settings.accuracy:.0%} -- a first look, not a publishable figure", file=sys.stderr)
     surface_id, result = searching.map_planned_surface(plan, workload, args.db, args.scale, args.seed)
-    print_surface(result, _console())
+    print_surface(result, _console(args.json))
     print(f"surface {surface_id} and its {len(result.outcomes)} searches stored in {args.db}", file=sys.stderr)
     write_json(args.json, {"surface_id": surface_id, **result.to_dict()})
     return 0 if result.surface is not None and not any(o.failure for o in result.outcomes) else 3

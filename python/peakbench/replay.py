@@ -28,7 +28,7 @@ from . import store as store_module
 from . import tracegen
 from .engine import Engine
 from .errors import InputError
-from .output import check_output, write_json
+from .output import STDOUT, check_output, write_json
 from .progress import ProgressDisplay
 from .sysinfo import snapshot
 from .table import error_count, print_trial
@@ -199,7 +199,7 @@ def command_replay(args: argparse.Namespace) -> int:
     engine.validate(specs[0])
     system = snapshot(target, engine.version())
     workload = f"replay:{args.log.name}"
-    console = Console() if sys.stdout.isatty() else Console(width=160)
+    console = Console(stderr=args.json == STDOUT, width=None if sys.stdout.isatty() else 160)
     rows = []
     with store_module.Store(args.db) as store:
         record = TrialRecord(workload=workload, target=target_label(target), sysinfo=system)
