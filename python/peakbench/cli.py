@@ -33,6 +33,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import replay as replay_module
+from . import resume as resume_module
 from . import searching, sim
 from .cluster import engine_for
 from .cluster.report import print_clients
@@ -274,6 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  help="tables, figures and a self-contained HTML report from the store")
     report_command.add_arguments(report)
     report.set_defaults(handler=lambda args: report_command.run(args, _console()))
+    resume_module.add_command(commands, store_option)
     replay_module.add_commands(commands, store_option, {
         "whole": _whole, "rate": _rate, "scale": _scale, "duration": _duration,
         "positive_duration": _positive_duration,
@@ -366,6 +368,15 @@ def command_prepare(args: argparse.Namespace) -> int:
           f" ({prepared['seconds']:.1f} s" + (f", {prepared['clients']} clients" if "clients" in prepared else "")
           + ")")
     return 0
+
+
+def _workload_reference(name: str) -> str:
+    """How `peakbench resume` finds the workload again: a file by its absolute path, else the canned name."""
+    return str(Path(name).absolute()) if Path(name).is_file() else name
+
+
+def _cluster_invocation(args: argparse.Namespace) -> dict:
+    return {"clients": args.clients, "cluster": args.cluster, "clock_tolerance_ms": args.clock_tolerance}
 
 
 def _engine(args: argparse.Namespace, workload: Workload):
@@ -474,7 +485,10 @@ def command_search(args: argparse.Namespace) -> int:
             system = snapshot(spec["target"], engine.version())
             search_id, result = searching.search_engine_target(
                 workload, spec["target"], settings, args.policy, args.db, system, args.scale, args.seed,
-                args.seed_rate, engine=engine, max_outstanding=args.max_outstanding)
+                args.seed_rate, engine=engine, max_outstanding=args.max_outstanding,
+                invocation={"workload": _workload_reference(args.workload), "target": spec["target"],
+                            "scale": args.scale, "seed": args.seed, "seed_load": args.seed_rate,
+                            "max_outstanding": args.max_outstanding, **_cluster_invocation(args)})
     print_search(result, settings, _console(args.json))
     print(f"search {search_id} and its {result.trials} trials stored in {args.db}", file=sys.stderr)
     write_json(args.json, {"search_id": search_id, **result.to_dict()})

@@ -132,11 +132,16 @@ MIGRATIONS = [
         )""",
         "ALTER TABLE trials ADD COLUMN sfs_run_id INTEGER REFERENCES sfs_runs (id)",
     ],
+    [  # version 6: what a job was started with, so that `peakbench resume` can finish it; what a trial cost
+        "ALTER TABLE searches ADD COLUMN invocation TEXT",  # JSON: workload, target, seed, scale, clients, ...
+        "ALTER TABLE sfs_runs ADD COLUMN invocation TEXT",  # JSON: clients, cluster
+        "ALTER TABLE trials ADD COLUMN cost_s REAL",  # wall seconds: prepare, warm-up, run, write-back
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 JOB_KINDS = ("trial", "search", "sfs", "surface", "plan")  # what `results list` shows
 JSON_COLUMNS = ("notes", "spec", "result", "sysinfo", "settings", "plan", "sample", "sources", "vars", "metrics",
-                "threads", "hooks", "cache", "monitor", "trial_ids", "detail")
+                "threads", "hooks", "cache", "monitor", "trial_ids", "detail", "invocation")
 
 
 def check_compatible(path: Path) -> None:
@@ -255,11 +260,12 @@ class Store:
 
     def add_trial(self, *, workload: str, target: str, spec: dict, sysinfo: dict, result: dict | None = None,
                   error: str | None = None, notes: list[str] = (), search_id: int | None = None,
-                  sfs_run_id: int | None = None) -> int:
+                  sfs_run_id: int | None = None, cost_s: float | None = None) -> int:
         """Store one trial (done if it has a result, failed otherwise); returns its id."""
         with self._transaction():  # the whole trial or nothing
             return self.insert_trial(workload=workload, target=target, spec=spec, sysinfo=sysinfo, result=result,
-                                     error=error, notes=notes, search_id=search_id, sfs_run_id=sfs_run_id)
+                                     error=error, notes=notes, search_id=search_id, sfs_run_id=sfs_run_id,
+                                     cost_s=cost_s)
 
     def transaction(self):
         """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on any exception): for writes that must land together."""
@@ -267,32 +273,40 @@ class Store:
 
     def insert_trial(self, *, workload: str, target: str, spec: dict, sysinfo: dict, result: dict | None = None,
                      error: str | None = None, notes: list[str] = (), search_id: int | None = None,
-                     sfs_run_id: int | None = None) -> int:
+                     sfs_run_id: int | None = None, cost_s: float | None = None) -> int:
         """add_trial's INSERT, inside a transaction the caller holds (see transaction())."""
         cursor = self.connection.execute(
             "INSERT INTO trials (created, workload, target, rate, status, error, notes, spec, result, sysinfo,"
-            " search_id, sfs_run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " search_id, sfs_run_id, cost_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 _now(), workload, target, spec["load"]["rate"],
                 "done" if result is not None else "failed", error,
                 json.dumps(list(notes)), json.dumps(spec),
                 json.dumps(result) if result is not None else None, json.dumps(sysinfo), search_id,
-                sfs_run_id,
+                sfs_run_id, cost_s,
             ),
         )
         return cursor.lastrowid
 
     def add_search(self, *, workload: str, target: str, policy: str, settings: dict,
-                   surface_id: int | None = None, sample: dict | None = None) -> int:
-        """Open a search before its first trial, so every trial can point at it; returns its id."""
+                   surface_id: int | None = None, sample: dict | None = None, invocation: dict | None = None) -> int:
+        """Open a search before its first trial, so every trial can point at it; returns its id.
+        `invocation`: what `peakbench resume` needs to continue it (None: it cannot be resumed)."""
         with self._transaction():
             cursor = self.connection.execute(
-                "INSERT INTO searches (created, workload, target, policy, settings, status, surface_id, sample)"
-                " VALUES (?, ?, ?, ?, ?, 'running', ?, ?)",
+                "INSERT INTO searches (created, workload, target, policy, settings, status, surface_id, sample,"
+                " invocation) VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?)",
                 (_now(), workload, target, policy, json.dumps(settings), surface_id,
-                 json.dumps(sample) if sample is not None else None),
+                 json.dumps(sample) if sample is not None else None,
+                 json.dumps(invocation) if invocation is not None else None),
             )
         return cursor.lastrowid
+
+    def reopen(self, kind: str, job_id: int) -> None:
+        """Mark an unfinished search or sfs run as running again (`peakbench resume`)."""
+        table = {"search": "searches", "sfs": "sfs_runs"}[kind]
+        with self._transaction():
+            self.connection.execute(f"UPDATE {table} SET status = 'running', error = NULL WHERE id = ?", (job_id,))
 
     def finish_search(self, search_id: int, *, result: dict | None = None, error: str | None = None) -> None:
         self._finish("searches", search_id, result, error)
@@ -340,12 +354,14 @@ class Store:
     def search_trials(self, search_id: int) -> list[dict]:
         return self._rows("SELECT * FROM trials WHERE search_id = ? ORDER BY id", search_id)
 
-    def add_sfs_run(self, *, workload: str, target: str, settings: dict) -> int:
+    def add_sfs_run(self, *, workload: str, target: str, settings: dict, invocation: dict | None = None) -> int:
         """Open a load-point curve before its first trial; returns its id."""
         with self._transaction():
             cursor = self.connection.execute(
-                "INSERT INTO sfs_runs (created, workload, target, settings, status) VALUES (?, ?, ?, ?, 'running')",
-                (_now(), workload, target, json.dumps(settings)),
+                "INSERT INTO sfs_runs (created, workload, target, settings, status, invocation)"
+                " VALUES (?, ?, ?, ?, 'running', ?)",
+                (_now(), workload, target, json.dumps(settings),
+                 json.dumps(invocation) if invocation is not None else None),
             )
         return cursor.lastrowid
 

@@ -18,6 +18,7 @@ import datetime
 import json
 import sqlite3
 import tempfile
+import time
 from pathlib import Path
 
 from .cluster.fanout import ClientsLost
@@ -45,6 +46,7 @@ class TrialRecord:
 class StoredTrial:
     result: dict
     trial_id: int | None  # None: the store refused it, and `saved_to` holds it instead
+    cost_s: float  # wall time of prepare, warm-up, run and write-back
     saved_to: Path | None = None
     store_error: str | None = None
 
@@ -61,6 +63,7 @@ class TrialFailed(RunError):
 def run_trial(spec: dict, engine, store: Store, record: TrialRecord, *, prepare: bool = True,
               phase: str = "run") -> StoredTrial:
     """Prepare (unless told not to), run and store one trial; see the module's docstring."""
+    started = time.monotonic()
     try:
         if prepare:
             with ProgressDisplay("prepare", None) as display:
@@ -80,12 +83,13 @@ def run_trial(spec: dict, engine, store: Store, record: TrialRecord, *, prepare:
     except RunError as error:
         trial_id = _store_failure(store, spec, record, str(error))
         raise TrialFailed(f"{error}{_stored_as(trial_id)}", trial_id) from None
+    cost_s = time.monotonic() - started
     try:
-        trial_id = store.add_trial(spec=spec, result=result, **record.fields())
+        trial_id = store.add_trial(spec=spec, result=result, cost_s=cost_s, **record.fields())
     except sqlite3.Error as error:
-        saved_to = save_unstored(store.path, {"spec": spec, "result": result, **record.fields()})
-        return StoredTrial(result, None, saved_to, f"the store {store.path} could not take the trial ({error})")
-    return StoredTrial(result, trial_id)
+        saved_to = save_unstored(store.path, {"spec": spec, "result": result, "cost_s": cost_s, **record.fields()})
+        return StoredTrial(result, None, cost_s, saved_to, f"the store {store.path} could not take the trial ({error})")
+    return StoredTrial(result, trial_id, cost_s)
 
 
 def _store_failure(store: Store, spec: dict, record: TrialRecord, error: str) -> int | None:
