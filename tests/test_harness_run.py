@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from peakbench.harness.runner import StoreLock
+from peakbench.locks import StoreLock
 from peakbench.errors import RunError
 
 ROOT = os.geteuid() == 0

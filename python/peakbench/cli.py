@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import math
 import sys
 from pathlib import Path
@@ -35,8 +34,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from . import replay as replay_module
+from . import resume as resume_module
 from . import searching, sim
-from .cluster import ClientsLost, engine_for
+from .cluster import engine_for
 from .cluster.report import print_clients
 from .report import command as report_command
 from .sfs import run as sfs_command
@@ -47,10 +47,12 @@ from .distributions import describe as describe_distribution
 from .engine import Engine
 from .errors import InputError, RunError
 from .mix import format_mix
+from .output import STDOUT, check_output, opened, write_json
 from .progress import ProgressDisplay
 from .surfaceplan import load_plan
-from .sysinfo import snapshot
+from .sysinfo import peakbench_version, snapshot
 from .table import error_count, print_trial
+from .trials import TrialFailed, TrialRecord, run_trial
 from .targets import check_ours, check_space, parse_target, target_label
 from .units import format_size, parse_duration
 from .workload import ARRIVALS, Workload, canned_names, find_workload, trial_spec
@@ -59,10 +61,13 @@ from .workload import ARRIVALS, Workload, canned_names, find_workload, trial_spe
 MAX_RATE = 50_000_000
 
 
-def _console() -> Console:
+def _console(json_to: Path | None = None) -> Console:
+    """Where tables go: standard output, or standard error when --json takes standard output."""
     # Piped output (a log, CI) gets long lines instead of Rich's 80-column default,
     # so tables are not squeezed into ellipses.
-    return Console() if sys.stdout.isatty() else Console(width=160)
+    stderr = json_to == STDOUT
+    return Console(stderr=stderr) if (sys.stderr if stderr else sys.stdout).isatty() else Console(stderr=stderr,
+                                                                                                 width=160)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -126,8 +131,21 @@ def _whole(minimum: int):
     return parse
 
 
+class _Version(argparse.Action):
+    """--version: the engine is asked only when the user asks."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        try:
+            engine = Engine().version()
+        except (RunError, OSError) as error:
+            engine = f"engine not usable: {error}"
+        print(f"peakbench {peakbench_version()}; {engine}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="peakbench", description="Open-loop benchmarking of file services.")
+    parser.add_argument("--version", action=_Version, nargs=0, help="print peakbench's and its engine's versions")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     store_option = _Parser(add_help=False)
     store_option.add_argument("--db", type=Path, metavar="FILE", default=store_module.DEFAULT_PATH,
@@ -226,10 +244,14 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--scale", type=_scale, default=1.0, metavar="F", help="multiply the file-set size (default 1)")
     show.set_defaults(handler=command_workloads_show)
 
-    results = commands.add_parser("results", help="trials in the store")
+    results = commands.add_parser("results", help="what the store holds")
     result_commands = results.add_subparsers(dest="action", required=True, metavar="ACTION")
-    result_commands.add_parser("list", parents=[store_option], help="one line per trial").set_defaults(
-        handler=command_results_list)
+    listing = result_commands.add_parser("list", parents=[store_option],
+                                         help="one line per stored job: trials, searches, sfs runs, surfaces, plans")
+    listing.add_argument("--kind", action="append", choices=store_module.JOB_KINDS,
+                         help="only jobs of this kind (repeat for several)")
+    listing.add_argument("--json", type=Path, metavar="FILE", help="the list as JSON (- for standard output)")
+    listing.set_defaults(handler=command_results_list)
     show_result = result_commands.add_parser("show", parents=[store_option], help="one trial's table and system")
     show_result.add_argument("id", type=int)
     show_result.set_defaults(handler=command_results_show)
@@ -255,6 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  help="tables, figures and a self-contained HTML report from the store")
     report_command.add_arguments(report)
     report.set_defaults(handler=lambda args: report_command.run(args, _console()))
+    resume_module.add_command(commands, store_option)
     replay_module.add_commands(commands, store_option, {
         "whole": _whole, "rate": _rate, "scale": _scale, "duration": _duration,
         "positive_duration": _positive_duration,
@@ -349,6 +372,15 @@ def command_prepare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _workload_reference(name: str) -> str:
+    """How `peakbench resume` finds the workload again: a file by its absolute path, else the canned name."""
+    return str(Path(name).absolute()) if Path(name).is_file() else name
+
+
+def _cluster_invocation(args: argparse.Namespace) -> dict:
+    return {"clients": args.clients, "cluster": args.cluster, "clock_tolerance_ms": args.clock_tolerance}
+
+
 def _engine(args: argparse.Namespace, workload: Workload):
     """One local engine, or the load clients of --clients / --cluster (a context manager)."""
     return engine_for(args.clients, args.cluster, shared_fileset=workload.cluster_fileset == "shared",
@@ -361,46 +393,33 @@ def command_run(args: argparse.Namespace) -> int:
         args, warmup_s=args.warmup, runtime_s=args.runtime, seed=args.seed,
         max_outstanding=args.max_outstanding, arrivals=args.arrivals,
     )
-    store_module.check_compatible(args.db)
-    if args.json and not args.json.absolute().parent.is_dir():
-        raise InputError(f"{args.json}: its directory does not exist", field="--json")
+    check_output(args.json, "--json")
     with _engine(args, workload) as engine:
-        return _run_trial(args, workload, spec, engine)
-
-
-def _run_trial(args: argparse.Namespace, workload: Workload, spec: dict, engine) -> int:
-    engine.validate(spec)
-    _announce(workload, spec, args)
-    system = snapshot(spec["target"], engine.version())
-    notes = [workload.mix_note] if workload.mix_note else []
-
-    def record(**outcome) -> int:
+        engine.validate(spec)
+        # Opened before the trial: a store that cannot be written is refused before anything is measured.
         with store_module.Store(args.db) as store:
-            return store.add_trial(workload=workload.name, target=target_label(spec["target"]), spec=spec,
-                                   sysinfo=system, notes=notes, **outcome)
+            return _run_trial(args, workload, spec, engine, store)
 
-    console = _console()
+
+def _run_trial(args: argparse.Namespace, workload: Workload, spec: dict, engine, store) -> int:
+    _announce(workload, spec, args)
+    record = TrialRecord(workload=workload.name, target=target_label(spec["target"]),
+                         sysinfo=snapshot(spec["target"], engine.version()),
+                         notes=(workload.mix_note,) if workload.mix_note else ())
+    console = _console(args.json)
     try:
-        _prepare(engine, spec)
-        with ProgressDisplay("run", args.warmup + args.runtime) as display:
-            result = engine.run(spec, display)
-    except ClientsLost as lost:
-        partial = lost.trial.result
-        if partial is not None:
-            print_trial(spec, partial, console)
-            print_clients(partial, console)
-            notes.append("partial results of the clients that finished: " + ", ".join(
-                f"{c['name']} achieved {c['achieved_rate']:.1f} of {c['requested_rate']:.1f} ops/s"
-                for c in partial["clients"]))
-        raise RunError(f"{lost} (recorded as failed trial {record(error=str(lost))})") from None
-    except RunError as error:
-        raise RunError(f"{error} (recorded as failed trial {record(error=str(error))})") from None
-    trial_id = record(result=result)
-    print_trial(spec, result, console)
-    print_clients(result, console)
-    print(f"trial {trial_id} stored in {args.db}", file=sys.stderr)
-    if args.json:
-        args.json.write_text(json.dumps(json_report(trial_id, workload.name, result), indent=2) + "\n")
+        stored = run_trial(spec, engine, store, record)
+    except TrialFailed as failed:
+        if failed.partial is not None:
+            print_trial(spec, failed.partial, console)
+            print_clients(failed.partial, console)
+        raise
+    print_trial(spec, stored.result, console)
+    print_clients(stored.result, console)
+    write_json(args.json, json_report(stored.trial_id, workload.name, stored.result))
+    if stored.trial_id is None:
+        raise RunError(f"{stored.store_error}; the trial was written to {stored.saved_to} instead")
+    print(f"trial {stored.trial_id} stored in {args.db}", file=sys.stderr)
     return 0
 
 
@@ -409,10 +428,9 @@ def command_validate(args: argparse.Namespace) -> int:
     target = parse_target(args.target)
     if target["kind"] == "null":
         raise InputError("null:// does nothing, so there is nothing to validate", field="TARGET")
-    if args.json and not args.json.absolute().parent.is_dir():
-        raise InputError(f"{args.json}: its directory does not exist", field="--json")
+    check_output(args.json, "--json")
     result = Engine().validate_target(target)
-    console = _console()
+    console = _console(args.json)
     table = Table(title=f"validation of {target_label(target)}")
     for heading in ("op", "result", "check", "detail"):
         table.add_column(heading, no_wrap=heading in ("op", "result"), overflow="fold")
@@ -424,8 +442,7 @@ def command_validate(args: argparse.Namespace) -> int:
     cleanup = "scratch directory removed" if result["cleaned_up"] else f"[red]cleanup failed: {result['cleanup_error']}[/red]"
     verdict = "[green]all operations passed[/green]" if result["ok"] else "[bold red]VALIDATION FAILED[/bold red]"
     console.print(f"{verdict}: {result['passed']} passed, {result['failed']} failed; {cleanup}")
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    write_json(args.json, result)
     return 0 if result["ok"] else 1
 
 
@@ -443,8 +460,7 @@ def _search_settings(args: argparse.Namespace) -> SearchSettings:
 def command_search(args: argparse.Namespace) -> int:
     settings = _search_settings(args)
     seed = args.seed if args.seed is not None else searching.fresh_seed()
-    if args.json and not args.json.absolute().parent.is_dir():
-        raise InputError(f"{args.json}: its directory does not exist", field="--json")
+    check_output(args.json, "--json")
     if args.quick:
         print(f"quick preset: {settings.runlength_s:g} s trials after {settings.warmup_s:g} s warm-up,"
               f" confidence {settings.confidence:.0%}, accuracy {settings.accuracy:.0%} -- a first look,"
@@ -456,10 +472,11 @@ def command_search(args: argparse.Namespace) -> int:
         if args.max_outstanding:
             raise InputError("a simulated server has no requests in flight to cap", field="--max-outstanding")
         try:
-            result = searching.search_simulated(args.target, settings, args.policy, args.seed_rate, seed)
+            sim.target_from_url(args.target)  # a bad URL is refused before the store is touched
         except ValueError as error:
             raise InputError(str(error), field="--target") from None
-        search_id = None
+        search_id, result = searching.search_simulated(args.target, settings, args.policy, args.seed_rate, seed,
+                                                       args.db)
     else:
         args.rate = settings.max_load if settings.max_load < 1e6 else settings.start_load
         workload, spec = _checked_trial(args, max_outstanding=args.max_outstanding)
@@ -471,12 +488,13 @@ def command_search(args: argparse.Namespace) -> int:
             system = snapshot(spec["target"], engine.version())
             search_id, result = searching.search_engine_target(
                 workload, spec["target"], settings, args.policy, args.db, system, args.scale, seed,
-                args.seed_rate, engine=engine, max_outstanding=args.max_outstanding)
-    print_search(result, settings, _console())
-    if search_id is not None:
-        print(f"search {search_id} and its {result.trials} trials stored in {args.db}", file=sys.stderr)
-    if args.json:
-        args.json.write_text(json.dumps({"search_id": search_id, **result.to_dict()}, indent=2) + "\n")
+                args.seed_rate, engine=engine, max_outstanding=args.max_outstanding,
+                invocation={"workload": _workload_reference(args.workload), "target": spec["target"],
+                            "scale": args.scale, "seed": seed, "seed_load": args.seed_rate,
+                            "max_outstanding": args.max_outstanding, **_cluster_invocation(args)})
+    print_search(result, settings, _console(args.json))
+    print(f"search {search_id} and its {result.trials} trials stored in {args.db}", file=sys.stderr)
+    write_json(args.json, {"search_id": search_id, **result.to_dict()})
     return 0 if result.verdict == "peak" else 3
 
 
@@ -510,17 +528,15 @@ def _or_dash(value: float | None) -> str:
 def command_surface(args: argparse.Namespace) -> int:
     plan = load_plan(args.plan, searching.QUICK)
     workload = find_workload(plan.workload)
-    if args.json and not args.json.absolute().parent.is_dir():
-        raise InputError(f"{args.json}: its directory does not exist", field="--json")
+    check_output(args.json, "--json")
     store_module.check_compatible(args.db)
     if plan.quick:
         print(f"quick preset: {plan.settings.runlength_s:g} s trials, confidence {plan.settings.confidence:.0%},"
               f" accuracy {plan.settings.accuracy:.0%} -- a first look, not a publishable figure", file=sys.stderr)
     surface_id, result = searching.map_planned_surface(plan, workload, args.db, args.scale, args.seed)
-    print_surface(result, _console())
+    print_surface(result, _console(args.json))
     print(f"surface {surface_id} and its {len(result.outcomes)} searches stored in {args.db}", file=sys.stderr)
-    if args.json:
-        args.json.write_text(json.dumps({"surface_id": surface_id, **result.to_dict()}, indent=2) + "\n")
+    write_json(args.json, {"surface_id": surface_id, **result.to_dict()})
     return 0 if result.surface is not None and not any(o.failure for o in result.outcomes) else 3
 
 
@@ -598,29 +614,24 @@ def command_workloads_show(args: argparse.Namespace) -> int:
 
 
 def _open_existing_store(path: Path) -> store_module.Store:
-    if not path.exists():
-        raise InputError("no such store (run a trial first, or give --db)", file=path)
-    store_module.check_compatible(path)
-    return store_module.Store(path)
+    return store_module.Store(path, readonly=True)
 
 
 def command_results_list(args: argparse.Namespace) -> int:
+    kinds = tuple(args.kind) if args.kind else store_module.JOB_KINDS
     with _open_existing_store(args.db) as store:
-        trials = store.trials()
-    table = Table()
-    for heading in ("id", "created (UTC)", "workload", "offered", "achieved", "mean ms", "p99 ms", "status"):
+        jobs = store.jobs(kinds)
+    if args.json:
+        write_json(args.json, jobs)
+        return 0
+    table = Table(title=f"{len(jobs)} stored job{'s' if len(jobs) != 1 else ''} in {args.db}")
+    for heading in ("kind", "id", "created (UTC)", "workload", "state", "size"):
         table.add_column(heading, no_wrap=True)
     table.add_column("target", overflow="fold")
-    for trial in trials:
-        result = trial["result"] or {}
-        latency = result.get("latency", {})
-        table.add_row(
-            str(trial["id"]), trial["created"][:16].replace("T", " "), trial["workload"], f"{trial['rate']:g}",
-            f"{result['achieved_rate']:.1f}" if result else "-",
-            f"{latency['mean_ms']:.3f}" if latency else "-",
-            f"{latency['p99_ms']:.3f}" if latency else "-",
-            trial["status"], trial["target"],
-        )
+    table.add_column("verdict", overflow="fold")
+    for job in jobs:
+        table.add_row(job["kind"], str(job["id"]), job["created"][:16].replace("T", " "), job["workload"],
+                      job["status"], job["size"], job["target"], job["verdict"])
     _console().print(table)
     return 0
 
@@ -660,9 +671,9 @@ def command_results_export(args: argparse.Namespace) -> int:
     with _open_existing_store(args.db) as store:
         trials = store.trials()
     if args.json:
-        args.json.write_text(json.dumps(trials, indent=2) + "\n")
+        write_json(args.json, trials)
         return 0
-    with args.csv.open("w", newline="") as file:
+    with opened(args.csv, newline="") as file:
         writer = csv.DictWriter(file, fieldnames=CSV_COLUMNS)
         writer.writeheader()
         for trial in trials:

@@ -18,7 +18,6 @@ whole-file sequential read.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -28,10 +27,12 @@ from rich.table import Table
 from . import store as store_module
 from . import tracegen
 from .engine import Engine
-from .errors import InputError, RunError
+from .errors import InputError
+from .output import STDOUT, check_output, write_json
 from .progress import ProgressDisplay
 from .sysinfo import snapshot
 from .table import error_count, print_trial
+from .trials import TrialRecord, run_trial
 from .targets import check_ours, parse_target, target_label
 from .units import format_size, parse_size
 
@@ -188,8 +189,7 @@ def command_replay(args: argparse.Namespace) -> int:
     prepare = args.prepare or args.docroot is not None
     if prepare:
         check_ours(target)
-    if args.json and not args.json.absolute().parent.is_dir():
-        raise InputError(f"{args.json}: its directory does not exist", field="--json")
+    check_output(args.json, "--json")
     store_module.check_compatible(args.db)
     engine = Engine()
     specs = [replay_spec(target, args.log, fmt=args.format, dataset_bytes=size, clients=args.clients, rate=args.rate,
@@ -199,21 +199,16 @@ def command_replay(args: argparse.Namespace) -> int:
     engine.validate(specs[0])
     system = snapshot(target, engine.version())
     workload = f"replay:{args.log.name}"
-    console = Console() if sys.stdout.isatty() else Console(width=160)
+    console = Console(stderr=args.json == STDOUT, width=None if sys.stdout.isatty() else 160)
     rows = []
     with store_module.Store(args.db) as store:
+        record = TrialRecord(workload=workload, target=target_label(target), sysinfo=system)
         for spec in specs:
-            record = dict(workload=workload, target=target_label(target), spec=spec, sysinfo=system)
-            try:
-                if prepare:
-                    with ProgressDisplay("prepare", None) as display:
-                        engine.prepare(spec, display)
-                with ProgressDisplay("replay", spec["load"]["warmup_s"] + spec["load"]["runtime_s"]) as display:
-                    result = engine.run(spec, display)
-            except RunError as error:
-                trial_id = store.add_trial(error=str(error), **record)
-                raise RunError(f"{error} (recorded as failed trial {trial_id})") from None
-            trial_id = store.add_trial(result=result, **record)
+            stored = run_trial(spec, engine, store, record, prepare=prepare, phase="replay")
+            result, trial_id = stored.result, stored.trial_id
+            if trial_id is None:
+                print(f"peakbench: {stored.store_error}; the trial was written to {stored.saved_to} instead",
+                      file=sys.stderr)
             if spec is specs[0]:
                 report_parse(result["replay"])
             size = spec["replay"]["dataset_bytes"]
@@ -225,8 +220,7 @@ def command_replay(args: argparse.Namespace) -> int:
             rows.append({"trial_id": trial_id, **result, "ops": ops})
     if len(rows) > 1:
         console.print(sweep_table(rows))
-    if args.json:
-        args.json.write_text(json.dumps(rows if len(rows) > 1 else rows[0], indent=2) + "\n")
+    write_json(args.json, rows if len(rows) > 1 else rows[0])
     return 0
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,10 +20,11 @@ from .controller.design import Sample
 from .controller.surface import SurfaceResult, map_surface
 from .engine import Engine, offered_rate
 from .errors import RunError
+from .locks import StoreLock
 from .surfaceplan import SurfacePlan
 from .sysinfo import snapshot
 from .targets import check_ours, parse_target, target_label
-from .progress import ProgressDisplay
+from .trials import TrialRecord, run_trial
 from .workload import Workload, trial_spec
 
 # Short trials and a looser claim, for a first look in a few minutes; said in the output.
@@ -78,19 +78,12 @@ class EngineTrials:
                           runtime_s=runlength_s, seed=self.seed + self.trials_run, scale=self.scale,
                           max_outstanding=self.max_outstanding)
         self.trials_run += 1
-        started = time.monotonic()
-        record = dict(workload=self.workload.name, target=target_label(self.target), spec=spec,
-                      sysinfo=self.sysinfo, search_id=self.search_id)
-        try:
-            with ProgressDisplay("prepare", None) as display:
-                self.engine.prepare(spec, display)
-            with ProgressDisplay("run", self.settings.warmup_s + runlength_s) as display:
-                result = self.engine.run(spec, display)
-        except RunError as error:
-            trial_id = self.store.add_trial(error=str(error), **record)
-            raise RunError(f"{error} (recorded as failed trial {trial_id})") from None
-        self.store.add_trial(result=result, **record)
-        return observation_of(result, load, self.settings.psat, cost_s=time.monotonic() - started)
+        record = TrialRecord(workload=self.workload.name, target=target_label(self.target), sysinfo=self.sysinfo,
+                             search_id=self.search_id)
+        stored = run_trial(spec, self.engine, self.store, record)
+        if stored.trial_id is None:  # a search must not go on from a trial the store has not got
+            raise RunError(f"{stored.store_error}; the trial was written to {stored.saved_to} instead")
+        return observation_of(stored.result, load, self.settings.psat, cost_s=stored.cost_s)
 
 
 def fresh_seed() -> int:
@@ -108,31 +101,48 @@ def progress_printer(stream=sys.stderr) -> Callable[[float, int, float | None], 
 
 def search_engine_target(workload: Workload, target: dict, settings: SearchSettings, policy: str, db: Path,
                          sysinfo: dict, scale: float, seed: int, seed_load: float | None,
-                         engine: Engine | None = None, max_outstanding: int | None = None) -> tuple[int, SearchResult]:
+                         engine: Engine | None = None, max_outstanding: int | None = None,
+                         invocation: dict | None = None) -> tuple[int, SearchResult]:
     """A search against a real target; returns the stored search's id and its result.
 
     `engine` runs the trials: one local Engine by default, or a cluster.DistributedEngine;
-    `max_outstanding` caps the requests in flight in every trial."""
+    `max_outstanding` caps the requests in flight in every trial; `invocation` is what
+    `peakbench resume` needs to finish the search if this process dies."""
     with store_module.Store(db) as store:
         search_id = store.add_search(workload=workload.name, target=target_label(target), policy=policy,
-                                     settings=dataclasses.asdict(settings))
+                                     settings=dataclasses.asdict(settings), invocation=invocation)
         trials = EngineTrials(workload, target, engine or Engine(), store, search_id, settings, sysinfo, scale, seed,
                               max_outstanding)
+        return search_id, continue_search(store, search_id, trials, settings, policy, seed_load, seed)
+
+
+def continue_search(store: store_module.Store, search_id: int, run_trial, settings: SearchSettings, policy: str,
+                    seed_load: float | None, seed: int) -> SearchResult:
+    """Run a stored search to its end (or on from where it stopped: resume.py), holding its job lock,
+    so that `peakbench resume` can tell it is alive; its result (with the search's `seed`) or its
+    failure is stored."""
+    with StoreLock(store.path, f"search {search_id}") as lock:
+        lock.acquire("running the search")
         try:
-            result = dataclasses.replace(find_peak(trials, settings, policy, seed_load, progress_printer()), seed=seed)
+            result = dataclasses.replace(find_peak(run_trial, settings, policy, seed_load, progress_printer()),
+                                         seed=seed)
         except BaseException as error:
             store.finish_search(search_id, error=str(error) or type(error).__name__)
             raise
         store.finish_search(search_id, result=result.to_dict())
-    return search_id, result
+    return result
 
 
-def search_simulated(url: str, settings: SearchSettings, policy: str, seed_load: float | None,
-                     seed: int) -> SearchResult:
-    """A search against sim://: virtual time, nothing stored."""
+def search_simulated(url: str, settings: SearchSettings, policy: str, seed_load: float | None, seed: int,
+                     db: Path) -> tuple[int, SearchResult]:
+    """A search against sim://, in virtual time; stored like any search (its trace holds every trial,
+    and there are no engine trials to store)."""
     trials = sim.target_from_url(url, warmup_s=settings.warmup_s, psat=settings.psat, rsat_ms=settings.rsat_ms,
                                  seed=seed)
-    return dataclasses.replace(find_peak(trials, settings, policy, seed_load, progress_printer()), seed=seed)
+    with store_module.Store(db) as store:
+        search_id = store.add_search(workload="sim", target=url, policy=policy,
+                                     settings=dataclasses.asdict(settings))
+        return search_id, continue_search(store, search_id, trials, settings, policy, seed_load, seed)
 
 
 def map_planned_surface(plan: SurfacePlan, workload: Workload, db: Path, scale: float = 1.0,

@@ -132,10 +132,16 @@ MIGRATIONS = [
         )""",
         "ALTER TABLE trials ADD COLUMN sfs_run_id INTEGER REFERENCES sfs_runs (id)",
     ],
+    [  # version 6: what a job was started with, so that `peakbench resume` can finish it; what a trial cost
+        "ALTER TABLE searches ADD COLUMN invocation TEXT",  # JSON: workload, target, seed, scale, clients, ...
+        "ALTER TABLE sfs_runs ADD COLUMN invocation TEXT",  # JSON: clients, cluster
+        "ALTER TABLE trials ADD COLUMN cost_s REAL",  # wall seconds: prepare, warm-up, run, write-back
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
+JOB_KINDS = ("trial", "search", "sfs", "surface", "plan")  # what `results list` shows
 JSON_COLUMNS = ("notes", "spec", "result", "sysinfo", "settings", "plan", "sample", "sources", "vars", "metrics",
-                "threads", "hooks", "cache", "monitor", "trial_ids", "detail")
+                "threads", "hooks", "cache", "monitor", "trial_ids", "detail", "invocation")
 
 
 def check_compatible(path: Path) -> None:
@@ -153,6 +159,21 @@ def check_compatible(path: Path) -> None:
             connection.close()
     except sqlite3.DatabaseError as error:
         raise InputError(f"not a peakbench store: {error}", file=path) from None
+
+
+def _connect_readonly(path: Path) -> sqlite3.Connection:
+    """A read-only connection. A WAL store in a directory this user cannot write has no -shm file to
+    share, so it is then read as immutable (fine for an archived store; a live writer's newest
+    transactions may not show)."""
+    if not path.is_file():
+        raise InputError("no such store (run a trial first, or give --db)", file=path)
+    uri = f"file:{path.absolute()}"
+    try:
+        connection = sqlite3.connect(f"{uri}?mode=ro", uri=True)
+        connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return connection
+    except sqlite3.OperationalError:
+        return sqlite3.connect(f"{uri}?immutable=1", uri=True)
 
 
 def _read_version(connection: sqlite3.Connection) -> int:
@@ -176,15 +197,30 @@ def _check_version(connection: sqlite3.Connection, path: Path) -> int:
 
 
 class Store:
-    def __init__(self, path: Path = DEFAULT_PATH):
+    """The store, opened for writing (created and migrated as needed) or, with readonly, for reading only:
+    readers never write, so an archived or shared store that this user cannot write is still readable."""
+
+    def __init__(self, path: Path = DEFAULT_PATH, readonly: bool = False):
         self.path = Path(path)
+        self.readonly = readonly
         try:
+            if readonly:
+                self.connection = _connect_readonly(self.path)
+                self.connection.row_factory = sqlite3.Row
+                version = _check_version(self.connection, self.path)
+                if version < SCHEMA_VERSION:
+                    raise InputError(f"the store has schema version {version}, older than this peakbench's"
+                                     f" ({SCHEMA_VERSION}), and is opened read-only: run any writing command on"
+                                     " it once (or on a writable copy) to upgrade it", file=self.path)
+                return
             # Autocommit mode: transactions are opened explicitly, so that schema
             # changes (which sqlite3 would otherwise commit one by one) are atomic too.
             self.connection = sqlite3.connect(self.path, isolation_level=None)
             self.connection.row_factory = sqlite3.Row
             self.connection.execute("PRAGMA journal_mode = WAL")
-            self._migrate()
+            self._migrate()  # takes the write lock, so a store this user cannot write is refused here
+        except sqlite3.OperationalError as error:
+            raise InputError(f"cannot {'read' if readonly else 'write'} the store: {error}", file=self.path) from None
         except sqlite3.DatabaseError as error:
             raise InputError(f"not a peakbench store: {error}", file=self.path) from None
 
@@ -224,11 +260,12 @@ class Store:
 
     def add_trial(self, *, workload: str, target: str, spec: dict, sysinfo: dict, result: dict | None = None,
                   error: str | None = None, notes: list[str] = (), search_id: int | None = None,
-                  sfs_run_id: int | None = None) -> int:
+                  sfs_run_id: int | None = None, cost_s: float | None = None) -> int:
         """Store one trial (done if it has a result, failed otherwise); returns its id."""
         with self._transaction():  # the whole trial or nothing
             return self.insert_trial(workload=workload, target=target, spec=spec, sysinfo=sysinfo, result=result,
-                                     error=error, notes=notes, search_id=search_id, sfs_run_id=sfs_run_id)
+                                     error=error, notes=notes, search_id=search_id, sfs_run_id=sfs_run_id,
+                                     cost_s=cost_s)
 
     def transaction(self):
         """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on any exception): for writes that must land together."""
@@ -236,32 +273,40 @@ class Store:
 
     def insert_trial(self, *, workload: str, target: str, spec: dict, sysinfo: dict, result: dict | None = None,
                      error: str | None = None, notes: list[str] = (), search_id: int | None = None,
-                     sfs_run_id: int | None = None) -> int:
+                     sfs_run_id: int | None = None, cost_s: float | None = None) -> int:
         """add_trial's INSERT, inside a transaction the caller holds (see transaction())."""
         cursor = self.connection.execute(
             "INSERT INTO trials (created, workload, target, rate, status, error, notes, spec, result, sysinfo,"
-            " search_id, sfs_run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " search_id, sfs_run_id, cost_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 _now(), workload, target, spec["load"]["rate"],
                 "done" if result is not None else "failed", error,
                 json.dumps(list(notes)), json.dumps(spec),
                 json.dumps(result) if result is not None else None, json.dumps(sysinfo), search_id,
-                sfs_run_id,
+                sfs_run_id, cost_s,
             ),
         )
         return cursor.lastrowid
 
     def add_search(self, *, workload: str, target: str, policy: str, settings: dict,
-                   surface_id: int | None = None, sample: dict | None = None) -> int:
-        """Open a search before its first trial, so every trial can point at it; returns its id."""
+                   surface_id: int | None = None, sample: dict | None = None, invocation: dict | None = None) -> int:
+        """Open a search before its first trial, so every trial can point at it; returns its id.
+        `invocation`: what `peakbench resume` needs to continue it (None: it cannot be resumed)."""
         with self._transaction():
             cursor = self.connection.execute(
-                "INSERT INTO searches (created, workload, target, policy, settings, status, surface_id, sample)"
-                " VALUES (?, ?, ?, ?, ?, 'running', ?, ?)",
+                "INSERT INTO searches (created, workload, target, policy, settings, status, surface_id, sample,"
+                " invocation) VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?)",
                 (_now(), workload, target, policy, json.dumps(settings), surface_id,
-                 json.dumps(sample) if sample is not None else None),
+                 json.dumps(sample) if sample is not None else None,
+                 json.dumps(invocation) if invocation is not None else None),
             )
         return cursor.lastrowid
+
+    def reopen(self, kind: str, job_id: int) -> None:
+        """Mark an unfinished search or sfs run as running again (`peakbench resume`)."""
+        table = {"search": "searches", "sfs": "sfs_runs"}[kind]
+        with self._transaction():
+            self.connection.execute(f"UPDATE {table} SET status = 'running', error = NULL WHERE id = ?", (job_id,))
 
     def finish_search(self, search_id: int, *, result: dict | None = None, error: str | None = None) -> None:
         self._finish("searches", search_id, result, error)
@@ -309,12 +354,14 @@ class Store:
     def search_trials(self, search_id: int) -> list[dict]:
         return self._rows("SELECT * FROM trials WHERE search_id = ? ORDER BY id", search_id)
 
-    def add_sfs_run(self, *, workload: str, target: str, settings: dict) -> int:
+    def add_sfs_run(self, *, workload: str, target: str, settings: dict, invocation: dict | None = None) -> int:
         """Open a load-point curve before its first trial; returns its id."""
         with self._transaction():
             cursor = self.connection.execute(
-                "INSERT INTO sfs_runs (created, workload, target, settings, status) VALUES (?, ?, ?, ?, 'running')",
-                (_now(), workload, target, json.dumps(settings)),
+                "INSERT INTO sfs_runs (created, workload, target, settings, status, invocation)"
+                " VALUES (?, ?, ?, ?, 'running', ?)",
+                (_now(), workload, target, json.dumps(settings),
+                 json.dumps(invocation) if invocation is not None else None),
             )
         return cursor.lastrowid
 
@@ -335,8 +382,52 @@ class Store:
     def trials(self) -> list[dict]:
         return self._rows("SELECT * FROM trials ORDER BY id")
 
+    def plans(self) -> list[dict]:
+        return self._rows("SELECT id, created, name, path, status, error, finished FROM plans ORDER BY id")
+
+    def jobs(self, kinds: tuple[str, ...] = JOB_KINDS) -> list[dict]:
+        """Every stored job, oldest first, as {kind, id, created, workload, target, status, verdict}:
+        what `results list` shows. A trial of a search or sfs run is listed with its job, not alone."""
+        jobs = []
+        if "trial" in kinds:
+            for trial in self._rows("SELECT * FROM trials WHERE search_id IS NULL AND sfs_run_id IS NULL ORDER BY id"):
+                result = trial["result"]
+                verdict = (f"achieved {result['achieved_rate']:.1f} of {trial['rate']:g} ops/s" if result
+                           else trial["error"] or "")
+                jobs.append(_job("trial", trial, trial["workload"], trial["target"], verdict))
+        if "search" in kinds:
+            for search in self.searches():
+                result = search["result"]
+                verdict = (result["message"] if result else search["error"] or "")
+                trials = self.connection.execute("SELECT count(*) FROM trials WHERE search_id = ?",
+                                                 (search["id"],)).fetchone()[0]
+                size = f"{trials} trials" if trials or not result else f"{result['trials']} simulated trials"
+                jobs.append(_job("search", search, search["workload"], search["target"], verdict, size))
+        if "sfs" in kinds:
+            for run in self.sfs_runs():
+                done = self.connection.execute("SELECT count(*) FROM trials WHERE sfs_run_id = ? AND status = 'done'",
+                                               (run["id"],)).fetchone()[0]
+                planned = len(run["settings"].get("loads", []))
+                jobs.append(_job("sfs", run, run["workload"], run["target"], run["error"] or "",
+                                 f"{done} of {planned} load points"))
+        if "surface" in kinds:
+            for surface in self.surfaces():
+                plan = surface["plan"]
+                verdict = surface["error"] or ""
+                jobs.append(_job("surface", surface, plan.get("workload", ""), plan.get("target", ""), verdict,
+                                 f"{len(self.surface_searches(surface['id']))} samples"))
+        if "plan" in kinds:
+            for plan in self.plans():
+                jobs.append(_job("plan", plan, plan["name"], plan["path"], plan["error"] or ""))
+        return sorted(jobs, key=lambda job: (job["created"], JOB_KINDS.index(job["kind"]), job["id"]))
+
     def trial(self, trial_id: int) -> dict | None:
         return self._row("trials", trial_id)
+
+
+def _job(kind: str, row: dict, workload: str, target: str, verdict: str, size: str = "") -> dict:
+    return {"kind": kind, "id": row["id"], "created": row["created"], "workload": workload, "target": target,
+            "status": row["status"], "size": size, "verdict": verdict}
 
 
 def _now() -> str:

@@ -14,7 +14,6 @@ PLAN_ID:TEST, a test id (#ID), or a file of numbers (one or more per line).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
 import sys
@@ -26,6 +25,7 @@ from rich.table import Table
 from .. import analysis
 from .. import store as store_module
 from ..errors import InputError
+from ..output import check_output, write_json
 from . import report, runner
 from .plan import load_plan
 
@@ -75,11 +75,6 @@ def add_commands(commands, parser_class, store_option) -> None:
     compare.set_defaults(handler=command_compare)
 
 
-def _check_json_path(path: Path | None) -> None:
-    if path is not None and not path.absolute().parent.is_dir():
-        raise InputError(f"{path}: its directory does not exist", field="--json")
-
-
 def command_check(args: argparse.Namespace) -> int:
     plan = load_plan(args.plan)
     console = _console()
@@ -98,11 +93,10 @@ def command_check(args: argparse.Namespace) -> int:
 
 
 def _finish(db: Path, plan_id: int, status: str, json_path: Path | None) -> int:
-    with store_module.Store(db) as store:
+    with store_module.Store(db, readonly=True) as store:
         data = report.plan_analysis(store, plan_id)
     report.print_plan_report(data, _console())
-    if json_path:
-        json_path.write_text(json.dumps(finite(data), indent=2, default=_json_default) + "\n")
+    write_json(json_path, finite(data), default=_json_default)
     return 0 if status == "done" else 1
 
 
@@ -124,7 +118,7 @@ def finite(value):
 def command_run(args: argparse.Namespace) -> int:
     plan = load_plan(args.plan)   # every input error surfaces here, before anything is written
     store_module.check_compatible(args.db)
-    _check_json_path(args.json)
+    check_output(args.json, "--json")
     if args.workdir is not None and args.workdir.exists() and not args.workdir.is_dir():
         raise InputError(f"{args.workdir}: not a directory", field="--workdir")
     plan_id, status = runner.run_plan(plan, args.db, args.workdir)
@@ -132,20 +126,17 @@ def command_run(args: argparse.Namespace) -> int:
 
 
 def command_resume(args: argparse.Namespace) -> int:
-    _check_json_path(args.json)
+    check_output(args.json, "--json")
     plan_id, status = runner.resume_plan(args.db, args.plan_id)
     return _finish(args.db, plan_id, status, args.json)
 
 
 def _open(db: Path) -> store_module.Store:
-    if not Path(db).exists():
-        raise InputError("no such store (run a plan first, or give --db)", file=db)
-    store_module.check_compatible(db)
-    return store_module.Store(db)
+    return store_module.Store(db, readonly=True)
 
 
 def command_report(args: argparse.Namespace) -> int:
-    _check_json_path(args.json)
+    check_output(args.json, "--json")
     with _open(args.db) as store:
         plan_id = args.plan_id
         if plan_id is None:
@@ -157,8 +148,7 @@ def command_report(args: argparse.Namespace) -> int:
     if not data:
         raise InputError(f"no plan {plan_id} in the store", file=args.db)
     report.print_plan_report(data, _console(), all_metrics=args.all_metrics)
-    if args.json:
-        args.json.write_text(json.dumps(finite(data), indent=2, default=_json_default) + "\n")
+    write_json(args.json, finite(data), default=_json_default)
     return 0
 
 
@@ -235,7 +225,7 @@ def resolve_side(store: store_module.Store | None, text: str, metric: str | None
 def command_compare(args: argparse.Namespace) -> int:
     if not 0 < args.alpha < 0.5:
         raise InputError(f"{args.alpha}: alpha must be in (0, 0.5)", field="--alpha")
-    _check_json_path(args.json)
+    check_output(args.json, "--json")
     store = None
     needs_store = not (Path(args.a).is_file() and Path(args.b).is_file())
     if needs_store:
@@ -251,8 +241,7 @@ def command_compare(args: argparse.Namespace) -> int:
     result = analysis.compare(a, b, alpha=args.alpha, names=(label_a, label_b))
     result["metric"] = metric_a
     print_comparison(result, _console())
-    if args.json:
-        args.json.write_text(json.dumps(finite(result), indent=2, default=_json_default) + "\n")
+    write_json(args.json, finite(result), default=_json_default)
     return 0
 
 

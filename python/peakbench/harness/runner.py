@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import fcntl
 import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -31,6 +29,7 @@ from pathlib import Path
 from .. import fsimage
 from .. import store as store_module
 from ..errors import InputError, RunError
+from ..locks import StoreLock
 from ..sysinfo import snapshot
 from ..targets import check_ours, parse_target, target_label
 from . import cache, stoprule, trials
@@ -51,42 +50,6 @@ def _now() -> str:
 
 # ---------------------------------------------------------------------------------------------
 # the lock
-
-
-class StoreLock:
-    def __init__(self, db: Path):
-        self.path = Path(str(db) + ".lock")
-        self.file = None
-
-    def acquire(self, what: str) -> None:
-        self.file = open(self.path, "a+")
-        try:
-            fcntl.flock(self.file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self.file.seek(0)
-            holder = self.file.read().strip() or "another process"
-            self.file.close()
-            self.file = None
-            raise RunError(f"{self.path.with_suffix('')} is in use by another peakbench plan ({holder});"
-                           " wait for it to finish, or give this plan another --db") from None
-        self.file.seek(0)
-        self.file.truncate()
-        self.file.write(f"pid {os.getpid()} on {socket.gethostname()}, {what}, since {_now()}\n")
-        self.file.flush()
-
-    def release(self) -> None:
-        if self.file is not None:
-            self.file.seek(0)
-            self.file.truncate()
-            fcntl.flock(self.file.fileno(), fcntl.LOCK_UN)
-            self.file.close()
-            self.file = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.release()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -75,12 +75,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
     options = ReportOptions(confidence=args.confidence, thresholds_ms=_thresholds(args.thresholds))
     for path, option in ((args.html, "--html"), (args.figures, "--figures"), (args.csv, "--csv")):
         _writable_parent(path, option)
-    if not args.db.exists():
-        raise InputError("no such store (run a search, `peakbench sfs` or a trial first, or give --db)", file=args.db)
-    store_module.check_compatible(args.db)
     surfaces = [_json_file(path, "--surface") for path in args.surface]
     harness = _json_file(args.harness, "--harness") if args.harness else None
-    with store_module.Store(args.db) as store:
+    with store_module.Store(args.db, readonly=True) as store:
         data = selection.select(store, args.selectors)
     data.extra["surfaces"] = data.extra.get("surfaces", []) + surfaces
     if harness is not None:

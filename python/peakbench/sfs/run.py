@@ -22,9 +22,9 @@ from rich.console import Console
 from .. import store as store_module
 from ..engine import Engine
 from ..errors import InputError, RunError
+from ..locks import StoreLock
 from ..mix import normalise
 from ..mixfile import read_mixfile
-from ..progress import ProgressDisplay
 from ..report import terminal
 from ..report.model import ReportOptions
 from ..report.sections import sfs_summary
@@ -32,6 +32,7 @@ from ..report.sections.load_curve import overall_response_time
 from ..report.selection import select
 from ..sysinfo import snapshot
 from ..targets import check_ours, check_space, parse_target, target_label
+from ..trials import TrialFailed, TrialRecord, run_trial
 from ..workload import Workload, find_workload, trial_spec
 from .rcfile import RcFile, read_rcfile
 
@@ -95,44 +96,62 @@ def describe(chosen: Plan) -> list[str]:
     return lines
 
 
-def run(chosen: Plan, db: Path, engine=None) -> int:
+def run(chosen: Plan, db: Path, engine=None, invocation: dict | None = None) -> int:
     """Run every load point (with `engine`: one local Engine by default, or --clients' load
-    clients); returns the stored curve's id."""
+    clients); returns the stored curve's id. `invocation`: what `peakbench resume` needs."""
     store_module.check_compatible(db)
     engine = engine or Engine()
-    specs = [trial_spec(chosen.workload, chosen.target, rate=load, warmup_s=chosen.rc.warmup_s,
-                        runtime_s=chosen.rc.runtime_s, seed=index + 1) for index, load in enumerate(chosen.loads)]
+    specs = point_specs(chosen)
     for spec in specs:
         engine.validate(spec)
     system = snapshot(chosen.target, engine.version())
     with store_module.Store(db) as store:
         run_id = store.add_sfs_run(workload=chosen.workload.name, target=target_label(chosen.target),
-                                   settings=chosen.settings())
+                                   settings=chosen.settings(), invocation=invocation)
+        run_points(store, run_id, chosen, specs, engine, system)
+    return run_id
+
+
+def point_specs(chosen: Plan) -> list[dict]:
+    """One trial spec per load point, each with its own seed (the same on a resume)."""
+    return [trial_spec(chosen.workload, chosen.target, rate=load, warmup_s=chosen.rc.warmup_s,
+                       runtime_s=chosen.rc.runtime_s, seed=index + 1) for index, load in enumerate(chosen.loads)]
+
+
+def run_points(store: store_module.Store, run_id: int, chosen: Plan, specs: list[dict], engine, system: dict,
+               done: frozenset[float] = frozenset()) -> None:
+    """Every load point whose rate is not in `done`, holding the run's job lock (so that `peakbench
+    resume` can tell it is alive); the run is finished, or failed with the reason, in the store."""
+    with StoreLock(store.path, f"sfs {run_id}") as lock:
+        lock.acquire("running the load points")
         try:
             for number, spec in enumerate(specs, start=1):
-                _point(engine, store, run_id, chosen, spec, system, number)
+                if point_key(spec["load"]["rate"]) not in done:
+                    _point(engine, store, run_id, chosen, spec, system, number)
         except BaseException as error:
             store.finish_sfs_run(run_id, error=str(error) or type(error).__name__)
             raise
         store.finish_sfs_run(run_id)
-    return run_id
+
+
+def point_key(rate: float) -> float:
+    """A load point's rate as stored trials are matched to it."""
+    return round(rate, 6)
 
 
 def _point(engine, store: store_module.Store, run_id: int, chosen: Plan, spec: dict, system: dict,
            number: int) -> None:
     rate = spec["load"]["rate"]
     print(f"sfs  point {number}/{len(chosen.loads)}: {rate:g} ops/s", file=sys.stderr, flush=True)
-    record = dict(workload=chosen.workload.name, target=target_label(chosen.target), spec=spec, sysinfo=system,
-                  sfs_run_id=run_id)
+    record = TrialRecord(workload=chosen.workload.name, target=target_label(chosen.target), sysinfo=system,
+                         sfs_run_id=run_id)
     try:
-        with ProgressDisplay("prepare", None) as display:
-            engine.prepare(spec, display)
-        with ProgressDisplay("run", chosen.rc.warmup_s + chosen.rc.runtime_s) as display:
-            result = engine.run(spec, display)
-    except RunError as error:
-        trial_id = store.add_trial(error=str(error), **record)
-        raise RunError(f"load point {rate:g} ops/s: {error} (recorded as failed trial {trial_id})") from None
-    store.add_trial(result=result, **record)
+        stored = run_trial(spec, engine, store, record)
+    except TrialFailed as failed:
+        raise RunError(f"load point {rate:g} ops/s: {failed}") from None
+    if stored.trial_id is None:
+        raise RunError(f"load point {rate:g} ops/s: {stored.store_error}; the trial was written to"
+                       f" {stored.saved_to} instead")
 
 
 def command(args, console: Console, engine_for) -> int:
@@ -144,8 +163,15 @@ def command(args, console: Console, engine_for) -> int:
         console.print(" ".join(f"{load:g}" for load in chosen.loads))
         return 0
     with engine_for(args, chosen.workload) as engine:
-        run_id = run(chosen, args.db, engine)
-    with store_module.Store(args.db) as store:
+        run_id = run(chosen, args.db, engine, invocation={"clients": args.clients, "cluster": args.cluster,
+                                                          "clock_tolerance_ms": args.clock_tolerance})
+    print_summary(args.db, run_id, console)
+    return 0
+
+
+def print_summary(db: Path, run_id: int, console: Console) -> None:
+    """The curve's SPECsfs summary, peak and ORT, read back from the store."""
+    with store_module.Store(db, readonly=True) as store:
         data = select(store, [f"sfs:{run_id}"])
     terminal.show([sfs_summary.section(data, ReportOptions())], console)
     (series,) = data.series
@@ -153,6 +179,5 @@ def command(args, console: Console, engine_for) -> int:
     ort = overall_response_time([(p.mean_achieved, p.mean_ms) for p in points])
     peak = max(p.mean_achieved for p in points)
     console.print(f"peak {peak:,.1f} ops/s achieved" + (f"; overall response time {ort:.2f} ms" if ort else ""))
-    print(f"sfs run {run_id} and its {len(chosen.loads)} trials stored in {args.db};"
-          f" `peakbench report sfs:{run_id} --db {args.db} --html report.html` for the full report", file=sys.stderr)
-    return 0
+    print(f"sfs run {run_id} and its {len(points)} load points stored in {db};"
+          f" `peakbench report sfs:{run_id} --db {db} --html report.html` for the full report", file=sys.stderr)

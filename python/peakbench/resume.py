@@ -1,0 +1,157 @@
+"""`peakbench resume [JOB] --db FILE`: finish a job whose controller died (kill -9, a crash, a reboot).
+
+JOB is search:ID, sfs:ID or plan:ID; without it, the newest unfinished job.
+A job still held by a live peakbench (its lock, locks.py) is refused. Nothing
+finished is run again and nothing stored is lost:
+- a search: the controller decides only from its trials' outcomes, so the
+  stored trials are handed back to it in their order, in place of running
+  them, and the search then goes on live from where it stopped. A stored
+  trial that is not the one the controller asks for (another peakbench
+  version) stops the resume with a message rather than mixing two searches;
+- an sfs run: the load points with a stored trial are kept, the others run
+  with the seeds they would have had;
+- a plan: as `peakbench plan resume`.
+A trial that was running when the controller died was never stored, so it
+runs again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import re
+import sys
+from pathlib import Path
+
+from . import searching
+from . import store as store_module
+from .cluster import engine_for
+from .controller import Observation, SearchSettings
+from .controller.history import same_load
+from .errors import InputError, RunError
+from .locks import StoreLock
+from .sfs import run as sfs_run
+from .sysinfo import snapshot
+from .workload import find_workload
+
+RESUMABLE = ("search", "sfs", "plan")
+
+
+def add_command(commands, store_option) -> None:
+    resume = commands.add_parser("resume", parents=[store_option],
+                                 help="finish an interrupted search, sfs run or plan, repeating no finished trial")
+    resume.add_argument("job", nargs="?", metavar="JOB",
+                        help="search:ID, sfs:ID or plan:ID (default: the newest unfinished one)")
+    resume.set_defaults(handler=command_resume)
+
+
+def command_resume(args: argparse.Namespace, console=None) -> int:
+    with store_module.Store(args.db, readonly=True) as store:
+        kind, job_id = _chosen_job(store, args.job)
+    if kind == "plan":
+        from .harness.commands import command_resume as resume_plan
+
+        return resume_plan(argparse.Namespace(db=args.db, plan_id=job_id, json=None))
+    with store_module.Store(args.db) as store:
+        if kind == "search":
+            result = resume_search(store, job_id)
+            print(f"search {job_id}: {result.verdict}: {result.message}")
+            return 0 if result.verdict == "peak" else 3
+        resume_sfs(store, job_id)
+    from rich.console import Console
+
+    sfs_run.print_summary(args.db, job_id, console or Console())
+    return 0
+
+
+def _chosen_job(store: store_module.Store, text: str | None) -> tuple[str, int]:
+    if text is not None:
+        match = re.fullmatch(r"(search|sfs|plan):(\d+)", text)
+        if not match:
+            raise InputError(f"{text!r}: name the job as search:ID, sfs:ID or plan:ID", field="JOB")
+        kind, job_id = match.group(1), int(match.group(2))
+        jobs = [j for j in store.jobs((kind,)) if j["id"] == job_id]
+        if not jobs:
+            raise InputError(f"no {kind} {job_id} in the store", file=store.path)
+        if jobs[0]["status"] == "done":
+            raise InputError(f"{kind} {job_id} is finished: nothing to resume", file=store.path)
+        return kind, job_id
+    unfinished = [j for j in store.jobs(RESUMABLE) if j["status"] != "done"]
+    if not unfinished:
+        raise InputError("no unfinished search, sfs run or plan in the store: nothing to resume", file=store.path)
+    job = unfinished[-1]
+    return job["kind"], job["id"]
+
+
+class ResumedTrials:
+    """run_trial for a resumed search: the stored trials first, in order, then live ones."""
+
+    def __init__(self, search_id: int, stored: list[dict], live: searching.EngineTrials):
+        self.search_id = search_id
+        self.stored = collections.deque(stored)
+        self.live = live
+
+    def __call__(self, load: float, runlength_s: float) -> Observation:
+        if not self.stored:
+            return self.live(load, runlength_s)
+        trial = self.stored.popleft()
+        ran = trial["spec"]["load"]
+        if not (same_load(ran["rate"], load) and abs(ran["runtime_s"] - runlength_s) <= 1e-6 * runlength_s):
+            raise RunError(f"search {self.search_id} cannot be resumed: its controller now asks for {load:g} ops/s"
+                           f" for {runlength_s:g} s where its stored trial {trial['id']} ran {ran['rate']:g} ops/s"
+                           f" for {ran['runtime_s']:g} s (was it started by another peakbench version?)")
+        return searching.observation_of(trial["result"], load, self.live.settings.psat, trial["cost_s"] or 0.0)
+
+
+def resume_search(store: store_module.Store, search_id: int):
+    search = store.search(search_id)
+    invocation = search["invocation"]
+    if invocation is None:
+        raise InputError(f"search {search_id} was not stored with what a resume needs (a simulated search, part"
+                         " of a surface, or from an older peakbench): run it again", file=store.path)
+    known = {field.name for field in dataclasses.fields(SearchSettings)}
+    settings = SearchSettings(**{k: v for k, v in search["settings"].items() if k in known})
+    workload = find_workload(invocation["workload"])
+    trials = store.search_trials(search_id)
+    done = [t for t in trials if t["status"] == "done"]
+    _check_not_running(store, f"search {search_id}")
+    print(f"search {search_id}: resuming with {len(done)} stored trials", file=sys.stderr, flush=True)
+    store.reopen("search", search_id)
+    with _engine(invocation, workload) as engine:
+        live = searching.EngineTrials(workload, invocation["target"], engine, store, search_id, settings,
+                                      snapshot(invocation["target"], engine.version()), invocation["scale"],
+                                      invocation["seed"], invocation["max_outstanding"], trials_run=len(trials))
+        return searching.continue_search(store, search_id, ResumedTrials(search_id, done, live), settings,
+                                         search["policy"], invocation["seed_load"], invocation["seed"])
+
+
+def resume_sfs(store: store_module.Store, run_id: int) -> None:
+    record = store.sfs_run(run_id)
+    settings = record["settings"]
+    chosen = sfs_run.plan(Path(settings["rcfile"]), settings["spec_rounding"])
+    if chosen.loads != settings["loads"]:
+        raise InputError(f"sfs run {run_id} cannot be resumed: its rc file now gives the load points"
+                         f" {' '.join(f'{load:g}' for load in chosen.loads)} where the run has"
+                         f" {' '.join(f'{load:g}' for load in settings['loads'])}", file=settings["rcfile"])
+    done = frozenset(sfs_run.point_key(t["rate"]) for t in store.sfs_run_trials(run_id) if t["status"] == "done")
+    _check_not_running(store, f"sfs {run_id}")
+    print(f"sfs run {run_id}: resuming with {len(done)} of {len(chosen.loads)} load points done",
+          file=sys.stderr, flush=True)
+    store.reopen("sfs", run_id)
+    with _engine(record["invocation"] or {}, chosen.workload) as engine:
+        sfs_run.run_points(store, run_id, chosen, sfs_run.point_specs(chosen), engine,
+                           snapshot(chosen.target, engine.version()), done)
+
+
+def _check_not_running(store: store_module.Store, job: str) -> None:
+    """Refuse a job whose controller is alive (it holds the job's lock) before touching its record."""
+    with StoreLock(store.path, job) as lock:
+        lock.acquire("checking it can be resumed")
+
+
+def _engine(invocation: dict, workload):
+    return engine_for(invocation.get("clients"), invocation.get("cluster"),
+                      shared_fileset=workload.cluster_fileset == "shared",
+                      clock_tolerance_s=invocation.get("clock_tolerance_ms", 10.0) / 1e3,
+                      announce=lambda text: print(f"cluster: {text}", file=sys.stderr))

@@ -1,0 +1,122 @@
+"""The one trial path: what a user gets back when the store refuses, is read-only or is busy.
+
+Read-only stores are real read-only bind mounts (root), and a busy store is a
+second SQLite connection holding the write lock, as another peakbench would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_cli
+
+
+@contextlib.contextmanager
+def read_only(directory: Path):
+    """`directory` bind-mounted read-only onto itself: not even root can write there."""
+    subprocess.run(["mount", "--bind", str(directory), str(directory)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(directory)], check=True)
+        yield directory
+    finally:
+        subprocess.run(["umount", str(directory)], check=True)
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="read-only bind mounts need root")
+
+
+@needs_root
+def test_a_store_that_cannot_be_written_is_refused_before_anything_is_measured(engine_path, tmp_path):
+    (tmp_path / "archive").mkdir()
+    target = tmp_path / "target"
+    target.mkdir()
+    with read_only(tmp_path / "archive") as archive:
+        started = time.monotonic()
+        done = run_cli("run", "mail", "--target", str(target), "--rate", "50", "--warmup", "0", "--runtime", "60",
+                       "--db", str(archive / "peakbench.db"))
+        took = time.monotonic() - started
+    assert done.returncode == 2, done.stderr
+    assert "peakbench.db" in done.stderr and "cannot write the store" in done.stderr
+    assert took < 45, "the trial ran before the store was refused"
+    assert not any(target.iterdir()), "a file set was built for a trial that cannot be kept"
+
+
+@needs_root
+def test_a_read_only_store_can_be_listed_and_reported(engine_path, tmp_path):
+    store = tmp_path / "archive" / "peakbench.db"
+    store.parent.mkdir()
+    made = run_cli("run", "mail", "--target", "null://", "--rate", "200",
+                   "--warmup", "0", "--runtime", "1", "--db", str(store))
+    assert made.returncode == 0, made.stderr
+    with read_only(store.parent):
+        listed = run_cli("results", "list", "--db", str(store), "--json", "-")
+        report = run_cli("report", "trial:1", "--db", str(store), "--html", str(tmp_path / "r.html"))
+    assert listed.returncode == 0, listed.stderr
+    (job,) = json.loads(listed.stdout)
+    assert job["kind"] == "trial" and job["status"] == "done" and job["verdict"].startswith("achieved")
+    assert report.returncode == 0, report.stderr
+    assert (tmp_path / "r.html").stat().st_size > 10_000
+
+
+def test_a_measured_trial_the_store_cannot_take_is_written_out(engine_path, tmp_path):
+    """The store is busy (another process holds its write lock) when the trial ends: the result goes
+    to --json and to a file beside the store, and the user is told where; nothing measured is lost."""
+    store = tmp_path / "peakbench.db"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
+    command = [sys.executable, "-m", "peakbench.cli", "run", "mail", "--target", "null://", "--rate", "300",
+               "--warmup", "0", "--runtime", "3", "--db", str(store), "--json", str(tmp_path / "out.json")]
+    run = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while True:  # wait until the run has opened (created) the store, then take its write lock
+        assert time.monotonic() < deadline and run.poll() is None, run.communicate()
+        try:
+            blocker = sqlite3.connect(store, timeout=0.1, isolation_level=None)
+            if blocker.execute("SELECT count(*) FROM sqlite_master WHERE name = 'trials'").fetchone()[0]:
+                blocker.execute("BEGIN EXCLUSIVE")
+                break
+            blocker.close()
+        except sqlite3.OperationalError:
+            pass
+        time.sleep(0.05)
+    try:
+        out, err = run.communicate(timeout=120)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert run.returncode == 1, err
+    assert "could not take the trial" in err and "database is locked" in err
+    saved = sorted(tmp_path.glob("peakbench-unstored-trial-*.json"))
+    assert len(saved) == 1 and str(saved[0]) in err
+    kept = json.loads(saved[0].read_text())
+    assert kept["result"]["latency"]["count"] > 500 and kept["spec"]["load"]["rate"] == 300
+    reported = json.loads((tmp_path / "out.json").read_text())
+    assert reported["trial_id"] is None and reported["latency"]["count"] == kept["result"]["latency"]["count"]
+    assert "per-operation breakdown" in out  # the figures were printed too
+
+
+def test_a_simulated_search_is_stored_and_listed(tmp_path):
+    store = tmp_path / "s.db"
+    done = run_cli("search", "mail", "--target", "sim://?capacity=800", "--quick", "--db", str(store), "--json", "-")
+    assert done.returncode in (0, 3), done.stderr
+    printed = json.loads(done.stdout)
+    assert isinstance(printed["search_id"], int)
+    listed = run_cli("results", "list", "--kind", "search", "--db", str(store), "--json", "-")
+    (job,) = json.loads(listed.stdout)
+    assert job["kind"] == "search" and job["id"] == printed["search_id"]
+    assert job["verdict"] == printed["message"] and job["target"] == "sim://?capacity=800"
+    assert run_cli("results", "list", "--kind", "trial", "--db", str(store), "--json", "-").stdout.strip() == "[]"
+
+
+def test_version_names_peakbench_and_its_engine(engine_path):
+    done = run_cli("--version")
+    assert done.returncode == 0
+    assert done.stdout.startswith("peakbench 0.") and "peakbench-engine" in done.stdout
