@@ -5,13 +5,18 @@ t-interval (at the report's confidence) as error bars when it has two or
 more. A search's peak region (Rsat ± s) is shaded and its peak marked; for a
 curve without a search, the peak is the highest achieved rate (SPEC's
 meaning). The overall response time (ORT) is SPEC's single figure: the area
-under the mean-response vs achieved-throughput curve (trapezoids, from the
-lowest to the highest achieved load point) divided by the highest achieved
-throughput, in ms.
+under the mean-response vs achieved-throughput curve divided by the peak
+(highest) achieved throughput, in ms. SPEC's curve starts at zero throughput:
+below the first load point the response time is taken to be the first point's
+(SPEC SFS run rules, "Overall response time calculation": constant below the
+first valid data point); between points it is linear (trapezoids). So the ORT
+is a throughput-weighted mean of the measured means and always lies between the
+smallest and the largest of them.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from ...controller.statistics import t_interval
@@ -23,9 +28,11 @@ from ..model import Column, Figure, LoadPoint, ReportData, ReportOptions, Sectio
 def overall_response_time(points: list[tuple[float, float]]) -> float | None:
     """SPEC's ORT from (achieved ops/s, mean response ms) points; None below two points."""
     points = sorted(points)
-    if len(points) < 2 or points[-1][0] <= 0:
+    if len(points) < 2 or points[0][0] < 0 or points[-1][0] <= 0:
         return None
-    area = math.fsum((x1 - x0) * (y0 + y1) / 2 for (x0, y0), (x1, y1) in zip(points, points[1:]))
+    first_x, first_y = points[0]
+    below_first = first_x * first_y  # SPEC: constant at the first point's response from zero throughput
+    area = below_first + math.fsum((x1 - x0) * (y0 + y1) / 2 for (x0, y0), (x1, y1) in itertools.pairwise(points))
     return area / points[-1][0]
 
 
