@@ -73,12 +73,26 @@ def section(data: ReportData, options: ReportOptions) -> Section | None:
 
 
 def _caption(curves: list[Series], options: ReportOptions) -> str:
+    """Says only what the figure draws: the band, the star and the crosses appear when they apply."""
     levels = sorted({f"{options.confidence_for(s):.0%}" for s in curves})
-    return (f"Left: achieved vs offered load (the dotted line is achieved = offered; the dashed line marks the peak)."
-            f" Right: mean response time vs achieved load. Points are means over the measured trials at each offered"
+    peaks = {s.key: peak_of(s) for s in curves}
+    found = [key for key, (peak, _) in peaks.items() if peak is not None]
+    text = ("Left: achieved vs offered load (the dotted line is achieved = offered"
+            + ("; the dashed line marks the peak)." if found else ").")
+            + " Right: mean response time vs achieved load. Points are means over the measured trials at each offered"
             f" load; error bars are {'/'.join(levels)} t-intervals where a load has two or more trials (n per point"
-            f" in the table below). The shaded band is the search's peak region (Rsat ± s); the star marks the peak;"
-            f" a red cross marks a load where the load generator fell behind (it measures peakbench, not the target).")
+            " in the table below).")
+    if any(s.kind == "search" and "rsat_ms" in s.settings for s in curves):
+        text += " The shaded band is the search's peak region (Rsat ± s)."
+    if found:
+        text += f" The star marks the peak{'' if len(curves) == 1 else ' of ' + ', '.join(found)}."
+    for key, (peak, meaning) in peaks.items():
+        if peak is None:
+            text += f" {key} has no peak to mark: {meaning}."
+    if any(t["result"].get("generator_saturated") for s in curves for p in s.done_points() for t in p.measured):
+        text += (" A red cross marks a load where the load generator fell behind (it measures peakbench, not the"
+                 " target).")
+    return text
 
 
 def _table(series: Series, points: list[LoadPoint], confidence: float) -> Table:

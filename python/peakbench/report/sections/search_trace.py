@@ -68,7 +68,11 @@ def section(data: ReportData, options: ReportOptions) -> Section | None:
 
 
 def _caption(series: Series, settings: dict) -> str:
-    return (f"{series.title}. Left: load factor ρ = λ/λ* of every trial against cumulative benchmarking cost"
+    trace = steps(series)
+    factors_known = bool(trace) and all(step.load_factor is not None for step in trace)
+    left = ("load factor ρ = λ/λ* of every trial" if factors_known else
+            "offered load of every trial (no load factor: the search found no peak λ*)")
+    return (f"{series.title}. Left: {left} against cumulative benchmarking cost"
             f" (filled: careful trials of runlength {settings.get('runlength_s', '?'):g} s; hollow: scouts). Middle:"
             f" trials per test load. Right: {settings.get('confidence', 0.95):.0%} t-interval of the mean response"
             f" time over the first n careful trials at each load (the search's final claim at λ* uses Stein's"
