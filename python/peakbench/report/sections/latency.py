@@ -83,16 +83,16 @@ SHORTFALL = 0.95  # a load whose achieved rate falls below this share of the off
 
 def choose_loads(points: list, key) -> list:
     """The loads drawn when there are more than MAX_CURVES: the lowest, the key load (the peak, or the best
-    throughput), then the overloaded loads (above the key load, or achieving under SHORTFALL of the offered
-    rate), spread evenly if they do not all fit, then an even spread of the rest. In offered-load order."""
+    throughput) and every overloaded load (above the key load, or achieving under SHORTFALL of the offered
+    rate), even if that makes more than MAX_CURVES; then an even spread of the rest up to MAX_CURVES. In
+    offered-load order."""
     if len(points) <= MAX_CURVES:
         return points
     loads = [p.requested for p, _ in points]
     key_index = loads.index(key.requested) if key is not None and key.requested in loads else len(points) - 1
     chosen = {0, key_index}
-    overloaded = [i for i, (p, _) in enumerate(points)
-                  if i not in chosen and (i > key_index or p.mean_achieved < SHORTFALL * p.requested)]
-    chosen.update(_spread(overloaded, MAX_CURVES - len(chosen)))
+    chosen.update(i for i, (p, _) in enumerate(points)
+                  if i > key_index or p.mean_achieved < SHORTFALL * p.requested)
     rest = [i for i in range(len(points)) if i not in chosen]
     chosen.update(_spread(rest, MAX_CURVES - len(chosen)))
     return [points[i] for i in sorted(chosen)]
@@ -104,7 +104,7 @@ def _left_out(points: list, shown: list, key) -> str:
     drawn = {id(p) for p, _ in shown}
     missing = [p.requested for p, _ in points if id(p) not in drawn]
     named = f" ({key.requested:,.0f} ops/s)" if key is not None else ""
-    return (f" Drawn: the lowest load, the key load{named}, the overloaded loads (above it, or achieving under"
+    return (f" Drawn: the lowest load, the key load{named}, every overloaded load (above it, or achieving under"
             f" {SHORTFALL:.0%} of the offered rate) and an even spread of the rest; left out: {', '.join(f'{load:,.0f}' for load in missing)} ops/s (all are in the table"
             " below).")
 
