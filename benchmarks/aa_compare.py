@@ -33,9 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
-import run as bench  # noqa: E402  (trial_spec, fileset, machine_info, table)
-
-from peakbench import analysis  # noqa: E402
+import run as bench
+from peakbench import analysis
 
 # The installed engine (a pyenv shim execs the real binary); benchmarks/run.py's machine_info reads bench.ENGINE.
 ENGINE = os.environ.get("PEAKBENCH_ENGINE") or shutil.which("peakbench-engine") or str(bench.ENGINE)
@@ -97,7 +96,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", default="aa_compare")
     args = parser.parse_args(argv)
     bench.MACHINE.update(bench.machine_info())
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started = datetime.datetime.now(datetime.UTC)
     sources = {}
     with tempfile.TemporaryDirectory(dir="/dev/shm", prefix="aa-compare-") as work:
         work = Path(work)
