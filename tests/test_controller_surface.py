@@ -11,7 +11,7 @@ from peakbench.controller.design import Factor, coded, d_optimal, full_factorial
 from peakbench.controller.surface import (
     QuadraticSurface,
     describe_error,
-    leave_one_out_mape,
+    leave_one_out,
     map_surface,
     mape,
     peak_weights,
@@ -110,7 +110,8 @@ def test_held_out_error_is_the_leave_one_out_refit():
     leverage = np.diag(x @ np.linalg.inv(x.T @ x) @ x.T)
     full = QuadraticSurface.fit(factors, samples, peaks)
     held_out = [p - (p - full.predict(s)) / (1 - h) for s, p, h in zip(samples, peaks, leverage)]
-    assert leave_one_out_mape(factors, samples, peaks, [1.0] * len(samples)) == pytest.approx(mape(held_out, peaks))
+    assert leave_one_out(factors, samples, peaks, [1.0] * len(samples)) == (pytest.approx(mape(held_out, peaks)),
+                                                                            len(samples))
     assert full.residual_dof == 4
 
 
@@ -122,7 +123,7 @@ def test_no_error_is_claimed_without_residual_degrees_of_freedom():
     assert result.surface is not None and result.residual_dof == 0
     assert result.mape is None and result.loo_mape is None and result.surface.r_squared is None
     assert all(o.predicted_low is None and o.predicted_high is None for o in result.outcomes)
-    text = describe_error(6, 6, result.loo_mape, result.mape, None)
+    text = describe_error(6, 6, result.loo_mape, result.loo_samples, result.mape, None)
     assert "MAPE" not in text and "no error estimate" in text
 
 

@@ -553,7 +553,8 @@ def print_surface(result, console: Console) -> None:
         fitted = result.surface
         terms = ", ".join(f"{c:+.4g}·{t}" if t != "1" else f"{c:.4g}" for t, c in zip(fitted.terms, fitted.coefficients))
         console.print(f"peak rate ≈ {terms} (coded factors in [-1, 1]); "
-                      + describe_error(measured, len(fitted.terms), result.loo_mape, result.mape, fitted.r_squared))
+                      + describe_error(measured, len(fitted.terms), result.loo_mape, result.loo_samples,
+                                       result.mape, fitted.r_squared))
     console.print(f"total cost {result.cost_seconds:.0f} s of benchmarking")
 
 

@@ -106,20 +106,20 @@ def peak_weights(peaks: Sequence[float], half_widths: Sequence[float | None]) ->
             for p, h in zip(peaks, half_widths)]
 
 
-def leave_one_out_mape(factors: Sequence[Factor], samples: Sequence[Sample], peaks: Sequence[float],
-                       weights: Sequence[float]) -> float | None:
-    """MAPE (percent) of each peak predicted by the model fitted without it; None when a model without
-    one sample cannot be fitted (no residual freedom, or the rest do not determine the quadratic)."""
+def leave_one_out(factors: Sequence[Factor], samples: Sequence[Sample], peaks: Sequence[float],
+                  weights: Sequence[float]) -> tuple[float, int] | None:
+    """(MAPE in percent, how many samples) of each peak predicted by the model fitted without it, over the
+    samples whose removal leaves the quadratic determined; None when no sample's does."""
     errors = []
     for held in range(len(samples)):
         rest = [i for i in range(len(samples)) if i != held]
         try:
             model = QuadraticSurface.fit(factors, [samples[i] for i in rest], [peaks[i] for i in rest],
                                          [weights[i] for i in rest])
-        except ValueError:
-            return None
+        except ValueError:  # without this sample the rest do not determine every coefficient
+            continue
         errors.append((model.predict(samples[held]), peaks[held]))
-    return mape(*zip(*errors))
+    return (mape(*zip(*errors)), len(errors)) if errors else None
 
 
 def mape(predicted: Sequence[float], measured: Sequence[float]) -> float:
@@ -129,18 +129,22 @@ def mape(predicted: Sequence[float], measured: Sequence[float]) -> float:
     return 100 * sum(abs(p - m) / abs(m) for p, m in zip(predicted, measured)) / len(measured)
 
 
-def describe_error(samples: int, coefficients: int, loo_mape: float | None, in_sample_mape: float | None,
-                   r_squared: float | None) -> str:
+def describe_error(samples: int, coefficients: int, loo_mape: float | None, loo_samples: int | None,
+                   in_sample_mape: float | None, r_squared: float | None) -> str:
     """What is known of a fitted surface's error, in one clause; no figure at all without residual freedom."""
     dof = samples - coefficients
     if dof <= 0:
         return (f"no error estimate: {samples} measured peaks for {coefficients} coefficients leave no residual"
                 " degrees of freedom, so the model passes through every sample (measure more samples)")
-    parts = [f"{dof} residual degree{'s' if dof != 1 else ''} of freedom"]
-    if loo_mape is not None:
-        parts.insert(0, f"held-out error (leave-one-out MAPE) {loo_mape:.1f}% over n={samples} samples")
+    if loo_mape is None or not loo_samples:
+        held = (f"no held-out error: without any one of its n={samples} samples the quadratic is undetermined"
+                " (measure samples at three or more levels of every factor)")
+    elif loo_samples == samples:
+        held = f"held-out error (leave-one-out MAPE) {loo_mape:.1f}% over n={samples} samples"
     else:
-        parts.append("no held-out error (a fit without one of the samples is undetermined)")
+        held = (f"held-out error (leave-one-out MAPE) {loo_mape:.1f}% over the {loo_samples} of n={samples}"
+                " samples whose removal leaves the quadratic determined")
+    parts = [held, f"{dof} residual degree{'s' if dof != 1 else ''} of freedom"]
     if in_sample_mape is not None:
         parts.append(f"in-sample MAPE {in_sample_mape:.1f}%")
     if r_squared is not None:
@@ -167,6 +171,7 @@ class SurfaceResult:
     mape: float | None  # in-sample, percent; None without residual freedom (the fit interpolates: 0 by design)
     cost_seconds: float
     loo_mape: float | None = None  # held out (leave-one-out), percent; None without residual freedom
+    loo_samples: int | None = None  # how many samples loo_mape rests on (see leave_one_out)
     residual_dof: int | None = None  # samples − coefficients of the fit; None without a fit
     confidence: float = PREDICTION_CONFIDENCE  # of the outcomes' prediction intervals
 
@@ -232,7 +237,7 @@ def surface_from_searches(factors: Sequence[Factor],
     surface = loo = None
     if len(finished) >= len(quadratic_terms(factors)):
         surface = QuadraticSurface.fit(factors, samples, peaks, weights)
-        loo = leave_one_out_mape(factors, samples, peaks, weights) if surface.residual_dof > 0 else None
+        loo = leave_one_out(factors, samples, peaks, weights) if surface.residual_dof > 0 else None
     outcomes = []
     for sample, seed, result, failure in searched:
         predicted = surface.predict(sample) if surface is not None else None
@@ -242,5 +247,5 @@ def surface_from_searches(factors: Sequence[Factor],
     if surface is not None and surface.residual_dof > 0:
         in_sample = mape([o.predicted for o in outcomes if o.failure is None], peaks)
     cost = sum(o.result.cost_seconds for o in outcomes if o.result is not None)
-    return SurfaceResult(factors, outcomes, surface, in_sample, cost, loo,
-                         surface.residual_dof if surface is not None else None, confidence)
+    return SurfaceResult(factors, outcomes, surface, in_sample, cost, loo[0] if loo else None,
+                         loo[1] if loo else None, surface.residual_dof if surface is not None else None, confidence)

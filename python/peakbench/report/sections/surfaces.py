@@ -48,7 +48,7 @@ def section(data: ReportData, options: ReportOptions) -> Section | None:
             summary.append(f"surface {number}: quadratic in {', '.join(f.name for f in factors)} fitted through"
                            f" {len(measured)} measured peaks, each weighted by its interval; "
                            + describe_error(len(measured), len(model.terms), record.get("loo_mape"),
-                                            record.get("mape"), model.r_squared)
+                                            record.get("loo_samples"), record.get("mape"), model.r_squared)
                            + f"; {len(failed)} sample(s) without a peak; cost {record['cost_seconds'] / 3600:.1f} h")
             for a, b in itertools.combinations(range(len(factors)), 2):
                 blocks.append(Figure(f"surface-{number}-{factors[a].name}-{factors[b].name}",
