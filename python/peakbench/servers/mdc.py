@@ -241,13 +241,13 @@ class _Server:
                 status = 404
             elif local.is_dir():
                 body = "".join(f"{p.name}{'/' if p.is_dir() else ''}\n" for p in sorted(local.iterdir())).encode()
+            elif local.is_file() and method == "HEAD":
+                return _reply(200, b"", {"Content-Length": str(local.stat().st_size)}, head=True)
             elif local.is_file():
-                body = local.read_bytes() if method == "GET" else b""
-                if method == "HEAD":
-                    return _reply(200, b"", {"Content-Length": str(local.stat().st_size)}, head=True)
+                body = local.read_bytes()
             else:
                 status = 404
-        return _reply(status, body if method == "GET" else b"", {}, head=method == "HEAD")
+        return _reply(status, body, {}, head=method == "HEAD")  # a HEAD states the length a GET would send
 
     def _schedule(self, connection: _Connection, reply: bytes | None, arrived_ns: int, close: bool = False) -> None:
         with self.lock:
