@@ -141,12 +141,12 @@ def test_open_loop_poisson_runs_below_capacity_report_the_queues_mean_response(
         engine_path, docroot, tmp_path, workers, rates):
     """Each trial's mean response (from the moment the engine actually sent: its own schedule
     lag, which the busy machine's scheduling adds, is subtracted) lies within 3.5 standard
-    deviations of what one 8 s window of the exact queue shows, plus the timing allowance.
+    deviations of what one 6 s window of the exact queue shows, plus the timing allowance.
 
     The standard deviation is the window mean's own sampling error at that ρ, from 200
     simulated windows: responses in a queue are correlated, so it is far larger than the
-    per-request spread over √n (at ρ = 0.8, 2.1 ms on W = 15 ms; at ρ = 0.3, 0.15 ms)."""
-    warmup_s, runtime_s = 1.0, 8.0
+    per-request spread over √n (for 6 s at ρ = 0.8, about 2.4 ms on W = 15 ms; at ρ = 0.3, 0.17 ms)."""
+    warmup_s, runtime_s = 1.0, 6.0
     with MDCServer(workers, SERVICE_MS, docroot) as server:
         for rate in rates:
             result = undisturbed_trial(server, docroot, tmp_path, rate, warmup_s, runtime_s)
@@ -186,16 +186,23 @@ def quick_search(server: MDCServer, docroot: Path, tmp_path: Path, seed: int) ->
     return json.loads(out.read_text())
 
 
-@pytest.mark.parametrize("workers, seeds", [(1, (101, 202, 303)), (2, (404,))])
+@pytest.mark.parametrize("workers, seeds", [(1, (101, 202)), (2, (404,))])
 def test_repeated_quick_searches_find_the_known_peak_within_their_claimed_accuracy(
         engine_path, docroot, tmp_path, workers, seeds):
     """A search claims its peak within 1 − a of the truth at confidence c; with distinct seeds
-    (independent arrival streams) at least ⌈c·n⌉ of n searches must hold it (for n = 3 at c = 90%:
-    all three), and each must state a peak (the server saturates at a known load)."""
+    (independent arrival streams) at least ⌈c·n⌉ of n searches must hold it (for n = 2 at c = 90%:
+    both), and each must state a peak (the server saturates at a known load). The interval
+    it states for the peak rate must hold the truth as often, and its explanation must fit the
+    server: W(λ) is smooth and steep here (it climbs 45 → 55 ms over 188.2–190.5 req/s), so
+    "the response time jumps across the peak region" is false (issue 20, item 1)."""
     with MDCServer(workers, SERVICE_MS, docroot) as server:
         truth = server.peak_rate(RSAT_MS)
         found = [quick_search(server, docroot, tmp_path, seed) for seed in seeds]
     summary = [(r["verdict"], r["peak_rate"], r["message"]) for r in found]
     assert all(r["verdict"] == "peak" for r in found), summary
+    enough = math.ceil(found[0]["confidence"] * len(found))
     within = [abs(r["peak_rate"] - truth) / truth <= 1 - r["target_accuracy"] for r in found]
-    assert sum(within) >= math.ceil(found[0]["confidence"] * len(found)), (truth, summary)
+    assert sum(within) >= enough, (truth, summary)
+    contains = [r["ci_low"] is not None and r["ci_low"] <= truth <= r["ci_high"] for r in found]
+    assert sum(contains) >= enough, (truth, [(r["ci_low"], r["ci_high"]) for r in found])
+    assert not any("jumps across the peak region" in r["message"] for r in found), summary
