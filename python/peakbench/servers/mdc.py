@@ -41,7 +41,8 @@ the server's show that a real-time server keeps D to about 0.1 ms in 99% of repl
 
 The docroot, when given, is served read-only: HEAD and GET of a file give its size and
 content, of a directory a plain list of its names; a path outside it or missing is 404.
-Without a docroot every GET and HEAD is an empty 200. The engine's HTTP target builds its
+Without a docroot every GET and HEAD is an empty 200. One thread sends every reply, so
+a large body delays the replies due after it: keep the files small (1 KB in the example). The engine's HTTP target builds its
 file set in that directory (`--docroot`), so the server needs no WebDAV. The example
 workload `known-curve.toml` beside this file makes every op a getattr (HEAD), Poisson
 arrivals, so each op costs the same D.
@@ -162,7 +163,7 @@ class _Connection:
 
 
 class _Server:
-    """The I/O thread (this object's `serve`) and the timer thread (`_send_loop`)."""
+    """The I/O thread (`serve`) and the timer thread (`send_loop`)."""
 
     def __init__(self, listener: socket.socket, workers: int, service_ms: float, docroot: Path | None):
         self.listener = listener
@@ -218,7 +219,10 @@ class _Server:
         for line in head[1:]:
             name, _, value = line.partition(":")
             headers[name.strip().lower()] = value.strip()
-        body = int(headers.get("content-length", "0") or 0)
+        try:
+            body = int(headers.get("content-length", "0") or 0)
+        except ValueError:  # no telling where the next request starts: answer this one, then close
+            body, connection.closing = 0, True
         if len(connection.buffer) < end + 4 + body:
             return None
         connection.buffer = connection.buffer[end + 4 + body:]
