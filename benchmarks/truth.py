@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -78,9 +79,14 @@ def one_search(server: MDCServer, docroot: Path, work: Path, policy: str, kind: 
             "contains": low is not None and high is not None and low <= truth <= high,
             "message": found["message"], "cost_s": found["cost_seconds"], "trials": found["trials"],
             "wall_s": time.monotonic() - started,
-            "loads": [{"load": load["load"], "true_mean_ms": server.mean_response_ms(load["load"]),
+            # The true mean response at each tested load; None at or past capacity (it grows without bound).
+            "loads": [{"load": load["load"], "true_mean_ms": finite_or_none(server.mean_response_ms(load["load"])),
                        **{k: load[k] for k in ("classification", "mean_ms", "trials", "reason")}}
                       for load in found["loads"]]}
+
+
+def finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
 
 
 def summary(searches: list[dict]) -> dict:
