@@ -202,3 +202,29 @@ def test_getattr_as_a_conditional_get(engine_path, nginx, tmp_path):
     assert result["ops"]["getattr"]["count"] == 200 and not result["ops"]["getattr"]["errors"]
     statuses = collections.Counter((method, status) for method, _, status, _ in server.access_log_entries())
     assert statuses[("GET", 304)] == 200  # If-None-Match: * on an existing file
+
+
+@pytest.mark.parametrize("status", [503, 429])
+def test_a_server_that_sheds_load_achieves_only_its_successful_replies(engine_path, nginx, cli, tmp_path, status):
+    # nginx serves 100 requests/s and answers the rest with `status` (limit_req, no burst): at
+    # 300/s about two thirds are shed. Achieved is the successful replies, not every reply.
+    docroot = tmp_path / "www"
+    docroot.mkdir()
+    server = nginx(docroot, shed_above=(100, status))
+    report = tmp_path / "out.json"
+    done = cli("run", "web-server", "--target", server.url, "--docroot", str(docroot), "--rate", "300",
+               "--warmup", "1", "--runtime", "3", "--db", str(tmp_path / "p.db"), "--json", str(report))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(report.read_text())
+    served = collections.Counter(code for _, _, code, _ in server.access_log_entries())
+    outcomes = result["outcomes"]
+    assert outcomes["errors"] == 0 and outcomes["timeouts"] == 0, outcomes
+    assert outcomes["succeeded"] + outcomes["shed"] == result["sent"]
+    assert outcomes["shed"] > 0.5 * result["sent"], outcomes
+    assert served[status] >= outcomes["shed"]  # nginx says it refused them (the warm-up's too)
+    assert all(f"http_{status}" not in op["errors"] for op in result["ops"].values())
+    assert sum(op["shed"] for op in result["ops"].values()) == outcomes["shed"]
+    assert result["achieved_rate"] == pytest.approx(100, rel=0.15)  # goodput: the limit
+    assert result["completed_rate"] == pytest.approx(300, rel=0.05)  # every reply
+    assert outcomes["failed_share"] == pytest.approx(outcomes["shed"] / result["sent"])
+    assert "achieved (successful)" in done.stdout and f"shed {outcomes['shed']} (" in done.stdout
