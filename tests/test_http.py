@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from peakbench import searching
+from peakbench import store as store_module
+from peakbench.controller import SearchSettings, saturated, saturation_signal
+from peakbench.engine import Engine
 from peakbench.servers.nginx import free_port
+from peakbench.targets import parse_target
+from peakbench.workload import find_workload
 
 
 def tree(root: Path) -> dict[str, int]:
@@ -228,3 +234,26 @@ def test_a_server_that_sheds_load_achieves_only_its_successful_replies(engine_pa
     assert result["completed_rate"] == pytest.approx(300, rel=0.05)  # every reply
     assert outcomes["failed_share"] == pytest.approx(outcomes["shed"] / result["sent"])
     assert "achieved (successful)" in done.stdout and f"shed {outcomes['shed']} (" in done.stdout
+
+
+def test_the_search_sees_a_shedding_server_as_saturated_and_says_it_shed(engine_path, nginx, tmp_path):
+    # The search's own trial path (EngineTrials) against nginx shedding above 100 requests/s:
+    # replies come back fast (503 costs nginx nothing), so neither the response time nor the
+    # completions show the overload; the shed replies do.
+    docroot = tmp_path / "www"
+    docroot.mkdir()
+    server = nginx(docroot, shed_above=(100, 503))
+    settings = SearchSettings(**{**searching.QUICK, "warmup_s": 1.0})
+    target = parse_target(server.url, str(docroot))
+    with store_module.Store(tmp_path / "p.db") as store:
+        search_id = store.add_search(workload="web-server", target=server.url, policy="guided", settings={})
+        trials = searching.EngineTrials(find_workload("web-server"), target, Engine(engine_path), store, search_id,
+                                        settings, sysinfo={})
+        below, above = trials(50.0, 3.0), trials(300.0, 3.0)
+    assert saturation_signal(below, settings) is None and not saturated(below, settings)
+    assert above.mean_ms < settings.rsat_ms and above.percentile_ms < settings.lsat_ms
+    assert above.outcomes.shed > 300 and above.shed_share > 0.5
+    signal = saturation_signal(above, settings)
+    assert signal is not None and saturated(above, settings)
+    assert f"{above.outcomes.shed} shed (HTTP 503" in signal and "overloaded, on purpose" in signal
+    assert f"of the window's {above.outcomes.requests} requests failed" in signal

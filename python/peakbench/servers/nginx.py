@@ -50,7 +50,7 @@ def config(docroot: Path, port: int, workdir: Path, *, workers: int = 1, access_
     """The whole nginx.conf text. WebDAV adds PUT DELETE MKCOL COPY MOVE (and, with the
     dav-ext module, PROPFIND OPTIONS). shed_above = (requests per second, status): a server
     that sheds load (limit_req, no burst) and answers the requests over the limit with that
-    status (503 or 429)."""
+    status (503 or 429): a leaky bucket that holds 20 requests beyond the rate."""
     dav_ext = webdav and DAV_EXT.exists()
     lines = [
         f"load_module {DAV_EXT};" if dav_ext else "",
@@ -81,7 +81,9 @@ def config(docroot: Path, port: int, workdir: Path, *, workers: int = 1, access_
         "      dav_methods PUT DELETE MKCOL COPY MOVE; create_full_put_path on; dav_access user:rw group:r all:r;"
         if webdav else "",
         "      dav_ext_methods PROPFIND OPTIONS;" if dav_ext else "",
-        f"      limit_req zone=shed; limit_req_status {shed_above[1]}; limit_req_log_level info;" if shed_above else "",
+        # A burst of 20 lets a Poisson schedule's bunched arrivals through below the rate.
+        f"      limit_req zone=shed burst=20 nodelay; limit_req_status {shed_above[1]}; limit_req_log_level info;"
+        if shed_above else "",
         "    }",
         "  }",
         "}",
