@@ -67,7 +67,7 @@ def section(data: ReportData, options: ReportOptions) -> Section | None:
 
 def _caption(curves: list[Series], options: ReportOptions) -> str:
     levels = sorted({f"{options.confidence_for(s):.0%}" for s in curves})
-    return (f"Left: achieved vs offered load (the dotted line is achieved = offered; the dashed line marks the peak)."
+    return (f"Left: achieved (successful) vs offered load (the dotted line is achieved = offered; the dashed line marks the peak)."
             f" Right: mean response time vs achieved load. Points are means over the measured trials at each offered"
             f" load; error bars are {'/'.join(levels)} t-intervals where a load has two or more trials (n per point"
             f" in the table below). The shaded band is the search's peak region (Rsat ± s); the star marks the peak;"
@@ -141,10 +141,10 @@ def _draw(curves: list[Series], options: ReportOptions):
                               label=f"peak {peak:,.1f} ops/s")
         throughput.plot([0, highest], [0, highest], ":", color="grey", linewidth=0.8)
         throughput.set_xlabel("offered load (ops/s)")
-        throughput.set_ylabel("achieved throughput (ops/s)")
+        throughput.set_ylabel("achieved (successful) throughput (ops/s)")
         throughput.set_xlim(left=0)
         throughput.set_ylim(bottom=0)
-        response.set_xlabel("achieved throughput (ops/s)")
+        response.set_xlabel("achieved (successful) throughput (ops/s)")
         response.set_ylabel("mean response time (ms)")
         response.set_xlim(left=0)
         positive = [m for m in shown_ms if m > 0]
