@@ -265,3 +265,17 @@ def test_the_failed_share_is_a_search_option_in_percent_or_as_a_fraction(cli, tm
         assert done.returncode == 0, done.stderr
     bad = cli("search", "mail", "--target", "sim://?capacity=800", "--max-failed-share", "150%")
     assert bad.returncode == 2 and "max_failed_share" in bad.stderr and "--max-failed-share" in bad.stderr
+
+
+def test_an_observation_of_a_result_stored_before_outcomes_derives_them_from_the_per_op_counts():
+    # An older engine counted a 503 among the errors and had no outcomes or latency quarters.
+    older = {"achieved_rate": 100.0, "generator_saturated": False, "sent": 300, "unsent": 0, "runtime_s": 3.0,
+             "latency": {"mean_ms": 2.0, "count": 300},
+             "ops": {"read": {"count": 200, "successes": 150, "errors": {"http_503": 45, "http_404": 5},
+                              "timeouts": 0, "cancellations": 0},
+                     "getattr": {"count": 100, "successes": 96, "errors": {}, "timeouts": 4, "cancellations": 0}}}
+    observation = searching.observation_of(older, 100.0, 95.0, cost_s=4.0)
+    assert observation.outcomes == Outcomes(succeeded=246, errors=5, shed=45, timeouts=4, cancelled=0)
+    assert observation.failed_share == pytest.approx(54 / 300) and observation.shed_share == pytest.approx(45 / 300)
+    assert observation.quarter_means_ms is None
+    assert "45 shed" in saturation_signal(observation, SearchSettings())
