@@ -89,7 +89,8 @@ def nfs_url(ganesha_server, request):
     return ganesha_server.url(name)
 @pytest.fixture
 def nginx(tmp_path):
-    """Start nginx on 127.0.0.1 (a free port): `nginx(docroot, webdav=False, workers=1, access_log=True)`
+    """Start nginx on 127.0.0.1 (a free port): `nginx(docroot, webdav=False, workers=1, access_log=True,
+    shed_above=None)`
     returns a started peakbench.servers.nginx.Nginx; every server is stopped by PID at teardown.
     With access_log=True the log goes to a temporary file (server.access_log)."""
     from peakbench.servers import nginx as nginx_module
@@ -98,9 +99,11 @@ def nginx(tmp_path):
         pytest.skip("nginx is not installed")
     started = []
 
-    def start(docroot: Path, *, webdav: bool = False, workers: int = 1, access_log: bool = True):
+    def start(docroot: Path, *, webdav: bool = False, workers: int = 1, access_log: bool = True,
+              shed_above: tuple[int, int] | None = None):
         log = tmp_path / f"access-{len(started)}.log" if access_log else None
-        server = nginx_module.Nginx(docroot, webdav=webdav, workers=workers, access_log=log).start()
+        server = nginx_module.Nginx(docroot, webdav=webdav, workers=workers, access_log=log,
+                                    shed_above=shed_above).start()
         started.append(server)
         return server
 

@@ -27,9 +27,15 @@ def fake_result(rng: random.Random, rate: float, runtime_s: float = 10.0, *, sat
     ops = {}
     for op, latencies in values.items():
         ops[op] = {**summarize(histogram_of(latencies)), "errors": {"ENOENT": rng.randint(0, 3)},
-                   "timeouts": rng.randint(0, 2), "bytes": rng.randint(0, 10**6)}
+                   "shed": rng.randint(0, 5), "timeouts": rng.randint(0, 2), "cancellations": rng.randint(0, 2),
+                   "bytes": rng.randint(0, 10**6)}
     if rng.random() < 0.5:
         ops["read"]["errors"]["EIO"] = 1
+    for op in ops.values():
+        op["successes"] = op["count"] - sum(op["errors"].values()) - op["shed"] - op["timeouts"]
+    # Each request falls in a quarter of the window by its due time.
+    quarter_of = {(op, i): rng.randrange(4) for op, vs in values.items() for i in range(len(vs))}
+    in_quarter = [[values[op][i] for (op, i), q in quarter_of.items() if q == quarter] for quarter in range(4)]
     sent = sum(map(len, values.values())) + unsent
     lag = summarize(histogram_of(lags))
     result = {
@@ -37,7 +43,10 @@ def fake_result(rng: random.Random, rate: float, runtime_s: float = 10.0, *, sat
         "requested_rate": rate, "achieved_rate": rate * rng.uniform(0.9, 1.0),
         "sent": sent, "unsent": unsent, "completed": sent - unsent,
         "warmup_s": 1.0, "runtime_s": runtime_s, "ops": ops,
-        "latency": summarize(histogram_of([v for vs in values.values() for v in vs])),
+        "latency": {**summarize(histogram_of([v for vs in values.values() for v in vs])),
+                    "quarters_mean_ms": [sum(q) / len(q) / 1e6 if q else 0.0 for q in in_quarter],
+                    "quarters_count": [len(q) for q in in_quarter]},
+        "outcomes": _outcomes(ops),
         "schedule_lag": {"mean_ms": lag["mean_ms"], "p99_ms": lag["p99_ms"], "max_ms": lag["max_ms"],
                          "hist": lag["hist"], "quarters_mean_ms": [rng.uniform(0, 1) for _ in range(4)]},
         "generator_saturated": saturated,
@@ -51,6 +60,14 @@ def fake_result(rng: random.Random, rate: float, runtime_s: float = 10.0, *, sat
         "start": {"at_unix_s": 1.0, "requested_unix_s": 1.0, "late_ms": late_ms},
     }
     return result, values, lags
+
+
+def _outcomes(ops: dict) -> dict:
+    counts = {"succeeded": sum(op["successes"] for op in ops.values()),
+              "errors": sum(sum(op["errors"].values()) for op in ops.values()),
+              "shed": sum(op["shed"] for op in ops.values()), "timeouts": sum(op["timeouts"] for op in ops.values()),
+              "cancelled": sum(op["cancellations"] for op in ops.values())}
+    return {**counts, "failed_share": (sum(counts.values()) - counts["succeeded"]) / sum(counts.values())}
 
 
 @pytest.fixture
@@ -176,3 +193,24 @@ def test_receive_moderation_is_merged_so_the_table_still_says_what_was_held(thre
     # Other targets report none, and neither does their merge.
     others = [{k: v for k, v in result.items() if k != "receive_moderation"} for result in results]
     assert "receive_moderation" not in merge_results(others, ["a", "b", "c"])
+
+
+def test_outcomes_and_latency_quarters_merge_exactly(three_clients):
+    results = [r for r, _, _ in three_clients]
+    merged = merge_results(results, ["a", "b", "c"])
+    for key in ("succeeded", "errors", "shed", "timeouts", "cancelled"):
+        assert merged["outcomes"][key] == sum(r["outcomes"][key] for r in results)
+    assert merged["outcomes"] == _outcomes(merged["ops"])  # the per-op counts add up to the same
+    for op in OPS:
+        for key in ("successes", "shed", "cancellations"):
+            assert merged["ops"][op][key] == sum(r["ops"][op][key] for r in results)
+    # Each quarter's mean is the mean over every client's requests due in it.
+    quarters = [[] for _ in range(4)]
+    for result, values, _ in three_clients:
+        for quarter, (mean, count) in enumerate(zip(result["latency"]["quarters_mean_ms"],
+                                                    result["latency"]["quarters_count"])):
+            quarters[quarter].append((mean, count))
+    for quarter, parts in enumerate(quarters):
+        count = sum(c for _, c in parts)
+        assert merged["latency"]["quarters_count"][quarter] == count
+        assert merged["latency"]["quarters_mean_ms"][quarter] == pytest.approx(sum(m * c for m, c in parts) / count)

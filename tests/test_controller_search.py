@@ -192,7 +192,8 @@ def test_model_guided_falls_back_to_bisection_when_the_fit_is_no_server_curve():
     ("start_load", 0.5, "start_load"),
     ("max_load", 0.5, "max_load"),
     ("psat", 100.0, "psat"),
-    ("shortfall_tolerance", 1.0, "shortfall_tolerance"),
+    ("max_failed_share", 1.0, "max_failed_share"),
+    ("max_failed_share", -0.01, "max_failed_share"),
     ("confidence", float("nan"), "confidence"),
 ])
 def test_bad_settings_raise_a_clear_one_line_error(field, value, words):

@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from peakbench import searching
+from peakbench import store as store_module
+from peakbench.controller import SearchSettings, saturated, saturation_signal
+from peakbench.engine import Engine
 from peakbench.servers.nginx import free_port
+from peakbench.targets import parse_target
+from peakbench.workload import find_workload
 
 
 def tree(root: Path) -> dict[str, int]:
@@ -202,3 +208,52 @@ def test_getattr_as_a_conditional_get(engine_path, nginx, tmp_path):
     assert result["ops"]["getattr"]["count"] == 200 and not result["ops"]["getattr"]["errors"]
     statuses = collections.Counter((method, status) for method, _, status, _ in server.access_log_entries())
     assert statuses[("GET", 304)] == 200  # If-None-Match: * on an existing file
+
+
+@pytest.mark.parametrize("status", [503, 429])
+def test_a_server_that_sheds_load_achieves_only_its_successful_replies(engine_path, nginx, cli, tmp_path, status):
+    # nginx serves 100 requests/s and answers the rest with `status` (limit_req, no burst): at
+    # 300/s about two thirds are shed. Achieved is the successful replies, not every reply.
+    docroot = tmp_path / "www"
+    docroot.mkdir()
+    server = nginx(docroot, shed_above=(100, status))
+    report = tmp_path / "out.json"
+    done = cli("run", "web-server", "--target", server.url, "--docroot", str(docroot), "--rate", "300",
+               "--warmup", "1", "--runtime", "3", "--db", str(tmp_path / "p.db"), "--json", str(report))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(report.read_text())
+    served = collections.Counter(code for _, _, code, _ in server.access_log_entries())
+    outcomes = result["outcomes"]
+    assert outcomes["errors"] == 0 and outcomes["timeouts"] == 0, outcomes
+    assert outcomes["succeeded"] + outcomes["shed"] == result["sent"]
+    assert outcomes["shed"] > 0.5 * result["sent"], outcomes
+    assert served[status] >= outcomes["shed"]  # nginx says it refused them (the warm-up's too)
+    assert all(f"http_{status}" not in op["errors"] for op in result["ops"].values())
+    assert sum(op["shed"] for op in result["ops"].values()) == outcomes["shed"]
+    assert result["achieved_rate"] == pytest.approx(100, rel=0.15)  # goodput: the limit
+    assert result["completed_rate"] == pytest.approx(300, rel=0.05)  # every reply
+    assert outcomes["failed_share"] == pytest.approx(outcomes["shed"] / result["sent"])
+    assert "achieved (successful)" in done.stdout and f"shed {outcomes['shed']} (" in done.stdout
+
+
+def test_the_search_sees_a_shedding_server_as_saturated_and_says_it_shed(engine_path, nginx, tmp_path):
+    # The search's own trial path (EngineTrials) against nginx shedding above 100 requests/s:
+    # replies come back fast (503 costs nginx nothing), so neither the response time nor the
+    # completions show the overload; the shed replies do.
+    docroot = tmp_path / "www"
+    docroot.mkdir()
+    server = nginx(docroot, shed_above=(100, 503))
+    settings = SearchSettings(**{**searching.QUICK, "warmup_s": 1.0})
+    target = parse_target(server.url, str(docroot))
+    with store_module.Store(tmp_path / "p.db") as store:
+        search_id = store.add_search(workload="web-server", target=server.url, policy="guided", settings={})
+        trials = searching.EngineTrials(find_workload("web-server"), target, Engine(engine_path), store, search_id,
+                                        settings, sysinfo={})
+        below, above = trials(50.0, 3.0), trials(300.0, 3.0)
+    assert saturation_signal(below, settings) is None and not saturated(below, settings)
+    assert above.mean_ms < settings.rsat_ms and above.percentile_ms < settings.lsat_ms
+    assert above.outcomes.shed > 300 and above.shed_share > 0.5
+    signal = saturation_signal(above, settings)
+    assert signal is not None and saturated(above, settings)
+    assert f"{above.outcomes.shed} shed (HTTP 503" in signal and "overloaded, on purpose" in signal
+    assert f"of the window's {above.outcomes.requests} requests failed" in signal

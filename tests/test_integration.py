@@ -114,3 +114,42 @@ def test_a_trial_against_the_null_target(engine_path, cli, tmp_path):
                "--db", str(tmp_path / "p.db"))
     assert done.returncode == 0, done.stderr
     assert "note: specsfs97: mix sums to 99, not 100; normalised to 100%" in done.stderr
+
+
+DIRECTORY_WORKLOAD = """
+name = "dirs"
+description = "directories made and removed beside files created, removed and renamed"
+[fileset]
+files_per_dir = 20
+dirs_per_dir = 4
+max_depth = 1
+file_sizes = {kind = "constant", value = "4KB"}
+[scaling]
+bytes_per_op = "4KB"
+min_files = 100
+[mix]
+mkdir = 20
+rmdir = 20
+create = 15
+remove = 15
+rename = 10
+getattr = 20
+"""
+
+
+def test_a_workload_that_makes_and_removes_directories_has_no_errors_of_its_own(engine_path, cli, shm_dir, tmp_path):
+    # On a fresh directory every error would be the generator's own (an rmdir before any mkdir
+    # named a directory its object set knew was not there): there must be none.
+    workload = tmp_path / "dirs.toml"
+    workload.write_text(DIRECTORY_WORKLOAD)
+    out = tmp_path / "r.json"
+    done = cli("run", str(workload), "--target", str(shm_dir), "--rate", "300", "--warmup", "0", "--runtime", "3",
+               "--db", str(tmp_path / "p.db"), "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(out.read_text())
+    assert result["outcomes"]["failed_share"] == 0, result["outcomes"]
+    for name, op in result["ops"].items():
+        assert op["error_count"] == 0, (name, op["errors"])
+    assert result["ops"]["rmdir"]["successes"] > 100 and result["ops"]["mkdir"]["successes"] > 100
+    assert result["restore"]["done"], result["restore"]
+    assert "errors:" not in done.stdout

@@ -6,9 +6,11 @@ from peakbench.table import print_trial
 SPEC = {"load": {"arrivals": "uniform"}, "mix": {"getattr": 0.6, "read": 0.4}}
 
 
-def op(count, mean, total, errors=None, timeouts=0):
+def op(count, mean, total, errors=None, timeouts=0, shed=0):
+    errors = errors or {}
     return {"count": count, "mean_ms": mean, "stddev_ms": 0.1, "p50_ms": mean, "p99_ms": mean * 3,
-            "total_ms": total, "errors": errors or {}, "timeouts": timeouts}
+            "total_ms": total, "errors": errors, "shed": shed, "timeouts": timeouts,
+            "successes": count - sum(errors.values()) - shed - timeouts}
 
 
 def result(**overrides):
@@ -35,10 +37,33 @@ def test_the_table_has_fstress_columns_and_the_overall_figures():
         assert heading in text
     read_row = next(line for line in text.splitlines() if "│ read" in line)
     assert "40.0" in read_row and "395" in read_row and "76.7" in read_row  # 197.5 of 257.5 ms
-    assert "offered 100.0 ops/s, achieved 99.5 ops/s (99.5%)" in text
+    assert "offered 100.0 ops/s, achieved (successful) 99.5 ops/s (99.5%)" in text
+    assert ("window's 995 requests: 992 succeeded, errors 2 (0.2%), shed 0, timeouts 1 (0.1%),"
+            " cancelled 0") in text
     assert "latency mean 0.260 ± 0.200 ms (n=995)" in text
     assert "errors: read EIO×2, read timeout×1" in text
     assert "SATURATED" not in text
+
+
+def test_shed_replies_are_shown_apart_from_errors_with_their_share_and_the_target_called_saturated():
+    shedding = result(achieved_rate=75.0, completed_rate=99.5,
+                      ops={"getattr": op(600, 0.1, 60.0, shed=150), "read": op(395, 0.5, 197.5, shed=99)})
+    text = render(shedding)
+    getattr_row = next(line for line in text.splitlines() if "│ getattr" in line)
+    # errors, shed, timeouts, cancelled, failed %
+    assert getattr_row.split("│")[9:14] == ["      0 ", "  150 ", "        0 ", "         0 ", "     25.0 "]
+    assert "achieved (successful) 75.0 ops/s (75.0%)" in text
+    assert "window's 995 requests (99.5 ops/s completed): 746 succeeded, errors 0, shed 249 (25.0%)" in text
+    assert "the target shed 249 requests" in text and "probably saturated" in text
+    assert "getattr shed×150" in text
+
+
+def test_shed_replies_stored_by_an_older_engine_among_the_errors_count_as_shed():
+    older = result(ops={"getattr": op(600, 0.1, 60.0, errors={"http_503": 30}), "read": op(395, 0.5, 197.5)})
+    for o in older["ops"].values():
+        del o["shed"]
+    text = render(older)
+    assert "shed 30 (3.0%)" in text and "errors 0," in text
 
 
 def test_a_saturated_generator_is_shouted_about():

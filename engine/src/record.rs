@@ -20,11 +20,19 @@ pub struct OpRecord {
     pub retransmissions: u64,
     pub cancellations: u64,
     pub successes: u64,
+    /// Replies in which the server said it is overloaded (kept out of `errors`).
+    pub shed: u64,
     pub bytes: u64,
 }
 
 /// The error kind a target reports for a request that got no reply in time.
 pub const TIMEOUT_KIND: &str = "ETIMEDOUT";
+
+/// Error kinds by which a server refuses work on purpose because it is overloaded:
+/// HTTP 503 (Service Unavailable) and 429 (Too Many Requests), NFS3ERR_JUKEBOX.
+pub fn is_shed(kind: &str) -> bool {
+    matches!(kind, "http_503" | "http_429" | "NFS3ERR_JUKEBOX")
+}
 
 impl OpRecord {
     pub fn record(&mut self, latency_ns: u64, outcome: &Result<u64, String>, retransmissions: u32) {
@@ -36,6 +44,7 @@ impl OpRecord {
                 self.successes += 1;
             }
             Err(kind) if kind == TIMEOUT_KIND => self.timeouts += 1,
+            Err(kind) if is_shed(kind) => self.shed += 1,
             Err(kind) => *self.errors.entry(kind.clone()).or_insert(0) += 1,
         }
     }
@@ -78,6 +87,7 @@ pub struct OpSummary {
     pub retransmissions: u64,
     pub cancellations: u64,
     pub successes: u64,
+    pub shed: u64,
     pub bytes: u64,
 }
 
@@ -121,6 +131,7 @@ impl OpRecord {
         self.retransmissions += other.retransmissions;
         self.cancellations += other.cancellations;
         self.successes += other.successes;
+        self.shed += other.shed;
         self.bytes += other.bytes;
     }
 }
@@ -153,6 +164,7 @@ impl Recorder {
                 retransmissions: r.retransmissions,
                 cancellations: r.cancellations,
                 successes: r.successes,
+                shed: r.shed,
                 bytes: r.bytes,
             });
         }

@@ -293,6 +293,16 @@ def _fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
 
 
+def _share(text: str) -> float:
+    """A share as a fraction (0.01) or a percentage (1%)."""
+    percent = text.strip().endswith("%")
+    try:
+        value = float(text.strip().removesuffix("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share (e.g. 0.01 or 1%)") from None
+    return value / 100 if percent else value
+
+
 # (option, SearchSettings field, parser, "METAVAR: help"); the settings check the values.
 SEARCH_OPTIONS = (
     ("--rsat", "rsat_ms", _fraction, "MS: saturated when the mean response time exceeds this (default 40)"),
@@ -301,8 +311,9 @@ SEARCH_OPTIONS = (
     ("--accuracy", "accuracy", _fraction, "A: accuracy required at the peak (default 0.90)"),
     ("--psat", "psat", _fraction, "P: percentile checked against --lsat (default 95)"),
     ("--lsat", "lsat_ms", _fraction, "MS: saturated when the --psat percentile exceeds this (default 2000)"),
-    ("--shortfall", "shortfall_tolerance", _fraction,
-     "F: saturated when achieved < offered x (1-F) (default 0.05)"),
+    ("--max-failed-share", "max_failed_share", _share,
+     ("F: saturated when more than this share of a trial's requests fail: errors, shed (HTTP 503/429,"
+      " NFS3ERR_JUKEBOX), timeouts, cancellations; 0.01 or 1%% (default 1%%)")),
     ("--runlength", "runlength_s", _positive_duration, "S: measured time of a careful trial (default 180 s)"),
     ("--min-runlength", "min_runlength_s", _positive_duration,
      "S: shortest careful trial the guided policy may choose from the variance it sees (default runlength/3)"),

@@ -144,6 +144,31 @@ class Engine:
         return result
 
 
+# Error kinds by which a server refuses work on purpose because it is overloaded (SPEC.md:
+# `shed`). Results from before the engine counted them apart hold them among the errors.
+SHED_KINDS = ("http_503", "http_429", "NFS3ERR_JUKEBOX")
+SHED_LABEL = "HTTP 503/429 or NFS3ERR_JUKEBOX: overloaded, on purpose"
+
+
+def outcomes(result: dict) -> dict:
+    """What became of a trial's window requests (SPEC.md `outcomes`): the engine's own count,
+    or for a result stored before it had one, the same derived from its per-op counts."""
+    if "outcomes" in result:
+        return result["outcomes"]
+    counts = {"succeeded": 0, "errors": 0, "shed": 0, "timeouts": 0, "cancelled": 0}
+    for op in result.get("ops", {}).values():
+        failed = sum(op.get("errors", {}).values()) + op.get("shed", 0) + op.get("timeouts", 0)
+        counts["succeeded"] += op.get("successes", op.get("count", 0) - failed)
+        counts["timeouts"] += op.get("timeouts", 0)
+        counts["cancelled"] += op.get("cancellations", 0)
+        for kind, n in op.get("errors", {}).items():
+            counts["shed" if kind in SHED_KINDS else "errors"] += n
+        counts["shed"] += op.get("shed", 0)
+    failed = counts["errors"] + counts["shed"] + counts["timeouts"] + counts["cancelled"]
+    total = failed + counts["succeeded"]
+    return {**counts, "failed_share": failed / total if total else 0.0}
+
+
 def offered_rate(result: dict) -> float:
     """Arrivals the schedule put in a trial's measured window, per second (SPEC.md: `sent` and
     `unsent`): the nominal rate for a metronome, give or take a few percent for Poisson."""

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import dataclasses
 import re
 import sys
 from pathlib import Path
@@ -110,8 +109,7 @@ def resume_search(store: store_module.Store, search_id: int):
     if invocation is None:
         raise InputError(f"search {search_id} was not stored with what a resume needs (a simulated search, part"
                          " of a surface, or from an older peakbench): run it again", file=store.path)
-    known = {field.name for field in dataclasses.fields(SearchSettings)}
-    settings = SearchSettings(**{k: v for k, v in search["settings"].items() if k in known})
+    settings = SearchSettings.from_stored(search["settings"])
     workload = find_workload(invocation["workload"])
     trials = store.search_trials(search_id)
     done = [t for t in trials if t["status"] == "done"]

@@ -17,8 +17,9 @@ from . import store as store_module
 from . import hooks
 from .controller import Observation, SearchResult, SearchSettings, find_peak
 from .controller.design import Sample
+from .controller.observation import Outcomes
 from .controller.surface import SurfaceResult, map_surface
-from .engine import Engine, offered_rate
+from .engine import SHED_LABEL, Engine, offered_rate, outcomes
 from .errors import RunError
 from .locks import StoreLock
 from .surfaceplan import SurfacePlan
@@ -43,7 +44,11 @@ def percentile_ms(result: dict, percentile: float) -> float:
 
 
 def observation_of(result: dict, load: float, psat: float, cost_s: float) -> Observation:
-    """What the controller sees of one engine trial offered `load` ops/s."""
+    """What the controller sees of one engine trial offered `load` ops/s (results stored before
+    the engine counted outcomes and latency quarters load too: see engine.outcomes)."""
+    counts = outcomes(result)
+    seen = Outcomes(*(counts[k] for k in ("succeeded", "errors", "shed", "timeouts", "cancelled")))
+    quarters = result["latency"].get("quarters_mean_ms")
     return Observation(
         requested_rate=load,
         achieved_rate=result["achieved_rate"],
@@ -52,6 +57,11 @@ def observation_of(result: dict, load: float, psat: float, cost_s: float) -> Obs
         generator_saturated=result["generator_saturated"],
         cost_s=cost_s,
         offered_rate=offered_rate(result),
+        failed_share=counts["failed_share"],
+        shed_share=seen.shed / seen.requests if seen.requests else 0.0,
+        quarter_means_ms=tuple(quarters) if quarters is not None else None,
+        outcomes=seen,
+        shed_label=SHED_LABEL,
     )
 
 

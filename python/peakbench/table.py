@@ -2,9 +2,11 @@
 
 One row per op: its share of the mix, how many completed, latency mean,
 standard deviation, median and 99th percentile, its share of all time spent
-waiting on the target, and errors. Below: offered vs achieved load, the
-overall mean ± stddev with its sample size, the schedule lag, and a loud
-warning when the load generator rather than the target was the bottleneck.
+waiting on the target, and its failures (errors, shed, timeouts, cancelled)
+with their share. Below: offered vs achieved (successful) load, what became of
+the window's requests, the overall mean ± stddev with its sample size, the
+schedule lag, and a loud warning when the load generator rather than the
+target was the bottleneck.
 """
 
 from __future__ import annotations
@@ -13,12 +15,23 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .engine import offered_rate
+from .engine import SHED_KINDS, SHED_LABEL, offered_rate, outcomes
 
 
 def error_count(op: dict) -> int:
-    """All failed requests of one op: errors by kind (errno, NFS status) plus timeouts and cancellations."""
-    return sum(op.get("errors", {}).values()) + op.get("timeouts", 0) + op.get("cancellations", 0)
+    """All failed requests of one op: errors by kind (errno, NFS status), shed replies, timeouts and cancellations."""
+    return sum(op.get("errors", {}).values()) + op.get("shed", 0) + op.get("timeouts", 0) + op.get("cancellations", 0)
+
+
+def _failures(op: dict) -> tuple[int, int, int, int]:
+    """(errors, shed, timeouts, cancelled) of one op; shed replies an older engine counted as errors count as shed."""
+    errors = op.get("errors", {})
+    shed = op.get("shed", 0) + sum(n for kind, n in errors.items() if kind in SHED_KINDS)
+    return sum(errors.values()) - (shed - op.get("shed", 0)), shed, op.get("timeouts", 0), op.get("cancellations", 0)
+
+
+def _count_share(count: int, of: int) -> str:
+    return f"{count} ({count / of:.1%})" if count and of else str(count)
 
 
 def _ms(value: float | None) -> str:
@@ -32,13 +45,16 @@ def op_table(spec: dict, result: dict) -> Table:
     mix = spec.get("mix", {})
     total_ms = sum(op.get("total_ms", 0.0) for op in ops.values()) or 1.0
     table = Table(title="per-operation breakdown (latency in ms, from the intended send time)")
-    for heading in ("op", "mix %", "count", "mean", "stddev", "p50", "p99", "% time", "errors"):
+    for heading in ("op", "mix %", "count", "mean", "stddev", "p50", "p99", "% time", "errors", "shed", "timeouts",
+                    "cancelled", "failed %"):
         table.add_column(heading, justify="left" if heading == "op" else "right")
     # Mix order, largest first, then anything the engine reports that was not asked for.
     names = sorted(mix, key=lambda name: -mix[name]) + sorted(set(ops) - set(mix))
     for name in names:
         op = ops.get(name, {})
-        errors = error_count(op)
+        failures = _failures(op)
+        requests = op.get("count", 0) + op.get("cancellations", 0)  # count: every request that got an answer
+        failed = sum(failures)
         table.add_row(
             name,
             f"{mix.get(name, 0) * 100:.1f}",
@@ -48,7 +64,8 @@ def op_table(spec: dict, result: dict) -> Table:
             _ms(op.get("p50_ms")),
             _ms(op.get("p99_ms")),
             f"{op.get('total_ms', 0.0) / total_ms * 100:.1f}",
-            Text(str(errors), style="bold red" if errors else ""),
+            *(Text(str(n), style="bold red" if n else "") for n in failures),
+            Text(f"{failed / requests * 100:.1f}" if requests else "-", style="bold red" if failed else ""),
         )
     return table
 
@@ -59,13 +76,26 @@ def summary_lines(spec: dict, result: dict) -> list[Text]:
     load = spec.get("load", {})
     window = f"warm-up {result.get('warmup_s', 0):g} s, measured {result.get('runtime_s', 0):g} s"
     if requested is None:  # closed loop: no offered rate
-        lines.append(Text(f"closed loop with {result.get('clients')} clients: achieved {achieved:.1f} ops/s  [{window}]"))
+        lines.append(Text(f"closed loop with {result.get('clients')} clients: achieved (successful) {achieved:.1f}"
+                          f" ops/s  [{window}]"))
     else:
         lines.append(Text(
-            f"offered {requested:.1f} ops/s, achieved {achieved:.1f} ops/s"
+            f"offered {requested:.1f} ops/s, achieved (successful) {achieved:.1f} ops/s"
             f" ({achieved / requested * 100 if requested else 0:.1f}%)"
             f"  [{load.get('arrivals', 'uniform')} arrivals, {window}]"
         ))
+    counts = outcomes(result)
+    requests = sum(counts[k] for k in ("succeeded", "errors", "shed", "timeouts", "cancelled"))
+    if requests:
+        completed = f" ({result['completed_rate']:.1f} ops/s completed)" if "completed_rate" in result else ""
+        lines.append(Text(
+            f"window's {requests} requests{completed}: {counts['succeeded']} succeeded, errors {_count_share(counts['errors'], requests)},"
+            f" shed {_count_share(counts['shed'], requests)}, timeouts {_count_share(counts['timeouts'], requests)},"
+            f" cancelled {_count_share(counts['cancelled'], requests)}",
+            style="red" if counts["failed_share"] else ""))
+        if counts["shed"]:
+            lines.append(Text(f"the target shed {counts['shed']} requests ({SHED_LABEL}): it is saturated at this rate",
+                              style="yellow"))
     if result.get("bytes"):
         lines.append(Text(f"output {result['output_mbit_s']:.2f} Mb/s ({result['bytes']:,} bytes in the window)"))
     latency = result["latency"]
@@ -90,7 +120,7 @@ def summary_lines(spec: dict, result: dict) -> list[Text]:
     failures = [
         f"{name} {kind}×{count}"
         for name, op in sorted(result.get("ops", {}).items())
-        for kind, count in sorted({**op.get("errors", {}), "timeout": op.get("timeouts", 0),
+        for kind, count in sorted({**op.get("errors", {}), "shed": op.get("shed", 0), "timeout": op.get("timeouts", 0),
                                    "cancelled": op.get("cancellations", 0)}.items())
         if count
     ]
@@ -114,7 +144,7 @@ def summary_lines(spec: dict, result: dict) -> list[Text]:
         ))
     elif requested is not None and achieved < 0.95 * offered_rate(result):
         lines.append(Text(
-            "the target completed under 95% of the offered load: it is probably saturated at this rate",
+            "the target completed under 95% of the offered load successfully: it is probably saturated at this rate",
             style="yellow",
         ))
     return lines

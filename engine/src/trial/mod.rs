@@ -19,7 +19,7 @@ mod tests;
 use crate::clock::Clock;
 use crate::pacer;
 use crate::prepare::complete_files;
-use crate::record::summarize;
+use crate::record::{summarize, OpSummary};
 use crate::replay::{class_label, ReplayStream, Trace};
 use crate::spec::{TargetSpec, Timing, TrialSpec, RESULT_SCHEMA};
 use crate::target::Target;
@@ -32,8 +32,9 @@ use sched::{Sched, Source};
 use sender::{Shared, COUNTED};
 use serde_json::{json, Value};
 use std::sync::atomic::Ordering::*;
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use tally::{LagSum, Window};
+use tally::{MeanNs, Window};
 
 /// Upper bound on sender threads when the user sets no cap.
 const DEFAULT_THREAD_LIMIT: usize = 4096;
@@ -151,7 +152,7 @@ fn result(spec: &TrialSpec, shared: &Shared, state: &Sched, max_busy: usize, res
     let quarters = tally.lag_quarters;
     // Compare the first and the last quarter that sent anything: a generator far
     // behind may never reach the last quarter's requests at all.
-    let sent_quarters: Vec<&LagSum> = quarters.iter().filter(|q| q.count > 0).collect();
+    let sent_quarters: Vec<&MeanNs> = quarters.iter().filter(|q| q.count > 0).collect();
     let first = sent_quarters.first().map_or(0.0, |q| q.mean_ms());
     let last = sent_quarters.last().map_or(0.0, |q| q.mean_ms());
     let lag_grew = last > load.lag_limit_ms && last > first;
@@ -187,6 +188,10 @@ fn result(spec: &TrialSpec, shared: &Shared, state: &Sched, max_busy: usize, res
         json!(load.rate)
     };
     let bytes: u64 = ops.values().map(|o| o.bytes).sum();
+    let mut latency = json!(summarize(&all));
+    // Counts beside the means, so results of several clients merge exactly.
+    latency["quarters_mean_ms"] = json!(tally.latency_quarters.iter().map(|q| q.mean_ms()).collect::<Vec<_>>());
+    latency["quarters_count"] = json!(tally.latency_quarters.iter().map(|q| q.count).collect::<Vec<_>>());
     let fileset = match &state.source {
         Source::Synthetic(gen) => {
             let set = &gen.set;
@@ -202,7 +207,10 @@ fn result(spec: &TrialSpec, shared: &Shared, state: &Sched, max_busy: usize, res
         "mode": if shared.closed { "closed" } else if timed { "timed" } else { "open" },
         "clients": load.clients,
         "requested_rate": requested,
-        "achieved_rate": tally.completed_in_window as f64 / load.runtime_s,
+        // Goodput: a reply that says the server failed or shed the request is no throughput.
+        "achieved_rate": tally.succeeded_in_window as f64 / load.runtime_s,
+        "completed_rate": tally.completed_in_window as f64 / load.runtime_s,
+        "outcomes": outcomes(&ops),
         "sent": state.sent_in_window,
         "unsent": state.unsent,
         "completed": all.len(),
@@ -212,7 +220,7 @@ fn result(spec: &TrialSpec, shared: &Shared, state: &Sched, max_busy: usize, res
         "warmup_s": load.warmup_s,
         "runtime_s": load.runtime_s,
         "ops": ops,
-        "latency": summarize(&all),
+        "latency": latency,
         "schedule_lag": {"mean_ms": lag.mean_ms, "p99_ms": lag.p99_ms, "max_ms": lag.max_ms, "hist": lag.hist,
                           "quarters_mean_ms": quarters.iter().map(|q| q.mean_ms()).collect::<Vec<_>>()},
         "generator_saturated": saturated,
@@ -246,6 +254,18 @@ fn result(spec: &TrialSpec, shared: &Shared, state: &Sched, max_busy: usize, res
         result["op_trace"] = Value::Array(state.trace.clone());
     }
     result
+}
+
+/// What became of the requests due in the window: every one is exactly one of these.
+fn outcomes(ops: &BTreeMap<String, OpSummary>) -> Value {
+    let sum = |f: fn(&OpSummary) -> u64| ops.values().map(f).sum::<u64>();
+    let succeeded = sum(|o| o.successes);
+    let errors = sum(|o| o.errors.values().sum());
+    let (shed, timeouts, cancelled) = (sum(|o| o.shed), sum(|o| o.timeouts), sum(|o| o.cancellations));
+    let failed = errors + shed + timeouts + cancelled;
+    let all = succeeded + failed;
+    json!({"succeeded": succeeded, "errors": errors, "shed": shed, "timeouts": timeouts, "cancelled": cancelled,
+           "failed_share": if all == 0 { 0.0 } else { failed as f64 / all as f64 }})
 }
 
 fn own_usage() -> (f64, u64) {

@@ -1,5 +1,5 @@
-//! What completions add up to: per-op latency and errors, schedule lag per quarter of
-//! the measured window, and (in a replay) latency per size class.
+//! What completions add up to: per-op latency and errors, schedule lag and latency per
+//! quarter of the measured window, and (in a replay) latency per size class.
 
 use crate::record::{OpRecord, Recorder};
 use crate::replay::ClassKey;
@@ -7,19 +7,19 @@ use crate::target::Outcome;
 use crate::workload::mix::Op;
 use std::collections::BTreeMap;
 
-/// Mean schedule lag over a stretch of the run.
+/// A mean of nanosecond durations (schedule lag, latency) over a stretch of the run.
 #[derive(Default, Clone, Copy)]
-pub struct LagSum {
+pub struct MeanNs {
     sum_ns: f64,
     pub count: u64,
 }
 
-impl LagSum {
+impl MeanNs {
     fn add(&mut self, ns: u64) {
         self.sum_ns += ns as f64;
         self.count += 1;
     }
-    fn merge(&mut self, other: &LagSum) {
+    fn merge(&mut self, other: &MeanNs) {
         self.sum_ns += other.sum_ns;
         self.count += other.count;
     }
@@ -86,8 +86,13 @@ pub struct Done {
 #[derive(Default)]
 pub struct Tally {
     pub rec: Recorder,
-    pub lag_quarters: [LagSum; 4],
+    pub lag_quarters: [MeanNs; 4],
+    /// Latency of the requests due in each quarter: a queue still growing shows as rising means.
+    pub latency_quarters: [MeanNs; 4],
+    /// Completions inside the window, whatever their outcome ...
     pub completed_in_window: u64,
+    /// ... and those of them that succeeded (goodput).
+    pub succeeded_in_window: u64,
     /// Replay: latency and errors per (op, size class, outcome).
     pub classes: BTreeMap<ClassKey, OpRecord>,
 }
@@ -103,6 +108,7 @@ impl Tally {
                 self.lag_quarters[quarter].add(lag);
             }
             let latency = d.done_ns.saturating_sub(due);
+            self.latency_quarters[quarter].add(latency);
             self.rec.ops[d.op.index()].record(latency, &d.outcome, d.retransmissions);
             if let Some(class) = d.class {
                 let key = (d.op, class, d.outcome.as_ref().err().cloned());
@@ -111,6 +117,7 @@ impl Tally {
         }
         if q.window.contains(d.done_ns) {
             self.completed_in_window += 1;
+            self.succeeded_in_window += d.outcome.is_ok() as u64;
         }
     }
 
@@ -119,7 +126,11 @@ impl Tally {
         for (q, o) in self.lag_quarters.iter_mut().zip(other.lag_quarters.iter()) {
             q.merge(o);
         }
+        for (q, o) in self.latency_quarters.iter_mut().zip(other.latency_quarters.iter()) {
+            q.merge(o);
+        }
         self.completed_in_window += other.completed_in_window;
+        self.succeeded_in_window += other.succeeded_in_window;
         for (key, rec) in &other.classes {
             self.classes.entry(key.clone()).or_default().merge(rec);
         }

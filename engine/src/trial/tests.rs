@@ -169,6 +169,13 @@ fn an_overloaded_server_shows_its_queue_in_the_latency() {
     assert!(num(&r["latency"]["mean_ms"]) > 150.0, "{}", r["latency"]);
     assert!(num(&r["achieved_rate"]) < 130.0);
     assert_eq!(r["generator_saturated"], false, "{}", r["saturation_reason"]);
+    // The queue grows through the window: each quarter's requests wait longer than the last's.
+    let quarters: Vec<f64> = r["latency"]["quarters_mean_ms"].as_array().unwrap().iter().map(num).collect();
+    assert!(quarters.windows(2).all(|w| w[1] > w[0] + 50.0), "{quarters:?}");
+    let counts: Vec<u64> = r["latency"]["quarters_count"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap()).collect();
+    assert_eq!(counts.iter().sum::<u64>(), r["latency"]["count"].as_u64().unwrap(), "{counts:?}");
+    let weighted: f64 = quarters.iter().zip(&counts).map(|(m, &c)| m * c as f64).sum::<f64>() / r["latency"]["count"].as_f64().unwrap();
+    assert!((weighted - num(&r["latency"]["mean_ms"])).abs() < 0.01 * weighted, "{weighted} vs {}", r["latency"]["mean_ms"]);
     assert!(num(&r["schedule_lag"]["p99_ms"]) < 20.0, "{}", r["schedule_lag"]);
     assert!(r["outstanding"]["max"].as_u64().unwrap() > 50, "{}", r["outstanding"]);
 }
@@ -220,4 +227,56 @@ fn closed_loop_clients_send_at_once_and_each_waits_for_its_reply() {
         assert!((300.0..=410.0).contains(&num(&r["achieved_rate"])), "{}", r["achieved_rate"]);
         assert!(num(&r["latency"]["p50_ms"]) < 15.0, "{}", r["latency"]);
     }
+}
+
+/// A target that refuses every `every`-th request with the error `kind` and serves the rest at once.
+struct Refusing {
+    kind: &'static str,
+    every: u64,
+    count: AtomicU64,
+}
+
+impl Target for Refusing {
+    fn supports(&self, _op: Op) -> bool {
+        true
+    }
+    fn execute(&self, _request: &Request) -> Outcome {
+        if (self.count.fetch_add(1, Relaxed) + 1) % self.every == 0 {
+            Err(self.kind.into())
+        } else {
+            Ok(0)
+        }
+    }
+    crate::target::no_fileset!();
+}
+
+#[test]
+fn shed_replies_are_counted_apart_from_errors_and_are_no_goodput() {
+    let _one_at_a_time = serial();
+    for kind in ["http_503", "http_429", "NFS3ERR_JUKEBOX"] {
+        // Every 4th request refused at 400/s: 300/s succeed, 400/s complete.
+        let r = run(&spec(400.0, 1.0, None, 0), Box::new(Refusing { kind, every: 4, count: AtomicU64::new(0) })).unwrap();
+        let o = &r["outcomes"];
+        let (succeeded, shed) = (o["succeeded"].as_u64().unwrap(), o["shed"].as_u64().unwrap());
+        assert_eq!(o["errors"], 0, "{kind}: {o}");
+        assert_eq!(succeeded + shed, 400, "{kind}: {o}");
+        assert!((99..=101).contains(&shed), "{kind}: {o}");
+        assert!((num(&o["failed_share"]) - shed as f64 / 400.0).abs() < 1e-12, "{o}");
+        let ops = r["ops"].as_object().unwrap();
+        assert_eq!(ops.values().map(|op| op["shed"].as_u64().unwrap()).sum::<u64>(), shed);
+        assert!(ops.values().all(|op| op["errors"].as_object().unwrap().is_empty()), "{kind} counted as an error: {}", r["ops"]);
+        assert!((num(&r["achieved_rate"]) - 300.0).abs() < 3.0, "{kind}: goodput {}", r["achieved_rate"]);
+        assert!((num(&r["completed_rate"]) - 400.0).abs() < 3.0, "{kind}: {}", r["completed_rate"]);
+    }
+}
+
+#[test]
+fn other_errors_are_errors_not_shed_and_no_goodput_either() {
+    let _one_at_a_time = serial();
+    let r = run(&spec(400.0, 1.0, None, 0), Box::new(Refusing { kind: "http_500", every: 2, count: AtomicU64::new(0) })).unwrap();
+    let o = &r["outcomes"];
+    assert_eq!(o["shed"], 0, "{o}");
+    assert_eq!(o["errors"], 200, "{o}");
+    assert!((num(&o["failed_share"]) - 0.5).abs() < 1e-12, "{o}");
+    assert!((num(&r["achieved_rate"]) - 200.0).abs() < 3.0, "{}", r["achieved_rate"]);
 }

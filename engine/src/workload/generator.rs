@@ -9,7 +9,7 @@ use crate::spec::{IoSpec, Pattern, TrialSpec};
 use crate::target::{Request, WHOLE};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 /// A sequential run: the file being walked and where the next transfer starts.
 #[derive(Default)]
@@ -37,6 +37,9 @@ pub struct Generator {
     pub paths: bool,
     /// Path buffers of executed requests, reused for new ones (no malloc and free per request).
     spare: Vec<String>,
+    /// Directories this trial made and has not removed, the oldest first: the ones rmdir may
+    /// remove. The oldest, so that its mkdir has long completed even when requests overlap.
+    made_dirs: VecDeque<u32>,
 }
 
 impl Generator {
@@ -55,14 +58,37 @@ impl Generator {
             links_made: 0,
             paths: true,
             spare: Vec::new(),
+            made_dirs: VecDeque::new(),
         }
     }
 
     /// The next request; `object` is the index of the chosen object (for traces).
+    /// An op the object set cannot serve (rmdir before any mkdir, a file op once every file
+    /// is removed) is drawn again among the ones it can, so every error is the server's.
+    /// Only a mix none of whose ops is possible any more issues a request that fails.
     pub fn next(&mut self) -> (Op, Request, Option<u32>) {
-        let op = self.mix.pick(&mut self.rng);
+        let mut op = self.mix.pick(&mut self.rng);
+        if !self.possible(op) {
+            let (files, symlinks, dirs) = (self.set.file_pick.total(), self.set.symlink_pick.total(), self.made_dirs.len());
+            op = self.mix.pick_among(&mut self.rng, |o| Self::possible_with(o, files, symlinks, dirs)).unwrap_or(op);
+        }
         let (request, object) = self.request_for(op);
         (op, request, object)
+    }
+
+    fn possible(&self, op: Op) -> bool {
+        Self::possible_with(op, self.set.file_pick.total(), self.set.symlink_pick.total(), self.made_dirs.len())
+    }
+
+    /// Whether the set holds an object `op` acts on, given the pick weights of files and
+    /// symlinks and the number of directories this trial made.
+    fn possible_with(op: Op, files: u64, symlinks: u64, made_dirs: usize) -> bool {
+        match op {
+            Op::Rmdir => made_dirs > 0,
+            Op::Readlink => symlinks > 0,
+            _ if op.needs_file() => files > 0,
+            _ => true,
+        }
     }
 
     fn pick_file(&mut self) -> Option<u32> {
@@ -142,15 +168,15 @@ impl Generator {
             Op::Mkdir => {
                 let parent = self.pick_dir();
                 let d = self.set.add_dir(parent);
+                self.made_dirs.push_back(d);
                 (Request::Mkdir { path: self.dir_path(d) }, Some(d))
             }
             Op::Rmdir => {
                 // Only directories this trial made are removed: they are known to be empty.
-                let made = self.set.dirs.iter().rposition(|d| d.alive && d.origin == Origin::Created);
-                match made {
+                match self.made_dirs.pop_front() {
                     Some(d) => {
-                        self.set.dirs[d].alive = false;
-                        (Request::Rmdir { path: self.dir_path(d as u32) }, Some(d as u32))
+                        self.set.dirs[d as usize].alive = false;
+                        (Request::Rmdir { path: self.dir_path(d) }, Some(d))
                     }
                     None => (Request::Rmdir { path: "(no directory made by this trial)".into() }, None),
                 }
@@ -271,5 +297,77 @@ impl Generator {
         } else {
             Request::Read { path, offset, len, xfer }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    fn parent_of(path: &str) -> &str {
+        path.rsplit_once('/').map_or("", |(dir, _)| dir)
+    }
+
+    /// Every request of a long mkdir/rmdir/create/remove/rename stream, applied in order to a
+    /// model of the namespace, is one the namespace allows: the generator issues no request
+    /// its own object set knows will fail.
+    #[test]
+    fn no_request_is_invalid_for_the_object_set() {
+        let spec = crate::spec::parse(
+            r#"{"schema": "peakbench.trial-spec/1", "target": {"kind": "null"}, "seed": 5,
+                "load": {"rate": 100, "warmup_s": 0, "runtime_s": 1},
+                "fileset": {"seed": 2, "files": 60, "files_per_dir": {"kind": "constant", "value": 10},
+                            "dirs_per_dir": {"kind": "constant", "value": 3}, "max_depth": 2,
+                            "file_sizes": {"kind": "constant", "value": 4096}},
+                "mix": {"mkdir": 0.2, "rmdir": 0.25, "create": 0.1, "remove": 0.15, "rename": 0.1, "getattr": 0.1,
+                        "readlink": 0.1}}"#,
+        )
+        .expect("test spec");
+        let set = FileSet::build(&spec.fileset);
+        let mut dirs: HashSet<String> = (0..set.dirs.len() as u32)
+            .map(|d| {
+                let mut p = String::new();
+                set.dir_path(d, &mut p);
+                p
+            })
+            .collect();
+        let mut files: HashSet<String> = (0..set.files.len() as u32).map(|f| set.file_path(f)).collect();
+        let mut generator = Generator::new(&spec, set);
+        let mut counts = [0usize; Op::ALL.len()];
+        for i in 0..20_000 {
+            let (op, request, _) = generator.next();
+            counts[op.index()] += 1;
+            let ok = match &request {
+                Request::Mkdir { path } => dirs.contains(parent_of(path)) && !dirs.contains(path) && dirs.insert(path.clone()),
+                Request::Rmdir { path } => {
+                    let empty = !files.iter().chain(dirs.iter()).any(|p| parent_of(p) == path && p != path);
+                    empty && dirs.remove(path)
+                }
+                Request::Create { path } => dirs.contains(parent_of(path)) && !files.contains(path) && files.insert(path.clone()),
+                Request::Remove { path } => files.remove(path),
+                Request::Rename { from, to } => !files.contains(to) && files.remove(from) && files.insert(to.clone()),
+                Request::Getattr { path } => files.contains(path),
+                other => panic!("request {i}: {other:?} is not in the mix"),
+            };
+            assert!(ok, "request {i}: {request:?} is invalid for the object set");
+        }
+        // The file set has no symlinks, so readlink never went out; every other op did.
+        assert_eq!(counts[Op::Readlink.index()], 0);
+        for op in [Op::Mkdir, Op::Rmdir, Op::Create, Op::Remove, Op::Rename, Op::Getattr] {
+            assert!(counts[op.index()] > 1000, "{}: {}", op.name(), counts[op.index()]);
+        }
+    }
+
+    #[test]
+    fn a_pick_among_keeps_the_proportions_of_the_ops_it_admits() {
+        let weights: std::collections::BTreeMap<Op, f64> =
+            [(Op::Getattr, 0.5), (Op::Rmdir, 0.3), (Op::Read, 0.2)].into_iter().collect();
+        let mix = Mix::new(&weights);
+        let mut rng = Pcg64Mcg::seed_from_u64(9);
+        let n = 100_000;
+        let getattrs = (0..n).filter(|_| mix.pick_among(&mut rng, |op| op != Op::Rmdir) == Some(Op::Getattr)).count();
+        assert!((getattrs as f64 / n as f64 - 0.5 / 0.7).abs() < 0.01, "{getattrs}");
+        assert_eq!(mix.pick_among(&mut rng, |_| false), None);
     }
 }

@@ -101,6 +101,34 @@ impl Mix {
         let u = rng.gen::<f64>();
         self.cumulative.iter().find(|(c, _)| u < *c).unwrap_or(self.cumulative.last().unwrap()).1
     }
+
+    /// A pick among the ops that `allowed` admits, in the proportions of the mix; None if it admits none.
+    pub fn pick_among<R: Rng + ?Sized>(&self, rng: &mut R, allowed: impl Fn(Op) -> bool) -> Option<Op> {
+        let mut below = 0.0;
+        let weights: Vec<(f64, Op)> = self
+            .cumulative
+            .iter()
+            .map(|&(c, op)| {
+                let w = c - below;
+                below = c;
+                (if allowed(op) { w } else { 0.0 }, op)
+            })
+            .collect();
+        let total: f64 = weights.iter().map(|(w, _)| w).sum();
+        if total <= 0.0 {
+            return None;
+        }
+        let mut u = rng.gen::<f64>() * total;
+        let mut last = None;
+        for (w, op) in weights.into_iter().filter(|(w, _)| *w > 0.0) {
+            if u < w {
+                return Some(op);
+            }
+            u -= w;
+            last = Some(op);
+        }
+        last
+    }
 }
 
 #[cfg(test)]

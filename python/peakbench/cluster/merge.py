@@ -4,8 +4,11 @@ The merged result has the engine's own schema (engine/SPEC.md), so everything
 that reads one engine's result (the trial table, the store, the search's
 Observation) reads a merged one unchanged. What merges exactly:
 
-- counts add: sent, unsent, completed, per-op count, errors by kind, timeouts, bytes;
-- rates add: requested_rate and achieved_rate are sums over the clients;
+- counts add: sent, unsent, completed, per-op count, successes, errors by kind, shed,
+  timeouts, cancellations, retransmissions, bytes, and the outcomes (failed_share is
+  recomputed from the summed counts);
+- rates add: requested_rate, achieved_rate (goodput) and completed_rate are sums over the clients;
+- latency.quarters_mean_ms: each quarter's mean weighted by the clients' quarters_count;
 - latency figures are recomputed from the sum of the clients' HDR histograms
   (per op, overall and schedule lag): a merged p99 is the p99 of every request
   of every client, exactly as one engine that had sent them all would report it.
@@ -29,6 +32,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from hdrh.histogram import HdrHistogram
+
+from ..engine import outcomes
+from ..table import error_count
 
 # The engine's histograms: nanoseconds, 1 ns to 1 hour, 3 significant digits (engine/src/record.rs).
 LOWEST_NS, HIGHEST_NS, DIGITS = 1, 3_600_000_000_000, 3
@@ -121,9 +127,29 @@ def merge_op(ops: Sequence[dict]) -> dict:
     """One op's record over clients: histogram sum, errors by kind, timeouts and bytes added."""
     merged = summarize(add_histograms([op.get("hist") for op in ops]))
     merged["errors"] = _add_counts([op.get("errors", {}) for op in ops])
-    merged["timeouts"] = sum(op.get("timeouts", 0) for op in ops)
-    merged["bytes"] = sum(op.get("bytes", 0) for op in ops)
+    for key in ("successes", "shed", "timeouts", "cancellations", "retransmissions", "bytes"):
+        merged[key] = sum(op.get(key, 0) for op in ops)
     return merged
+
+
+def merge_outcomes(results: Sequence[dict]) -> dict:
+    """The clients' outcomes added, failed_share recomputed from the sums."""
+    counts = {key: sum(outcomes(r)[key] for r in results)
+              for key in ("succeeded", "errors", "shed", "timeouts", "cancelled")}
+    total = sum(counts.values())
+    return {**counts, "failed_share": (total - counts["succeeded"]) / total if total else 0.0}
+
+
+def _latency_quarters(results: Sequence[dict]) -> dict:
+    """Each quarter's mean latency over every client's requests due in it (count-weighted), and
+    the counts; nothing when a client's result has no quarters (an engine from before them)."""
+    latencies = [r.get("latency", {}) for r in results]
+    if not all("quarters_count" in lat and "quarters_mean_ms" in lat for lat in latencies):
+        return {}
+    counts = [sum(lat["quarters_count"][i] for lat in latencies) for i in range(4)]
+    means = [sum(lat["quarters_mean_ms"][i] * lat["quarters_count"][i] for lat in latencies) / counts[i]
+             if counts[i] else 0.0 for i in range(4)]
+    return {"quarters_mean_ms": means, "quarters_count": counts}
 
 
 def lag_reasons(result: dict, late_tolerance_ms: float) -> list[str]:
@@ -150,8 +176,7 @@ def client_summary(name: str, result: dict, late_tolerance_ms: float) -> dict:
         "sent": result.get("sent", 0),
         "unsent": result.get("unsent", 0),
         "completed": result.get("completed", 0),
-        "errors": sum(sum(op.get("errors", {}).values()) + op.get("timeouts", 0)
-                      for op in result.get("ops", {}).values()),
+        "errors": sum(error_count(op) for op in result.get("ops", {}).values()),
         "mean_ms": latency.get("mean_ms", 0.0),
         "p99_ms": latency.get("p99_ms", 0.0),
         "lag_p99_ms": lag.get("p99_ms", 0.0),
@@ -186,7 +211,7 @@ def merge_results(results: Sequence[dict], names: Sequence[str], *, shared_files
 
     op_names = sorted({op for r in results for op in r.get("ops", {})})
     ops = {op: merge_op([r["ops"][op] for r in results if op in r.get("ops", {})]) for op in op_names}
-    latency = summarize(add_histograms([op["hist"] for op in ops.values()]))
+    latency = summarize(add_histograms([op["hist"] for op in ops.values()])) | _latency_quarters(results)
     lag_hist = add_histograms([r.get("schedule_lag", {}).get("hist") for r in results])
     lag = summarize(lag_hist)
     sent = sum(r.get("sent", 0) for r in results)
@@ -209,6 +234,7 @@ def merge_results(results: Sequence[dict], names: Sequence[str], *, shared_files
         "engine_version": first.get("engine_version"),
         "requested_rate": sum(r["requested_rate"] for r in results),
         "achieved_rate": sum(r["achieved_rate"] for r in results),
+        "outcomes": merge_outcomes(results),
         "sent": sent,
         "unsent": sum(r.get("unsent", 0) for r in results),
         "completed": sum(r.get("completed", 0) for r in results),
@@ -236,6 +262,8 @@ def merge_results(results: Sequence[dict], names: Sequence[str], *, shared_files
         "clients": summaries,
         "lagging": [s["name"] for s in summaries if s["lagged"]],
     }
+    if all("completed_rate" in r for r in results):
+        merged["completed_rate"] = sum(r["completed_rate"] for r in results)
     moderations = [r["receive_moderation"] for r in results if "receive_moderation" in r]
     if moderations:
         merged["receive_moderation"] = _merge_moderation(moderations)

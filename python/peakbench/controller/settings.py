@@ -20,7 +20,9 @@ class SearchSettings:
     accuracy: float = 0.90  # a: 1 − (high−low)/(high+low) required at the peak
     psat: float = 95.0  # percentile (0–100) reported by each trial ...
     lsat_ms: float = 2000.0  # ... saturated when it exceeds this
-    shortfall_tolerance: float = 0.05  # saturated when achieved < requested·(1−tol)
+    # Saturated when more than this share of a trial's requests failed: errors, shed replies
+    # (HTTP 503/429, NFS3ERR_JUKEBOX), timeouts and cancellations.
+    max_failed_share: float = 0.01
     min_trials: int = 2  # trials at a load before its interval is judged
     max_trials: int = 30  # trials at one load before the search gives up as noisy
     runlength_s: float = 180.0  # measured time of a careful trial (paper: 3 min)
@@ -42,7 +44,7 @@ class SearchSettings:
                 raise ValueError(message)
 
         for name in ("rsat_ms", "width", "confidence", "accuracy", "psat", "lsat_ms",
-                     "shortfall_tolerance", "runlength_s", "warmup_s", "start_load",
+                     "max_failed_share", "runlength_s", "warmup_s", "start_load",
                      "min_load", "max_load"):
             value = getattr(self, name)
             check(isinstance(value, (int, float)) and math.isfinite(value),
@@ -55,8 +57,8 @@ class SearchSettings:
         check(0 < self.accuracy < 1, f"accuracy must lie strictly between 0 and 1 (got {self.accuracy})")
         check(0 < self.psat < 100, f"psat must be a percentile strictly between 0 and 100 (got {self.psat})")
         check(self.lsat_ms > 0, f"lsat_ms must be positive (got {self.lsat_ms})")
-        check(0 <= self.shortfall_tolerance < 1,
-              f"shortfall_tolerance must lie in [0, 1) (got {self.shortfall_tolerance})")
+        check(0 <= self.max_failed_share < 1,
+              f"max_failed_share must lie in [0, 1) (got {self.max_failed_share})")
         check(isinstance(self.min_trials, int) and self.min_trials >= 2,
               f"min_trials must be an integer of at least 2: one trial gives no interval (got {self.min_trials})")
         check(isinstance(self.max_trials, int) and self.max_trials >= self.min_trials,
@@ -81,6 +83,12 @@ class SearchSettings:
               f"max_cost_s must be positive (got {self.max_cost_s})")
         check(isinstance(self.max_loads, int) and self.max_loads >= 1,
               f"max_loads must be a positive integer (got {self.max_loads})")
+
+    @classmethod
+    def from_stored(cls, stored: dict) -> SearchSettings:
+        """The settings of a stored search; fields since retired (shortfall_tolerance) are left out."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in stored.items() if k in known})
 
     @property
     def region_low_ms(self) -> float:

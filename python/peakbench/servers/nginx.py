@@ -46,9 +46,11 @@ def binary() -> str:
 
 def config(docroot: Path, port: int, workdir: Path, *, workers: int = 1, access_log: Path | None = None,
            webdav: bool = False, autoindex: bool = True, keepalive_requests: int = 100000,
-           host: str = "127.0.0.1") -> str:
+           host: str = "127.0.0.1", shed_above: tuple[int, int] | None = None) -> str:
     """The whole nginx.conf text. WebDAV adds PUT DELETE MKCOL COPY MOVE (and, with the
-    dav-ext module, PROPFIND OPTIONS)."""
+    dav-ext module, PROPFIND OPTIONS). shed_above = (requests per second, status): a server
+    that sheds load (limit_req, no burst) and answers the requests over the limit with that
+    status (503 or 429): a leaky bucket that holds 20 requests beyond the rate."""
     dav_ext = webdav and DAV_EXT.exists()
     lines = [
         f"load_module {DAV_EXT};" if dav_ext else "",
@@ -70,6 +72,7 @@ def config(docroot: Path, port: int, workdir: Path, *, workers: int = 1, access_
         "  client_max_body_size 0;",
         f"  log_format peakbench '{FORMAT}';",
         f"  access_log {access_log} peakbench;" if access_log else "  access_log off;",
+        f"  limit_req_zone $binary_remote_addr zone=shed:1m rate={shed_above[0]}r/s;" if shed_above else "",
         "  server {",
         f"    listen {host}:{port};",
         f"    root {docroot};",
@@ -78,6 +81,9 @@ def config(docroot: Path, port: int, workdir: Path, *, workers: int = 1, access_
         "      dav_methods PUT DELETE MKCOL COPY MOVE; create_full_put_path on; dav_access user:rw group:r all:r;"
         if webdav else "",
         "      dav_ext_methods PROPFIND OPTIONS;" if dav_ext else "",
+        # A burst of 20 lets a Poisson schedule's bunched arrivals through below the rate.
+        f"      limit_req zone=shed burst=20 nodelay; limit_req_status {shed_above[1]}; limit_req_log_level info;"
+        if shed_above else "",
         "    }",
         "  }",
         "}",
@@ -92,7 +98,7 @@ class Nginx:
     def __init__(self, docroot: Path, *, port: int | None = None, workers: int = 1,
                  access_log: Path | None = None, webdav: bool = False, autoindex: bool = True,
                  cpus: set[int] | None = None, start_timeout_s: float = 10.0,
-                 host: str = "127.0.0.1", netns: str | None = None):
+                 host: str = "127.0.0.1", netns: str | None = None, shed_above: tuple[int, int] | None = None):
         self.docroot = Path(docroot).absolute()
         self.host = host
         self.netns = netns
@@ -103,6 +109,7 @@ class Nginx:
         self.autoindex = autoindex
         self.cpus = cpus  # pin the master and its workers (benchmarks keep server and client apart)
         self.start_timeout_s = start_timeout_s
+        self.shed_above = shed_above  # (requests per second, status): see config
         self.workdir: Path | None = None
         self.process: subprocess.Popen | None = None
 
@@ -121,7 +128,7 @@ class Nginx:
         conf = self.workdir / "nginx.conf"
         conf.write_text(config(self.docroot, self.port, self.workdir, workers=self.workers,
                                access_log=self.access_log, webdav=self.webdav, autoindex=self.autoindex,
-                               host=self.host))
+                               host=self.host, shed_above=self.shed_above))
         inside = ["ip", "netns", "exec", self.netns] if self.netns else []
         self.process = subprocess.Popen(
             [*inside, binary(), "-c", str(conf), "-p", str(self.workdir), "-e", str(self.workdir / "error.log")],

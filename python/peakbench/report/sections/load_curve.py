@@ -77,7 +77,7 @@ def _caption(curves: list[Series], options: ReportOptions) -> str:
     levels = sorted({f"{options.confidence_for(s):.0%}" for s in curves})
     peaks = {s.key: peak_of(s) for s in curves}
     found = [key for key, (peak, _) in peaks.items() if peak is not None]
-    text = ("Left: achieved vs offered load (the dotted line is achieved = offered"
+    text = ("Left: achieved (successful) vs offered load (the dotted line is achieved = offered"
             + ("; the dashed line marks the peak)." if found else ").")
             + " Right: mean response time vs achieved load. Points are means over the measured trials at each offered"
             f" load; error bars are {'/'.join(levels)} lognormal (Cox) intervals of the trial means, the search's,"
@@ -163,10 +163,10 @@ def _draw(curves: list[Series], options: ReportOptions):
                               label=f"peak {peak:,.1f} ops/s")
         throughput.plot([0, highest], [0, highest], ":", color="grey", linewidth=0.8)
         throughput.set_xlabel("offered load (ops/s)")
-        throughput.set_ylabel("achieved throughput (ops/s)")
+        throughput.set_ylabel("achieved (successful) throughput (ops/s)")
         throughput.set_xlim(left=0)
         throughput.set_ylim(bottom=0)
-        response.set_xlabel("achieved throughput (ops/s)")
+        response.set_xlabel("achieved (successful) throughput (ops/s)")
         response.set_ylabel("mean response time (ms)")
         response.set_xlim(left=0)
         positive = [m for m in shown_ms if m > 0]

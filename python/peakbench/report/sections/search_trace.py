@@ -36,7 +36,7 @@ def steps(series: Series) -> list[Step]:
         return [Step(t["trial"], t["load"], t["load_factor"], t["purpose"] == "scout", t["observation"]["mean_ms"],
                      t["cumulative_cost_s"], t["runlength_s"]) for t in result["trace"]]
     done = [t for t in series.trials if t["status"] == "done"]
-    settings = SearchSettings(**series.settings)
+    settings = SearchSettings.from_stored(series.settings)
     rebuilt, cost = [], 0.0
     for number, trial in enumerate(done, start=1):
         load = trial["spec"]["load"]
