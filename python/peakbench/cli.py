@@ -51,11 +51,8 @@ from .surfaceplan import load_plan
 from .sysinfo import snapshot
 from .table import error_count, print_trial
 from .targets import check_ours, check_space, parse_target, target_label
-from .units import format_size, parse_duration
+from .units import MAX_RATE, format_size, parse_duration
 from .workload import ARRIVALS, Workload, canned_names, find_workload, trial_spec
-
-# The engine refuses more (SPEC.md); a single engine is far below this anyway.
-MAX_RATE = 50_000_000
 
 
 def _console() -> Console:

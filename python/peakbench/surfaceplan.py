@@ -31,6 +31,7 @@ Everything is checked on load; an error names the file, line and field.
 from __future__ import annotations
 
 import dataclasses
+import math
 import string
 from pathlib import Path
 
@@ -42,6 +43,8 @@ from .errors import InputError
 TABLES = ("design", "search", "factors", "configure")
 TOP_KEYS = ("workload", "target", "policy", "fail_fast", "seeding", *TABLES)
 DESIGNS = ("d-optimal", "full-factorial")
+MAX_SAMPLES = 1_000  # searches in one surface: weeks of measurement already
+MAX_CANDIDATES = 100_000  # combinations a D-optimal design chooses from, all held in memory
 SETTINGS_FIELDS = tuple(f.name for f in dataclasses.fields(SearchSettings))
 
 
@@ -133,6 +136,14 @@ def _design(table: dict, factors: tuple[Factor, ...]) -> tuple[Sample, ...]:
     kind = table.get("kind", "full-factorial")
     if kind not in DESIGNS:
         raise InputError(f"must be one of {', '.join(DESIGNS)} (got {kind!r})", field="design.kind")
+    # Counted before any combination is made: 10 factors of 10 levels are 10^10 of them.
+    combinations = math.prod(len(factor.levels) for factor in factors)
+    if kind == "full-factorial" and combinations > MAX_SAMPLES:
+        raise InputError(f"a full factorial of these levels is {combinations:,} searches, more than {MAX_SAMPLES:,};"
+                         " use kind = \"d-optimal\" or fewer levels", field="design.kind")
+    if combinations > MAX_CANDIDATES:
+        raise InputError(f"the levels make {combinations:,} combinations for the D-optimal choice, more than"
+                         f" {MAX_CANDIDATES:,}; use fewer levels", field="factors")
     if kind == "full-factorial":
         if "samples" in table:
             raise InputError("a full factorial runs every combination of levels; samples is for d-optimal",

@@ -1,0 +1,150 @@
+"""Hostile and careless input (issue 16): refused at once with one line naming file, line and field,
+exit 2, nothing written; no hang, no MemoryError, no traceback."""
+
+import time
+
+import pytest
+from peakbench.store import Store
+
+# Every case here is refused while reading its input; a case that runs out of time or memory
+# instead shows up as subprocess.TimeoutExpired or a traceback.
+QUICK_S = 60
+
+
+def assert_refused(done, fragment, nothing_in=None):
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr  # one line, no traceback
+    assert fragment in done.stderr, done.stderr
+    if nothing_in is not None:
+        assert sorted(p.name for p in nothing_in.iterdir() if p.suffix == ".db") == []
+
+
+def write(path, text):
+    path.write_text(text)
+    return path
+
+
+def line_of(path, fragment):
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if fragment in line)
+
+
+# ---- plans: bounded expressions and loops counted before they are made
+
+
+@pytest.mark.parametrize("when, fragment", [
+    ("9**9**9 > n", "is too large (more than 1024 bits)"),
+    ("len(str(n) * 10**10) > 0", "a repetition longer than 100,000"),
+    ("len('%099999999d' % n) > 0", "% formatting of a string is not allowed"),
+    ("int('x') > n", "int(): invalid literal"),
+    ("10.0 ** 400 > n", "is too large"),
+])
+def test_a_plan_expression_is_refused_before_it_exhausts_time_or_memory(cli, tmp_path, when, fragment):
+    plan = write(tmp_path / "p.toml", f'[[test]]\nname = "t-{{n}}"\nloop = {{n = [1, 2]}}\nwhen = "{when}"\n'
+                                      'command = ["true"]\n')
+    done = cli("plan", "run", str(plan), "--db", str(tmp_path / "p.db"), timeout=QUICK_S)
+    assert_refused(done, f"{plan}:4: field test[0].when: ", tmp_path)
+    assert fragment in done.stderr
+
+
+@pytest.mark.parametrize("loop, fragment", [
+    ("{n = {from = 1, to = 2, factor = 1.0000000001}}", "the range has 6,931,47"),
+    ("{a = {from = 1, to = 100}, b = {from = 1, to = 100}, c = [1, 2]}",
+     "the loops make 20,000 combinations, more than 10,000"),
+])
+def test_plan_loops_are_counted_before_their_values_are_made(cli, tmp_path, loop, fragment):
+    plan = write(tmp_path / "p.toml", f'[[test]]\nname = "t"\nloop = {loop}\ncommand = ["true"]\n')
+    done = cli("plan", "check", str(plan), timeout=QUICK_S)
+    assert_refused(done, fragment, tmp_path)
+    assert done.stderr.startswith(f"peakbench: {plan}:3: field test[0].loop")
+
+
+def test_a_plan_trial_runtime_past_the_platform_timers_is_refused(cli, tmp_path):
+    plan = write(tmp_path / "p.toml", f'[[test]]\nname = "t"\nworkload = "mail"\ntarget = "{tmp_path}/t"\n'
+                                      'rate = 10\nruntime = 1e12\n')
+    done = cli("plan", "check", str(plan), timeout=QUICK_S)
+    assert_refused(done, f"{plan}:6: field test[0].runtime: duration 1000000000000.0 is longer than 30 days")
+
+
+# ---- the command line
+
+
+@pytest.mark.parametrize("option, value, fragment", [
+    ("--runtime", "1e12", "argument --runtime: duration '1e12' is longer than 30 days"),
+    ("--warmup", "400000h", "argument --warmup: duration '400000h' is longer than 30 days"),
+    ("--scale", "1e308", "the file set would have more files than a float can count"),
+])
+def test_run_refuses_numbers_past_what_it_can_honour(cli, tmp_path, option, value, fragment):
+    target = tmp_path / "target"
+    target.mkdir()
+    done = cli("run", "mail", "--target", str(target), "--db", str(tmp_path / "p.db"), "--rate", "10",
+               "--runtime", "1", option, value, timeout=QUICK_S)
+    assert_refused(done, fragment, tmp_path)
+    assert list(target.iterdir()) == []
+
+
+@pytest.mark.parametrize("fileset, scaling, field, fragment", [
+    ("files_per_dir = 1e15", "files_per_op = 1", "fileset.files_per_dir",
+     "1e+15 is more than 1,000,000 entries in one directory"),
+    ("files_per_dir = {kind = \"uniform\", low = 1, high = 1e9}", "files_per_op = 1", "fileset.files_per_dir.high",
+     "1e+09 is more than 1,000,000 entries"),
+    ("files_per_dir = 4", "files_per_op = 1e308", "scaling.files_per_op", "must be at most 1,000,000 files per op/s"),
+    ("files_per_dir = 4", "bytes_per_op = \"1e300B\"", "scaling.bytes_per_op",
+     "must be above 0 and at most 1 TiB per op/s"),
+])
+def test_workload_numbers_are_range_checked_where_they_are_read(cli, tmp_path, fileset, scaling, field, fragment):
+    workload = write(tmp_path / "w.toml", f"[fileset]\n{fileset}\ndirs_per_dir = 0\nmax_depth = 0\n"
+                                          f"file_sizes = \"4KiB\"\n[scaling]\n{scaling}\n[mix]\nread = 1\n")
+    target = tmp_path / "target"
+    target.mkdir()
+    done = cli("run", str(workload), "--target", str(target), "--db", str(tmp_path / "p.db"), "--rate", "10",
+               "--runtime", "1", timeout=QUICK_S)
+    key = field.split(".")[1]
+    assert_refused(done, f"{workload}:{line_of(workload, key)}: field {field}: {fragment}", tmp_path)
+    assert list(target.iterdir()) == []
+
+
+# ---- rc files
+
+
+@pytest.mark.parametrize("lines, field, fragment", [
+    ("LOAD=100\nINCR_LOAD=100\nNUM_RUNS=1000000000000", "NUM_RUNS", "1000000000000 is more than 1,000"),
+    ("LOAD=1e308", "LOAD", "'1e308' is above 50,000,000 ops/s"),
+    ("LOAD=100\nINCR_LOAD=1e9\nNUM_RUNS=100", "INCR_LOAD", "'1e9' is above 50,000,000 ops/s"),
+    ("LOAD=100\nINCR_LOAD=1e6\nNUM_RUNS=100", "INCR_LOAD", "the last load point, 9.90001e+07 ops/s, is above"),
+    ("LOAD=100\nPROCS=99999999999", "PROCS", "99999999999 is more than 1,024"),
+])
+def test_rc_file_numbers_are_range_checked_before_points_are_made(cli, tmp_path, lines, field, fragment):
+    rc = write(tmp_path / "sfs_rc", f"{lines}\nMNT_POINTS={tmp_path / 'target'}\n")
+    done = cli("sfs", str(rc), "--db", str(tmp_path / "p.db"), timeout=QUICK_S)
+    assert_refused(done, f"{rc}:{line_of(rc, field + '=')}: field {field}: {fragment}", tmp_path)
+
+
+# ---- surface plans
+
+
+def test_a_surface_design_is_counted_before_it_is_made(cli, tmp_path):
+    factors = "".join(f'[[factors]]\nname = "f{i}"\nlevels = "1,2,3,4,5,6,7,8,9,10"\n' for i in range(10))
+    plan = write(tmp_path / "s.toml", 'workload = "mail"\ntarget = "sim://mail?capacity=500"\n'
+                                      f'[design]\nkind = "full-factorial"\n{factors}')
+    done = cli("surface", str(plan), "--db", str(tmp_path / "p.db"), timeout=QUICK_S)
+    assert_refused(done, f"{plan}:4: field design.kind: a full factorial of these levels is 10,000,000,000"
+                         " searches, more than 1,000", tmp_path)
+    write(plan, plan.read_text().replace('"full-factorial"', '"d-optimal"\nsamples = 70'))
+    done = cli("surface", str(plan), "--db", str(tmp_path / "p.db"), timeout=QUICK_S)
+    assert_refused(done, "the levels make 10,000,000,000 combinations for the D-optimal choice", tmp_path)
+
+
+# ---- reports
+
+
+def test_a_wide_trial_range_is_one_query_not_one_per_id(cli, tmp_path):
+    db = tmp_path / "p.db"
+    Store(db).close()
+    started = time.monotonic()
+    done = cli("report", "trial:1-99999999999", "--db", str(db), timeout=QUICK_S)
+    assert done.returncode == 2 and "no trial 1-99999999999 in the store" in done.stderr, done.stderr
+    assert time.monotonic() - started < QUICK_S
+    done = cli("report", "trial:1-99999999999999999999999", "--db", str(db), timeout=QUICK_S)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    done = cli("report", "trial:5-2", "--db", str(db), timeout=QUICK_S)
+    assert_refused(done, "'trial:5-2': the range ends before it starts")
