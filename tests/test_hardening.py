@@ -1,7 +1,12 @@
 """Hostile and careless input (issue 16): refused at once with one line naming file, line and field,
 exit 2, nothing written; no hang, no MemoryError, no traceback."""
 
+import os
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from peakbench.store import Store
@@ -148,3 +153,58 @@ def test_a_wide_trial_range_is_one_query_not_one_per_id(cli, tmp_path):
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     done = cli("report", "trial:5-2", "--db", str(db), timeout=QUICK_S)
     assert_refused(done, "'trial:5-2': the range ends before it starts")
+
+
+# ---- no orphaned engines
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_the_engine_dies_with_its_controller(engine_path, tmp_path):
+    """kill -9 of `peakbench run` mid-trial: the engine stops within two seconds, not at the end of its minute."""
+    target = tmp_path / "target"
+    target.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "python")}
+    controller = subprocess.Popen(
+        [sys.executable, "-m", "peakbench.cli", "run", "mail", "--target", str(target), "--rate", "50",
+         "--warmup", "0", "--runtime", "60", "--db", str(tmp_path / "p.db")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        engine = None
+        deadline = time.monotonic() + 60
+        while engine is None and time.monotonic() < deadline:
+            running = [pid for pid in _children(controller.pid)
+                       if Path(f"/proc/{pid}/cmdline").read_text().split("\0")[1:2] == ["run"]]
+            engine = running[0] if running else None
+            time.sleep(0.1)
+        assert engine is not None, "the engine's trial never started"
+        time.sleep(1.0)  # well inside the trial
+        controller.send_signal(signal.SIGKILL)
+        controller.wait()
+        killed = time.monotonic()
+        while _alive(engine) and time.monotonic() - killed < 10:
+            time.sleep(0.05)
+        assert not _alive(engine), "the engine outlived its controller by 10 s"
+        assert time.monotonic() - killed < 2.0
+    finally:
+        controller.kill()
+        controller.wait()
