@@ -208,3 +208,85 @@ def test_the_engine_dies_with_its_controller(engine_path, tmp_path):
     finally:
         controller.kill()
         controller.wait()
+
+
+# ---- symlinks planted in a file set
+
+
+PLANTED = """\
+[fileset]
+files_per_dir = 8
+dirs_per_dir = 2
+max_depth = 1
+file_sizes = "4KiB"
+[scaling]
+files_per_op = 0.05
+min_files = 24
+[mix]
+write = 30
+setattr = 15
+remove = 10
+rename = 10
+create = 10
+mkdir = 10
+link = 10
+commit = 5
+[write]
+size = "4KiB"
+pattern = "random"
+"""
+
+
+def _snapshot(root: Path) -> dict:
+    """Everything a write outside the target could change: names, kinds, modes, contents."""
+    found = {}
+    for path in sorted(root.rglob("*")):
+        info = path.lstat()
+        content = path.read_bytes() if path.is_file() and not path.is_symlink() else None
+        found[str(path.relative_to(root))] = (info.st_mode, content)
+    return found
+
+
+def test_symlinks_planted_in_a_file_set_never_lead_writes_outside_the_target(engine_path, cli, tmp_path):
+    from peakbench.engine import Engine
+    from peakbench.targets import parse_target
+    from peakbench.workload import load_workload, trial_spec
+
+    workload_path = write(tmp_path / "w.toml", PLANTED)
+    target = tmp_path / "target"
+    target.mkdir()
+    done = cli("prepare", str(workload_path), "--target", str(target), "--rate", "10")
+    assert done.returncode == 0, done.stderr
+    (layout,) = [p for p in target.iterdir() if p.is_dir()]
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    planted = 0
+    for file in sorted(p for p in layout.rglob("*") if p.is_file()):
+        victim = outside / f"victim{planted}"
+        victim.write_bytes(b"precious " * 100)
+        victim.chmod(0o600)
+        file.unlink()
+        file.symlink_to(victim)
+        planted += 1
+    # A directory of the set replaced by a symlink to an outside directory holding the same names.
+    subdir = next(p for p in sorted(layout.iterdir()) if p.is_dir() and not p.is_symlink())
+    twin = outside / "twin"
+    twin.mkdir()
+    for entry in subdir.iterdir():
+        (twin / entry.name).write_bytes(b"twin " * 100)
+        (twin / entry.name).chmod(0o600)
+    for entry in subdir.iterdir():
+        entry.unlink()
+    subdir.rmdir()
+    subdir.symlink_to(twin, target_is_directory=True)
+    before = _snapshot(outside)
+    assert planted >= 16
+
+    workload = load_workload(workload_path)
+    spec = trial_spec(workload, parse_target(str(target)), rate=400, warmup_s=0, runtime_s=2)
+    result = Engine().run(spec)
+
+    assert _snapshot(outside) == before
+    refused = {op: figures["errors"].get("ELOOP", 0) for op, figures in result["ops"].items()}
+    for op in ("write", "setattr", "remove", "rename", "link", "commit"):
+        assert refused[op] > 0, (op, result["ops"][op])
