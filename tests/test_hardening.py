@@ -1,6 +1,7 @@
 """Hostile and careless input (issue 16): refused at once with one line naming file, line and field,
 exit 2, nothing written; no hang, no MemoryError, no traceback."""
 
+import json
 import os
 import signal
 import subprocess
@@ -290,3 +291,60 @@ def test_symlinks_planted_in_a_file_set_never_lead_writes_outside_the_target(eng
     refused = {op: figures["errors"].get("ELOOP", 0) for op, figures in result["ops"].items()}
     for op in ("write", "setattr", "remove", "rename", "link", "commit"):
         assert refused[op] > 0, (op, result["ops"][op])
+
+
+# ---- a file set damaged after it was built
+
+
+READS = PLANTED.split("[mix]")[0] + "[mix]\nread = 1\ngetattr = 1\n[read]\nsize = \"4KiB\"\npattern = \"whole_file\"\n"
+
+
+def test_a_damaged_file_set_is_repaired_before_the_next_trial(engine_path, cli, tmp_path):
+    workload = write(tmp_path / "w.toml", READS)
+    target = tmp_path / "target"
+    target.mkdir()
+    done = cli("prepare", str(workload), "--target", str(target), "--rate", "10")
+    assert done.returncode == 0, done.stderr
+    files = sorted(p for p in target.rglob("*") if p.is_file() and not p.name.startswith("."))
+    sizes = {p: p.stat().st_size for p in files}
+    files[0].unlink()
+    files[5].unlink()
+    files[9].write_bytes(b"short")
+    done = cli("run", str(workload), "--target", str(target), "--rate", "200", "--warmup", "0", "--runtime", "1",
+               "--db", str(tmp_path / "p.db"), "--json", str(tmp_path / "r.json"))
+    assert done.returncode == 0, done.stderr
+    assert {p: p.stat().st_size for p in files} == sizes
+    result = json.loads((tmp_path / "r.json").read_text())
+    result = result.get("result", result)
+    assert all(not figures["errors"] for figures in result["ops"].values()), result["ops"]
+
+
+def test_a_symlink_planted_in_a_prepared_set_is_refused_before_the_trial(engine_path, cli, tmp_path):
+    workload = write(tmp_path / "w.toml", READS)
+    target = tmp_path / "target"
+    target.mkdir()
+    done = cli("prepare", str(workload), "--target", str(target), "--rate", "10")
+    assert done.returncode == 0, done.stderr
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    planted = sorted(p for p in target.rglob("*") if p.is_file() and not p.name.startswith("."))[3]
+    planted.unlink()
+    planted.symlink_to(victim)
+    done = cli("run", str(workload), "--target", str(target), "--rate", "200", "--warmup", "0", "--runtime", "1",
+               "--db", str(tmp_path / "p.db"))
+    assert done.returncode != 0
+    assert "was changed after it was prepared" in done.stderr and "symbolic links" in done.stderr, done.stderr
+    assert victim.read_bytes() == b"precious"
+
+
+@pytest.mark.parametrize("workload, per_dir", [("specsfs97", 20), ("specsfs2008", 5)])
+def test_the_canned_spec_workloads_create_the_symlinks_they_ask_for(engine_path, cli, tmp_path, workload, per_dir):
+    target = tmp_path / "target"
+    target.mkdir()
+    done = cli("prepare", workload, "--target", str(target), "--rate", "5")
+    assert done.returncode == 0, done.stderr
+    links = [p for p in target.rglob("*") if p.is_symlink()]
+    # Every directory that holds files of the set holds its symlinks too.
+    directories = {p.parent for p in target.rglob("*") if p.is_file() and not p.name.startswith(".")}
+    assert len(links) >= per_dir * len(directories) * 0.5, (len(links), len(directories))
+    assert all(link.resolve().is_file() and link.resolve().is_relative_to(target.resolve()) for link in links)
