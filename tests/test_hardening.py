@@ -348,3 +348,28 @@ def test_the_canned_spec_workloads_create_the_symlinks_they_ask_for(engine_path,
     directories = {p.parent for p in target.rglob("*") if p.is_file() and not p.name.startswith(".")}
     assert len(links) >= per_dir * len(directories) * 0.5, (len(links), len(directories))
     assert all(link.resolve().is_file() and link.resolve().is_relative_to(target.resolve()) for link in links)
+
+
+# ---- disk space
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small file system needs root")
+def test_growing_a_prepared_set_past_the_free_space_is_refused_before_it_fills_the_disk(engine_path, cli, tmp_path):
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(small)], capture_output=True,
+                             check=False)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        done = cli("prepare", "mail", "--target", str(small), "--rate", "10")
+        assert done.returncode == 0, done.stderr
+        before = sorted(small.rglob("*"))
+        done = cli("run", "mail", "--target", str(small), "--rate", "2000", "--runtime", "1",
+                   "--db", str(tmp_path / "p.db"))
+        assert_refused(done, "already there) but", tmp_path)
+        assert "field --target: the file set needs about" in done.stderr and "free; lower --rate or --scale" \
+            in done.stderr
+        assert sorted(small.rglob("*")) == before
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
