@@ -373,3 +373,45 @@ def test_growing_a_prepared_set_past_the_free_space_is_refused_before_it_fills_t
         assert sorted(small.rglob("*")) == before
     finally:
         subprocess.run(["umount", str(small)], check=True)
+
+
+# ---- access logs
+
+
+LINE = '127.0.0.1 - - [10/Oct/2000:13:55:36 -0700] "GET /d{n}/f{n}.html HTTP/1.0" 200 {size} "-" "-"\n'
+
+
+def _bad_logs() -> dict:
+    import gzip
+    import random
+
+    good = "".join(LINE.format(n=n, size=1000 + n) for n in range(2000)).encode()
+    whole = gzip.compress(good)
+    rng = random.Random(7)
+    return {
+        "garbage.log": bytes(rng.randrange(256) for _ in range(5000)),
+        "words.log": b"hello world\nnot an access log\n",
+        "empty.log": b"",
+        "truncated.log.gz": whole[: len(whole) // 2],
+        "magic.log": b"\x1f\x8b\x08" + b"junk" * 100,
+        "huge.log": LINE.format(n=1, size=10**18).encode(),
+    }
+
+
+@pytest.mark.parametrize("name, fragment", [
+    ("garbage.log", "nothing to replay in"), ("words.log", "nothing to replay in 2 lines"),
+    ("empty.log", "nothing to replay in 0 lines"), ("truncated.log.gz", "after line"),
+    ("magic.log", "invalid gzip header"), ("huge.log", "the document tree needs 1000000000000000000 bytes but"),
+])
+def test_a_bad_access_log_is_refused_and_builds_no_docroot(engine_path, cli, tmp_path, name, fragment):
+    log = tmp_path / name
+    log.write_bytes(_bad_logs()[name])
+    docroot = tmp_path / "www"
+    done = cli("replay", "--build-docroot", str(docroot), str(log), timeout=QUICK_S)
+    assert_refused(done, fragment)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no docroot, no half-built one
+
+
+def test_a_log_path_that_is_a_directory_is_called_one(cli, tmp_path):
+    done = cli("replay", "--build-docroot", str(tmp_path / "www"), str(tmp_path), timeout=QUICK_S)
+    assert_refused(done, f"{tmp_path}: is a directory, not an access log")

@@ -84,7 +84,13 @@ fn execute(command: &str, source: &str) -> Result<Option<serde_json::Value>, Fai
         std::fs::read_to_string(source)
     }
     .map_err(|e| Failure::Spec(format!("{label}: {e}")))?;
-    let run = |e: anyhow::Error| Failure::Run(format!("{e:#}"));
+    let run = |e: anyhow::Error| {
+        if e.chain().any(|cause| cause.is::<replay::BadLog>()) {
+            Failure::Spec(format!("{e:#}"))
+        } else {
+            Failure::Run(format!("{e:#}"))
+        }
+    };
     if command == "validate-target" {
         let target: spec::TargetSpec = serde_json::from_str(&text).map_err(|e| Failure::Spec(format!("{label}: {e}")))?;
         return target::validate(&target).map(Some).map_err(run);

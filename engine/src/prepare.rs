@@ -154,6 +154,25 @@ pub fn prepare(spec: &TrialSpec, target: &mut dyn Target, path_label: &str) -> a
     }))
 }
 
+/// Refuse a document tree larger than the free space of a local directory (a log line can
+/// claim any size: one of 10^18 bytes would fill the file system). A target that is not a
+/// local directory (a URL) is not checked here.
+fn check_free_space(path_label: &str, bytes: u64) -> anyhow::Result<()> {
+    let Ok(path) = std::ffi::CString::new(path_label) else { return Ok(()) };
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
+        return Ok(());
+    }
+    let free = st.f_bavail as u64 * st.f_frsize as u64;
+    if bytes > free {
+        return Err(crate::replay::BadLog(format!(
+            "the document tree needs {bytes} bytes but {path_label} has {free} bytes free; lower --dataset-size"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 /// The document tree an access log implies: every file it served successfully (within
 /// `dataset_bytes`), at the size it was served, with deterministic content, at its path
 /// below the target's root (not in a file-set directory: the log's paths are absolute).
@@ -174,6 +193,7 @@ fn prepare_docroot(replay: &ReplaySpec, target: &mut dyn Target, path_label: &st
     let done = manifest.docroots.get(&id).is_some_and(|e| e.complete);
     let mut made = 0u64;
     if !done {
+        check_free_space(path_label, bytes)?;
         manifest.docroots.insert(id.clone(), DocrootEntry { log: replay.log.clone(), files, bytes, complete: false });
         save(target, &manifest)?;
         let content = content_block(0);

@@ -132,9 +132,23 @@ pub struct Trace {
     pub parse_s: f64,
 }
 
+/// An access log that cannot be replayed (garbage, truncated, nothing usable in it): the
+/// user's input is wrong, not the run, so the engine exits 2 for it as for a bad spec.
+#[derive(Debug)]
+pub struct BadLog(pub String);
+
+impl std::fmt::Display for BadLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadLog {}
+
 impl Trace {
     pub fn load(spec: &ReplaySpec) -> anyhow::Result<Trace> {
         Trace::load_in_blocks(spec, (blocks::BLOCK_BYTES, blocks::WORKER_TARGETS))
+            .map_err(|e| anyhow::Error::new(BadLog(format!("{e:#}"))))
     }
 
     /// With blocks of `block_bytes` and worker tables of up to `table_limit` targets.
