@@ -415,3 +415,10 @@ def test_a_bad_access_log_is_refused_and_builds_no_docroot(engine_path, cli, tmp
 def test_a_log_path_that_is_a_directory_is_called_one(cli, tmp_path):
     done = cli("replay", "--build-docroot", str(tmp_path / "www"), str(tmp_path), timeout=QUICK_S)
     assert_refused(done, f"{tmp_path}: is a directory, not an access log")
+
+
+def test_a_surface_plans_unknown_workload_names_the_plans_line(cli, tmp_path):
+    plan = write(tmp_path / "s.toml", 'workload = "webserver"\ntarget = "sim://mail?capacity={c}"\n'
+                                      '[[factors]]\nname = "c"\nlevels = "100,200"\n')
+    done = cli("surface", str(plan), "--db", str(tmp_path / "p.db"), timeout=QUICK_S)
+    assert_refused(done, f"{plan}:1: field workload: unknown workload 'webserver'", tmp_path)

@@ -39,6 +39,7 @@ from . import tomlfile
 from .controller import DEFAULT_POLICY, POLICIES, SearchSettings
 from .controller.design import Factor, Sample, d_optimal, full_factorial
 from .errors import InputError
+from .workload import find_workload
 
 TABLES = ("design", "search", "factors", "configure")
 TOP_KEYS = ("workload", "target", "policy", "fail_fast", "seeding", *TABLES)
@@ -88,6 +89,12 @@ def load_plan(path: Path, quick_settings: dict) -> SurfacePlan:
 def _parse(document: dict, path: Path, quick_settings: dict) -> SurfacePlan:
     tomlfile.check_keys(document, TOP_KEYS, "")
     workload = _required_string(document, "workload")
+    try:
+        find_workload(workload)
+    except InputError as error:
+        if error.file is not None:  # a workload file's own error names that file and line
+            raise
+        raise InputError(error.message, field="workload") from None
     target = _required_string(document, "target")
     policy = document.get("policy", DEFAULT_POLICY)
     if policy not in POLICIES:
