@@ -422,3 +422,18 @@ def test_a_surface_plans_unknown_workload_names_the_plans_line(cli, tmp_path):
                                       '[[factors]]\nname = "c"\nlevels = "100,200"\n')
     done = cli("surface", str(plan), "--db", str(tmp_path / "p.db"), timeout=QUICK_S)
     assert_refused(done, f"{plan}:1: field workload: unknown workload 'webserver'", tmp_path)
+
+
+@pytest.mark.parametrize("bad_path", ["/x", "/" + "a" * 300, "/" + "/".join(["d"] * 50_000), "/n\0ul"],
+                         ids=["a-file-that-is-also-a-directory", "a-name-past-NAME_MAX", "50000-components",
+                              "a-NUL"])
+def test_a_path_no_file_system_can_hold_is_a_counted_bad_path(engine_path, cli, tmp_path, bad_path):
+    log = tmp_path / "access.log"
+    log.write_text(LINE.format(n=1, size=10).replace("/d1/f1.html", bad_path)
+                   + LINE.format(n=2, size=20).replace("/d2/f2.html", "/x/y"))
+    docroot = tmp_path / "www"
+    done = cli("replay", "--build-docroot", str(docroot), str(log), timeout=QUICK_S)
+    assert done.returncode == 0, done.stderr
+    assert "2 lines, 1 replayable" in done.stderr and "1 bad paths" in done.stderr, done.stderr
+    assert sorted(str(p.relative_to(docroot)) for p in docroot.rglob("*") if not p.name.startswith(".")) \
+        == ["x", "x/y"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -286,8 +286,8 @@ def build_docroot(directory: Path, log: Path, fmt: str, dataset_bytes: int | Non
         if made:
             building.rename(directory)
     except BaseException:
-        if made:
-            shutil.rmtree(building, ignore_errors=True)
+        if made:  # rm, not shutil.rmtree: a log's paths can nest thousands of directories deep
+            subprocess.run(["rm", "-rf", "--", str(building)], check=False, timeout=600)
         raise
     report_parse(done["replay"])
     print(f"docroot {directory}: {done['docroot']['files']:,} files, {format_size(done['docroot']['bytes'])};"
