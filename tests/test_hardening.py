@@ -437,3 +437,25 @@ def test_a_path_no_file_system_can_hold_is_a_counted_bad_path(engine_path, cli, 
     assert "2 lines, 1 replayable" in done.stderr and "1 bad paths" in done.stderr, done.stderr
     assert sorted(str(p.relative_to(docroot)) for p in docroot.rglob("*") if not p.name.startswith(".")) \
         == ["x", "x/y"]
+
+
+@pytest.mark.parametrize("target, levels, fragment", [
+    ("sim://nosuch?c={c}", "100,200", "sim://nosuch?c=100: sim: unknown surface 'nosuch'"),
+    ("sim://?capacity={c}", "-1e308,1e308", "sim://?capacity=-1e+308: sim: parameters"),
+])
+def test_a_surface_plans_simulated_target_is_checked_before_a_surface_is_stored(cli, tmp_path, target, levels,
+                                                                                fragment):
+    plan = write(tmp_path / "s.toml", f'workload = "mail"\ntarget = "{target}"\n'
+                                      f'[[factors]]\nname = "c"\nlevels = "{levels}"\n')
+    done = cli("surface", str(plan), "--db", str(tmp_path / "p.db"), timeout=QUICK_S)
+    assert_refused(done, f"{plan}:2: field target: {fragment}", tmp_path)
+
+
+def test_the_target_messages_ask_for_the_same_kind_of_directory(cli, tmp_path):
+    done = cli("run", "mail", "--target", str(tmp_path / "new"), "--rate", "10", "--db", str(tmp_path / "p.db"))
+    assert_refused(done, "no such directory (peakbench loads an empty directory you made)", tmp_path)
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "thesis.tex").write_text("years of work")
+    done = cli("run", "mail", "--target", str(tmp_path / "full"), "--rate", "10", "--db", str(tmp_path / "p.db"))
+    assert_refused(done, "name an empty directory", tmp_path)
+    assert "new directory" not in done.stderr

@@ -72,7 +72,7 @@ fn own_manifest(target: &dyn Target, path_label: &str) -> anyhow::Result<Manifes
         Some(m) => Ok(m),
         None => {
             if !target.is_empty()? {
-                bail!("refusing to prepare in {path_label}: it is not empty and peakbench did not create it (no {MANIFEST}); name an empty or new directory");
+                bail!("refusing to prepare in {path_label}: it is not empty and peakbench did not create it (no {MANIFEST}); name an empty directory");
             }
             Ok(Manifest { created_by: format!("peakbench-engine {}", env!("CARGO_PKG_VERSION")), ..Default::default() })
         }

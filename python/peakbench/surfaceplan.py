@@ -35,7 +35,7 @@ import math
 import string
 from pathlib import Path
 
-from . import tomlfile
+from . import sim, tomlfile
 from .controller import DEFAULT_POLICY, POLICIES, SearchSettings
 from .controller.design import Factor, Sample, d_optimal, full_factorial
 from .errors import InputError
@@ -104,9 +104,24 @@ def _parse(document: dict, path: Path, quick_settings: dict) -> SurfacePlan:
         _check_template(template, factors, field)
     quick, settings = _settings(_table(document, "search"), quick_settings)
     configure = _configure(_table(document, "configure"), factors)
-    return SurfacePlan(path, workload, target, policy, factors, _design(_table(document, "design"), factors),
+    plan = SurfacePlan(path, workload, target, policy, factors, _design(_table(document, "design"), factors),
                        settings, quick, configure, _boolean(document, "fail_fast", False),
                        _boolean(document, "seeding", True))
+    _check_sim_targets(plan)
+    return plan
+
+
+def _check_sim_targets(plan: SurfacePlan) -> None:
+    """A simulated target is checked for every sample now, not when its search comes up
+    after a surface has been stored (an unknown surface, a level it cannot take)."""
+    if not plan.target.startswith("sim://"):
+        return
+    for sample in plan.samples:
+        url = plan.fill(plan.target, sample)
+        try:
+            sim.target_from_url(url)
+        except (ValueError, OverflowError) as error:
+            raise InputError(f"{url}: {error}", field="target") from None
 
 
 def _factors(value: object) -> tuple[Factor, ...]:

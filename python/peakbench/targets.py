@@ -165,7 +165,7 @@ def _local_directory(target: dict) -> Path | None:
 
 def _check_directory(path: Path) -> None:
     if not path.exists():
-        raise InputError(f"{path}: no such directory", field=FIELD)
+        raise InputError(f"{path}: no such directory (peakbench loads an empty directory you made)", field=FIELD)
     if not path.is_dir():
         raise InputError(f"{path}: not a directory", field=FIELD)
     # os.access misses read-only mounts for root, so ask the file system too.
@@ -186,7 +186,7 @@ def check_ours(target: dict) -> None:
         return
     if not (path / MANIFEST).exists() and any(path.iterdir()):
         raise InputError(
-            f"{path} is not empty and peakbench did not create it (no {MANIFEST}); name an empty or new directory",
+            f"{path} is not empty and peakbench did not create it (no {MANIFEST}); name an empty directory",
             field=FIELD,
         )
 
