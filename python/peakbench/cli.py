@@ -309,10 +309,11 @@ def _checked_trial(args: argparse.Namespace, warmup_s: float = 0.0, runtime_s: f
     """Everything about a trial that can be wrong in the input, checked before anything is written."""
     workload = find_workload(args.workload)
     target = parse_target(args.target, getattr(args, "docroot", None))
+    check_ours(target)
+    # Before the spec, whose file count has a limit too: a set larger than the disk says so first.
+    check_space(target, workload.bytes_at(args.rate, args.scale))
     spec = trial_spec(workload, target, rate=args.rate, scale=args.scale,
                       warmup_s=warmup_s, runtime_s=runtime_s, **load)
-    check_ours(target)
-    check_space(target, workload.bytes_at(args.rate, args.scale))
     return workload, spec
 
 
