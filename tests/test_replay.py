@@ -179,7 +179,8 @@ def test_unparseable_lines_are_counted_and_quoted_with_their_line(tmp_path, cli)
     empty = tmp_path / "empty.log"
     empty.write_text("junk\n")
     failed = cli("replay", "--build-docroot", str(tmp_path / "w2"), str(empty))
-    assert failed.returncode == 1 and "nothing to replay in 1 lines (1 unparseable" in failed.stderr
+    assert failed.returncode == 2 and "nothing to replay in 1 lines (1 unparseable" in failed.stderr
+    assert not (tmp_path / "w2").exists()  # bad input: no half-built docroot
 
 
 def test_format_strings_and_gzip(tmp_path, cli):
@@ -206,7 +207,7 @@ REAL_FORMAT = '%h %l %u %t "%r" %>s %b "%{Referer}i" "%{User-agent}i" "%{X-Forwa
 def test_a_real_access_log_from_debian(tmp_path, nginx, cli):
     # Combined plus one more quoted field: with plain "combined" every line is refused, and said so.
     refused = cli("replay", "--build-docroot", str(tmp_path / "no"), str(REAL_LOG))
-    assert refused.returncode == 1
+    assert refused.returncode == 2
     assert "nothing to replay in 3260 lines (3260 unparseable" in refused.stderr
     assert "line 1: column" in refused.stderr and "unexpected text after the last field" in refused.stderr
 

@@ -14,7 +14,7 @@ mod trial;
 mod validate;
 mod workload;
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: peakbench-engine (run|prepare|validate-spec) SPEC.json|-\n       peakbench-engine validate-target TARGET.json|-\n       peakbench-engine --version";
@@ -35,6 +35,7 @@ fn main() -> ExitCode {
         eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
+    watch_parent();
     match execute(command, source) {
         Ok(None) => ExitCode::SUCCESS,
         Ok(Some(result)) => {
@@ -52,6 +53,28 @@ fn main() -> ExitCode {
     }
 }
 
+/// How often the engine checks that its controller still lives.
+const PARENT_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The engine dies with its controller: a killed controller must not leave an orphan loading the
+/// target (a resumed plan would start a second one beside it). PR_SET_PDEATHSIG would fire when
+/// the *thread* that started the engine ends, and controllers start engines from worker threads
+/// (Dask, progress displays), so a thread polls the parent's pid instead, for every command.
+fn watch_parent() {
+    let parent = unsafe { libc::getppid() };
+    if parent <= 1 {
+        return; // already orphaned (or started by init): nothing to watch
+    }
+    std::thread::spawn(move || loop {
+        std::thread::sleep(PARENT_POLL);
+        if unsafe { libc::getppid() } != parent {
+            // Not eprintln!: the controller's end of the pipe is usually gone, and it would panic.
+            let _ = writeln!(std::io::stderr(), "the controller (pid {parent}) is gone; the engine stops");
+            std::process::exit(1);
+        }
+    });
+}
+
 fn execute(command: &str, source: &str) -> Result<Option<serde_json::Value>, Failure> {
     let label = if source == "-" { "<stdin>" } else { source };
     let text = if source == "-" {
@@ -61,7 +84,13 @@ fn execute(command: &str, source: &str) -> Result<Option<serde_json::Value>, Fai
         std::fs::read_to_string(source)
     }
     .map_err(|e| Failure::Spec(format!("{label}: {e}")))?;
-    let run = |e: anyhow::Error| Failure::Run(format!("{e:#}"));
+    let run = |e: anyhow::Error| {
+        if e.chain().any(|cause| cause.is::<replay::BadLog>()) {
+            Failure::Spec(format!("{e:#}"))
+        } else {
+            Failure::Run(format!("{e:#}"))
+        }
+    };
     if command == "validate-target" {
         let target: spec::TargetSpec = serde_json::from_str(&text).map_err(|e| Failure::Spec(format!("{label}: {e}")))?;
         return target::validate(&target).map(Some).map_err(run);

@@ -14,6 +14,9 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
 
 pub const MANIFEST: &str = ".peakbench-manifest.json";
+/// Files of an already prepared set checked before each trial: all of a set this size or
+/// smaller, an evenly spaced sample of a larger one (a few ms locally, bounded over NFS).
+const CHECKED_FILES: u64 = 10_000;
 
 #[derive(Serialize, Deserialize, Default)]
 pub struct Manifest {
@@ -69,7 +72,7 @@ fn own_manifest(target: &dyn Target, path_label: &str) -> anyhow::Result<Manifes
         Some(m) => Ok(m),
         None => {
             if !target.is_empty()? {
-                bail!("refusing to prepare in {path_label}: it is not empty and peakbench did not create it (no {MANIFEST}); name an empty or new directory");
+                bail!("refusing to prepare in {path_label}: it is not empty and peakbench did not create it (no {MANIFEST}); name an empty directory");
             }
             Ok(Manifest { created_by: format!("peakbench-engine {}", env!("CARGO_PKG_VERSION")), ..Default::default() })
         }
@@ -94,7 +97,12 @@ pub fn prepare(spec: &TrialSpec, target: &mut dyn Target, path_label: &str) -> a
     let set = FileSet::build(&spec.fileset); // only for path names
     let content = content_block(spec.fileset.seed);
     let wanted = spec.fileset.files;
-    let (mut files_seen, mut made) = (0u64, 0u64);
+    let (mut files_seen, mut made, mut checked) = (0u64, 0u64, 0u64);
+    // A set the manifest trusts may have been damaged since (files deleted, truncated, replaced
+    // by symlinks, a trial killed before it put the set back): its directories and symlinks are
+    // made again where missing, and every file, or an evenly spaced sample of CHECKED_FILES of
+    // them, is checked and completed like a new one. A planted symlink fails the check (ELOOP).
+    let stride = trusted.min(wanted).div_ceil(CHECKED_FILES).max(1);
     let mut last_report = Instant::now();
     for item in items(&spec.fileset) {
         let is_trusted = match item {
@@ -103,21 +111,22 @@ pub fn prepare(spec: &TrialSpec, target: &mut dyn Target, path_label: &str) -> a
         };
         match item {
             Item::Dir { index, .. } => {
-                if !is_trusted {
-                    let mut p = String::new();
-                    set.dir_path(index, &mut p);
-                    target.ensure_dir(&p)?;
-                }
+                let mut p = String::new();
+                set.dir_path(index, &mut p);
+                target.ensure_dir(&p)?;
             }
             Item::Symlink { index, parent, file } => {
-                if !is_trusted {
-                    target.ensure_symlink(&set.symlink_path(index), &set.symlink_target(parent, file))?;
-                }
+                target.ensure_symlink(&set.symlink_path(index), &set.symlink_target(parent, file))?;
             }
             Item::File { index, size, .. } => {
                 if !is_trusted {
                     target.ensure_file(&set.file_path(index), size, &content)?;
                     made += 1;
+                } else if index as u64 % stride == 0 {
+                    target
+                        .ensure_file(&set.file_path(index), size, &content)
+                        .with_context(|| format!("file set {id} was changed after it was prepared"))?;
+                    checked += 1;
                 }
                 files_seen += 1;
             }
@@ -140,8 +149,28 @@ pub fn prepare(spec: &TrialSpec, target: &mut dyn Target, path_label: &str) -> a
         "fileset": {"id": id, "files": set.files.len(), "dirs": set.dirs.len(), "symlinks": set.symlinks.len(), "bytes": set.prepared_bytes},
         "files_created": made,
         "files_already_complete": trusted.min(wanted),
+        "files_checked": checked,
         "seconds": started.elapsed().as_secs_f64(),
     }))
+}
+
+/// Refuse a document tree larger than the free space of a local directory (a log line can
+/// claim any size: one of 10^18 bytes would fill the file system). A target that is not a
+/// local directory (a URL) is not checked here.
+fn check_free_space(path_label: &str, bytes: u64) -> anyhow::Result<()> {
+    let Ok(path) = std::ffi::CString::new(path_label) else { return Ok(()) };
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
+        return Ok(());
+    }
+    let free = st.f_bavail as u64 * st.f_frsize as u64;
+    if bytes > free {
+        return Err(crate::replay::BadLog(format!(
+            "the document tree needs {bytes} bytes but {path_label} has {free} bytes free; lower --dataset-size"
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 /// The document tree an access log implies: every file it served successfully (within
@@ -164,6 +193,7 @@ fn prepare_docroot(replay: &ReplaySpec, target: &mut dyn Target, path_label: &st
     let done = manifest.docroots.get(&id).is_some_and(|e| e.complete);
     let mut made = 0u64;
     if !done {
+        check_free_space(path_label, bytes)?;
         manifest.docroots.insert(id.clone(), DocrootEntry { log: replay.log.clone(), files, bytes, complete: false });
         save(target, &manifest)?;
         let content = content_block(0);

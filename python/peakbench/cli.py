@@ -55,11 +55,8 @@ from .sysinfo import peakbench_version, snapshot
 from .table import error_count, print_trial
 from .trials import TrialFailed, TrialRecord, run_trial
 from .targets import check_ours, check_space, parse_target, target_label
-from .units import format_size, parse_duration
+from .units import MAX_RATE, format_size, parse_duration
 from .workload import ARRIVALS, Workload, canned_names, find_workload, trial_spec
-
-# The engine refuses more (SPEC.md); a single engine is far below this anyway.
-MAX_RATE = 50_000_000
 
 
 def _console(json_to: Path | None = None) -> Console:
@@ -349,10 +346,11 @@ def _checked_trial(args: argparse.Namespace, warmup_s: float = 0.0, runtime_s: f
     """Everything about a trial that can be wrong in the input, checked before anything is written."""
     workload = find_workload(args.workload)
     target = parse_target(args.target, getattr(args, "docroot", None))
+    check_ours(target)
+    # Before the spec, whose file count has a limit too: a set larger than the disk says so first.
+    check_space(target, workload.bytes_at(args.rate, args.scale))
     spec = trial_spec(workload, target, rate=args.rate, scale=args.scale,
                       warmup_s=warmup_s, runtime_s=runtime_s, **load)
-    check_ours(target)
-    check_space(target, workload.bytes_at(args.rate, args.scale))
     return workload, spec
 
 

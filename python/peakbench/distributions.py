@@ -45,6 +45,9 @@ KINDS = {
     "zipf": ("alpha",),
 }
 # Fields measured in the distribution's own unit (bytes for sizes); the rest are plain numbers.
+# Files, subdirectories or symlinks in one directory: far past any real workload, and the engine
+# builds a directory's entries at once, so a typo here must not reach it.
+MAX_COUNT = 1_000_000
 IN_UNITS = {"value", "low", "high", "mean", "median", "scale", "min", "max"}
 
 
@@ -102,6 +105,8 @@ def _amount(value: object, field: str, quantity: Quantity) -> float:
     number = _number(value, field)
     if number < 0:
         raise InputError(f"{value!r} is negative", field=field)
+    if quantity == "count" and number > MAX_COUNT:
+        raise InputError(f"{number:g} is more than {MAX_COUNT:,} entries in one directory", field=field)
     return number
 
 

@@ -132,7 +132,9 @@ class Engine:
         if timed_out.is_set():
             raise RunError(f"engine {command} did not finish within {timeout_s:.0f} s and was stopped")
         if process.returncode == 2:
-            raise InputError(f"the engine refused the trial spec: {error_text}")
+            # A spec's own errors, or its access log's (which name the log themselves).
+            prefix = "" if error_text.startswith("access log ") else "the engine refused the trial spec: "
+            raise InputError(f"{prefix}{error_text}")
         if process.returncode != 0:
             how = f"exit status {process.returncode}" if process.returncode > 0 else f"signal {-process.returncode}"
             raise RunError(f"engine {command} failed ({how}): {error_text}")

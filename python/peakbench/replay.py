@@ -18,6 +18,8 @@ whole-file sequential read.
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -146,6 +148,8 @@ def command_tracegen(args: argparse.Namespace) -> int:
 
 
 def _check_log(log: Path) -> None:
+    if log.is_dir():
+        raise InputError(f"{log}: is a directory, not an access log")
     if not log.is_file():
         raise InputError(f"{log}: no such file")
 
@@ -252,22 +256,33 @@ def sweep_table(rows: list[dict]) -> Table:
 
 
 def build_docroot(directory: Path, log: Path, fmt: str, dataset_bytes: int | None) -> int:
-    """Every file the log served successfully, at its served size, with deterministic content."""
+    """Every file the log served successfully, at its served size, with deterministic content.
+
+    A new tree is built in a temporary directory beside DIR and renamed into place when it is
+    complete, so a bad log, a full disk or an interrupt leaves no half-built tree behind.
+    """
     directory = directory.absolute()
+    if directory.exists() and not directory.is_dir():
+        raise InputError(f"{directory}: not a directory", field="--build-docroot")
     made = not directory.exists()
-    directory.mkdir(parents=True, exist_ok=True)
+    if made and not directory.parent.is_dir():
+        raise InputError(f"{directory.parent}: no such directory", field="--build-docroot")
+    building = directory.parent / f".{directory.name}.building-{os.getpid()}" if made else directory
+    building.mkdir(exist_ok=True)
     try:
-        target = parse_target(str(directory))
+        target = parse_target(str(building))
         check_ours(target)
         spec = replay_spec(target, log, fmt=fmt, dataset_bytes=dataset_bytes, runtime_s=1.0)
         engine = Engine()
         engine.validate(spec)
-    except InputError:
+        with ProgressDisplay("prepare", None) as display:
+            done = engine.prepare(spec, display)
         if made:
-            directory.rmdir()  # bad input leaves nothing behind
+            building.rename(directory)
+    except BaseException:
+        if made:  # rm, not shutil.rmtree: a log's paths can nest thousands of directories deep
+            subprocess.run(["rm", "-rf", "--", str(building)], check=False, timeout=600)
         raise
-    with ProgressDisplay("prepare", None) as display:
-        done = engine.prepare(spec, display)
     report_parse(done["replay"])
     print(f"docroot {directory}: {done['docroot']['files']:,} files, {format_size(done['docroot']['bytes'])};"
           f" {done['files_created']:,} written ({done['seconds']:.1f} s)")

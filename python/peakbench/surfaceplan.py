@@ -31,17 +31,21 @@ Everything is checked on load; an error names the file, line and field.
 from __future__ import annotations
 
 import dataclasses
+import math
 import string
 from pathlib import Path
 
-from . import tomlfile
+from . import sim, tomlfile
 from .controller import DEFAULT_POLICY, POLICIES, SearchSettings
 from .controller.design import Factor, Sample, d_optimal, full_factorial
 from .errors import InputError
+from .workload import find_workload
 
 TABLES = ("design", "search", "factors", "configure")
 TOP_KEYS = ("workload", "target", "policy", "fail_fast", "seeding", *TABLES)
 DESIGNS = ("d-optimal", "full-factorial")
+MAX_SAMPLES = 1_000  # searches in one surface: weeks of measurement already
+MAX_CANDIDATES = 100_000  # combinations a D-optimal design chooses from, all held in memory
 SETTINGS_FIELDS = tuple(f.name for f in dataclasses.fields(SearchSettings))
 
 
@@ -85,6 +89,12 @@ def load_plan(path: Path, quick_settings: dict) -> SurfacePlan:
 def _parse(document: dict, path: Path, quick_settings: dict) -> SurfacePlan:
     tomlfile.check_keys(document, TOP_KEYS, "")
     workload = _required_string(document, "workload")
+    try:
+        find_workload(workload)
+    except InputError as error:
+        if error.file is not None:  # a workload file's own error names that file and line
+            raise
+        raise InputError(error.message, field="workload") from None
     target = _required_string(document, "target")
     policy = document.get("policy", DEFAULT_POLICY)
     if policy not in POLICIES:
@@ -94,9 +104,24 @@ def _parse(document: dict, path: Path, quick_settings: dict) -> SurfacePlan:
         _check_template(template, factors, field)
     quick, settings = _settings(_table(document, "search"), quick_settings)
     configure = _configure(_table(document, "configure"), factors)
-    return SurfacePlan(path, workload, target, policy, factors, _design(_table(document, "design"), factors),
+    plan = SurfacePlan(path, workload, target, policy, factors, _design(_table(document, "design"), factors),
                        settings, quick, configure, _boolean(document, "fail_fast", False),
                        _boolean(document, "seeding", True))
+    _check_sim_targets(plan)
+    return plan
+
+
+def _check_sim_targets(plan: SurfacePlan) -> None:
+    """A simulated target is checked for every sample now, not when its search comes up
+    after a surface has been stored (an unknown surface, a level it cannot take)."""
+    if not plan.target.startswith("sim://"):
+        return
+    for sample in plan.samples:
+        url = plan.fill(plan.target, sample)
+        try:
+            sim.target_from_url(url)
+        except (ValueError, OverflowError) as error:
+            raise InputError(f"{url}: {error}", field="target") from None
 
 
 def _factors(value: object) -> tuple[Factor, ...]:
@@ -133,6 +158,14 @@ def _design(table: dict, factors: tuple[Factor, ...]) -> tuple[Sample, ...]:
     kind = table.get("kind", "full-factorial")
     if kind not in DESIGNS:
         raise InputError(f"must be one of {', '.join(DESIGNS)} (got {kind!r})", field="design.kind")
+    # Counted before any combination is made: 10 factors of 10 levels are 10^10 of them.
+    combinations = math.prod(len(factor.levels) for factor in factors)
+    if kind == "full-factorial" and combinations > MAX_SAMPLES:
+        raise InputError(f"a full factorial of these levels is {combinations:,} searches, more than {MAX_SAMPLES:,};"
+                         " use kind = \"d-optimal\" or fewer levels", field="design.kind")
+    if combinations > MAX_CANDIDATES:
+        raise InputError(f"the levels make {combinations:,} combinations for the D-optimal choice, more than"
+                         f" {MAX_CANDIDATES:,}; use fewer levels", field="factors")
     if kind == "full-factorial":
         if "samples" in table:
             raise InputError("a full factorial runs every combination of levels; samples is for d-optimal",

@@ -165,7 +165,7 @@ def _local_directory(target: dict) -> Path | None:
 
 def _check_directory(path: Path) -> None:
     if not path.exists():
-        raise InputError(f"{path}: no such directory", field=FIELD)
+        raise InputError(f"{path}: no such directory (peakbench loads an empty directory you made)", field=FIELD)
     if not path.is_dir():
         raise InputError(f"{path}: not a directory", field=FIELD)
     # os.access misses read-only mounts for root, so ask the file system too.
@@ -186,7 +186,7 @@ def check_ours(target: dict) -> None:
         return
     if not (path / MANIFEST).exists() and any(path.iterdir()):
         raise InputError(
-            f"{path} is not empty and peakbench did not create it (no {MANIFEST}); name an empty or new directory",
+            f"{path} is not empty and peakbench did not create it (no {MANIFEST}); name an empty directory",
             field=FIELD,
         )
 
@@ -194,17 +194,34 @@ def check_ours(target: dict) -> None:
 def check_space(target: dict, needed_bytes: float) -> None:
     """Refuse a file set that cannot fit, before the engine starts filling the disk.
 
-    Only for a fresh directory: once peakbench has prepared there, part of the
-    set already exists and uses the space this check would count as missing.
+    A directory peakbench has prepared before already holds part of the set: what
+    it holds is counted as there (a walk of the directory, once per command), so
+    growing a set for a higher load is checked too.
     """
     path = _local_directory(target)
-    if path is None or (path / MANIFEST).exists():
+    if path is None or not path.is_dir():
         return
+    present = _bytes_under(path) if (path / MANIFEST).exists() else 0
     stats = os.statvfs(path)
     free = stats.f_bavail * stats.f_frsize
-    if needed_bytes > free:
+    if needed_bytes - present > free:
+        held = f" ({format_size(present)} of it already there)" if present else ""
         raise InputError(
-            f"the file set needs about {format_size(needed_bytes)} but {path} has"
+            f"the file set needs about {format_size(needed_bytes)}{held} but {path} has"
             f" {format_size(free)} free; lower --rate or --scale",
             field=FIELD,
         )
+
+
+def _bytes_under(path: Path) -> int:
+    """The bytes of the regular files below `path` (symlinks not followed)."""
+    total = 0
+    pending = [path]
+    while pending:
+        with os.scandir(pending.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(Path(entry.path))
+                elif entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+    return total

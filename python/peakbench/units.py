@@ -5,7 +5,8 @@ KiB, MiB, GiB, TiB powers of 1024 (case does not matter: "kb" = "KB").
 A bare "k", "m" or "g" is refused: "8k" means 8000 bytes to some tools and
 8192 to others (fio, dd), and a benchmark must not guess which one you meant.
 
-Durations: a plain number is seconds; us, ms, s, m (minutes), h are accepted.
+Durations: a plain number is seconds; us, ms, s, m (minutes), h are accepted,
+up to MAX_DURATION_S (longer is a typo, and past the platform's timers).
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ SIZE_UNITS = {
     "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
 }
 DURATION_UNITS = {"": 1.0, "us": 1e-6, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+MAX_DURATION_S = 30 * 86400.0
+# Offered load: the engine refuses more (SPEC.md); a single engine is far below this anyway.
+MAX_RATE = 50_000_000
 
 _SIZE_HELP = 'write e.g. 4096, "8KiB", "1.5MB"'
 _NUMBER_WITH_UNIT = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*")
@@ -71,6 +75,8 @@ def parse_duration(value: object, field: str | None = None) -> float:
         raise InputError(f"{value!r} is not a duration; write e.g. 30, \"30s\", \"2m\"", field=field)
     if not math.isfinite(seconds) or seconds < 0:
         raise InputError(f"duration {value!r} must be a finite number >= 0", field=field)
+    if seconds > MAX_DURATION_S:
+        raise InputError(f"duration {value!r} is longer than {MAX_DURATION_S / 86400:g} days", field=field)
     return seconds
 
 

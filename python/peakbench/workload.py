@@ -71,6 +71,11 @@ WRITE_PATTERNS = ("random", "sequential", "append", "whole_file")
 ARRIVALS = ("uniform", "poisson")
 CLUSTER_FILESETS = ("per-client", "shared")
 DEFAULT_IO = {"size": "8KiB", "pattern": "random"}
+# The engine numbers files with 32 bits (SPEC.md refuses more).
+MAX_FILES = 2**32 - 2
+# Far beyond SPEC's 120 MB per op/s; more is a typo, not a file set.
+MAX_FILES_PER_OP = 1_000_000
+MAX_BYTES_PER_OP = 2.0**40
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,18 +106,30 @@ class Workload:
     def mean_file_size(self) -> float:
         return distributions.mean(self.fileset["file_sizes"])
 
+    def _wanted(self, rate: float, scale: float) -> float:
+        s = self.scaling
+        per_op = s.files_per_op if s.files_per_op is not None else s.bytes_per_op / self.mean_file_size
+        return max(float(s.min_files), rate * scale * per_op)
+
+    def _refuse(self, rate: float, scale: float, wanted: float) -> InputError:
+        count = f"{wanted:.3g} files" if math.isfinite(wanted) else "more files than a float can count"
+        return InputError(f"at {rate:g} ops/s and scale {scale:g} the file set would have {count}, more than the"
+                          f" engine's {MAX_FILES:,}; lower the rate or the scale", file=self.path)
+
     def files_at(self, rate: float, scale: float = 1.0) -> int:
         """Self-scaling: the file count for an offered load of `rate` ops/s."""
-        s = self.scaling
-        if s.files_per_op is not None:
-            wanted = rate * scale * s.files_per_op
-        else:
-            wanted = rate * scale * s.bytes_per_op / self.mean_file_size
-        return max(s.min_files, math.ceil(wanted))
+        wanted = self._wanted(rate, scale)
+        if not wanted <= MAX_FILES:
+            raise self._refuse(rate, scale, wanted)
+        return math.ceil(wanted)
 
     def bytes_at(self, rate: float, scale: float = 1.0) -> float:
-        """The file set's expected size in bytes at that load."""
-        return self.files_at(rate, scale) * self.mean_file_size
+        """The file set's expected size in bytes at that load (also for a set too large to build,
+        so a space check can say how large)."""
+        wanted = self._wanted(rate, scale)
+        if not math.isfinite(wanted * self.mean_file_size):
+            raise self._refuse(rate, scale, wanted)
+        return math.ceil(wanted) * self.mean_file_size
 
 
 def canned_names() -> list[str]:
@@ -232,13 +249,18 @@ def _parse_scaling(table: dict) -> Scaling:
     files_per_op = bytes_per_op = None
     if "files_per_op" in table:
         files_per_op = _positive_number(table["files_per_op"], "scaling.files_per_op")
+        if files_per_op > MAX_FILES_PER_OP:
+            raise InputError(f"must be at most {MAX_FILES_PER_OP:,} files per op/s (got {files_per_op:g})",
+                             field="scaling.files_per_op")
     else:
         bytes_per_op = parse_size(table["bytes_per_op"], "scaling.bytes_per_op")
-        if bytes_per_op <= 0:
-            raise InputError("must be > 0", field="scaling.bytes_per_op")
+        if not 0 < bytes_per_op <= MAX_BYTES_PER_OP:
+            raise InputError(f"must be above 0 and at most 1 TiB per op/s (got {bytes_per_op:g} bytes)",
+                             field="scaling.bytes_per_op")
     min_files = table.get("min_files", 1)
-    if isinstance(min_files, bool) or not isinstance(min_files, int) or min_files < 1:
-        raise InputError(f"must be a whole number >= 1 (got {min_files!r})", field="scaling.min_files")
+    if isinstance(min_files, bool) or not isinstance(min_files, int) or not 1 <= min_files <= MAX_FILES:
+        raise InputError(f"must be a whole number from 1 to {MAX_FILES:,} (got {min_files!r})",
+                         field="scaling.min_files")
     return Scaling(files_per_op, bytes_per_op, min_files)
 
 

@@ -13,7 +13,7 @@ use crate::target::{Request, WHOLE};
 use crate::workload::mix::Op;
 use anyhow::bail;
 use serde_json::{json, Value};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 mod blocks;
 mod clf;
@@ -26,6 +26,9 @@ pub use format::Format;
 /// The file a request target names, relative to the document root: query dropped,
 /// %XX decoded, "dir/" served as "dir/index.html". None for targets that could leave
 /// the root ("..") or are not paths at all.
+const NAME_MAX: usize = 255;
+const PATH_MAX: usize = 4096;
+
 pub fn file_of(target: &[u8]) -> Option<String> {
     let path = &target[..target.iter().position(|&c| c == b'?' || c == b'#').unwrap_or(target.len())];
     if path.first() != Some(&b'/') {
@@ -47,11 +50,17 @@ pub fn file_of(target: &[u8]) -> Option<String> {
         }
     }
     let text = String::from_utf8(decoded).ok()?;
+    // Paths no file system can hold are bad paths, like `..`: a NUL, a name or a path past
+    // Linux's NAME_MAX and PATH_MAX (which also bounds the depth).
+    if text.contains('\0') || text.len() >= PATH_MAX {
+        return None;
+    }
     let mut parts: Vec<&str> = Vec::new();
     for seg in text.split('/') {
         match seg {
             "" => {}
             "." | ".." => return None,
+            s if s.len() > NAME_MAX => return None,
             s => parts.push(s),
         }
     }
@@ -132,9 +141,23 @@ pub struct Trace {
     pub parse_s: f64,
 }
 
+/// An access log that cannot be replayed (garbage, truncated, nothing usable in it): the
+/// user's input is wrong, not the run, so the engine exits 2 for it as for a bad spec.
+#[derive(Debug)]
+pub struct BadLog(pub String);
+
+impl std::fmt::Display for BadLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadLog {}
+
 impl Trace {
     pub fn load(spec: &ReplaySpec) -> anyhow::Result<Trace> {
         Trace::load_in_blocks(spec, (blocks::BLOCK_BYTES, blocks::WORKER_TARGETS))
+            .map_err(|e| anyhow::Error::new(BadLog(format!("{e:#}"))))
     }
 
     /// With blocks of `block_bytes` and worker tables of up to `table_limit` targets.
@@ -154,6 +177,7 @@ impl Trace {
         };
         let mut ids = Interned::default();
         blocks::parse_log(spec, &format, sizes, |block| t.merge(block, &mut ids, spec))?;
+        t.skip_files_that_are_directories();
         t.parse_s = started.elapsed().as_secs_f64();
         if t.requests.is_empty() {
             let first = match t.skipped.examples.first() {
@@ -236,6 +260,35 @@ impl Trace {
         };
         ids.trace_ids.push(id);
         Ok(id)
+    }
+
+    /// A path served as a file and also as a directory of another file (`/x` and `/x/y`)
+    /// cannot be both on disk: the requests for the file are skipped and counted as bad
+    /// paths; the directory's files are kept.
+    fn skip_files_that_are_directories(&mut self) {
+        let clash: Vec<bool> = {
+            let mut dirs: HashSet<&str> = HashSet::new();
+            for f in &self.files {
+                dirs.extend(f.match_indices('/').map(|(at, _)| &f[..at]));
+            }
+            self.files.iter().map(|f| dirs.contains(f.as_str())).collect()
+        };
+        if !clash.contains(&true) {
+            return;
+        }
+        let mut kept = 0;
+        for i in 0..self.requests.len() {
+            let r = self.requests[i];
+            if clash[self.target_file[(r >> 1) as usize] as usize] {
+                self.skipped.path += 1;
+                continue;
+            }
+            self.requests[kept] = r;
+            self.times[kept] = self.times[i];
+            kept += 1;
+        }
+        self.requests.truncate(kept);
+        self.times.truncate(kept);
     }
 
     fn skipped_text(&self) -> String {
@@ -459,7 +512,7 @@ mod tests {
                 1 => format!("broken line {i}"),
                 2 => "   ".to_string(),
                 3 => format!(r#"h - - [01/Jan/2020:00:00:00 +0000] "GET /a/../{i} HTTP/1.1" 200 1"#),
-                4 => format!(r#"h - - [01/Jan/2020:00:00:00 +0000] "HEAD /long{}{} HTTP/1.1" 200 0"#, i, "x".repeat(300)),
+                4 => format!(r#"h - - [01/Jan/2020:00:00:00 +0000] "HEAD /long{}{} HTTP/1.1" 200 0"#, i, "x".repeat(240)), // long, within NAME_MAX
                 5 => format!(r#"h - - [01/Jan/2020:00:00:00 +0000] "POST /f{i} HTTP/1.1" 200 0"#),
                 _ => format!(r#"h - - [01/Jan/2020:00:00:01 +0000] "GET /f{} HTTP/1.1" 304 0"#, i % 5),
             };

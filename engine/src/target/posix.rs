@@ -1,6 +1,9 @@
 //! A directory on any mounted file system. Every op is a system call relative
 //! to the file-set root's directory descriptor (fstatat, pread, openat, ...),
-//! so path resolution starts below the target and never walks outside it.
+//! so path resolution starts below the target; opens refuse symlinks and `..`
+//! (openat2), and calls that change a name are made relative to the directory
+//! opened that way, so a symlink planted in the file set is an error (ELOOP) for
+//! that op, never a way to write outside the target.
 //!
 //! Reads go through a per-thread cache of open read-only descriptors (like an
 //! NFS client's file handles, or fio's open files): a read is one pread, not
@@ -451,9 +454,34 @@ impl Posix {
         self.root.as_ref().unwrap_or(&self.base).as_raw_fd()
     }
 
+    /// Open `path` beneath `dir` without following a symlink anywhere in it and without leaving
+    /// `dir` (openat2's RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS): a symlink planted in the file set
+    /// fails that op with ELOOP instead of leading out of the target. Kernels before 5.6 have no
+    /// openat2; there O_NOFOLLOW still refuses a symlink as the last component.
     fn openat(&self, dir: RawFd, path: &str, flags: i32, mode: libc::mode_t) -> Result<Fd, String> {
-        let fd = with_cstr(path, |p| unsafe { libc::openat(dir, p, flags | libc::O_CLOEXEC, mode as libc::c_uint) })?;
-        check(fd as libc::c_long).map(|fd| Fd(fd as RawFd))
+        let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+        how.flags = (flags | libc::O_CLOEXEC) as u64;
+        how.mode = if flags & libc::O_CREAT != 0 { mode as u64 } else { 0 }; // openat2 wants 0 otherwise
+        how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS;
+        let size = std::mem::size_of::<libc::open_how>();
+        let fd = with_cstr(path, |p| unsafe { libc::syscall(libc::SYS_openat2, dir, p, &how as *const libc::open_how, size) })?;
+        if fd < 0 && errno() == libc::ENOSYS {
+            let flags = flags | libc::O_CLOEXEC | libc::O_NOFOLLOW;
+            let fd = with_cstr(path, |p| unsafe { libc::openat(dir, p, flags, mode as libc::c_uint) })?;
+            return check(fd as libc::c_long).map(|fd| Fd(fd as RawFd));
+        }
+        check(fd).map(|fd| Fd(fd as RawFd))
+    }
+
+    /// The directory that holds `path`'s last component, opened as `openat` opens (contained, no
+    /// symlinks), and that component. Calls that take a name (mkdirat, unlinkat, renameat, ...)
+    /// follow symlinks in the directories of a path, so the ones that change something are made
+    /// relative to this descriptor. None: the component lies in `root` itself.
+    fn parent_of<'p>(&self, path: &'p str) -> Result<(Option<Fd>, &'p str), String> {
+        match path.rsplit_once('/') {
+            None => Ok((None, path)),
+            Some((dir, name)) => Ok((Some(self.openat(self.root(), dir, libc::O_PATH | libc::O_DIRECTORY, 0)?), name)),
+        }
     }
 
     fn transfer(&self, path: &str, write: bool, offset: u64, len: u64, xfer: u64) -> Outcome {
@@ -546,7 +574,12 @@ impl Target for Posix {
         match request {
             Request::Null => Ok(0),
             Request::Getattr { path } => self.stat(root, path).map(|_| 0),
-            Request::Setattr { path } => ok(with_cstr(path, |p| unsafe { libc::fchmodat(root, p, 0o644, 0) })?),
+            Request::Setattr { path } => {
+                // AT_SYMLINK_NOFOLLOW: a symlink's own mode cannot change (EOPNOTSUPP), its target's must not.
+                let (dir, name) = self.parent_of(path)?;
+                let at = dir.as_ref().map_or(root, |d| d.0);
+                ok(with_cstr(name, |p| unsafe { libc::fchmodat(at, p, 0o644, libc::AT_SYMLINK_NOFOLLOW) })?)
+            }
             Request::Lookup { dir, name } => {
                 let d = self.openat(root, if dir.is_empty() { "." } else { dir }, libc::O_PATH | libc::O_DIRECTORY, 0)?;
                 self.stat(d.0, name).map(|_| 0)
@@ -560,27 +593,43 @@ impl Target for Posix {
             Request::Read { path, offset, len, xfer } => self.transfer(path, false, *offset, *len, *xfer),
             Request::Write { path, offset, len, xfer } => self.transfer(path, true, *offset, *len, *xfer),
             Request::Create { path } => self.openat(root, path, libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY, 0o644).map(|_| 0),
-            Request::Mkdir { path } => ok(with_cstr(path, |p| unsafe { libc::mkdirat(root, p, 0o755) })?),
+            Request::Mkdir { path } => {
+                let (dir, name) = self.parent_of(path)?;
+                let at = dir.as_ref().map_or(root, |d| d.0);
+                ok(with_cstr(name, |p| unsafe { libc::mkdirat(at, p, 0o755) })?)
+            }
             Request::Symlink { path, points_to } => {
-                ok(with_cstr(points_to, |t| with_cstr(path, |p| unsafe { libc::symlinkat(t, root, p) }))??)
+                let (dir, name) = self.parent_of(path)?;
+                let at = dir.as_ref().map_or(root, |d| d.0);
+                ok(with_cstr(points_to, |t| with_cstr(name, |p| unsafe { libc::symlinkat(t, at, p) }))??)
             }
             Request::Remove { path } => {
-                let r = ok(with_cstr(path, |p| unsafe { libc::unlinkat(root, p, 0) })?);
+                let (dir, name) = self.parent_of(path)?;
+                let at = dir.as_ref().map_or(root, |d| d.0);
+                let r = ok(with_cstr(name, |p| unsafe { libc::unlinkat(at, p, 0) })?);
                 self.invalidate(path);
                 r
             }
             Request::Rmdir { path } => {
-                let r = ok(with_cstr(path, |p| unsafe { libc::unlinkat(root, p, libc::AT_REMOVEDIR) })?);
+                let (dir, name) = self.parent_of(path)?;
+                let at = dir.as_ref().map_or(root, |d| d.0);
+                let r = ok(with_cstr(name, |p| unsafe { libc::unlinkat(at, p, libc::AT_REMOVEDIR) })?);
                 self.invalidate(path);
                 r
             }
             Request::Rename { from, to } => {
-                let r = ok(with_cstr(from, |f| with_cstr(to, |t| unsafe { libc::renameat(root, f, root, t) }))??);
+                let ((from_dir, from_name), (to_dir, to_name)) = (self.parent_of(from)?, self.parent_of(to)?);
+                let (f_at, t_at) = (from_dir.as_ref().map_or(root, |d| d.0), to_dir.as_ref().map_or(root, |d| d.0));
+                let r = ok(with_cstr(from_name, |f| with_cstr(to_name, |t| unsafe { libc::renameat(f_at, f, t_at, t) }))??);
                 self.invalidate(from);
                 self.invalidate(to); // it may have replaced a file
                 r
             }
-            Request::Link { from, to } => ok(with_cstr(from, |f| with_cstr(to, |t| unsafe { libc::linkat(root, f, root, t, 0) }))??),
+            Request::Link { from, to } => {
+                let ((from_dir, from_name), (to_dir, to_name)) = (self.parent_of(from)?, self.parent_of(to)?);
+                let (f_at, t_at) = (from_dir.as_ref().map_or(root, |d| d.0), to_dir.as_ref().map_or(root, |d| d.0));
+                ok(with_cstr(from_name, |f| with_cstr(to_name, |t| unsafe { libc::linkat(f_at, f, t_at, t, 0) }))??)
+            }
             Request::Readdir { path, plus } => self.readdir(path, *plus),
             Request::Fsstat | Request::Fsinfo => {
                 let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
@@ -640,7 +689,8 @@ impl Target for Posix {
     }
 
     fn ensure_dir(&self, path: &str) -> anyhow::Result<()> {
-        let r = unsafe { libc::mkdirat(self.root(), cstr(path).as_ptr(), 0o755) };
+        let (dir, name) = self.parent_of(path).map_err(|_| self.io_error("open the parent of", path))?;
+        let r = unsafe { libc::mkdirat(dir.as_ref().map_or(self.root(), |d| d.0), cstr(name).as_ptr(), 0o755) };
         if r < 0 && errno() != libc::EEXIST {
             return Err(self.io_error("mkdir", path));
         }
@@ -676,7 +726,9 @@ impl Target for Posix {
     }
 
     fn ensure_symlink(&self, path: &str, points_to: &str) -> anyhow::Result<()> {
-        let r = unsafe { libc::symlinkat(cstr(points_to).as_ptr(), self.root(), cstr(path).as_ptr()) };
+        let (dir, name) = self.parent_of(path).map_err(|_| self.io_error("open the parent of", path))?;
+        let at = dir.as_ref().map_or(self.root(), |d| d.0);
+        let r = unsafe { libc::symlinkat(cstr(points_to).as_ptr(), at, cstr(name).as_ptr()) };
         if r < 0 && errno() != libc::EEXIST {
             return Err(self.io_error("symlink", path));
         }

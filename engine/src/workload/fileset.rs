@@ -114,18 +114,39 @@ impl Iterator for Layout<'_> {
     }
 }
 
-/// The items of a set with `files` files: the stream up to and including the last file.
+/// The items of a set with `files` files: the stream up to and including the last file, then
+/// the symlinks of the last file's directory. A directory's symlinks come after all its files,
+/// so without them a set smaller than one directory (specsfs97 asks for 1,000 files per
+/// directory) would have none; a link whose file lies beyond the set points at file
+/// `index % files` instead, which is in it.
 pub fn items(spec: &FilesetSpec) -> impl Iterator<Item = Item> + '_ {
     let wanted = spec.files;
+    let mut layout = Layout::new(spec);
     let mut seen = 0u64;
-    Layout::new(spec).take_while(move |item| {
+    let mut last_dir: Option<u32> = None;
+    std::iter::from_fn(move || loop {
+        if let Some(dir) = last_dir {
+            // Only what is already queued for this directory: no new directory is started.
+            match layout.pending.pop_front()? {
+                Item::File { parent, .. } if parent == dir => continue,
+                Item::Symlink { index, parent, file } if parent == dir => {
+                    let file = if (file as u64) < wanted { file } else { (file as u64 % wanted) as u32 };
+                    return Some(Item::Symlink { index, parent, file });
+                }
+                _ => return None,
+            }
+        }
         if seen >= wanted {
-            return false;
+            return None;
         }
-        if let Item::File { .. } = item {
+        let item = layout.next()?;
+        if let Item::File { parent, .. } = item {
             seen += 1;
+            if seen == wanted {
+                last_dir = Some(parent);
+            }
         }
-        true
+        return Some(item);
     })
 }
 
@@ -385,7 +406,21 @@ mod tests {
         let small: Vec<Item> = items(&spec(100)).collect();
         let large: Vec<Item> = items(&spec(1000)).collect();
         assert_eq!(small.iter().filter(|i| matches!(i, Item::File { .. })).count(), 100);
-        assert_eq!(&large[..small.len()], &small[..]);
+        // Files and directories in the same order; the same symlinks by index and directory, only
+        // a link of the last directory pointing past the small set points at `file % 100` in it.
+        let link = |i: &&Item| matches!(i, Item::Symlink { .. });
+        let (small_links, small_rest): (Vec<&Item>, Vec<&Item>) = small.iter().partition(link);
+        let (large_links, large_rest): (Vec<&Item>, Vec<&Item>) = large.iter().partition(link);
+        assert_eq!(&large_rest[..small_rest.len()], &small_rest[..]);
+        assert!(!small_links.is_empty());
+        for (s, l) in small_links.iter().zip(&large_links) {
+            let (Item::Symlink { index: a, parent: p, file: f }, Item::Symlink { index: b, parent: q, file: g }) = (s, l)
+            else {
+                unreachable!()
+            };
+            assert_eq!((a, p), (b, q));
+            assert!(f == g || (*g >= 100 && *f == g % 100), "link {a}: {f} in the small set, {g} in the large");
+        }
         assert_eq!(layout_id(&spec(100)), layout_id(&spec(1000)));
     }
 

@@ -9,6 +9,8 @@ Allowed: numbers, strings, true/false, names, name.attribute, comparisons
 [list]/(tuple), and abs/min/max/round/int/float/str/len. Nothing else:
 no calls of other functions, no subscripts, no lambdas. Expressions are
 parsed once, when the plan is loaded, and the names they use are checked there.
+Evaluation is bounded: a power, product or conversion whose result would pass
+MAX_INT_BITS bits or MAX_LENGTH characters is refused before it is computed.
 """
 
 from __future__ import annotations
@@ -26,8 +28,34 @@ _COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, as
             ast.NotIn: lambda a, b: a not in b}
 
 
+# Far beyond any loop value or metric, far below what takes noticeable time or memory to compute.
+MAX_INT_BITS = 1024
+MAX_LENGTH = 100_000
+
+
 class ExpressionError(ValueError):
     pass
+
+
+def _bounded_binary(op: type, left, right, text: str):
+    """The operation, refused before it runs when its result would be too large to be meant."""
+    if op is ast.Pow and isinstance(left, (int, float)) and isinstance(right, (int, float)) \
+            and abs(left) > 1 and right > 0 and right * math.log2(abs(left)) > MAX_INT_BITS:
+        raise ExpressionError(f"{left!r} ** {right!r} is too large (more than {MAX_INT_BITS} bits) in {text!r}")
+    if op is ast.Mult:
+        for sequence, count in ((left, right), (right, left)):
+            if isinstance(sequence, (str, list)) and isinstance(count, int) \
+                    and len(sequence) * count > MAX_LENGTH:
+                raise ExpressionError(f"a repetition longer than {MAX_LENGTH:,} in {text!r}")
+    if op is ast.Mod and isinstance(left, str):  # printf-style formatting can pad to any width
+        raise ExpressionError(f"% formatting of a string is not allowed in {text!r}")
+    if op is ast.Add and isinstance(left, (str, list)) and isinstance(right, (str, list)) \
+            and len(left) + len(right) > MAX_LENGTH:
+        raise ExpressionError(f"a concatenation longer than {MAX_LENGTH:,} in {text!r}")
+    result = _BINARY[op](left, right)
+    if isinstance(result, int) and result.bit_length() > MAX_INT_BITS:
+        raise ExpressionError(f"a number of more than {MAX_INT_BITS} bits in {text!r}")
+    return result
 
 
 class Expression:
@@ -136,9 +164,11 @@ def _evaluate(node: ast.AST, variables: dict, text: str):
     if isinstance(node, ast.BinOp):
         left, right = _evaluate(node.left, variables, text), _evaluate(node.right, variables, text)
         try:
-            return _BINARY[type(node.op)](left, right)
+            return _bounded_binary(type(node.op), left, right, text)
         except ZeroDivisionError:
             return math.nan
+        except OverflowError:
+            raise ExpressionError(f"a number out of range in {text!r}") from None
         except TypeError as error:
             raise ExpressionError(f"{error} in {text!r}") from None
     if isinstance(node, ast.Compare):
@@ -155,5 +185,9 @@ def _evaluate(node: ast.AST, variables: dict, text: str):
     if isinstance(node, (ast.List, ast.Tuple)):
         return [_evaluate(element, variables, text) for element in node.elts]
     if isinstance(node, ast.Call):
-        return FUNCTIONS[node.func.id](*(_evaluate(a, variables, text) for a in node.args))
+        arguments = [_evaluate(a, variables, text) for a in node.args]
+        try:
+            return FUNCTIONS[node.func.id](*arguments)
+        except (TypeError, ValueError, OverflowError) as error:  # int('x'), round(inf), str(2**5000)...
+            raise ExpressionError(f"{node.func.id}(): {error} in {text!r}") from None
     raise ExpressionError(f"cannot evaluate {text!r}")

@@ -387,6 +387,9 @@ def _expand_loop(raw: RawTest, loop: object) -> list[dict]:
         if not values:
             raise raw.error(where, "the loop expands to nothing")
         axes.append((var, values))
+    combinations = math.prod(len(values) for _, values in axes)
+    if combinations > MAX_INSTANCES:  # before itertools.product makes them
+        raise raw.error(("loop",), f"the loops make {combinations:,} combinations, more than {MAX_INSTANCES:,}")
     return [dict(zip([a[0] for a in axes], point)) for point in itertools.product(*[a[1] for a in axes])]
 
 
@@ -408,6 +411,10 @@ def _range(raw: RawTest, where: tuple, spec: dict) -> list:
         factor = numbers["factor"]
         if factor <= 1 or start <= 0:
             raise raw.error(where + ("factor",), "a factor range needs factor > 1 and from > 0")
+        # Counted before any value is made: a factor of 1.0000000001 would make billions.
+        count = math.floor(math.log(stop / start) / math.log(factor) + 1e-9) + 1 if stop >= start else 0
+        if count > MAX_INSTANCES:
+            raise raw.error(where, f"the range has {count:,} values, more than {MAX_INSTANCES:,}")
         value = start
         while value <= stop * (1 + 1e-12):
             values.append(value)
@@ -418,7 +425,7 @@ def _range(raw: RawTest, where: tuple, spec: dict) -> list:
             raise raw.error(where + ("step",), "step must not be 0")
         count = math.floor((stop - start) / step * (1 + 1e-12)) + 1
         if count > MAX_INSTANCES:
-            raise raw.error(where, f"the range has more than {MAX_INSTANCES} values")
+            raise raw.error(where, f"the range has {count:,} values, more than {MAX_INSTANCES:,}")
         values = [start + i * step for i in range(max(0, count))]
     integral = all(isinstance(numbers[k], int) for k in numbers)
     if integral:

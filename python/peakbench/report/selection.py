@@ -22,6 +22,7 @@ from ..store import Store
 from .model import ReportData, Series
 
 FIELD = "SELECTOR"
+SQLITE_MAX_ID = 2**63 - 1
 _SELECTOR = re.compile(r"(search|sfs|trial|run|surface|plan):(\d+)(?:-(\d+))?")
 
 
@@ -37,7 +38,8 @@ def select(store: Store, selectors: list[str]) -> ReportData:
         if match is None:
             raise InputError(f"{text!r} is not a selector; write search:ID, sfs:ID, surface:ID, plan:ID, trial:ID"
                              " or trial:FIRST-LAST", field=FIELD)
-        kind, first, last = match.group(1), int(match.group(2)), match.group(3)
+        # SQLite's ids are signed 64-bit: a larger one names nothing, and must not overflow the query.
+        kind, first, last = match.group(1), min(int(match.group(2)), SQLITE_MAX_ID), match.group(3)
         if kind == "surface":
             extra["surfaces"] += _surface(store, first, missing)
         elif kind == "plan":
@@ -47,8 +49,10 @@ def select(store: Store, selectors: list[str]) -> ReportData:
         elif kind == "sfs":
             series.append(_sfs_series(store, first, missing))
         else:
-            ids = range(first, int(last) + 1) if last else [first]
-            found = [t for t in (store.trial(i) for i in ids) if t is not None]
+            last = min(int(last), SQLITE_MAX_ID) if last else first
+            if last < first:
+                raise InputError(f"{text!r}: the range ends before it starts", field=FIELD)
+            found = store.trials_between(first, last)
             if not found:
                 raise InputError(f"no trial {text.split(':', 1)[1]} in the store", file=store.path)
             loose.extend(found)

@@ -35,7 +35,7 @@ import shlex
 from pathlib import Path
 
 from ..errors import InputError
-from ..units import parse_duration
+from ..units import MAX_RATE, parse_duration
 
 USED = ("LOAD", "INCR_LOAD", "NUM_RUNS", "CLIENTS", "PROCS", "NUM_PROCS", "MNT_POINTS", "MIXFILE",
         "WARMUP_TIME", "RUNTIME", "WORKLOAD")
@@ -46,6 +46,9 @@ IGNORED = ("TCP", "BIOD_MAX_READS", "BIOD_MAX_WRITES", "SFS_DIR", "WORK_DIR", "P
            "SFS_NFS_GROUP_ID", "NUM_PREF_RUNS", "PMC", "WORK_DIR_NAME")
 SPEC_DEFAULT_SECONDS = 300.0
 PER_PROC_GUIDANCE = (10.0, 250.0)  # ops/s per process SPEC recommends at the lowest and highest load
+# Far more than any curve (SPEC's examples have 10); checked before the points are made.
+MAX_LOAD_POINTS = 1000
+MAX_PROCS = 1024  # processes per client, as a plan's threads
 
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)")
 
@@ -134,15 +137,19 @@ def _interpret(path: Path, values: dict[str, list[str]], lines: dict[str, int]) 
                 raise fail(name, f"{word!r} is not a number") from None
             if not (math.isfinite(number) and number > 0):
                 raise fail(name, f"{word!r} must be a number above 0")
+            if number > MAX_RATE:
+                raise fail(name, f"{word!r} is above {MAX_RATE:,} ops/s, more than one engine can schedule")
             found.append(number)
         return found
 
-    def whole(name: str, default: int | None) -> int | None:
+    def whole(name: str, default: int | None, most: int) -> int | None:
         words = values.get(name)
         if not words:
             return default
         if len(words) != 1 or not words[0].isdigit() or int(words[0]) < 1:
             raise fail(name, f"{' '.join(words)!r} is not a whole number of at least 1")
+        if int(words[0]) > most:
+            raise fail(name, f"{words[0]} is more than {most:,}")
         return int(words[0])
 
     def seconds(name: str) -> float:
@@ -164,13 +171,18 @@ def _interpret(path: Path, values: dict[str, list[str]], lines: dict[str, int]) 
         raise fail("LOAD", "LOAD is required: one load (with INCR_LOAD and NUM_RUNS) or a list of loads")
     if len(loads) == 1 and "INCR_LOAD" in values:
         (step,) = numbers("INCR_LOAD") or [None]
-        runs = whole("NUM_RUNS", None)
+        runs = whole("NUM_RUNS", None, MAX_LOAD_POINTS)
         if step is None or runs is None:
             raise fail("INCR_LOAD", "INCR_LOAD needs NUM_RUNS, the number of load points")
+        if loads[0] + (runs - 1) * step > MAX_RATE:
+            raise fail("INCR_LOAD", f"the last load point, {loads[0] + (runs - 1) * step:g} ops/s, is above"
+                                    f" {MAX_RATE:,} ops/s")
         loads = [loads[0] + i * step for i in range(runs)]
     elif len(loads) > 1 and sorted(loads) != loads:
         raise fail("LOAD", "an explicit LOAD list must increase")
-    procs = whole("NUM_PROCS", None) or whole("PROCS", 1)
+    if len(loads) > MAX_LOAD_POINTS:
+        raise fail("LOAD", f"{len(loads):,} load points, more than {MAX_LOAD_POINTS:,}")
+    procs = whole("NUM_PROCS", None, MAX_PROCS) or whole("PROCS", 1, MAX_PROCS)
     clients = tuple(values.get("CLIENTS") or ["localhost"])
     mounts = tuple(values.get("MNT_POINTS", []))
     if not mounts:
