@@ -17,7 +17,8 @@ mod workload;
 use std::io::{Read, Write};
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: peakbench-engine (run|prepare|validate-spec) SPEC.json|-\n       peakbench-engine validate-target TARGET.json|-\n       peakbench-engine --version";
+const USAGE: &str =
+    "usage: peakbench-engine (run|prepare|validate-spec) SPEC.json|-\n       peakbench-engine validate-target TARGET.json|-\n       peakbench-engine --version";
 
 /// Exit 2: the spec is wrong. Exit 1: the spec is fine but the trial could not run.
 enum Failure {

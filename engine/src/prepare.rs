@@ -122,10 +122,8 @@ pub fn prepare(spec: &TrialSpec, target: &mut dyn Target, path_label: &str) -> a
                 if !is_trusted {
                     target.ensure_file(&set.file_path(index), size, &content)?;
                     made += 1;
-                } else if index as u64 % stride == 0 {
-                    target
-                        .ensure_file(&set.file_path(index), size, &content)
-                        .with_context(|| format!("file set {id} was changed after it was prepared"))?;
+                } else if (index as u64).is_multiple_of(stride) {
+                    target.ensure_file(&set.file_path(index), size, &content).with_context(|| format!("file set {id} was changed after it was prepared"))?;
                     checked += 1;
                 }
                 files_seen += 1;
@@ -165,10 +163,7 @@ fn check_free_space(path_label: &str, bytes: u64) -> anyhow::Result<()> {
     }
     let free = st.f_bavail as u64 * st.f_frsize as u64;
     if bytes > free {
-        return Err(crate::replay::BadLog(format!(
-            "the document tree needs {bytes} bytes but {path_label} has {free} bytes free; lower --dataset-size"
-        ))
-        .into());
+        return Err(crate::replay::BadLog(format!("the document tree needs {bytes} bytes but {path_label} has {free} bytes free; lower --dataset-size")).into());
     }
     Ok(())
 }

@@ -94,7 +94,7 @@ pub struct OpSummary {
 const MS: f64 = 1e6;
 
 pub fn summarize(h: &Histogram<u64>) -> LatencySummary {
-    let empty = h.len() == 0;
+    let empty = h.is_empty();
     let q = |p: f64| if empty { 0.0 } else { h.value_at_quantile(p) as f64 / MS };
     LatencySummary {
         count: h.len(),
@@ -157,16 +157,19 @@ impl Recorder {
             }
             let h = r.hist.as_ref().unwrap_or(&empty);
             all.add(h).expect("same bounds");
-            out.insert(op.name().to_string(), OpSummary {
-                latency: summarize(h),
-                errors: r.errors.clone(),
-                timeouts: r.timeouts,
-                retransmissions: r.retransmissions,
-                cancellations: r.cancellations,
-                successes: r.successes,
-                shed: r.shed,
-                bytes: r.bytes,
-            });
+            out.insert(
+                op.name().to_string(),
+                OpSummary {
+                    latency: summarize(h),
+                    errors: r.errors.clone(),
+                    timeouts: r.timeouts,
+                    retransmissions: r.retransmissions,
+                    cancellations: r.cancellations,
+                    successes: r.successes,
+                    shed: r.shed,
+                    bytes: r.bytes,
+                },
+            );
         }
         (out, all)
     }

@@ -380,7 +380,7 @@ impl TrialSpec {
                 return Err(bad("replay", "a replay takes its requests and files from the log: give no mix or fileset"));
             }
         }
-        let paced = l.clients.is_none() && self.replay.as_ref().map_or(true, |r| r.timing == Timing::Rate);
+        let paced = l.clients.is_none() && self.replay.as_ref().is_none_or(|r| r.timing == Timing::Rate);
         if paced && !(l.rate.is_finite() && l.rate > 0.0) {
             return Err(bad("load.rate", "must be a finite number > 0"));
         }

@@ -60,7 +60,12 @@ fn open_log(path: &str) -> anyhow::Result<Box<dyn Read + Send>> {
 
 /// Parse the log in `spec` on every core, calling `merge` with each block's result in
 /// log order (on the calling thread). At most two blocks per worker are in memory.
-pub fn parse_log(spec: &ReplaySpec, format: &Format, (block_bytes, table_limit): (usize, usize), mut merge: impl FnMut(Parsed) -> anyhow::Result<()>) -> anyhow::Result<()> {
+pub fn parse_log(
+    spec: &ReplaySpec,
+    format: &Format,
+    (block_bytes, table_limit): (usize, usize),
+    mut merge: impl FnMut(Parsed) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let reader = open_log(&spec.log)?;
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let (free_tx, free_rx) = mpsc::channel::<Vec<u8>>();

@@ -221,7 +221,9 @@ mod tests {
                 }
             }
             let common_part = line.iter().position(|&c| c == b'"').and_then(|q| line[q + 1..].iter().position(|&c| c == b'"').map(|r| q + r + 1));
-            for (layout, text, line) in [(Layout::Combined, COMBINED, &line[..]), (Layout::Common, COMMON, &line[..line.len().min(common_part.map_or(line.len(), |end| end + 9))])] {
+            for (layout, text, line) in
+                [(Layout::Combined, COMBINED, &line[..]), (Layout::Common, COMMON, &line[..line.len().min(common_part.map_or(line.len(), |end| end + 9))])]
+            {
                 // A block's lines come without their line ends, to the scan and to the walk alike.
                 let mut line = line;
                 while let [rest @ .., b'\r'] = line {

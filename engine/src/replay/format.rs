@@ -389,9 +389,12 @@ impl<'a> Entry<'a> {
             Field::TimeBracketed | Field::Time => self.time = Some(parse_time(value).ok_or_else(|| format!("bad time {:?}", String::from_utf8_lossy(value)))?),
             Field::Request => self.request = Some(value),
             Field::Status => {
-                self.status = Some(parse_u64(value).filter(|s| (100..1000).contains(s)).ok_or_else(|| format!("bad status {:?}", String::from_utf8_lossy(value)))? as u16)
+                self.status =
+                    Some(parse_u64(value).filter(|s| (100..1000).contains(s)).ok_or_else(|| format!("bad status {:?}", String::from_utf8_lossy(value)))? as u16)
             }
-            Field::Bytes => self.bytes = if value == b"-" { 0 } else { parse_u64(value).ok_or_else(|| format!("bad byte count {:?}", String::from_utf8_lossy(value)))? },
+            Field::Bytes => {
+                self.bytes = if value == b"-" { 0 } else { parse_u64(value).ok_or_else(|| format!("bad byte count {:?}", String::from_utf8_lossy(value)))? }
+            }
             Field::Method => self.method = Some(value),
             Field::Path => self.path = Some(value),
             Field::Target => self.target = Some(value),

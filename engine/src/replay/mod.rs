@@ -156,8 +156,7 @@ impl std::error::Error for BadLog {}
 
 impl Trace {
     pub fn load(spec: &ReplaySpec) -> anyhow::Result<Trace> {
-        Trace::load_in_blocks(spec, (blocks::BLOCK_BYTES, blocks::WORKER_TARGETS))
-            .map_err(|e| anyhow::Error::new(BadLog(format!("{e:#}"))))
+        Trace::load_in_blocks(spec, (blocks::BLOCK_BYTES, blocks::WORKER_TARGETS)).map_err(|e| anyhow::Error::new(BadLog(format!("{e:#}"))))
     }
 
     /// With blocks of `block_bytes` and worker tables of up to `table_limit` targets.
@@ -388,7 +387,8 @@ impl Trace {
 }
 
 /// Size classes of the per-class latency breakdown (by the size the log served).
-pub const SIZE_CLASSES: [(u64, &str); 5] = [(1 << 10, "<1KiB"), (10 << 10, "1-10KiB"), (100 << 10, "10-100KiB"), (1 << 20, "100KiB-1MiB"), (u64::MAX, ">=1MiB")];
+pub const SIZE_CLASSES: [(u64, &str); 5] =
+    [(1 << 10, "<1KiB"), (10 << 10, "1-10KiB"), (100 << 10, "10-100KiB"), (1 << 20, "100KiB-1MiB"), (u64::MAX, ">=1MiB")];
 
 pub fn size_class(bytes: u64) -> u8 {
     SIZE_CLASSES.iter().position(|(limit, _)| bytes < *limit).unwrap_or(SIZE_CLASSES.len() - 1) as u8
@@ -485,10 +485,12 @@ mod tests {
         assert_eq!(offsets, vec![0, 500_000_000, 2_000_000_000, 4_000_000_000]);
         assert_eq!(period, 5_000_000_000);
         let mut s = ReplayStream::new(t, 2, true, true);
-        let picks: Vec<String> = (0..3).map(|_| match s.next().unwrap().1 {
-            Request::Read { path, len, .. } if len == WHOLE => path,
-            other => panic!("{other:?}"),
-        }).collect();
+        let picks: Vec<String> = (0..3)
+            .map(|_| match s.next().unwrap().1 {
+                Request::Read { path, len, .. } if len == WHOLE => path,
+                other => panic!("{other:?}"),
+            })
+            .collect();
         assert_eq!(picks, vec!["a", "b", "a"]);
         // gzip input reads the same.
         let gz = dir.join("access.log.gz");
@@ -556,7 +558,14 @@ mod tests {
         let mut second = 0u32;
         for i in 0..20_000u32 {
             second += rng.gen_range(0..3);
-            let time = format!("{:02}/Mar/2021:{:02}:{:02}:{:02} {}", 1 + second / 86_400, second / 3600 % 24, second / 60 % 60, second % 60, ["+0000", "-0700"][(second / 5000) as usize % 2]);
+            let time = format!(
+                "{:02}/Mar/2021:{:02}:{:02}:{:02} {}",
+                1 + second / 86_400,
+                second / 3600 % 24,
+                second / 60 % 60,
+                second % 60,
+                ["+0000", "-0700"][(second / 5000) as usize % 2]
+            );
             let (method, status) = (["GET", "GET", "GET", "HEAD", "POST"][rng.gen_range(0..5)], [200, 200, 206, 304, 404][rng.gen_range(0..5)]);
             let target = match rng.gen_range(0..20) {
                 0 => format!("http://example.org/d{}/f{}?q={i}", i % 7, rng.gen_range(0..500)),
@@ -565,7 +574,16 @@ mod tests {
             };
             let mut line = format!(r#"10.0.{}.{} - - [{time}] "{method} {target} HTTP/1.1" {status} {}"#, i % 256, i % 7, rng.gen_range(0..100_000));
             // One line in 50 is broken in a way the scan must leave to the format-string walk.
-            let broken: [(&str, &str); 8] = [("] \"", "] \"-\" "), (":", "-"), ("HTTP/1.1", "HTTP/1.1 x\\\"y"), (" - - ", "  - "), ("\" 2", "\" x"), ("\" ", "\"  "), ("Mar", "Foo"), (" +0000", "")];
+            let broken: [(&str, &str); 8] = [
+                ("] \"", "] \"-\" "),
+                (":", "-"),
+                ("HTTP/1.1", "HTTP/1.1 x\\\"y"),
+                (" - - ", "  - "),
+                ("\" 2", "\" x"),
+                ("\" ", "\"  "),
+                ("Mar", "Foo"),
+                (" +0000", ""),
+            ];
             if i % 50 == 7 {
                 let (from, to) = broken[rng.gen_range(0..broken.len())];
                 line = line.replacen(from, to, 1);
@@ -586,7 +604,12 @@ mod tests {
             assert!(Format::parse(&s.format).unwrap().layout.is_none(), "{name}: not the format-string walk");
             let walked = Trace::load(&s).unwrap();
             assert_same_trace(&scanned, &walked, name);
-            assert!(walked.skipped.unparseable > 200 && walked.requests.len() > 10_000, "{name}: {} unparseable, {} requests", walked.skipped.unparseable, walked.requests.len());
+            assert!(
+                walked.skipped.unparseable > 200 && walked.requests.len() > 10_000,
+                "{name}: {} unparseable, {} requests",
+                walked.skipped.unparseable,
+                walked.requests.len()
+            );
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -603,7 +626,8 @@ mod tests {
         let bytes = enc.finish().unwrap();
         std::fs::write(&gz, &bytes[..bytes.len() / 2]).unwrap();
         let err = format!("{:#}", Trace::load_in_blocks(&spec(gz.to_str().unwrap(), "common"), (4096, 1 << 20)).err().expect("a cut gzip stream fails"));
-        let after: u64 = err.split("after line ").nth(1).and_then(|rest| rest.split(':').next()).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{err}"));
+        let after: u64 =
+            err.split("after line ").nth(1).and_then(|rest| rest.split(':').next()).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{err}"));
         assert!(err.starts_with(&format!("access log {}: after line", gz.display())) && after > 1000 && after < 20_000, "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }

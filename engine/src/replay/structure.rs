@@ -245,7 +245,7 @@ mod tests {
 
     #[test]
     fn the_vector_masks_equal_the_portable_ones() {
-        let bytes: Vec<u8> = (0..64 * 50).map(|i: usize| b"\n \"ab\tc\r"[i * 31 % 8] ^ (i % 3 == 0) as u8 * 0x80).collect();
+        let bytes: Vec<u8> = (0..64 * 50).map(|i: usize| b"\n \"ab\tc\r"[i * 31 % 8] ^ (i.is_multiple_of(3) as u8 * 0x80)).collect();
         let mut index = Index::default();
         index.build(&bytes);
         let (whole, _) = bytes.as_chunks::<64>();

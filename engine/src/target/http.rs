@@ -250,7 +250,16 @@ struct HeadMeta {
 impl Conn {
     /// Send the request and read the whole response. Err carries whether nothing at all came back.
     #[allow(clippy::too_many_arguments)]
-    fn exchange(&mut self, http: &Http, method: &str, path: &str, headers: &str, body: Body, keep_body: bool, deadline: Instant) -> Result<(Response, bool), (String, bool)> {
+    fn exchange(
+        &mut self,
+        http: &Http,
+        method: &str,
+        path: &str,
+        headers: &str,
+        body: Body,
+        keep_body: bool,
+        deadline: Instant,
+    ) -> Result<(Response, bool), (String, bool)> {
         let body_len = body.len();
         let mut head = String::with_capacity(96 + path.len() + headers.len());
         head.push_str(method);
@@ -529,7 +538,9 @@ impl Target for Http {
         if r.status != 207 {
             bail!(
                 "target {}: cannot tell whether {} is empty (PROPFIND answered HTTP {}); enable WebDAV PROPFIND or give --docroot",
-                self.url, self.base, r.status
+                self.url,
+                self.base,
+                r.status
             );
         }
         // One <D:response> for the collection itself, one per member.

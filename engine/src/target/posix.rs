@@ -254,7 +254,7 @@ fn with_buf<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
     }
     BUF.with(|b| {
         let mut b = b.borrow_mut();
-        if b.as_ref().map_or(true, |b| b.len < len) {
+        if b.as_ref().is_none_or(|b| b.len < len) {
             *b = Some(Buf::alloc(len.next_power_of_two()));
         }
         f(b.as_mut().expect("buffer").slice(len))
@@ -928,7 +928,7 @@ mod tests {
         p.ensure_file("b", 300, &[7u8; 4096]).unwrap();
         assert_eq!(read(&p, "a", 4096), Ok(100));
         assert_eq!(read(&p, "a", 4096), Ok(100)); // from the cache
-        // Renamed away: the old name is gone, the new one reads the same file.
+                                                  // Renamed away: the old name is gone, the new one reads the same file.
         assert_eq!(p.execute(&Request::Rename { from: "a".into(), to: "a.1".into() }), Ok(0));
         assert_eq!(read(&p, "a", 4096), Err("ENOENT".into()));
         assert_eq!(read(&p, "a.1", 4096), Ok(100));

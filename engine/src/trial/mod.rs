@@ -31,8 +31,8 @@ use lead::Lead;
 use sched::{Sched, Source};
 use sender::{Shared, COUNTED};
 use serde_json::{json, Value};
-use std::sync::atomic::Ordering::*;
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering::*;
 use std::sync::Arc;
 use tally::{MeanNs, Window};
 
@@ -244,8 +244,11 @@ fn result(spec: &TrialSpec, shared: &Shared, state: &Sched, max_busy: usize, res
             .map(|(key, rec)| {
                 let h = rec.hist.as_ref().expect("a recorded class has a histogram");
                 let s = summarize(h);
-                (class_label(key), json!({"count": s.count, "bytes": rec.bytes, "mean_ms": s.mean_ms, "p50_ms": s.p50_ms,
-                                          "p99_ms": s.p99_ms, "max_ms": s.max_ms, "hist": s.hist}))
+                (
+                    class_label(key),
+                    json!({"count": s.count, "bytes": rec.bytes, "mean_ms": s.mean_ms, "p50_ms": s.p50_ms,
+                                          "p99_ms": s.p99_ms, "max_ms": s.max_ms, "hist": s.hist}),
+                )
             })
             .collect();
         result["classes"] = Value::Object(classes);

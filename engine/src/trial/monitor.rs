@@ -37,8 +37,11 @@ struct Stall {
     since: u64,
     /// (tid, ns on a CPU, ns waiting on a run queue) of the active threads, when a
     /// runnable one made the first look inconclusive.
-    stats: Option<(u64, Vec<(u32, u64, u64)>)>,
+    stats: Option<(u64, Vec<ThreadTimes>)>,
 }
+
+/// (tid, ns on a CPU, ns waiting on a run queue) of one thread.
+type ThreadTimes = (u32, u64, u64);
 
 enum Verdict {
     /// Every active thread is blocked in the target (or computing while CPUs are free).
@@ -220,7 +223,13 @@ pub fn monitor(spec: &TrialSpec, shared: &Arc<Shared>) -> usize {
         }
         if now >= next_progress {
             let lag_count = (c.lag_count - last.lag_count).max(1);
-            let phase = if now < shared.window.start_ns { "warmup" } else if due != NOT_DUE { "measure" } else { "drain" };
+            let phase = if now < shared.window.start_ns {
+                "warmup"
+            } else if due != NOT_DUE {
+                "measure"
+            } else {
+                "drain"
+            };
             progress::emit(json!({
                 "phase": phase, "elapsed_s": now as f64 / 1e9, "completed": c.completed,
                 "outstanding": c.busy, "rate": (c.completed - last.completed) as f64 / spec.progress_interval_s,

@@ -13,6 +13,8 @@ use serde_json::{json, Value};
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Where requests come from: the Fstress generator, or a replayed access log.
+// One Source per trial, made once and never moved on the hot path: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Source {
     Synthetic(Generator),
     Replay(ReplayStream),

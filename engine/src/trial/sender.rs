@@ -108,7 +108,17 @@ pub struct Shared {
 impl Shared {
     /// Everything else starts empty: no thread, no request.
     #[allow(clippy::too_many_arguments)]
-    pub fn new(lead: Lead, target: Arc<dyn Target>, clock: Clock, window: Window, closed: bool, thread_limit: usize, cap: Option<usize>, lag_limit_ns: u64, first_due: u64) -> Shared {
+    pub fn new(
+        lead: Lead,
+        target: Arc<dyn Target>,
+        clock: Clock,
+        window: Window,
+        closed: bool,
+        thread_limit: usize,
+        cap: Option<usize>,
+        lag_limit_ns: u64,
+        first_due: u64,
+    ) -> Shared {
         Shared {
             lead,
             side: Mutex::new(Tally::default()),
@@ -416,9 +426,5 @@ pub fn spawn_sender(shared: &Arc<Shared>) {
     };
     shared.threads.fetch_add(1, Relaxed);
     shared.live.fetch_add(1, Relaxed);
-    std::thread::Builder::new()
-        .name("pb-sender".into())
-        .stack_size(256 * 1024)
-        .spawn(move || sender(s, slot))
-        .expect("spawn sender thread");
+    std::thread::Builder::new().name("pb-sender".into()).stack_size(256 * 1024).spawn(move || sender(s, slot)).expect("spawn sender thread");
 }

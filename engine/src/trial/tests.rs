@@ -77,7 +77,7 @@ impl Target for Sleepy {
             let mut b = cv.wait_while(busy.lock().unwrap(), |b| *b >= *k).unwrap();
             *b += 1;
         }
-        let d = if n % self.every == 0 { self.slow } else { self.fast };
+        let d = if n.is_multiple_of(self.every) { self.slow } else { self.fast };
         if !d.is_zero() {
             std::thread::sleep(d);
         }
@@ -241,7 +241,7 @@ impl Target for Refusing {
         true
     }
     fn execute(&self, _request: &Request) -> Outcome {
-        if (self.count.fetch_add(1, Relaxed) + 1) % self.every == 0 {
+        if (self.count.fetch_add(1, Relaxed) + 1).is_multiple_of(self.every) {
             Err(self.kind.into())
         } else {
             Ok(0)

@@ -17,15 +17,36 @@ pub struct Dist {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum Shape {
-    Constant { value: f64 },
-    Uniform { low: f64, high: f64 },
-    Histogram { points: Vec<(f64, f64)> },
-    Exponential { mean: f64 },
-    Pareto { alpha: f64, scale: f64 },
-    Lognormal { mean: f64, median: f64 },
-    Bimodal { first: Box<Dist>, second: Box<Dist>, p_first: f64 },
+    Constant {
+        value: f64,
+    },
+    Uniform {
+        low: f64,
+        high: f64,
+    },
+    Histogram {
+        points: Vec<(f64, f64)>,
+    },
+    Exponential {
+        mean: f64,
+    },
+    Pareto {
+        alpha: f64,
+        scale: f64,
+    },
+    Lognormal {
+        mean: f64,
+        median: f64,
+    },
+    Bimodal {
+        first: Box<Dist>,
+        second: Box<Dist>,
+        p_first: f64,
+    },
     /// Popularity only: rank r gets weight r^-alpha.
-    Zipf { alpha: f64 },
+    Zipf {
+        alpha: f64,
+    },
 }
 
 impl Dist {

@@ -235,16 +235,7 @@ impl FileSet {
         let dir_pick = WeightedSet::from_weights((0..dirs.len() as u64).map(|i| dp.weight(i)));
         let sp = Popularity::new(&spec.symlink_popularity, seed, KIND_SYMLINK, symlinks.len() as u64);
         let symlink_pick = WeightedSet::from_weights((0..symlinks.len() as u64).map(|i| sp.weight(i)));
-        FileSet {
-            file_pop: (spec.file_popularity.clone(), seed, fp.scale),
-            files,
-            dirs,
-            symlinks,
-            file_pick,
-            dir_pick,
-            symlink_pick,
-            prepared_bytes: bytes,
-        }
+        FileSet { file_pop: (spec.file_popularity.clone(), seed, fp.scale), files, dirs, symlinks, file_pick, dir_pick, symlink_pick, prepared_bytes: bytes }
     }
 
     /// A file made during the run joins the set with the popularity its index would get.
@@ -414,10 +405,7 @@ mod tests {
         assert_eq!(&large_rest[..small_rest.len()], &small_rest[..]);
         assert!(!small_links.is_empty());
         for (s, l) in small_links.iter().zip(&large_links) {
-            let (Item::Symlink { index: a, parent: p, file: f }, Item::Symlink { index: b, parent: q, file: g }) = (s, l)
-            else {
-                unreachable!()
-            };
+            let (Item::Symlink { index: a, parent: p, file: f }, Item::Symlink { index: b, parent: q, file: g }) = (s, l) else { unreachable!() };
             assert_eq!((a, p), (b, q));
             assert!(f == g || (*g >= 100 && *f == g % 100), "link {a}: {f} in the small set, {g} in the large");
         }

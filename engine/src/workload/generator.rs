@@ -121,10 +121,10 @@ impl Generator {
             | Request::Write { path, .. }
             | Request::Commit { path }
             | Request::Create { path }
-            | Request::Remove { path } => {
-                if path.capacity() > 0 {
-                    self.spare.push(path)
-                }
+            | Request::Remove { path }
+                if path.capacity() > 0 =>
+            {
+                self.spare.push(path)
             }
             _ => {}
         }
@@ -361,8 +361,7 @@ mod tests {
 
     #[test]
     fn a_pick_among_keeps_the_proportions_of_the_ops_it_admits() {
-        let weights: std::collections::BTreeMap<Op, f64> =
-            [(Op::Getattr, 0.5), (Op::Rmdir, 0.3), (Op::Read, 0.2)].into_iter().collect();
+        let weights: std::collections::BTreeMap<Op, f64> = [(Op::Getattr, 0.5), (Op::Rmdir, 0.3), (Op::Read, 0.2)].into_iter().collect();
         let mix = Mix::new(&weights);
         let mut rng = Pcg64Mcg::seed_from_u64(9);
         let n = 100_000;

@@ -32,9 +32,27 @@ pub enum Op {
 
 impl Op {
     pub const ALL: [Op; 21] = [
-        Op::Null, Op::Getattr, Op::Setattr, Op::Lookup, Op::Access, Op::Readlink, Op::Read, Op::Write,
-        Op::Create, Op::Mkdir, Op::Symlink, Op::Remove, Op::Rmdir, Op::Rename, Op::Link, Op::Readdir,
-        Op::Readdirplus, Op::Fsstat, Op::Fsinfo, Op::Pathconf, Op::Commit,
+        Op::Null,
+        Op::Getattr,
+        Op::Setattr,
+        Op::Lookup,
+        Op::Access,
+        Op::Readlink,
+        Op::Read,
+        Op::Write,
+        Op::Create,
+        Op::Mkdir,
+        Op::Symlink,
+        Op::Remove,
+        Op::Rmdir,
+        Op::Rename,
+        Op::Link,
+        Op::Readdir,
+        Op::Readdirplus,
+        Op::Fsstat,
+        Op::Fsinfo,
+        Op::Pathconf,
+        Op::Commit,
     ];
 
     pub fn name(self) -> &'static str {
@@ -71,8 +89,7 @@ impl Op {
     pub fn needs_file(self) -> bool {
         matches!(
             self,
-            Op::Getattr | Op::Setattr | Op::Lookup | Op::Access | Op::Read | Op::Write | Op::Remove | Op::Rename
-                | Op::Link | Op::Commit | Op::Symlink
+            Op::Getattr | Op::Setattr | Op::Lookup | Op::Access | Op::Read | Op::Write | Op::Remove | Op::Rename | Op::Link | Op::Commit | Op::Symlink
         )
     }
 }
@@ -141,9 +158,19 @@ mod tests {
     fn million_picks_within_a_tenth_of_a_point() {
         // Fstress claims its generated mix is within 0.1% of the desired one; so do we.
         let spec97: BTreeMap<Op, f64> = [
-            (Op::Lookup, 27.0), (Op::Read, 18.0), (Op::Write, 9.0), (Op::Getattr, 11.0), (Op::Readlink, 7.0),
-            (Op::Readdir, 2.0), (Op::Create, 1.0), (Op::Remove, 1.0), (Op::Fsstat, 1.0), (Op::Setattr, 1.0),
-            (Op::Readdirplus, 9.0), (Op::Access, 7.0), (Op::Commit, 5.0),
+            (Op::Lookup, 27.0),
+            (Op::Read, 18.0),
+            (Op::Write, 9.0),
+            (Op::Getattr, 11.0),
+            (Op::Readlink, 7.0),
+            (Op::Readdir, 2.0),
+            (Op::Create, 1.0),
+            (Op::Remove, 1.0),
+            (Op::Fsstat, 1.0),
+            (Op::Setattr, 1.0),
+            (Op::Readdirplus, 9.0),
+            (Op::Access, 7.0),
+            (Op::Commit, 5.0),
         ]
         .into_iter()
         .collect();

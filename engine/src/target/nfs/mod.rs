@@ -81,7 +81,7 @@ impl Nfs {
             connect_timeout: Duration::from_secs_f64((spec.timeout_ms / 1000.0).clamp(0.1, 10.0)),
             moderation: match spec.recv_wait_us {
                 None => Moderation::Adaptive,
-                Some(w) if w == 0.0 => Moderation::Off,
+                Some(0.0) => Moderation::Off,
                 Some(w) => Moderation::Fixed(Duration::from_secs_f64(w / 1e6)),
             },
         };
@@ -270,9 +270,7 @@ impl Nfs {
             Request::Access { path } => self.with_fh(path, |f| self.nfs.access(f, ACCESS_ALL)).map(|_| 0),
             Request::Readlink { path } => self.with_fh(path, |f| self.nfs.readlink(f)).map(|s| s.len() as u64),
             Request::Read { path, offset, len, xfer } => self.with_fh(path, |f| self.logical_read(f, *offset, *len, *xfer)),
-            Request::Write { path, offset, len, xfer } => {
-                self.with_fh(path, |f| self.logical_write(f, *offset, *len, *xfer, Stable::Unstable))
-            }
+            Request::Write { path, offset, len, xfer } => self.with_fh(path, |f| self.logical_write(f, *offset, *len, *xfer, Stable::Unstable)),
             Request::Create { path } => {
                 let (d, _, name) = self.parent(path)?;
                 let got = self.nfs.create(&d, &name, CreateHow::Guarded, 0o644)?;
@@ -434,7 +432,13 @@ impl Target for Nfs {
         // Single-RPC requests whose handles are cached go out without waiting; the
         // rest (LOOKUP chains, multi-transfer I/O, namespace changes) block a sender.
         let fh_of = |path: &str| if path.is_empty() { Some(self.root.clone()) } else { self.cached(path) };
-        fn finish<T>(done: Completion, r: Result<rpc::Reply<&[u8]>, rpc::RpcError>, n: u32, dec: impl FnOnce(&mut Dec) -> Res<T>, bytes: impl FnOnce(T) -> u64) {
+        fn finish<T>(
+            done: Completion,
+            r: Result<rpc::Reply<&[u8]>, rpc::RpcError>,
+            n: u32,
+            dec: impl FnOnce(&mut Dec) -> Res<T>,
+            bytes: impl FnOnce(T) -> u64,
+        ) {
             let outcome = match r {
                 Ok(reply) => dec(&mut reply.dec()).map(bytes).map_err(|e| e.kind()),
                 Err(e) => Err(Error::Rpc(e).kind()),
@@ -446,39 +450,85 @@ impl Target for Nfs {
             Request::Null => rpc.call_async(0, |_| {}, Box::new(move |r, n| finish(done, r, n, |_| Ok(()), |_| 0))),
             Request::Getattr { path } => {
                 let Some(f) = fh_of(path) else { return Err(done) };
-                rpc.call_async(1, |e| { e.opaque(&f); }, Box::new(move |r, n| finish(done, r, n, dec_getattr, |_| 0)))
+                rpc.call_async(
+                    1,
+                    |e| {
+                        e.opaque(&f);
+                    },
+                    Box::new(move |r, n| finish(done, r, n, dec_getattr, |_| 0)),
+                )
             }
             Request::Access { path } => {
                 let Some(f) = fh_of(path) else { return Err(done) };
-                rpc.call_async(4, |e| { e.opaque(&f).u32(ACCESS_ALL); }, Box::new(move |r, n| finish(done, r, n, dec_access, |_| 0)))
+                rpc.call_async(
+                    4,
+                    |e| {
+                        e.opaque(&f).u32(ACCESS_ALL);
+                    },
+                    Box::new(move |r, n| finish(done, r, n, dec_access, |_| 0)),
+                )
             }
             Request::Readlink { path } => {
                 let Some(f) = fh_of(path) else { return Err(done) };
-                rpc.call_async(5, |e| { e.opaque(&f); }, Box::new(move |r, n| finish(done, r, n, dec_readlink, |s| s.len() as u64)))
+                rpc.call_async(
+                    5,
+                    |e| {
+                        e.opaque(&f);
+                    },
+                    Box::new(move |r, n| finish(done, r, n, dec_readlink, |s| s.len() as u64)),
+                )
             }
             Request::Lookup { dir, name } => {
                 let Some(d) = fh_of(dir) else { return Err(done) };
                 let (cache, key) = (self.cache.clone(), join(dir, name));
-                rpc.call_async(3, |e| { e.opaque(&d).str(name); }, Box::new(move |r, n| {
-                    finish(done, r, n, |d| {
-                        let (f, _) = dec_lookup(d)?;
-                        cache.lock().expect("cache lock").insert(key, f);
-                        Ok(())
-                    }, |_| 0)
-                }))
+                rpc.call_async(
+                    3,
+                    |e| {
+                        e.opaque(&d).str(name);
+                    },
+                    Box::new(move |r, n| {
+                        finish(
+                            done,
+                            r,
+                            n,
+                            |d| {
+                                let (f, _) = dec_lookup(d)?;
+                                cache.lock().expect("cache lock").insert(key, f);
+                                Ok(())
+                            },
+                            |_| 0,
+                        )
+                    }),
+                )
             }
             Request::Read { path, offset, len, xfer } if *len <= (*xfer).min(self.rsize as u64) => {
                 let Some(f) = fh_of(path) else { return Err(done) };
-                rpc.call_async(6, |e| { e.opaque(&f).u64(*offset).u32(*len as u32); }, Box::new(move |r, n| finish(done, r, n, dec_read, |(c, _, _)| c as u64)))
+                rpc.call_async(
+                    6,
+                    |e| {
+                        e.opaque(&f).u64(*offset).u32(*len as u32);
+                    },
+                    Box::new(move |r, n| finish(done, r, n, dec_read, |(c, _, _)| c as u64)),
+                )
             }
             Request::Fsstat | Request::Fsinfo | Request::Pathconf => {
-                let p = match request { Request::Fsstat => 18, Request::Fsinfo => 19, _ => 20 };
+                let p = match request {
+                    Request::Fsstat => 18,
+                    Request::Fsinfo => 19,
+                    _ => 20,
+                };
                 let root = self.root.clone();
-                rpc.call_async(p, |e| { e.opaque(&root); }, Box::new(move |r, n| match p {
-                    18 => finish(done, r, n, dec_fsstat, |_| 0),
-                    19 => finish(done, r, n, dec_fsinfo, |_| 0),
-                    _ => finish(done, r, n, dec_pathconf, |_| 0),
-                }))
+                rpc.call_async(
+                    p,
+                    |e| {
+                        e.opaque(&root);
+                    },
+                    Box::new(move |r, n| match p {
+                        18 => finish(done, r, n, dec_fsstat, |_| 0),
+                        19 => finish(done, r, n, dec_fsinfo, |_| 0),
+                        _ => finish(done, r, n, dec_pathconf, |_| 0),
+                    }),
+                )
             }
             _ => return Err(done),
         }
@@ -679,16 +729,17 @@ impl crate::validate::Probe for Nfs {
         if s.fbytes > s.tbytes || s.abytes > s.tbytes || s.ffiles > s.tfiles {
             return Err(format!("FSSTAT: free exceeds total ({s:?})"));
         }
-        Ok(format!("{} of {} bytes free ({} available), {} of {} files free ({} available)",
-            s.fbytes, s.tbytes, s.abytes, s.ffiles, s.tfiles, s.afiles))
+        Ok(format!("{} of {} bytes free ({} available), {} of {} files free ({} available)", s.fbytes, s.tbytes, s.abytes, s.ffiles, s.tfiles, s.afiles))
     }
     fn fsinfo(&self) -> Result<String, String> {
         let i = self.nfs.fsinfo(&self.root).map_err(|e| format!("FSINFO: {e}"))?;
         if i.rtmax == 0 || i.wtmax == 0 || i.rtpref > i.rtmax || i.wtpref > i.wtmax {
             return Err(format!("FSINFO: inconsistent transfer sizes ({i:?})"));
         }
-        Ok(format!("rtmax {} rtpref {} wtmax {} wtpref {} dtpref {}, max file {} bytes, properties {:#x}; using rsize {} wsize {}",
-            i.rtmax, i.rtpref, i.wtmax, i.wtpref, i.dtpref, i.maxfilesize, i.properties, self.rsize, self.wsize))
+        Ok(format!(
+            "rtmax {} rtpref {} wtmax {} wtpref {} dtpref {}, max file {} bytes, properties {:#x}; using rsize {} wsize {}",
+            i.rtmax, i.rtpref, i.wtmax, i.wtpref, i.dtpref, i.maxfilesize, i.properties, self.rsize, self.wsize
+        ))
     }
     fn pathconf(&self) -> Result<String, String> {
         let c = self.nfs.pathconf(&self.root).map_err(|e| format!("PATHCONF: {e}"))?;

@@ -753,7 +753,17 @@ mod tests {
             let buf: Vec<u8> = if round % 2 == 0 {
                 let n = rng.gen_range(0..300);
                 // Small words make booleans and short lengths likely, so decoders go deep.
-                (0..n).map(|i| if i % 4 == 3 { rng.gen_range(0..3) } else if rng.gen_bool(0.8) { 0 } else { rng.gen() }).collect()
+                (0..n)
+                    .map(|i| {
+                        if i % 4 == 3 {
+                            rng.gen_range(0..3)
+                        } else if rng.gen_bool(0.8) {
+                            0
+                        } else {
+                            rng.gen()
+                        }
+                    })
+                    .collect()
             } else {
                 let mut b = valid.clone();
                 for _ in 0..rng.gen_range(1..6) {

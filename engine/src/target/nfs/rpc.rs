@@ -9,8 +9,8 @@ use super::xdr::{Dec, Enc};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::ops::Range;
 use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::Thread;
@@ -106,7 +106,15 @@ pub enum Moderation {
 
 impl Default for CallOptions {
     fn default() -> Self {
-        CallOptions { timeout: Duration::from_secs(5), retrans: 2, uid: 0, gid: 0, max_outstanding: None, connect_timeout: Duration::from_secs(5), moderation: Moderation::Adaptive }
+        CallOptions {
+            timeout: Duration::from_secs(5),
+            retrans: 2,
+            uid: 0,
+            gid: 0,
+            max_outstanding: None,
+            connect_timeout: Duration::from_secs(5),
+            moderation: Moderation::Adaptive,
+        }
     }
 }
 
@@ -261,8 +269,8 @@ fn auth_sys(uid: u32, gid: u32) -> Vec<u8> {
 impl RpcClient {
     /// A client for one program; connects lazily unless `connect_now`.
     pub fn new(addr: SocketAddr, prog: u32, vers: u32, conns: usize, opts: CallOptions) -> RpcClient {
-        let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(1)
-            ^ std::process::id().rotate_left(16);
+        let seed =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(1) ^ std::process::id().rotate_left(16);
         RpcClient {
             addr,
             prog,
@@ -300,8 +308,8 @@ impl RpcClient {
             self.stats.reconnects.fetch_add(1, Relaxed);
         }
         g.1 = Some(Instant::now());
-        let stream = TcpStream::connect_timeout(&self.addr, self.opts.connect_timeout)
-            .map_err(|e| RpcError::Connection(format!("connect to {}: {e}", self.addr)))?;
+        let stream =
+            TcpStream::connect_timeout(&self.addr, self.opts.connect_timeout).map_err(|e| RpcError::Connection(format!("connect to {}: {e}", self.addr)))?;
         let _ = stream.set_nodelay(true);
         let reader = stream.try_clone().map_err(|e| RpcError::Connection(e.to_string()))?;
         let live = Arc::new(Live {
