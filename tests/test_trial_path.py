@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import os
 import sqlite3
 import subprocess
@@ -120,3 +121,28 @@ def test_version_names_peakbench_and_its_engine(engine_path):
     done = run_cli("--version")
     assert done.returncode == 0
     assert done.stdout.startswith("peakbench 0.") and "peakbench-engine" in done.stdout
+
+
+def test_ctrl_c_during_a_run_keeps_and_prints_what_was_measured(engine_path, tmp_path):
+    """Ctrl-C (SIGINT to the foreground process group, as a terminal sends it) ends the window early:
+    the engine reports the part measured, marked interrupted, and peakbench stores and prints it."""
+    store, out = tmp_path / "p.db", tmp_path / "out.json"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
+    run = subprocess.Popen([sys.executable, "-m", "peakbench.cli", "run", "mail", "--target", "null://", "--rate", "300",
+                            "--warmup", "0", "--runtime", "60", "--db", str(store), "--json", str(out)],
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while "measure" not in (progress := run.stderr.readline()):  # the measured window has begun
+        assert progress and time.monotonic() < deadline, "the trial never started measuring"
+    time.sleep(2)
+    os.killpg(run.pid, signal.SIGINT)
+    stdout, stderr = run.communicate(timeout=60)
+    assert run.returncode == 130, stderr
+    assert "interrupted after" in stderr and "stored as interrupted trial 1" in stderr
+    assert "per-operation breakdown" in stdout
+    kept = json.loads(out.read_text())
+    assert kept["interrupted"] is True and kept["trial_id"] == 1
+    assert 1.5 < kept["runtime_s"] < 30
+    assert kept["latency"]["count"] > 300 and abs(kept["achieved_rate"] - 300) < 30
+    status, result = sqlite3.connect(store).execute("SELECT status, result FROM trials WHERE id = 1").fetchone()
+    assert status == "interrupted" and json.loads(result)["runtime_s"] == kept["runtime_s"]

@@ -2,6 +2,7 @@
 //! progress as JSON lines on stderr. It never decides what to run next.
 
 mod clock;
+mod interrupt;
 mod pacer;
 mod prepare;
 mod progress;
@@ -110,6 +111,7 @@ fn execute(command: &str, source: &str) -> Result<Option<serde_json::Value>, Fai
             prepare::prepare(&spec, target.as_mut(), &where_).map(Some).map_err(run)
         }
         "run" => {
+            interrupt::install();
             let target = target::open(&spec.target).map_err(run)?;
             trial::run(&spec, target).map(Some).map_err(run)
         }

@@ -46,7 +46,7 @@ from .controller.design import quadratic_terms
 from .controller.surface import describe_error
 from .distributions import describe as describe_distribution
 from .engine import Engine
-from .errors import InputError, RunError
+from .errors import InputError, RunError, TrialInterrupted
 from .mix import format_mix
 from .output import STDOUT, check_output, opened, write_json
 from .progress import ProgressDisplay
@@ -424,6 +424,13 @@ def _run_trial(args: argparse.Namespace, workload: Workload, spec: dict, engine,
             print_trial(spec, failed.partial, console)
             print_clients(failed.partial, console)
         raise
+    except TrialInterrupted as stop:
+        print_trial(spec, stop.result, console)
+        write_json(args.json, json_report(stop.trial_id, workload.name, stop.result))
+        kept = f"stored as interrupted trial {stop.trial_id}" if stop.trial_id is not None else "written beside the store"
+        print(f"peakbench: interrupted after {stop.result['runtime_s']:.1f} of {spec['load']['runtime_s']:g} s measured;"
+              f" what was measured is {kept}", file=sys.stderr)
+        return 130
     print_trial(spec, stored.result, console)
     print_clients(stored.result, console)
     write_json(args.json, json_report(stored.trial_id, workload.name, stored.result))

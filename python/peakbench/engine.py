@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import distributions
-from .errors import InputError, RunError
+from .errors import InputError, RunError, TrialInterrupted
 
 ENV_VAR = "PEAKBENCH_ENGINE"
 BINARY = "peakbench-engine"
@@ -119,11 +119,17 @@ class Engine:
             process.wait()
             reader.join()
         except KeyboardInterrupt:
-            # The engine got the same SIGINT; give it a moment to restore the file set.
+            # The engine got the same SIGINT: a trial ends its window early, drains for at most
+            # 2 s, restores the file set and reports what it measured (interrupt.rs).
             try:
-                process.wait(timeout=10)
+                process.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 process.kill()
+                raise KeyboardInterrupt from None
+            reader.join(timeout=10)
+            partial = _json_object("".join(stdout))
+            if partial is not None and partial.get("interrupted"):
+                raise TrialInterrupted(partial) from None
             raise
         finally:
             watchdog.cancel()

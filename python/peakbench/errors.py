@@ -41,5 +41,15 @@ class InputError(Exception):
         return dataclasses.replace(self, file=file, line=line)
 
 
+class TrialInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a trial: the engine ended its window early and reported what it measured
+    (`result`, marked interrupted); the trial path stores it (`trial_id`) before passing it on."""
+
+    def __init__(self, result: dict, trial_id: int | None = None):
+        super().__init__()
+        self.result = result
+        self.trial_id = trial_id
+
+
 class RunError(Exception):
     """The trial could not be run; the message is one line for the user."""

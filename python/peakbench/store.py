@@ -132,7 +132,10 @@ MIGRATIONS = [
         )""",
         "ALTER TABLE trials ADD COLUMN sfs_run_id INTEGER REFERENCES sfs_runs (id)",
     ],
-    [  # version 6: what a job was started with, so that `peakbench resume` can finish it; what a trial cost
+    # version 6: what a job was started with, so that `peakbench resume` can finish it; what a trial cost.
+    # From here on a trial's status may also be 'interrupted': its result covers the part of its window
+    # measured before Ctrl-C.
+    [
         "ALTER TABLE searches ADD COLUMN invocation TEXT",  # JSON: workload, target, seed, scale, clients, ...
         "ALTER TABLE sfs_runs ADD COLUMN invocation TEXT",  # JSON: clients, cluster
         "ALTER TABLE trials ADD COLUMN cost_s REAL",  # wall seconds: prepare, warm-up, run, write-back
@@ -260,12 +263,13 @@ class Store:
 
     def add_trial(self, *, workload: str, target: str, spec: dict, sysinfo: dict, result: dict | None = None,
                   error: str | None = None, notes: list[str] = (), search_id: int | None = None,
-                  sfs_run_id: int | None = None, cost_s: float | None = None) -> int:
-        """Store one trial (done if it has a result, failed otherwise); returns its id."""
+                  sfs_run_id: int | None = None, cost_s: float | None = None, interrupted: bool = False) -> int:
+        """Store one trial (done if it has a result, failed otherwise, interrupted if its result covers
+        only part of its window); returns its id."""
         with self._transaction():  # the whole trial or nothing
             return self.insert_trial(workload=workload, target=target, spec=spec, sysinfo=sysinfo, result=result,
                                      error=error, notes=notes, search_id=search_id, sfs_run_id=sfs_run_id,
-                                     cost_s=cost_s)
+                                     cost_s=cost_s, interrupted=interrupted)
 
     def transaction(self):
         """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on any exception): for writes that must land together."""
@@ -273,14 +277,14 @@ class Store:
 
     def insert_trial(self, *, workload: str, target: str, spec: dict, sysinfo: dict, result: dict | None = None,
                      error: str | None = None, notes: list[str] = (), search_id: int | None = None,
-                     sfs_run_id: int | None = None, cost_s: float | None = None) -> int:
+                     sfs_run_id: int | None = None, cost_s: float | None = None, interrupted: bool = False) -> int:
         """add_trial's INSERT, inside a transaction the caller holds (see transaction())."""
         cursor = self.connection.execute(
             "INSERT INTO trials (created, workload, target, rate, status, error, notes, spec, result, sysinfo,"
             " search_id, sfs_run_id, cost_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 _now(), workload, target, spec["load"]["rate"],
-                "done" if result is not None else "failed", error,
+                "interrupted" if interrupted else "done" if result is not None else "failed", error,
                 json.dumps(list(notes)), json.dumps(spec),
                 json.dumps(result) if result is not None else None, json.dumps(sysinfo), search_id,
                 sfs_run_id, cost_s,

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from .cluster.fanout import ClientsLost
-from .errors import RunError
+from .errors import RunError, TrialInterrupted
 from .progress import ProgressDisplay
 from .store import Store
 
@@ -83,6 +83,10 @@ def run_trial(spec: dict, engine, store: Store, record: TrialRecord, *, prepare:
     except RunError as error:
         trial_id = _store_failure(store, spec, record, str(error))
         raise TrialFailed(f"{error}{_stored_as(trial_id)}", trial_id) from None
+    except TrialInterrupted as stop:  # what the window measured before Ctrl-C is kept, marked so
+        stop.trial_id = _keep(store, {"spec": spec, "result": stop.result, "cost_s": time.monotonic() - started,
+                                      "interrupted": True, **record.fields()})
+        raise
     cost_s = time.monotonic() - started
     try:
         trial_id = store.add_trial(spec=spec, result=result, cost_s=cost_s, **record.fields())
@@ -90,6 +94,15 @@ def run_trial(spec: dict, engine, store: Store, record: TrialRecord, *, prepare:
         saved_to = save_unstored(store.path, {"spec": spec, "result": result, "cost_s": cost_s, **record.fields()})
         return StoredTrial(result, None, cost_s, saved_to, f"the store {store.path} could not take the trial ({error})")
     return StoredTrial(result, trial_id, cost_s)
+
+
+def _keep(store: Store, trial: dict) -> int | None:
+    """Store an interrupted trial; if the store refuses, write it beside the store. Its id, or None."""
+    try:
+        return store.add_trial(**trial)
+    except sqlite3.Error:
+        save_unstored(store.path, trial)
+        return None
 
 
 def _store_failure(store: Store, spec: dict, record: TrialRecord, error: str) -> int | None:

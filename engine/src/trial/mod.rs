@@ -132,7 +132,10 @@ pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Valu
         Source::Synthetic(gen) => restore::restore(gen, shared.target.as_ref()),
         Source::Replay(_) => json!({"done": true, "errors": 0, "first_errors": []}), // GET and HEAD change nothing
     };
-    let mut out = result(spec, &shared, sched, max_busy, restore, &id);
+    let Some(runtime_s) = measured_s(&shared, load.runtime_s) else {
+        bail!("interrupted during the warm-up: nothing was measured");
+    };
+    let mut out = result(spec, &shared, sched, max_busy, restore, &id, runtime_s);
     out["start"] = json!({"at_unix_s": started_at_unix_s, "requested_unix_s": spec.start_at_unix_s, "late_ms": start_late_ms});
     if let Some(mut summary) = replay_summary {
         if let Source::Replay(stream) = &sched.source {
@@ -145,7 +148,18 @@ pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Valu
     Ok(out)
 }
 
-fn result(spec: &TrialSpec, shared: &Shared, state: &Sched, max_busy: usize, restore: Value, id: &str) -> Value {
+/// The measured seconds: the window, or its part before an interrupt ended it (None: the
+/// interrupt came during the warm-up, so nothing was measured).
+fn measured_s(shared: &Shared, runtime_s: f64) -> Option<f64> {
+    let stopped = shared.stopped_at_ns.load(Relaxed);
+    if stopped >= shared.window.end_ns {
+        return Some(runtime_s);
+    }
+    let covered = stopped.saturating_sub(shared.window.start_ns) as f64 / 1e9;
+    (covered > 0.0).then_some(covered)
+}
+
+fn result(spec: &TrialSpec, shared: &Shared, state: &Sched, max_busy: usize, restore: Value, id: &str, runtime_s: f64) -> Value {
     let load = &spec.load;
     let tally = &state.tally;
     let (ops, all) = tally.rec.summaries();
@@ -183,7 +197,7 @@ fn result(spec: &TrialSpec, shared: &Shared, state: &Sched, max_busy: usize, res
     let requested = if shared.closed {
         Value::Null
     } else if timed {
-        json!(state.sent_in_window as f64 / load.runtime_s)
+        json!(state.sent_in_window as f64 / runtime_s)
     } else {
         json!(load.rate)
     };
@@ -208,17 +222,19 @@ fn result(spec: &TrialSpec, shared: &Shared, state: &Sched, max_busy: usize, res
         "clients": load.clients,
         "requested_rate": requested,
         // Goodput: a reply that says the server failed or shed the request is no throughput.
-        "achieved_rate": tally.succeeded_in_window as f64 / load.runtime_s,
-        "completed_rate": tally.completed_in_window as f64 / load.runtime_s,
+        "achieved_rate": tally.succeeded_in_window as f64 / runtime_s,
+        "completed_rate": tally.completed_in_window as f64 / runtime_s,
         "outcomes": outcomes(&ops),
         "sent": state.sent_in_window,
         "unsent": state.unsent,
         "completed": all.len(),
         "issued": monitor::counts(shared, 0).completed,
         "bytes": bytes,
-        "output_mbit_s": bytes as f64 * 8.0 / load.runtime_s / 1e6,
+        "output_mbit_s": bytes as f64 * 8.0 / runtime_s / 1e6,
         "warmup_s": load.warmup_s,
-        "runtime_s": load.runtime_s,
+        "runtime_s": runtime_s,
+        // Ended early by Ctrl-C or SIGTERM: runtime_s is the part of the window measured.
+        "interrupted": runtime_s < load.runtime_s,
         "ops": ops,
         "latency": latency,
         "schedule_lag": {"mean_ms": lag.mean_ms, "p99_ms": lag.p99_ms, "max_ms": lag.max_ms, "hist": lag.hist,

@@ -218,7 +218,11 @@ pub fn monitor(spec: &TrialSpec, shared: &Arc<Shared>) -> usize {
             _ if starved => Some(Stall { claimed, since: now, stats: None }),
             _ => None,
         };
-        if due == NOT_DUE && drain_deadline == NOT_DUE {
+        let interrupted = shared.interrupted(now);
+        if interrupted && drain_deadline == NOT_DUE {
+            // Senders stop claiming at their next look; whatever is still out after a short drain is cancelled.
+            drain_deadline = now + ((load.drain_timeout_s * 1e9) as u64).min(crate::interrupt::DRAIN_NS);
+        } else if due == NOT_DUE && drain_deadline == NOT_DUE {
             drain_deadline = now.max(shared.window.end_ns) + (load.drain_timeout_s * 1e9) as u64;
         }
         if now >= next_progress {

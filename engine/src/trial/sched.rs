@@ -94,7 +94,7 @@ impl Sched {
         if self.next_due >= window.end_ns {
             return None;
         }
-        if shared.closed && now >= window.end_ns {
+        if shared.interrupted(now) || (shared.closed && now >= window.end_ns) {
             self.next_due = NOT_DUE;
             shared.next_due.store(NOT_DUE, Relaxed);
             return None;

@@ -72,6 +72,8 @@ pub struct Shared {
     pub lag_limit_ns: u64,
     /// Due time of the next unclaimed request, NOT_DUE once the schedule is done.
     pub next_due: AtomicU64,
+    /// When an interrupt (interrupt.rs) ended the measured window, NOT_DUE if none did.
+    pub stopped_at_ns: AtomicU64,
     /// Requests claimed so far (the next one's number).
     pub claimed: AtomicU64,
     /// Set by the leader that finds the schedule done: every thread then exits.
@@ -132,6 +134,7 @@ impl Shared {
             cap,
             lag_limit_ns,
             next_due: AtomicU64::new(first_due),
+            stopped_at_ns: AtomicU64::new(NOT_DUE),
             claimed: AtomicU64::new(0),
             finished: AtomicBool::new(false),
             slots: Mutex::new(Vec::new()),
@@ -155,6 +158,15 @@ impl Shared {
     #[inline]
     pub fn now_ns(&self) -> u64 {
         self.clock.now_ns()
+    }
+
+    /// Whether an interrupt has ended the schedule; the first to see it records when.
+    pub fn interrupted(&self, now: u64) -> bool {
+        if !crate::interrupt::requested() {
+            return false;
+        }
+        let _ = self.stopped_at_ns.compare_exchange(NOT_DUE, now, Relaxed, Relaxed);
+        true
     }
 
     /// Wake the most recently parked follower, if any. Returns whether one was woken.
