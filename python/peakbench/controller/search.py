@@ -50,6 +50,12 @@ from .statistics import (
     stein_trials,
     t_quantile,
 )
+from .steady import (
+    needed_runlength_s,
+    needed_warmup_s,
+    relaxation_time_s,
+    service_estimate_ms,
+)
 
 RunTrial = Callable[[float, float], Observation]
 # progress(load, trial number at that load, width of R̄'s interval in ms or None)
@@ -114,6 +120,8 @@ class _Search:
         self.trace: list[tuple[float, str, int, float, Observation, float]] = []
         self.cost_s = 0.0
         self.variance_seconds: dict[float, float] = {}  # per carefully measured load: cv² × runlength
+        self.lightest: tuple[float, float] | None = None  # (load, R̄) of the lightest trial on the curve
+        self.steady_runlength = 0.0  # shortest careful runlength a steady-state check has asked for
 
     # -- the loop -------------------------------------------------------------
 
@@ -153,8 +161,7 @@ class _Search:
                 else self.clamp(peak.load * 0.8))
         if same_load(load, peak.load):
             return
-        runlength = (careful_runlength(s, self.variance_seconds.values(), STEIN_PILOT) if self.policy.adapts_runlength
-                     else s.runlength_s)
+        runlength = self.careful_runlength(STEIN_PILOT)
         means: list[float] = []
         try:
             for number in range(1, 2 * STEIN_PILOT + 1):
@@ -166,6 +173,8 @@ class _Search:
                 if len(means) < 2:
                     continue
                 interval = response_interval(means, s.confidence)
+                if self.unsteady_needs(load, interval.mean, runlength) is not None:
+                    return
                 side = BELOW if interval.mean < s.rsat_ms else ABOVE
                 self.history.add(LoadRecord(load, side, interval.mean, interval, True, False,
                                             f"{self.describe(interval)}, measured for the slope at the peak",
@@ -302,20 +311,45 @@ class _Search:
         """
         s = self.settings
         pilot = max(s.min_trials, STEIN_PILOT)
+        runlength = self.careful_runlength(pilot)
+        record, needed = self.careful_trials(load, runlength, pilot)
+        if (needed is not None and self.policy.adapts_runlength and runlength < needed <= s.runlength_s
+                and not self.trials_spent()):
+            # Trials long enough for steady state are affordable here: measure the load again with them,
+            # and start later loads there (they lie nearer saturation or have a like relaxation time).
+            self.steady_runlength = max(self.steady_runlength, needed)
+            record, _ = self.careful_trials(load, needed, pilot)
+        return record
+
+    def careful_runlength(self, pilot: int) -> float:
+        """The runlength of a load's careful trials: the policy's, and for the guided policy at least what a
+        steady-state check asked for earlier (never above settings.runlength_s)."""
+        s = self.settings
+        if not self.policy.adapts_runlength:
+            return s.runlength_s
+        return max(careful_runlength(s, self.variance_seconds.values(), pilot), min(self.steady_runlength,
+                                                                                      s.runlength_s))
+
+    def trials_spent(self) -> bool:
+        s = self.settings
+        return len(self.trace) >= s.max_total_trials or (s.max_cost_s is not None and self.cost_s >= s.max_cost_s)
+
+    def careful_trials(self, load: float, runlength: float, pilot: int) -> tuple[LoadRecord, float | None]:
+        """Careful trials of one runlength at `load` (see careful()); with the runlength a steady-state check
+        asked for when the load could not be settled below the region or claimed for lack of it."""
+        s = self.settings
         means: list[float] = []
         drifts: list[float] = []  # per trial: log of its second half's mean over its first half's
         interval: ConfidenceInterval | None = None
         stage: tuple[int, float] | None = None  # (size, log deviation) of the completed stage
         planned = pilot  # trials this stage runs before the interval is judged for accuracy
-        runlength = (careful_runlength(s, self.variance_seconds.values(), pilot) if self.policy.adapts_runlength
-                     else s.runlength_s)
         for number in range(1, s.max_trials + 1):
             observation = self.trial(load, runlength, "careful", number)
             signal = saturation_signal(observation, s)
             if signal is not None:
                 self.report(load, number, None)
                 return LoadRecord(load, ABOVE, observation.mean_ms, interval, False, False, signal,
-                                  means_ms=tuple(means))
+                                  means_ms=tuple(means)), None
             means.append(observation.mean_ms)
             drift = _drift(observation)
             if drift is not None:
@@ -330,20 +364,64 @@ class _Search:
                 interval = response_interval(means, s.confidence, stage[1], stage[0])
             self.report(load, number, interval.high - interval.low)
             decided = self.classify(load, interval, tuple(means), final=len(means) >= planned)
+            if decided is not None or len(means) >= planned:
+                needed = self.unsteady_needs(load, interval.mean, runlength)
+                if needed is not None and (decided is None or decided.classification != ABOVE):
+                    return self.unsteady(load, interval, tuple(means), runlength, decided), needed
             if decided is not None:
                 if decided.classification != ABOVE and self.still_rising(drifts):
-                    return self.warming(load, interval, tuple(means), drifts)
-                return decided
+                    return self.warming(load, interval, tuple(means), drifts), None
+                if decided.classification == ABOVE and needed is not None:
+                    # Above by an interval of trials too short for steady state: their R̄ understates the
+                    # load's, so the side holds, but the interval is not stated.
+                    decided = dataclasses.replace(decided, interval=None, steady=False,
+                                                  reason=self.unsteady_reason(load, interval, runlength,
+                                                                              "above the peak region"))
+                return decided, None
             if len(means) >= planned:  # a stage is complete: it is the pilot of the next
                 stage = (len(means), log_deviation(means))
                 planned = stein_trials(stage[1], s.confidence, s.accuracy, stage[0])
                 if planned > s.max_trials:
-                    return self.unresolvable(load, interval, tuple(means), planned)
+                    return self.unresolvable(load, interval, tuple(means), planned), None
                 planned = min(planned, STAGE_GROWTH * stage[0])
         raise _Stopped(verdicts.NOISY,
                        f"at {load:g} ops/s R̄ varies too much from trial to trial "
                        f"({self.describe(interval)}) to reach accuracy {s.accuracy:.0%} within {s.max_trials} "
                        "trials; lengthen the runlength or allow more trials per load")
+
+    def relaxation_s(self, load: float, mean_ms: float) -> float:
+        """The estimated relaxation time at `load` where R̄ is `mean_ms` (steady.py)."""
+        lightest = self.lightest if self.lightest is not None and self.lightest[0] < load else (load, mean_ms)
+        return relaxation_time_s(load, mean_ms, service_estimate_ms(*lightest))
+
+    def unsteady_needs(self, load: float, mean_ms: float, runlength: float) -> float | None:
+        """The runlength steady state needs at `load` if trials of `runlength` after the warm-up fall short of
+        it (steady.py), else None; infinite when the warm-up is what falls short."""
+        relaxation = self.relaxation_s(load, mean_ms)
+        if self.settings.warmup_s < needed_warmup_s(relaxation):
+            return math.inf
+        needed = needed_runlength_s(relaxation)
+        return needed if runlength < needed else None
+
+    def unsteady_reason(self, load: float, interval: ConfidenceInterval, runlength: float, side: str) -> str:
+        s = self.settings
+        relaxation = self.relaxation_s(load, interval.mean)
+        return (f"R̄ {interval.mean:.1f} ms over {interval.count} trials of {runlength:.3g} s, {side}; no interval "
+                f"stated: the queue's relaxation time here is about {relaxation:.3g} s, and trials that reach "
+                f"steady state need a warm-up of at least {needed_warmup_s(relaxation):.3g} s (have {s.warmup_s:g}) "
+                f"and a runlength of at least {needed_runlength_s(relaxation):.3g} s")
+
+    def unsteady(self, load: float, interval: ConfidenceInterval, means: tuple[float, ...], runlength: float,
+                 decided: LoadRecord | None) -> LoadRecord:
+        """A load whose trials are too short against its relaxation time to settle below the region or to be
+        claimed: their R̄ is biased low and their interval too narrow, so only R̄'s side of Rsat steers."""
+        side = ABOVE if interval.mean > self.settings.rsat_ms else BELOW
+        would = {BELOW: "below the peak region", PEAK: "in the peak region"}.get(
+            decided.classification if decided is not None else "", "not settled")
+        reason = (self.unsteady_reason(load, interval, runlength, f"{would} by its interval") +
+                  f" (--warmup, --runlength); taken as {side} Rsat to steer the search")
+        return LoadRecord(load, side, interval.mean, None, True, False, reason, settled=False, means_ms=means,
+                          steady=False)
 
     def still_rising(self, drifts: list[float]) -> bool:
         """Whether the trials' response time still rises through their measured windows (see _rising)."""
@@ -413,6 +491,9 @@ class _Search:
                            "before the peak was found; allow a larger budget (--budget)")
         observation = self.run_trial(load, runlength_s)
         self.cost_s += observation.cost_s
+        if (observation.mean_ms > 0 and saturation_signal(observation, s) is None
+                and (self.lightest is None or load < self.lightest[0])):
+            self.lightest = (load, observation.mean_ms)
         self.trace.append((load, purpose, number, runlength_s, observation, self.cost_s))
         if observation.generator_saturated:
             raise _Stopped(verdicts.GENERATOR_BOUND,
@@ -509,7 +590,7 @@ class _Search:
             return None
         at_peak = response_interval(peak.means_ms, level)
         others = sorted((r for r in self.history.records
-                         if r.on_curve and len(r.means_ms) >= 2 and not same_load(r.load, peak.load)),
+                         if r.on_curve and r.steady and len(r.means_ms) >= 2 and not same_load(r.load, peak.load)),
                         key=lambda r: abs(math.log(r.mean_ms / rsat)))
         for nearest in others:
             at_other = response_interval(nearest.means_ms, level)
