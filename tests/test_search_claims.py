@@ -147,3 +147,25 @@ def test_trials_still_filling_their_queue_are_found_and_never_claimed_from():
                            seed_load=880)
         first = min(result.loads, key=lambda load: abs(load.load - 880))
         assert first.classification == "above"
+
+
+def test_quick_searches_near_saturation_state_no_interval_that_start_up_bias_puts_below_the_truth():
+    # Trials of 4 s after 1 s of warm-up on queues whose peak region lies at load factor 0.9-0.975, each trial
+    # from an empty queue (sim queue=1): main stated R̄ intervals there that held the true mean in 24 of 51 (90%
+    # claimed). Trials that short against the relaxation time settle nothing below Rsat and state no interval.
+    from peakbench.sim import population
+
+    quick = SearchSettings(**QUICK)
+    servers = population(20, 0, quick.rsat_ms, (250, 1000), service_range=(1.0, 4.0), queue=True)
+    stated, unsteady = [], 0
+    for seed, server in enumerate(servers):
+        result = find_peak(SimulatedTarget(server, quick.warmup_s, quick.psat, seed), quick, "guided")
+        for load in result.loads:
+            if load.ci_low_ms is not None and load.load >= 0.9 * server.capacity:
+                stated.append(load.ci_low_ms <= server.mean_response_ms(load.load) <= load.ci_high_ms)
+            unsteady += "relaxation time" in load.reason
+        if result.verdict == "peak" and result.ci_low is not None:
+            assert result.ci_low <= server.true_peak(quick.rsat_ms) <= result.ci_high, result.message
+    assert unsteady > 0  # the search says why it states no interval there
+    # 90% intervals: a miss now and then, not half of them.
+    assert sum(stated) >= 0.8 * len(stated), (sum(stated), len(stated))

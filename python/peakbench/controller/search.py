@@ -348,6 +348,8 @@ class _Search:
             signal = saturation_signal(observation, s)
             if signal is not None:
                 self.report(load, number, None)
+                if interval is not None and self.unsteady_needs(load, interval.mean, runlength) is not None:
+                    interval = None  # the earlier trials' interval, of trials too short to state it
                 return LoadRecord(load, ABOVE, observation.mean_ms, interval, False, False, signal,
                                   means_ms=tuple(means)), None
             means.append(observation.mean_ms)
