@@ -121,3 +121,22 @@ def test_a_a_comparisons_reject_about_5_percent():
         welch_rejected += result["welch"]["p_two_sided"] < 0.05
     assert 0.03 <= welch_rejected / trials <= 0.07
     assert 0.03 <= rejected / trials <= 0.07
+
+
+def test_a_significant_verdict_states_its_level_not_a_chance_of_being_right():
+    result = analysis.compare(A, B, names=("ext4", "xfs"))
+    # 1 - p is not the probability that xfs is really larger: the verdict claims only the test's level.
+    assert " sure" not in result["verdict"]
+    assert "significant at alpha = 0.05" in result["verdict"]
+    assert "at most 5% are declared different" in result["verdict"]
+
+
+@pytest.mark.parametrize("alpha", [0.01, 0.10])
+def test_compare_declares_equal_small_samples_different_at_most_alpha_of_the_time(alpha):
+    # Plans often stop at 3-5 runs per test, where the normality check sends many pairs to the rank test.
+    rng = np.random.default_rng(round(alpha * 1000))
+    pairs = 800
+    declared = sum(analysis.compare(rng.normal(10, 2, 5), rng.normal(10, 2, 5), alpha=alpha)["differ"]
+                   for _ in range(pairs))
+    allowed = alpha + 3 * math.sqrt(alpha * (1 - alpha) / pairs)  # three binomial standard errors
+    assert declared / pairs <= allowed, (declared, pairs, alpha)

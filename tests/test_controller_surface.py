@@ -1,12 +1,21 @@
 """Response surfaces: factors, D-optimal samples, the quadratic fit, mapping over the simulator."""
 
 import math
+import random
 
+import numpy as np
 import pytest
 
 from peakbench.controller import SearchSettings
-from peakbench.controller.design import Factor, coded, d_optimal, full_factorial
-from peakbench.controller.surface import QuadraticSurface, map_surface, mape
+from peakbench.controller.design import Factor, coded, d_optimal, full_factorial, quadratic_row
+from peakbench.controller.surface import (
+    QuadraticSurface,
+    describe_error,
+    leave_one_out,
+    map_surface,
+    mape,
+    peak_weights,
+)
 from peakbench.sim import DISKS, NFSDS, SURFACES, SimulatedTarget, simulate_surface
 
 # The paper's Table 4 (MAPE %, for 6, 8 and 10 D-optimal samples of 32).
@@ -81,3 +90,75 @@ def test_map_surface_seeds_from_the_nearest_sample_and_records_failures():
     assert math.isclose(result.cost_seconds, first.result.cost_seconds + second.result.cost_seconds)
     with pytest.raises(RuntimeError, match="configure"):
         map_surface(surface.factors, samples, runner, SearchSettings(), fail_fast=True)
+
+
+def _noisy_quadratic(factors, samples, generator, sigma):
+    def truth(s):
+        x, y = coded(factors, s)
+        return 500 + 100 * x - 40 * y + 30 * x * x - 20 * y * y + 10 * x * y
+
+    return truth, [truth(s) + generator.gauss(0, sigma) for s in samples]
+
+
+def test_held_out_error_is_the_leave_one_out_refit():
+    # For least squares, the residual of a sample left out of the fit is its residual in the full fit
+    # divided by 1 − its leverage: an independent check of the n refits.
+    factors = (DISKS, NFSDS)
+    samples = d_optimal(factors, 10)
+    _, peaks = _noisy_quadratic(factors, samples, random.Random(5), 20)
+    x = np.array([quadratic_row(coded(factors, s)) for s in samples])
+    leverage = np.diag(x @ np.linalg.inv(x.T @ x) @ x.T)
+    full = QuadraticSurface.fit(factors, samples, peaks)
+    held_out = [p - (p - full.predict(s)) / (1 - h) for s, p, h in zip(samples, peaks, leverage)]
+    assert leave_one_out(factors, samples, peaks, [1.0] * len(samples)) == (pytest.approx(mape(held_out, peaks)),
+                                                                            len(samples))
+    assert full.residual_dof == 4
+
+
+def test_no_error_is_claimed_without_residual_degrees_of_freedom():
+    surface = SURFACES["web-server"]
+    chosen = d_optimal(surface.factors, 6)  # 6 samples, 6 coefficients
+    result = map_surface(surface.factors, chosen, lambda s: SimulatedTarget(surface.server(s), seed=2),
+                         SearchSettings())
+    assert result.surface is not None and result.residual_dof == 0
+    assert result.mape is None and result.loo_mape is None and result.surface.r_squared is None
+    assert all(o.predicted_low is None and o.predicted_high is None for o in result.outcomes)
+    text = describe_error(6, 6, result.loo_mape, result.loo_samples, result.mape, None)
+    assert "MAPE" not in text and "no error estimate" in text
+
+
+def test_a_loose_peak_counts_less():
+    factors = (DISKS, NFSDS)
+    samples = d_optimal(factors, 9)
+    truth, _ = _noisy_quadratic(factors, samples, random.Random(1), 0)
+    peaks = [truth(s) for s in samples]
+    peaks[4] *= 1.5  # one peak far off, and its search said so: a wide interval
+    half_widths = [5.0] * len(samples)
+    half_widths[4] = 200.0
+    weights = peak_weights(peaks, half_widths)
+    weighted = QuadraticSurface.fit(factors, samples, peaks, weights)
+    plain = QuadraticSurface.fit(factors, samples, peaks)
+    others = [i for i in range(len(samples)) if i != 4]
+    error = {name: mape([model.predict(samples[i]) for i in others], [peaks[i] for i in others])
+             for name, model in (("weighted", weighted), ("plain", plain))}
+    assert error["weighted"] < error["plain"] / 10, error
+    # A peak without an interval weighs as little as the loosest one with an interval.
+    assert peak_weights([100, 100, 100], [1.0, 4.0, None]) == pytest.approx([1, 1 / 16, 1 / 16])
+
+
+def test_prediction_intervals_cover_new_peaks_at_their_confidence():
+    factors = (DISKS, NFSDS)
+    samples = d_optimal(factors, 10)
+    candidates = full_factorial(factors)
+    generator = random.Random(7)
+    covered, total = 0, 0
+    for _ in range(2000):
+        truth, peaks = _noisy_quadratic(factors, samples, generator, 25)
+        model = QuadraticSurface.fit(factors, samples, peaks)
+        at = candidates[generator.randrange(len(candidates))]
+        low, high = model.prediction_interval(at, 0.95)
+        assert low <= model.predict(at) <= high
+        covered += low <= truth(at) + generator.gauss(0, 25) <= high
+        total += 1
+    # 95% nominal; n = 2000 gives a binomial standard error of 0.5 points.
+    assert 0.935 <= covered / total <= 0.965, covered / total

@@ -61,7 +61,21 @@ def test_a_record_without_requests_adds_nothing(trials):
     assert pooled([empty]).count == 0 and pooled([empty]).mean_ms is None
 
 
-def test_overall_response_time_is_the_area_under_the_curve_over_the_peak():
-    # Trapezoids between (100, 1), (200, 2) and (400, 10): 150 + 1200 = 1350 ms·ops/s, over 400 ops/s.
-    assert overall_response_time([(400, 10.0), (100, 1.0), (200, 2.0)]) == pytest.approx(1350 / 400)
+def test_overall_response_time_is_the_area_under_the_curve_from_zero_over_the_peak():
+    # SPEC's curve starts at zero throughput, flat at the first point's response: 0-100 ops/s at 1 ms (100),
+    # then trapezoids 100-200 (150) and 200-400 (1200): 1450 ms·ops/s over the peak 400 ops/s.
+    assert overall_response_time([(400, 10.0), (100, 1.0), (200, 2.0)]) == pytest.approx(1450 / 400)
+    # The curves of the issue: a tmpfs sfs run (100·0.04 + 100·0.045 + 100·0.055 = 14, over 300), and a flat one.
+    assert overall_response_time([(100, 0.04), (200, 0.05), (300, 0.06)]) == pytest.approx(14 / 300)
+    assert overall_response_time([(100, 1.0), (200, 1.0), (300, 1.0)]) == pytest.approx(1.0)
     assert overall_response_time([(100, 1.0)]) is None
+
+
+def test_overall_response_time_lies_between_the_smallest_and_largest_measured_mean():
+    generator = random.Random(14)
+    for _ in range(2000):
+        points = [(generator.uniform(0, 5000), generator.lognormvariate(0, 2))
+                  for _ in range(generator.randint(2, 12))]
+        ort = overall_response_time(points)
+        means = [mean for _, mean in points]
+        assert min(means) * (1 - 1e-12) <= ort <= max(means) * (1 + 1e-12), points

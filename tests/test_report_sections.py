@@ -46,7 +46,9 @@ def test_a_surface_and_harness_results_are_reported(one_trial, tmp_path, capsys)
                       "--figures", str(tmp_path / "fig"), "--format", "svg"]) == 0
     out = capsys.readouterr().out
     measured = [o for o in mapped.outcomes if o.failure is None]
-    assert f"fitted through {len(measured)} measured peaks; in-sample MAPE {mapped.mape:.1f}%" in out
+    assert (f"fitted through {len(measured)} measured peaks, each weighted by its interval; held-out error"
+            f" (leave-one-out MAPE) {mapped.loo_mape:.1f}% over n={len(measured)} samples;"
+            f" {len(measured) - 6} residual degrees of freedom" in " ".join(out.split()))
     assert f"{len(mapped.outcomes) - len(measured)} sample(s) without a peak" in out
     assert "warning: outlier: run 7 of ext4" in out
     for heading in ("COUNT", "MEAN", "MEDIAN", "LOW", "HIGH", "MIN", "MAX", "SDEV%", "HW%", "O/H%"):
@@ -56,8 +58,28 @@ def test_a_surface_and_harness_results_are_reported(one_trial, tmp_path, capsys)
     assert 'id="fig-surface-1-disks-nfsds"' in page and 'id="fig-surface-1-fit"' in page
     assert (tmp_path / "fig" / "surface-1-disks-nfsds.svg").exists()
     # Every sample's prediction in the table is the fitted model's, next to its measured peak.
+    # ... and its prediction interval, which contains the prediction.
     for outcome in measured:
         assert f"{outcome.predicted:,.1f}" in page and f"{outcome.result.peak_rate:,.1f}" in page
+        assert outcome.predicted_low < outcome.predicted < outcome.predicted_high
+        assert f"{outcome.predicted_low:,.1f}" in page and f"{outcome.predicted_high:,.1f}" in page
+    assert "95% prediction intervals (t on 2 residual degrees of freedom)" in page
+
+
+def test_a_surface_without_residual_freedom_claims_no_error(one_trial, tmp_path, capsys):
+    surface = sim.SURFACES["web-server"]
+    mapped = map_surface(surface.factors, d_optimal(surface.factors, 6),
+                         lambda s: sim.SimulatedTarget(surface.server(s), seed=3), SearchSettings())
+    (tmp_path / "surface.json").write_text(json.dumps(mapped.to_dict()))
+    html = tmp_path / "report.html"
+    capsys.readouterr()
+    assert peakbench(["report", "--db", str(one_trial), "--html", str(html), "--surface",
+                      str(tmp_path / "surface.json")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    page = html.read_text()
+    assert "no error estimate: 6 measured peaks for 6 coefficients leave no residual degrees of freedom" in out
+    assert "MAPE" not in out and "MAPE" not in page and "R²" not in page
+    assert "No prediction intervals: the fit has no residual degrees of freedom." in page
 
 
 def test_unreadable_attachments_are_one_line_errors(one_trial, tmp_path, capsys):

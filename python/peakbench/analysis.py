@@ -287,7 +287,10 @@ def mann_whitney(a: Sequence[float], b: Sequence[float]) -> dict:
 
 def compare(a: Sequence[float], b: Sequence[float], alpha: float = DEFAULT_ALPHA,
             confidence: float | None = None, names: tuple[str, str] = ("A", "B")) -> dict:
-    """Do two results differ, by how much, and how sure is that?
+    """Do two results differ, by how much, and at what level?
+
+    The verdict's alpha holds for independent runs: measured on the same machine one side after the other,
+    runs share its drift and equal results are declared different more often (BENCHMARKS.md, A/A rate).
 
     Each of a and b needs at least two values. Returns plain data:
       summaries       the Summary of each (as dicts)
@@ -299,7 +302,7 @@ def compare(a: Sequence[float], b: Sequence[float], alpha: float = DEFAULT_ALPHA
                       (< 30) fails it, and then the verdict rests on Mann-Whitney
       rank            mann_whitney()
       rests_on        "welch-t" or "mann-whitney"
-      verdict         one line: which is larger, by how much (and %), how sure, on what test
+      verdict         one line: which is larger, by how much (and %), at what level, on what test
     """
     a, b = [float(v) for v in a], [float(v) for v in b]
     if len(a) < 2 or len(b) < 2:
@@ -328,10 +331,11 @@ def compare(a: Sequence[float], b: Sequence[float], alpha: float = DEFAULT_ALPHA
     na, nb = names
     if differ:
         bigger, smaller = (na, nb) if diff > 0 else (nb, na)
-        sure = 1 - source["p_two_sided"]
+        # 1 − p is not the chance that the difference is real; what holds is the test's level alpha.
         verdict = (f"{bigger} is larger than {smaller}: mean difference {diff:+.6g} ({relative:+.2f}% of {nb}),"
                    f" {confidence:.0%} CI {w['low']:+.6g} .. {w['high']:+.6g}; p = {source['p_two_sided']:.3g}"
-                   f" (two-sided, {rests_on}), so at least {min(sure, 0.9999):.2%} sure")
+                   f" (two-sided, {rests_on}), significant at alpha = {alpha:g}: of equal results measured"
+                   f" independently, at most {alpha:.0%} are declared different")
     else:
         verdict = (f"{na} and {nb} are indistinguishable at alpha = {alpha:g}: mean difference {diff:+.6g}"
                    f" ({relative:+.2f}%), {confidence:.0%} CI {w['low']:+.6g} .. {w['high']:+.6g} contains 0"

@@ -43,6 +43,7 @@ from .sfs import run as sfs_command
 from . import store as store_module
 from .controller import DEFAULT_POLICY, POLICIES, SearchSettings
 from .controller.design import quadratic_terms
+from .controller.surface import describe_error
 from .distributions import describe as describe_distribution
 from .engine import Engine
 from .errors import InputError, RunError
@@ -543,15 +544,17 @@ def command_surface(args: argparse.Namespace) -> int:
 def print_surface(result, console: Console) -> None:
     names = [f.name for f in result.factors]
     samples = Table(title="samples (in the order searched)")
-    for heading in (*names, "seeded from ops/s", "peak ops/s", "peak interval ops/s", "predicted ops/s",
-                    "trials", "cost s", "failure"):
+    for heading in (*names, "seeded from ops/s", "peak ops/s", "peak interval ops/s",
+                    f"predicted ops/s ({result.confidence:.0%} prediction interval)", "trials", "cost s", "failure"):
         samples.add_column(heading, no_wrap=heading != "failure")
     for o in result.outcomes:
         found = o.result is not None and o.failure is None
         interval = (f"{o.result.ci_low:.1f} .. {o.result.ci_high:.1f}"
                     if found and o.result.ci_low is not None else "-")
         samples.add_row(*(f"{o.sample[n]:g}" for n in names), _or_dash(o.seed_load),
-                        _or_dash(o.result.peak_rate if found else None), interval, _or_dash(o.predicted),
+                        _or_dash(o.result.peak_rate if found else None), interval,
+                        _or_dash(o.predicted) + (f" ({o.predicted_low:.1f} .. {o.predicted_high:.1f})"
+                                                 if o.predicted_low is not None else ""),
                         str(o.result.trials) if o.result else "0",
                         f"{o.result.cost_seconds:.0f}" if o.result else "0", o.failure or "")
     console.print(samples)
@@ -562,9 +565,9 @@ def print_surface(result, console: Console) -> None:
     else:
         fitted = result.surface
         terms = ", ".join(f"{c:+.4g}·{t}" if t != "1" else f"{c:.4g}" for t, c in zip(fitted.terms, fitted.coefficients))
-        r2 = f"R² {fitted.r_squared:.3f}" if fitted.r_squared is not None else "R² undefined (no residual freedom)"
-        console.print(f"peak rate ≈ {terms} (coded factors in [-1, 1]); {r2}; MAPE of predicted vs measured"
-                      f" {result.mape:.1f}% over n={measured} samples")
+        console.print(f"peak rate ≈ {terms} (coded factors in [-1, 1]); "
+                      + describe_error(measured, len(fitted.terms), result.loo_mape, result.loo_samples,
+                                       result.mape, fitted.r_squared))
     console.print(f"total cost {result.cost_seconds:.0f} s of benchmarking")
 
 

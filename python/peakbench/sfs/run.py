@@ -178,6 +178,7 @@ def print_summary(db: Path, run_id: int, console: Console) -> None:
     points = series.done_points()
     ort = overall_response_time([(p.mean_achieved, p.mean_ms) for p in points])
     peak = max(p.mean_achieved for p in points)
-    console.print(f"peak {peak:,.1f} ops/s achieved" + (f"; overall response time {ort:.2f} ms" if ort else ""))
+    console.print(f"peak {peak:,.1f} ops/s achieved"
+                  + (f"; overall response time {ort:.3g} ms" if ort is not None else ""))
     print(f"sfs run {run_id} and its {len(points)} load points stored in {db};"
           f" `peakbench report sfs:{run_id} --db {db} --html report.html` for the full report", file=sys.stderr)

@@ -15,7 +15,7 @@ from ..histograms import merged, percentile_ms
 from ..model import Column, Figure, ReportData, ReportOptions, Section, Series, Table
 from .operations import key_point
 
-MAX_CURVES = 8  # more loads than this on one axis are unreadable: an even spread is drawn, all are tabled
+MAX_CURVES = 8  # more loads than this on one axis are unreadable: choose_loads picks them, all are tabled
 
 
 def section(data: ReportData, options: ReportOptions) -> Section | None:
@@ -25,13 +25,16 @@ def section(data: ReportData, options: ReportOptions) -> Section | None:
         points = [(p, h) for p, h in points if h is not None]
         if not points:
             continue
-        blocks.append(Figure(f"latency-cdf-{series.key.replace(' ', '-')}",
-                             f"{series.title}: cumulative distribution of response time at each offered load"
-                             f" (log time axis; dashed lines at {', '.join(f'{t:g}' for t in options.thresholds_ms)}"
-                             " ms). Each curve merges the histograms of every request of the measured trials at"
-                             " that load.",
-                             _draw_loads(points, options)))
         main = key_point(series)
+        shown = choose_loads(points, main)
+        blocks.append(Figure(f"latency-cdf-{series.key.replace(' ', '-')}",
+                             f"{series.title}: cumulative distribution of response time at"
+                             + (" each offered load" if len(shown) == len(points) else
+                                f" {len(shown)} of its {len(points)} offered loads")
+                             + f" (log time axis; dashed lines at {', '.join(f'{t:g}' for t in options.thresholds_ms)}"
+                             " ms). Each curve merges the histograms of every request of the measured trials at"
+                             " that load." + _left_out(points, shown, main),
+                             _draw_loads(shown, options)))
         if main is not None:
             per_op = {op: merged(t["result"]["ops"].get(op) for t in main.measured)
                       for op in sorted({op for t in main.measured for op in t["result"].get("ops", {})})}
@@ -64,14 +67,49 @@ def _threshold_table(series: Series, points, options: ReportOptions) -> Table:
 
 
 def _spread(items: list, count: int) -> list:
+    """`count` of `items` evenly spaced, the first and last among them."""
     if len(items) <= count:
         return items
+    if count <= 0:
+        return []
+    if count == 1:
+        return [items[-1]]
     step = (len(items) - 1) / (count - 1)
     return [items[round(i * step)] for i in range(count)]
 
 
-def _draw_loads(points, options: ReportOptions):
-    chosen = _spread(points, MAX_CURVES)
+SHORTFALL = 0.95  # a load whose achieved rate falls below this share of the offered one is overloaded
+
+
+def choose_loads(points: list, key) -> list:
+    """The loads drawn when there are more than MAX_CURVES: the lowest, the key load (the peak, or the best
+    throughput) and every overloaded load (above the key load, or achieving under SHORTFALL of the offered
+    rate), even if that makes more than MAX_CURVES; then an even spread of the rest up to MAX_CURVES. In
+    offered-load order."""
+    if len(points) <= MAX_CURVES:
+        return points
+    loads = [p.requested for p, _ in points]
+    key_index = loads.index(key.requested) if key is not None and key.requested in loads else len(points) - 1
+    chosen = {0, key_index}
+    chosen.update(i for i, (p, _) in enumerate(points)
+                  if i > key_index or p.mean_achieved < SHORTFALL * p.requested)
+    rest = [i for i in range(len(points)) if i not in chosen]
+    chosen.update(_spread(rest, MAX_CURVES - len(chosen)))
+    return [points[i] for i in sorted(chosen)]
+
+
+def _left_out(points: list, shown: list, key) -> str:
+    if len(shown) == len(points):
+        return ""
+    drawn = {id(p) for p, _ in shown}
+    missing = [p.requested for p, _ in points if id(p) not in drawn]
+    named = f" ({key.requested:,.0f} ops/s)" if key is not None else ""
+    return (f" Drawn: the lowest load, the key load{named}, every overloaded load (above it, or achieving under"
+            f" {SHORTFALL:.0%} of the offered rate) and an even spread of the rest; left out: {', '.join(f'{load:,.0f}' for load in missing)} ops/s (all are in the table"
+            " below).")
+
+
+def _draw_loads(chosen, options: ReportOptions):
     palette = figures.palette("viridis")
     with figures.style():
         figure, axes = figures.new_figure(height_in=2.6)

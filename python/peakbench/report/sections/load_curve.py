@@ -5,13 +5,18 @@ t-interval (at the report's confidence) as error bars when it has two or
 more. A search's peak region (Rsat ± s) is shaded and its peak marked; for a
 curve without a search, the peak is the highest achieved rate (SPEC's
 meaning). The overall response time (ORT) is SPEC's single figure: the area
-under the mean-response vs achieved-throughput curve (trapezoids, from the
-lowest to the highest achieved load point) divided by the highest achieved
-throughput, in ms.
+under the mean-response vs achieved-throughput curve divided by the peak
+(highest) achieved throughput, in ms. SPEC's curve starts at zero throughput:
+below the first load point the response time is taken to be the first point's
+(SPEC SFS run rules, "Overall response time calculation": constant below the
+first valid data point); between points it is linear (trapezoids). So the ORT
+is a throughput-weighted mean of the measured means and always lies between the
+smallest and the largest of them.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from ...controller.statistics import t_interval
@@ -23,9 +28,11 @@ from ..model import Column, Figure, LoadPoint, ReportData, ReportOptions, Sectio
 def overall_response_time(points: list[tuple[float, float]]) -> float | None:
     """SPEC's ORT from (achieved ops/s, mean response ms) points; None below two points."""
     points = sorted(points)
-    if len(points) < 2 or points[-1][0] <= 0:
+    if len(points) < 2 or points[0][0] < 0 or points[-1][0] <= 0:
         return None
-    area = math.fsum((x1 - x0) * (y0 + y1) / 2 for (x0, y0), (x1, y1) in zip(points, points[1:]))
+    first_x, first_y = points[0]
+    below_first = first_x * first_y  # SPEC: constant at the first point's response from zero throughput
+    area = below_first + math.fsum((x1 - x0) * (y0 + y1) / 2 for (x0, y0), (x1, y1) in itertools.pairwise(points))
     return area / points[-1][0]
 
 
@@ -66,12 +73,27 @@ def section(data: ReportData, options: ReportOptions) -> Section | None:
 
 
 def _caption(curves: list[Series], options: ReportOptions) -> str:
+    """Says only what the figure draws: the band, the star and the crosses appear when they apply."""
     levels = sorted({f"{options.confidence_for(s):.0%}" for s in curves})
-    return (f"Left: achieved vs offered load (the dotted line is achieved = offered; the dashed line marks the peak)."
-            f" Right: mean response time vs achieved load. Points are means over the measured trials at each offered"
-            f" load; error bars are {'/'.join(levels)} lognormal (Cox) intervals of the trial means, the search's, where a load has two or more trials (n per point"
-            f" in the table below). The shaded band is the search's peak region (Rsat ± s); the star marks the peak;"
-            f" a red cross marks a load where the load generator fell behind (it measures peakbench, not the target).")
+    peaks = {s.key: peak_of(s) for s in curves}
+    found = [key for key, (peak, _) in peaks.items() if peak is not None]
+    text = ("Left: achieved vs offered load (the dotted line is achieved = offered"
+            + ("; the dashed line marks the peak)." if found else ").")
+            + " Right: mean response time vs achieved load. Points are means over the measured trials at each offered"
+            f" load; error bars are {'/'.join(levels)} lognormal (Cox) intervals of the trial means, the search's,"
+            " where a load has two or more trials (n per point"
+            " in the table below).")
+    if any(s.kind == "search" and "rsat_ms" in s.settings for s in curves):
+        text += " The shaded band is the search's peak region (Rsat ± s)."
+    if found:
+        text += f" The star marks the peak{'' if len(curves) == 1 else ' of ' + ', '.join(found)}."
+    for key, (peak, meaning) in peaks.items():
+        if peak is None:
+            text += f" {key} has no peak to mark: {meaning}."
+    if any(t["result"].get("generator_saturated") for s in curves for p in s.done_points() for t in p.measured):
+        text += (" A red cross marks a load where the load generator fell behind (it measures peakbench, not the"
+                 " target).")
+    return text
 
 
 def _table(series: Series, points: list[LoadPoint], confidence: float) -> Table:

@@ -75,7 +75,10 @@ def _caption(series: Series, settings: dict, trace: list[Step]) -> str:
     shorter = (f", shorter than the runlength of {asked:g} s asked for (the policy chose them from the noise it saw)"
                if lengths and asked is not None and lengths[0] < asked * (1 - 1e-9) else "")
     runlengths = ", ".join(f"{length:.3g}" for length in lengths) or "-"
-    return (f"{series.title}. Left: load factor ρ = λ/λ* of every trial against cumulative benchmarking cost"
+    factors_known = bool(trace) and all(step.load_factor is not None for step in trace)
+    left = ("load factor ρ = λ/λ* of every trial" if factors_known else
+            "offered load of every trial (no load factor: the search found no peak λ*)")
+    return (f"{series.title}. Left: {left} against cumulative benchmarking cost"
             f" (filled: careful trials of {runlengths} s{shorter}; hollow: scouts). Middle:"
             f" trials per test load. Right: {settings.get('confidence', 0.95):.0%} lognormal (Cox) interval of the"
             f" mean response time over the first n careful trials at each load (the search's final claim at λ* uses"

@@ -54,14 +54,15 @@ def sfssum_text(table_rows: list[list]) -> str:
 def section(data: ReportData, options: ReportOptions) -> Section | None:
     blocks = []
     for series in data.series:
+        if series.kind != "sfs":  # SPEC's summary describes an sfs run's load points, not a search or a trial
+            continue
         found = rows(series)
         if not found:
             continue
         blocks.append(Table(f"sfs-summary-{series.key.replace(' ', '-')}", f"SPECsfs summary of {series.title}",
                             COLUMNS, found,
                             "each row: the measured trials at that load (n trials); mean response over all their"
-                            " requests (total ops); run time summed over them",
-                            terminal=series.kind == "sfs"))
+                            " requests (total ops); run time summed over them"))
         blocks.append(Html(f"<details><summary>sfssum text of {html.escape(series.key)}</summary>"
                            f"<pre>{html.escape(sfssum_text(found))}</pre></details>"))
     if not blocks:

@@ -2,10 +2,13 @@
 
 Reads `data.extra["surfaces"]`: a list of SurfaceResult.to_dict() records
 (controller/surface.py): factors, per-sample outcomes (sample, seed_load,
-result, failure, predicted), the fitted quadratic (terms and coefficients on
-coded factors), in-sample MAPE and cost. For each pair of factors: a heat map
-of the model with the other factors at their centre, the measured samples
-marked; then predicted vs measured peak rates, and the table of samples.
+result, failure, predicted and its prediction interval), the fitted quadratic
+(terms and coefficients on coded factors, weighted by the peaks' intervals),
+its held-out (leave-one-out) MAPE and residual degrees of freedom, and cost.
+For each pair of factors: a heat map of the model with the other factors at
+their centre, the measured samples marked; then predicted (with prediction
+intervals) vs measured peak rates, and the table of samples. Without residual
+degrees of freedom no error and no interval is claimed.
 """
 
 from __future__ import annotations
@@ -15,7 +18,11 @@ import itertools
 import numpy as np
 
 from ...controller.design import Factor
-from ...controller.surface import QuadraticSurface
+from ...controller.surface import (
+    PREDICTION_CONFIDENCE,
+    QuadraticSurface,
+    describe_error,
+)
 from .. import figures
 from ..model import Column, Figure, ReportData, ReportOptions, Section, Table
 
@@ -36,11 +43,12 @@ def section(data: ReportData, options: ReportOptions) -> Section | None:
             summary.append(f"surface {number}: no model: {len(measured)} samples found a peak, too few for a"
                            f" quadratic in {len(factors)} factors")
         else:
-            r2 = fitted.get("r_squared")
-            model = QuadraticSurface(tuple(factors), tuple(fitted["terms"]), tuple(fitted["coefficients"]), r2)
+            model = QuadraticSurface(tuple(factors), tuple(fitted["terms"]), tuple(fitted["coefficients"]),
+                                     fitted.get("r_squared"), fitted.get("residual_dof", 0))
             summary.append(f"surface {number}: quadratic in {', '.join(f.name for f in factors)} fitted through"
-                           f" {len(measured)} measured peaks; in-sample MAPE {record['mape']:.1f}%"
-                           + (f", R² {r2:.3f}" if r2 is not None else ", no residual degrees of freedom")
+                           f" {len(measured)} measured peaks, each weighted by its interval; "
+                           + describe_error(len(measured), len(model.terms), record.get("loo_mape"),
+                                            record.get("loo_samples"), record.get("mape"), model.r_squared)
                            + f"; {len(failed)} sample(s) without a peak; cost {record['cost_seconds'] / 3600:.1f} h")
             for a, b in itertools.combinations(range(len(factors)), 2):
                 blocks.append(Figure(f"surface-{number}-{factors[a].name}-{factors[b].name}",
@@ -49,10 +57,14 @@ def section(data: ReportData, options: ReportOptions) -> Section | None:
                                                               else "")
                                      + f"; dots: the {len(measured)} measured samples, labelled with their peak.",
                                      _heat_map(model, a, b, measured)))
+            confidence = record.get("confidence", PREDICTION_CONFIDENCE)
+            bars = (f" Bars: {confidence:.0%} prediction intervals (t on {model.residual_dof} residual degrees of"
+                    " freedom)." if any(o.get("predicted_low") is not None for o in measured) else
+                    " No prediction intervals: the fit has no residual degrees of freedom.")
             blocks.append(Figure(f"surface-{number}-fit", f"Surface {number}: predicted vs measured peak rate of each"
-                                 f" measured sample (n = {len(measured)}); the line is predicted = measured.",
+                                 f" measured sample (n = {len(measured)}); the line is predicted = measured." + bars,
                                  _fit(measured)))
-        blocks.append(_table(number, factors, record["outcomes"]))
+        blocks.append(_table(number, factors, record["outcomes"], record.get("confidence", PREDICTION_CONFIDENCE)))
     return Section("surfaces", "Response surfaces", blocks, summary)
 
 
@@ -101,7 +113,13 @@ def _fit(measured):
         axis = axes[0][0]
         top = max(peaks + predicted) * 1.05
         axis.plot([0, top], [0, top], ":", color="grey", linewidth=0.8)
-        axis.plot(peaks, predicted, "o", color=figures.COLOURS[0])
+        if all(o.get("predicted_low") is not None for o in measured):
+            errors = [[p - o["predicted_low"] for p, o in zip(predicted, measured)],
+                      [o["predicted_high"] - p for p, o in zip(predicted, measured)]]
+            axis.errorbar(peaks, predicted, yerr=errors, fmt="o", color=figures.COLOURS[0], capsize=2)
+            top = max(top, max(o["predicted_high"] for o in measured) * 1.05)
+        else:
+            axis.plot(peaks, predicted, "o", color=figures.COLOURS[0])
         axis.set_xlim(0, top)
         axis.set_ylim(0, top)
         axis.set_xlabel("measured peak rate (ops/s)")
@@ -109,17 +127,20 @@ def _fit(measured):
     return figure
 
 
-def _table(number: int, factors: list[Factor], outcomes: list[dict]) -> Table:
+def _table(number: int, factors: list[Factor], outcomes: list[dict], confidence: float) -> Table:
     rows = []
     for outcome in outcomes:
         result = outcome["result"] or {}
         peak, predicted = result.get("peak_rate"), outcome["predicted"]
         error = abs(predicted - peak) / peak * 100 if peak and predicted is not None else None
-        rows.append([*[outcome["sample"][f.name] for f in factors], outcome["seed_load"], peak, predicted, error,
+        rows.append([*[outcome["sample"][f.name] for f in factors], outcome["seed_load"], peak, predicted,
+                     outcome.get("predicted_low"), outcome.get("predicted_high"), error,
                      result.get("trials"), result.get("cost_seconds"), outcome["failure"] or ""])
     columns = [*[Column(f.name) for f in factors], Column("seed load", "ops/s"), Column("measured peak", "ops/s"),
-               Column("predicted", "ops/s"), Column("error", "%", 1), Column("trials"), Column("cost", "s", 0),
+               Column("predicted", "ops/s"), Column(f"{confidence:.0%} PI low", "ops/s"),
+               Column("PI high", "ops/s"), Column("in-sample error", "%", 1), Column("trials"), Column("cost", "s", 0),
                Column("failure")]
     return Table(f"surface-{number}-samples", f"Samples of surface {number}", columns, rows,
                  "each measured peak is one search's λ* (its own confidence and accuracy); predicted from the"
-                 " quadratic fitted through all measured peaks (in-sample)")
+                 " quadratic fitted through all measured peaks (in-sample: the held-out error is in the summary);"
+                 " PI: where a new peak measured at that sample would fall, empty without residual freedom")
