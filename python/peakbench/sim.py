@@ -153,7 +153,8 @@ def _unit_lognormal(rng: random.Random, cv2: float) -> float:
 
 
 class SimulatedTarget:
-    """The `run_trial(load, runlength_s)` callable of one simulated server, in virtual time."""
+    """The `run_trial(load, runlength_s, warmup_s)` callable of one simulated server, in virtual time
+    (`warmup_s` here: the warm-up of a trial asked for without one)."""
 
     def __init__(self, server: SimulatedServer, warmup_s: float = 30.0, psat: float = 95.0, seed: int = 0):
         self.server = server
@@ -161,8 +162,9 @@ class SimulatedTarget:
         self.psat = psat
         self.rng = random.Random(seed)
 
-    def __call__(self, load: float, runlength_s: float) -> Observation:
-        return self.server.trial(load, runlength_s, self.warmup_s, self.psat, self.rng)
+    def __call__(self, load: float, runlength_s: float, warmup_s: float | None = None) -> Observation:
+        return self.server.trial(load, runlength_s, self.warmup_s if warmup_s is None else warmup_s, self.psat,
+                                 self.rng)
 
 
 # -- R̄ intervals near saturation -------------------------------------------------

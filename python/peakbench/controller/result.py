@@ -69,6 +69,7 @@ class TraceEntry:
     runlength_s: float
     observation: Observation
     cumulative_cost_s: float
+    warmup_s: float | None = None  # unmeasured time before it (None in results stored before it was recorded)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,8 +2,8 @@
 
     find_peak(run_trial, settings, policy="guided", seed_load=None, progress=None)
 
-`run_trial(load, runlength_s) -> Observation` runs one independent trial
-(warm-up included); the search never looks inside it. At each test load the
+`run_trial(load, runlength_s, warmup_s) -> Observation` runs one independent
+trial, measured for runlength_s after warmup_s; the search never looks inside it. At each test load the
 policy either starts with one short scout trial, which decides the load when
 it is clearly far from the peak region (more than SCOUT_FAR_FACTOR outside
 it, or saturated by a one-trial signal), or goes straight to careful trials:
@@ -20,8 +20,10 @@ outside, knee_probe()).
 Only careful trials of one runlength enter an interval, so the peak's claim
 (R̄'s interval at confidence c, accuracy ≥ a) rests on trials at λ* alone;
 scout decisions only steer the search. Baselines run every careful trial for
-settings.runlength_s; the guided policy picks each load's runlength before
-its trials from the variance earlier loads showed (runlength.py). A scout
+settings.runlength_s after settings.warmup_s; the guided policy picks each
+load's runlength before its trials from the variance earlier loads showed
+(runlength.py), and lengthens a load's trials and warm-up to what steady state
+needs there (steady.py), up to settings.max_runlength. A scout
 decision is provisional: when the bracket closes with a scout-decided end,
 that end is measured carefully.
 """
@@ -54,10 +56,11 @@ from .steady import (
     needed_runlength_s,
     needed_warmup_s,
     relaxation_time_s,
+    runlengths_per_relaxation,
     service_estimate_ms,
 )
 
-RunTrial = Callable[[float, float], Observation]
+RunTrial = Callable[[float, float, float], Observation]  # (load, runlength_s, warmup_s)
 # progress(load, trial number at that load, width of R̄'s interval in ms or None)
 Progress = Callable[[float, int, float | None], None]
 
@@ -67,6 +70,9 @@ CLOSED_BRACKET = 0.002  # a bracket narrower than this (relative) leaves no load
 # of 4 carries t(3)² ≈ 10 where a known deviation needs z² ≈ 3.8, so a noisy load is cheaper
 # re-planned from a larger pilot with more degrees of freedom.
 STAGE_GROWTH = 2
+# A load's trials are lengthened for steady state at most this many times: the R̄ of longer trials,
+# less biased low, may show a longer relaxation time than the short trials' did.
+MAX_LENGTHENINGS = 2
 
 
 class _Cliff(Exception):
@@ -117,11 +123,13 @@ class _Search:
         self.policy = policy
         self.progress = progress
         self.history = SearchHistory()
-        self.trace: list[tuple[float, str, int, float, Observation, float]] = []
+        self.trace: list[tuple[float, str, int, float, float, Observation, float]] = []
         self.cost_s = 0.0
         self.variance_seconds: dict[float, float] = {}  # per carefully measured load: cv² × runlength
         self.lightest: tuple[float, float] | None = None  # (load, R̄) of the lightest trial on the curve
         self.steady_runlength = 0.0  # shortest careful runlength a steady-state check has asked for
+        self.steady_warmup = 0.0  # and the shortest warm-up
+        self.lengthened: list[tuple[float, float, float, float]] = []  # (load, runlength, warm-up, τ) lengthened
 
     # -- the loop -------------------------------------------------------------
 
@@ -141,7 +149,8 @@ class _Search:
         except _Cliff as cliff:
             return self.bracket_result(cliff.low, cliff.high)
         except _Stopped as stop:
-            return self.result(stop.verdict, stop.message)
+            note = self.unsteady_note() if stop.verdict == verdicts.NOISY else ""
+            return self.result(stop.verdict, stop.message + note)
 
     def second_point(self, peak: LoadRecord) -> None:
         """Trials at a second load below λ* when no measured load yet bounds the response line's slope.
@@ -161,11 +170,11 @@ class _Search:
                 else self.clamp(peak.load * 0.8))
         if same_load(load, peak.load):
             return
-        runlength = self.careful_runlength(STEIN_PILOT)
+        runlength, warmup = self.careful_runlength(STEIN_PILOT), self.careful_warmup()
         means: list[float] = []
         try:
             for number in range(1, 2 * STEIN_PILOT + 1):
-                observation = self.trial(load, runlength, "careful", number)
+                observation = self.trial(load, runlength, "careful", number, warmup)
                 self.report(load, number, None)
                 if saturation_signal(observation, s) is not None:
                     return
@@ -173,7 +182,7 @@ class _Search:
                 if len(means) < 2:
                     continue
                 interval = response_interval(means, s.confidence)
-                if self.unsteady_needs(load, interval.mean, runlength) is not None:
+                if self.unsteady_needs(load, interval.mean, runlength, warmup) is not None:
                     return
                 side = BELOW if interval.mean < s.rsat_ms else ABOVE
                 self.history.add(LoadRecord(load, side, interval.mean, interval, True, False,
@@ -311,32 +320,45 @@ class _Search:
         """
         s = self.settings
         pilot = max(s.min_trials, STEIN_PILOT)
-        runlength = self.careful_runlength(pilot)
-        record, needed = self.careful_trials(load, runlength, pilot)
-        if (needed is not None and self.policy.adapts_runlength and runlength < needed <= s.runlength_s
-                and not self.trials_spent()):
+        runlength, warmup = self.careful_runlength(pilot), self.careful_warmup()
+        record, needed = self.careful_trials(load, runlength, warmup, pilot)
+        for _ in range(MAX_LENGTHENINGS):
+            if needed is None or not self.policy.adapts_runlength or self.trials_spent():
+                break
+            longer, warmer = max(needed[0], runlength), max(needed[1], warmup)
+            if longer > s.max_runlength:
+                break
             # Trials long enough for steady state are affordable here: measure the load again with them,
             # and start later loads there (they lie nearer saturation or have a like relaxation time).
-            self.steady_runlength = max(self.steady_runlength, needed)
-            record, _ = self.careful_trials(load, needed, pilot)
+            # Their R̄, less biased low, may show a longer relaxation time still: then once more.
+            runlength, warmup = longer, warmer
+            self.steady_runlength = max(self.steady_runlength, runlength)
+            self.steady_warmup = max(self.steady_warmup, warmup)
+            self.lengthened.append((load, runlength, warmup, needed[2]))
+            record, needed = self.careful_trials(load, runlength, warmup, pilot)
         return record
 
     def careful_runlength(self, pilot: int) -> float:
         """The runlength of a load's careful trials: the policy's, and for the guided policy at least what a
-        steady-state check asked for earlier (never above settings.runlength_s)."""
+        steady-state check asked for earlier (never above settings.max_runlength)."""
         s = self.settings
         if not self.policy.adapts_runlength:
             return s.runlength_s
-        return max(careful_runlength(s, self.variance_seconds.values(), pilot), min(self.steady_runlength,
-                                                                                      s.runlength_s))
+        return max(careful_runlength(s, self.variance_seconds.values(), pilot), self.steady_runlength)
+
+    def careful_warmup(self) -> float:
+        """The warm-up of a load's careful trials: settings.warmup_s, or for the guided policy the longer one a
+        steady-state check asked for earlier."""
+        return max(self.settings.warmup_s, self.steady_warmup if self.policy.adapts_runlength else 0.0)
 
     def trials_spent(self) -> bool:
         s = self.settings
         return len(self.trace) >= s.max_total_trials or (s.max_cost_s is not None and self.cost_s >= s.max_cost_s)
 
-    def careful_trials(self, load: float, runlength: float, pilot: int) -> tuple[LoadRecord, float | None]:
-        """Careful trials of one runlength at `load` (see careful()); with the runlength a steady-state check
-        asked for when the load could not be settled below the region or claimed for lack of it."""
+    def careful_trials(self, load: float, runlength: float, warmup: float,
+                       pilot: int) -> tuple[LoadRecord, tuple[float, float, float] | None]:
+        """Careful trials of one runlength and warm-up at `load` (see careful()); with what a steady-state check
+        asked for (unsteady_needs) when the load could not be settled below the region or claimed for lack of it."""
         s = self.settings
         means: list[float] = []
         drifts: list[float] = []  # per trial: log of its second half's mean over its first half's
@@ -344,11 +366,11 @@ class _Search:
         stage: tuple[int, float] | None = None  # (size, log deviation) of the completed stage
         planned = pilot  # trials this stage runs before the interval is judged for accuracy
         for number in range(1, s.max_trials + 1):
-            observation = self.trial(load, runlength, "careful", number)
+            observation = self.trial(load, runlength, "careful", number, warmup)
             signal = saturation_signal(observation, s)
             if signal is not None:
                 self.report(load, number, None)
-                if interval is not None and self.unsteady_needs(load, interval.mean, runlength) is not None:
+                if interval is not None and self.unsteady_needs(load, interval.mean, runlength, warmup) is not None:
                     interval = None  # the earlier trials' interval, of trials too short to state it
                 return LoadRecord(load, ABOVE, observation.mean_ms, interval, False, False, signal,
                                   means_ms=tuple(means)), None
@@ -367,9 +389,9 @@ class _Search:
             self.report(load, number, interval.high - interval.low)
             decided = self.classify(load, interval, tuple(means), final=len(means) >= planned)
             if decided is not None or len(means) >= planned:
-                needed = self.unsteady_needs(load, interval.mean, runlength)
+                needed = self.unsteady_needs(load, interval.mean, runlength, warmup)
                 if needed is not None and (decided is None or decided.classification != ABOVE):
-                    return self.unsteady(load, interval, tuple(means), runlength, decided), needed
+                    return self.unsteady(load, interval, tuple(means), runlength, warmup, decided), needed
             if decided is not None:
                 if decided.classification != ABOVE and self.still_rising(drifts):
                     return self.warming(load, interval, tuple(means), drifts), None
@@ -377,9 +399,9 @@ class _Search:
                     # Above by an interval of trials too short for steady state: their R̄ understates the
                     # load's, so the side holds, but the interval is not stated.
                     decided = dataclasses.replace(decided, interval=None, steady=False,
-                                                  reason=self.unsteady_reason(load, interval, runlength,
+                                                  reason=self.unsteady_reason(load, interval, runlength, warmup,
                                                                               "above the peak region"))
-                return decided, None
+                return self.noting_lengthened(decided, runlength, warmup), None
             if len(means) >= planned:  # a stage is complete: it is the pilot of the next
                 stage = (len(means), log_deviation(means))
                 planned = stein_trials(stage[1], s.confidence, s.accuracy, stage[0])
@@ -396,32 +418,56 @@ class _Search:
         lightest = self.lightest if self.lightest is not None and self.lightest[0] < load else (load, mean_ms)
         return relaxation_time_s(load, mean_ms, service_estimate_ms(*lightest))
 
-    def unsteady_needs(self, load: float, mean_ms: float, runlength: float) -> float | None:
-        """The runlength steady state needs at `load` if trials of `runlength` after the warm-up fall short of
-        it (steady.py), else None; infinite when the warm-up is what falls short."""
+    def unsteady_needs(self, load: float, mean_ms: float, runlength: float,
+                       warmup: float) -> tuple[float, float, float] | None:
+        """(runlength, warm-up, relaxation time) that steady state needs at `load` if trials of `runlength`
+        after `warmup` fall short of either (steady.py), else None."""
         relaxation = self.relaxation_s(load, mean_ms)
-        if self.settings.warmup_s < needed_warmup_s(relaxation):
-            return math.inf
-        needed = needed_runlength_s(relaxation)
-        return needed if runlength < needed else None
+        needed = (needed_runlength_s(relaxation, self.settings.confidence), needed_warmup_s(relaxation), relaxation)
+        return needed if runlength < needed[0] or warmup < needed[1] else None
 
-    def unsteady_reason(self, load: float, interval: ConfidenceInterval, runlength: float, side: str) -> str:
-        s = self.settings
+    def unsteady_reason(self, load: float, interval: ConfidenceInterval, runlength: float, warmup: float,
+                        side: str) -> str:
         relaxation = self.relaxation_s(load, interval.mean)
         return (f"R̄ {interval.mean:.1f} ms over {interval.count} trials of {runlength:.3g} s, {side}; no interval "
                 f"stated: the queue's relaxation time here is about {relaxation:.3g} s, and trials that reach "
-                f"steady state need a warm-up of at least {needed_warmup_s(relaxation):.3g} s (have {s.warmup_s:g}) "
-                f"and a runlength of at least {needed_runlength_s(relaxation):.3g} s")
+                f"steady state need a warm-up of at least {needed_warmup_s(relaxation):.3g} s (have {warmup:.3g}) "
+                f"and a runlength of at least {needed_runlength_s(relaxation, self.settings.confidence):.3g} s")
+
+    def noting_lengthened(self, record: LoadRecord, runlength: float, warmup: float) -> LoadRecord:
+        """`record` with its reason saying so when its trials ran longer than the settings for steady state."""
+        if (record.load, runlength, warmup) not in {entry[:3] for entry in self.lengthened}:
+            return record
+        return dataclasses.replace(record, reason=f"{record.reason} (careful trials lengthened to {runlength:.3g} s "
+                                                  f"after {warmup:.3g} s of warm-up for steady state)")
+
+    def unsteady_note(self) -> str:
+        """Why loads near saturation stayed unsettled for want of steady state, for a search that ends noisy."""
+        short = [r for r in self.history.records if not r.steady]
+        if not short:
+            return ""
+        s = self.settings
+        worst = max(self.relaxation_s(r.load, r.mean_ms) for r in short)
+        needed = needed_runlength_s(worst, s.confidence)
+        if self.policy.adapts_runlength:
+            why = (f"the {self.policy.name} policy lengthens careful trials for steady state only up to "
+                   f"max_runlength_s = {s.max_runlength:g} s (--max-runlength)")
+        else:
+            why = (f"the {self.policy.name} policy keeps every careful trial at the runlength of {s.runlength_s:g} s "
+                   f"after {s.warmup_s:g} s of warm-up (--runlength, --warmup; the guided policy lengthens them)")
+        return (f"; {len(short)} load(s) near saturation could not settle because their trials were too short "
+                f"for steady state: the relaxation time there is up to about {worst:.3g} s, which needs trials of "
+                f"{needed:.3g} s after {needed_warmup_s(worst):.3g} s of warm-up, and {why}")
 
     def unsteady(self, load: float, interval: ConfidenceInterval, means: tuple[float, ...], runlength: float,
-                 decided: LoadRecord | None) -> LoadRecord:
+                 warmup: float, decided: LoadRecord | None) -> LoadRecord:
         """A load whose trials are too short against its relaxation time to settle below the region or to be
         claimed: their R̄ is biased low and their interval too narrow, so only R̄'s side of Rsat steers."""
         side = ABOVE if interval.mean > self.settings.rsat_ms else BELOW
         would = {BELOW: "below the peak region", PEAK: "in the peak region"}.get(
             decided.classification if decided is not None else "", "not settled")
-        reason = (self.unsteady_reason(load, interval, runlength, f"{would} by its interval") +
-                  f" (--warmup, --runlength); taken as {side} Rsat to steer the search")
+        reason = (self.unsteady_reason(load, interval, runlength, warmup, f"{would} by its interval") +
+                  f" (--warmup, --runlength, --max-runlength); taken as {side} Rsat to steer the search")
         return LoadRecord(load, side, interval.mean, None, True, False, reason, settled=False, means_ms=means,
                           steady=False)
 
@@ -481,7 +527,9 @@ class _Search:
         return (f"R̄ {interval.mean:.1f} ms, {interval.confidence:.0%} CI "
                 f"[{interval.low:.1f}, {interval.high:.1f}] ms over {interval.count} trials")
 
-    def trial(self, load: float, runlength_s: float, purpose: str, number: int) -> Observation:
+    def trial(self, load: float, runlength_s: float, purpose: str, number: int,
+              warmup_s: float | None = None) -> Observation:
+        """One trial; its warm-up is settings.warmup_s unless a careful trial asks for a longer one."""
         s = self.settings
         if len(self.trace) >= s.max_total_trials:
             raise _Stopped(verdicts.TRIAL_LIMIT,
@@ -491,12 +539,13 @@ class _Search:
             raise _Stopped(verdicts.BUDGET_SPENT,
                            f"cost budget of {s.max_cost_s:g} s spent ({self.cost_s:.0f} s of benchmarking) "
                            "before the peak was found; allow a larger budget (--budget)")
-        observation = self.run_trial(load, runlength_s)
+        warmup_s = s.warmup_s if warmup_s is None else warmup_s
+        observation = self.run_trial(load, runlength_s, warmup_s)
         self.cost_s += observation.cost_s
         if (observation.mean_ms > 0 and saturation_signal(observation, s) is None
                 and (self.lightest is None or load < self.lightest[0])):
             self.lightest = (load, observation.mean_ms)
-        self.trace.append((load, purpose, number, runlength_s, observation, self.cost_s))
+        self.trace.append((load, purpose, number, runlength_s, warmup_s, observation, self.cost_s))
         if observation.generator_saturated:
             raise _Stopped(verdicts.GENERATOR_BOUND,
                            f"the load generator could not keep up at {load:g} ops/s, so the server's "
@@ -565,13 +614,25 @@ class _Search:
                                    trace=[dataclasses.replace(t, load_factor=t.load / peak_rate) for t in result.trace])
 
     def shorter_note(self) -> str:
-        """Says so when careful trials ran shorter than settings.runlength_s (the guided policy's choice)."""
-        lengths = sorted({runlength for _, purpose, _, runlength, _, _ in self.trace if purpose == "careful"})
-        if not lengths or lengths[0] >= self.settings.runlength_s * (1 - 1e-9):
-            return ""
-        shown = ", ".join(f"{length:.3g}" for length in lengths)
-        return (f"; careful trials ran {shown} s, shorter than the runlength of {self.settings.runlength_s:g} s: "
-                f"the {self.policy.name} policy chose them from the noise it saw")
+        """Says so when careful trials ran shorter or longer than settings.runlength_s (the guided policy's
+        choice: shorter from the noise it saw, longer where steady state needed it)."""
+        s = self.settings
+        lengths = sorted({runlength for _, purpose, _, runlength, *_ in self.trace
+                          if purpose == "careful" and runlength < s.runlength_s * (1 - 1e-9)})
+        note = ""
+        if lengths:
+            shown = ", ".join(f"{length:.3g}" for length in lengths)
+            note = (f"; careful trials ran {shown} s, shorter than the runlength of {s.runlength_s:g} s: "
+                    f"the {self.policy.name} policy chose them from the noise it saw")
+        longer: dict[float, tuple[float, float, float]] = {}
+        for load, runlength, warmup, relaxation in self.lengthened:
+            longer[load] = (runlength, warmup, relaxation)  # the last lengthening at a load is the one that ran
+        for load, (runlength, warmup, relaxation) in sorted(longer.items()):
+            note += (f"; careful trials of {runlength:.3g} s after {warmup:.3g} s of warm-up at {load:.1f} ops/s "
+                     f"(settings: {s.runlength_s:g} s after {s.warmup_s:g} s): the queue's relaxation time there "
+                     f"is about {relaxation:.2g} s, and steady state needs {runlengths_per_relaxation(s.confidence):g} "
+                     f"times that")
+        return note
 
     def peak_rate_interval(self, peak: LoadRecord) -> tuple[float, float, float, float] | None:
         """(estimate, low, high, other load) of the true peak rate λ_true, where R = Rsat; None without a claim.
@@ -617,8 +678,8 @@ class _Search:
         def factor(load: float) -> float | None:
             return load / peak_rate if peak_rate else None
 
-        trace = [TraceEntry(i + 1, load, factor(load), purpose, number, runlength, observation, cumulative)
-                 for i, (load, purpose, number, runlength, observation, cumulative) in enumerate(self.trace)]
+        trace = [TraceEntry(i + 1, load, factor(load), purpose, number, runlength, observation, cumulative, warmup)
+                 for i, (load, purpose, number, runlength, warmup, observation, cumulative) in enumerate(self.trace)]
         low, high = self.history.bracket(settled_only=True)
         interval = peak.interval if peak is not None else None
         return SearchResult(

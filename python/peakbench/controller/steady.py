@@ -25,7 +25,12 @@ from __future__ import annotations
 
 import math
 
-RUNLENGTHS_PER_RELAXATION = 30.0  # a trial's measured window must span this many relaxation times
+# A trial's measured window must span this many relaxation times, per confidence of the interval (the
+# nearest level at or above the search's applies). Cox's interval of 4 trial means from the simulated M/M/1
+# (ρ 0.875-0.95, warm-up τ, n = 1,000 intervals per cell; BENCHMARKS.md §7): at 95% it covers 91.7% at 5τ
+# and 93-95% from 10τ (30τ kept: 94.2-94.8% there); at 90% it covers 85-86% at 5-10τ and reaches its
+# plateau of 87.5-89.5% from 15τ, where longer trials add nothing measurable (60τ: 87.8%).
+RUNLENGTHS_PER_RELAXATION = ((0.90, 15.0), (1.0, 30.0))
 WARMUPS_PER_RELAXATION = 1.0  # and its warm-up at least this many
 HIGHEST_UTILISATION = 0.9999  # ρ estimates are clamped here (τ grows without bound as ρ → 1)
 
@@ -44,8 +49,13 @@ def relaxation_time_s(load: float, mean_ms: float, service_ms: float) -> float:
     return 1 / (rate * (1 - math.sqrt(utilisation)) ** 2)
 
 
-def needed_runlength_s(relaxation_s: float) -> float:
-    return RUNLENGTHS_PER_RELAXATION * relaxation_s
+def runlengths_per_relaxation(confidence: float) -> float:
+    """How many relaxation times a trial must span for intervals at `confidence` (RUNLENGTHS_PER_RELAXATION)."""
+    return next(multiple for level, multiple in RUNLENGTHS_PER_RELAXATION if confidence <= level + 1e-9)
+
+
+def needed_runlength_s(relaxation_s: float, confidence: float) -> float:
+    return runlengths_per_relaxation(confidence) * relaxation_s
 
 
 def needed_warmup_s(relaxation_s: float) -> float:
