@@ -449,20 +449,26 @@ class _Search:
     def unsteady_note(self) -> str:
         """Why loads near saturation stayed unsettled for want of steady state, for a search that ends noisy."""
         short = [r for r in self.history.records if r.relaxation_s is not None]
-        if not short:
+        rising = [r for r in self.history.records if not r.steady and r.relaxation_s is None]  # see warming()
+        if not short and not rising:
             return ""
         s = self.settings
-        worst = max(r.relaxation_s for r in short)
-        needed = needed_runlength_s(worst, s.confidence)
+        causes = []
+        if short:
+            worst = max(r.relaxation_s for r in short)
+            causes.append(f"the relaxation time there is up to about {worst:.3g} s, which needs trials of "
+                          f"{needed_runlength_s(worst, s.confidence):.3g} s after {needed_warmup_s(worst):.3g} s "
+                          "of warm-up")
+        if rising:
+            causes.append(f"{len(rising)} of them still rose within their trials after the warm-up")
         if self.policy.adapts_runlength:
             why = (f"the {self.policy.name} policy lengthens careful trials for steady state only up to "
                    f"max_runlength_s = {s.max_runlength:g} s (--max-runlength)")
         else:
             why = (f"the {self.policy.name} policy keeps every careful trial at the runlength of {s.runlength_s:g} s "
                    f"after {s.warmup_s:g} s of warm-up (--runlength, --warmup; the guided policy lengthens them)")
-        return (f"; {len(short)} load(s) near saturation could not settle because their trials were too short "
-                f"for steady state: the relaxation time there is up to about {worst:.3g} s, which needs trials of "
-                f"{needed:.3g} s after {needed_warmup_s(worst):.3g} s of warm-up, and {why}")
+        return (f"; {len(short) + len(rising)} load(s) near saturation could not settle because their trials were "
+                f"too short for steady state: {'; '.join(causes)}; {why}")
 
     def unsteady(self, load: float, interval: ConfidenceInterval, means: tuple[float, ...], runlength: float,
                  warmup: float, decided: LoadRecord | None) -> LoadRecord:
