@@ -153,7 +153,8 @@ def _unit_lognormal(rng: random.Random, cv2: float) -> float:
 
 
 class SimulatedTarget:
-    """The `run_trial(load, runlength_s)` callable of one simulated server, in virtual time."""
+    """The `run_trial(load, runlength_s, warmup_s)` callable of one simulated server, in virtual time
+    (`warmup_s` here: the warm-up of a trial asked for without one)."""
 
     def __init__(self, server: SimulatedServer, warmup_s: float = 30.0, psat: float = 95.0, seed: int = 0):
         self.server = server
@@ -161,8 +162,9 @@ class SimulatedTarget:
         self.psat = psat
         self.rng = random.Random(seed)
 
-    def __call__(self, load: float, runlength_s: float) -> Observation:
-        return self.server.trial(load, runlength_s, self.warmup_s, self.psat, self.rng)
+    def __call__(self, load: float, runlength_s: float, warmup_s: float | None = None) -> Observation:
+        return self.server.trial(load, runlength_s, self.warmup_s if warmup_s is None else warmup_s, self.psat,
+                                 self.rng)
 
 
 # -- R̄ intervals near saturation -------------------------------------------------
@@ -344,14 +346,15 @@ SERVICE_RANGE_MS = (2.0, 12.0)  # zero-load response times of the population (un
 
 
 def population(n_samples: int, seed: int, rsat_ms: float = 40.0,
-               peak_range: tuple[float, float] = PEAK_RANGE, **options) -> list[SimulatedServer]:
+               peak_range: tuple[float, float] = PEAK_RANGE,
+               service_range: tuple[float, float] = SERVICE_RANGE_MS, **options) -> list[SimulatedServer]:
     """Simulated servers of varied peak rates and curve shapes, the same for a seed;
     `options` (noise, floor_cv, queue) apply to every one."""
     rng = random.Random(seed)
     servers = []
     for _ in range(n_samples):
         peak = math.exp(rng.uniform(math.log(peak_range[0]), math.log(peak_range[1])))
-        servers.append(SimulatedServer.with_peak(peak, rsat_ms, rng.uniform(*SERVICE_RANGE_MS), **options))
+        servers.append(SimulatedServer.with_peak(peak, rsat_ms, rng.uniform(*service_range), **options))
     return servers
 
 
@@ -369,6 +372,9 @@ class PolicyFigures:
     peak_ci_coverage: float  # share of all samples whose [ci_low, ci_high] holds the truth (no claim: a miss)
     mean_accuracy: float  # mean achieved accuracy of R̄ at the found peaks
     failures: dict[str, int]  # verdicts other than peak, counted
+    # Every R̄ interval the searches stated (in their loads) at a true load factor of at least NEAR_SATURATION:
+    near_saturation_intervals: int = 0
+    near_saturation_coverage: float | None = None  # share holding the true mean response (None if none)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -409,6 +415,9 @@ def simulate(policies: Sequence[str] = ("guided", "binsearch", "model", "linear"
     return SimulationReport(settings, seed, seeded, peak_range, figures, server_options)
 
 
+NEAR_SATURATION = 0.9  # the load factor from which stated R̄ intervals are counted apart
+
+
 def _figures(policy: str, servers: list[SimulatedServer], results: list[SearchResult],
              settings: SearchSettings) -> PolicyFigures:
     truths = [s.true_peak(settings.rsat_ms) for s in servers]
@@ -420,6 +429,9 @@ def _figures(policy: str, servers: list[SimulatedServer], results: list[SearchRe
                      if r.verdict == PEAK and r.response_ci_low_ms is not None]
     response_covered = sum(r.response_ci_low_ms <= server.mean_response_ms(r.measured_load) <= r.response_ci_high_ms
                            for r, server in with_interval)
+    stated = [load.ci_low_ms <= server.mean_response_ms(load.load) <= load.ci_high_ms
+              for r, server in zip(results, servers) for load in r.loads
+              if load.ci_low_ms is not None and load.load >= NEAR_SATURATION * server.capacity]
     failures: dict[str, int] = {}
     for r in results:
         if r.verdict != PEAK:
@@ -433,7 +445,8 @@ def _figures(policy: str, servers: list[SimulatedServer], results: list[SearchRe
         response_ci_coverage=response_covered / len(with_interval) if with_interval else 0.0,
         peak_ci_coverage=covered / len(results),
         mean_accuracy=sum(r.accuracy for r, _ in found) / len(found) if found else 0.0,
-        failures=failures)
+        failures=failures, near_saturation_intervals=len(stated),
+        near_saturation_coverage=sum(stated) / len(stated) if stated else None)
 
 
 def format_report(report: SimulationReport) -> str:
