@@ -43,13 +43,6 @@ from .controller.policies import DEFAULT_POLICY, policy_named
 from .controller.result import PEAK, SearchResult
 from .controller.surface import QuadraticSurface, mape, map_surface
 
-if "quarter_means_ms" in {field.name for field in dataclasses.fields(Observation)}:
-    _QueueObservation = Observation
-else:  # until controller/observation.py gains the field (being added on another branch); remove then
-    @dataclasses.dataclass(frozen=True)
-    class _QueueObservation(Observation):
-        quarter_means_ms: tuple[float | None, ...] | None = None  # mean response of each quarter of the window
-
 OVERLOADED = 0.98  # utilisation past which the server is treated as overloaded
 MAX_TRIAL_CV = 1.0  # the trial-to-trial variation is capped here
 
@@ -139,7 +132,7 @@ class SimulatedServer:
         quarter_means = tuple(float(window[quarters == q].mean()) if numpy.any(quarters == q) else None
                               for q in range(4))
         mean = float(window.mean()) if window.size else 0.0
-        return _QueueObservation(requested_rate=load, achieved_rate=completed / runlength_s, mean_ms=mean,
+        return Observation(requested_rate=load, achieved_rate=completed / runlength_s, mean_ms=mean,
                            percentile_ms=float(numpy.percentile(window, psat)) if window.size else 0.0,
                            generator_saturated=load > self.generator_limit,
                            cost_s=end + self.overhead_s, offered_rate=window.size / runlength_s,

@@ -730,7 +730,7 @@ class _Search:
 
 def _drift(observation: Observation) -> float | None:
     """log(mean of the last two quarters / mean of the first two) of one trial, or None if unknown."""
-    quarters = getattr(observation, "quarter_means_ms", None)  # absent from Observations of older engines
+    quarters = observation.quarter_means_ms  # None for results of engines from before the quarters
     if not quarters or len(quarters) != 4 or any(q is None or not q > 0 for q in quarters):
         return None
     return math.log((quarters[2] + quarters[3]) / (quarters[0] + quarters[1]))
