@@ -44,14 +44,20 @@ bench.ENGINE = Path(ENGINE)
 def wilson(successes: int, n: int, confidence_z: float = 1.959964) -> tuple[float, float]:
     """The Wilson score interval of a binomial share (95% by default); contains successes/n."""
     share = successes / n
-    centre = (share + confidence_z ** 2 / (2 * n)) / (1 + confidence_z ** 2 / n)
-    half = confidence_z * math.sqrt(share * (1 - share) / n + confidence_z ** 2 / (4 * n * n)) / (1 + confidence_z ** 2 / n)
+    centre = (share + confidence_z**2 / (2 * n)) / (1 + confidence_z**2 / n)
+    half = confidence_z * math.sqrt(share * (1 - share) / n + confidence_z**2 / (4 * n * n)) / (1 + confidence_z**2 / n)
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def trial_values(count: int, directory: Path) -> list[float]:
-    spec = bench.trial_spec({"kind": "posix", "path": str(directory)}, 2000, {"getattr": 0.6, "read": 0.4},
-                            bench.fileset(200, 4096), runtime_s=0.5, warmup_s=0.1)
+    spec = bench.trial_spec(
+        {"kind": "posix", "path": str(directory)},
+        2000,
+        {"getattr": 0.6, "read": 0.4},
+        bench.fileset(200, 4096),
+        runtime_s=0.5,
+        warmup_s=0.1,
+    )
     bench.run([ENGINE, "prepare", "-"], input=json.dumps(spec), timeout=120)
     values = []
     for number in range(count):
@@ -74,15 +80,19 @@ def command_values(count: int, directory: Path) -> list[float]:
 
 
 def false_positives(values: list[float], runs: int, alpha: float) -> dict:
-    windows = [values[i:i + 2 * runs] for i in range(0, len(values) - 2 * runs + 1, 2 * runs)]
+    windows = [values[i : i + 2 * runs] for i in range(0, len(values) - 2 * runs + 1, 2 * runs)]
     out = {}
     for pairing, split in (("blocked", lambda w: (w[:runs], w[runs:])), ("interleaved", lambda w: (w[0::2], w[1::2]))):
         verdicts = [analysis.compare(*split(w), alpha=alpha) for w in windows]
         differ = sum(v["differ"] for v in verdicts)
         low, high = wilson(differ, len(verdicts))
-        out[pairing] = {"pairs": len(verdicts), "declared_different": differ, "rate": differ / len(verdicts),
-                        "wilson95": [low, high],
-                        "rank_test_share": sum(v["rests_on"] == "mann-whitney" for v in verdicts) / len(verdicts)}
+        out[pairing] = {
+            "pairs": len(verdicts),
+            "declared_different": differ,
+            "rate": differ / len(verdicts),
+            "wilson95": [low, high],
+            "rank_test_share": sum(v["rests_on"] == "mann-whitney" for v in verdicts) / len(verdicts),
+        }
     return out
 
 
@@ -90,8 +100,9 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=600, help="engine trials in the sequence (default 600)")
     parser.add_argument("--commands", type=int, default=8000, help="command runs in the sequence (default 8000)")
-    parser.add_argument("--runs", type=int, default=5, help="runs per side of each pair (default 5, a plan's"
-                                                             " typical count)")
+    parser.add_argument(
+        "--runs", type=int, default=5, help="runs per side of each pair (default 5, a plan's typical count)"
+    )
     parser.add_argument("--alpha", type=float, default=analysis.DEFAULT_ALPHA)
     parser.add_argument("--out", default="aa_compare")
     args = parser.parse_args(argv)
@@ -107,21 +118,47 @@ def main(argv: list[str]) -> int:
             directory.mkdir()
             began = time.monotonic()
             values = produce(count, directory)
-            sources[name] = {"runs_total": count, "wall_s": time.monotonic() - began, "values": values,
-                             **false_positives(values, args.runs, args.alpha)}
-    rows = [{"source": name, "pairing": pairing, "pairs": s[pairing]["pairs"],
-             "declared different": s[pairing]["declared_different"], "rate": s[pairing]["rate"],
-             "95% Wilson low": s[pairing]["wilson95"][0], "high": s[pairing]["wilson95"][1], "alpha": args.alpha,
-             "rank test": s[pairing]["rank_test_share"]}
-            for name, s in sources.items() for pairing in ("blocked", "interleaved")]
+            sources[name] = {
+                "runs_total": count,
+                "wall_s": time.monotonic() - began,
+                "values": values,
+                **false_positives(values, args.runs, args.alpha),
+            }
+    rows = [
+        {
+            "source": name,
+            "pairing": pairing,
+            "pairs": s[pairing]["pairs"],
+            "declared different": s[pairing]["declared_different"],
+            "rate": s[pairing]["rate"],
+            "95% Wilson low": s[pairing]["wilson95"][0],
+            "high": s[pairing]["wilson95"][1],
+            "alpha": args.alpha,
+            "rank test": s[pairing]["rank_test_share"],
+        }
+        for name, s in sources.items()
+        for pairing in ("blocked", "interleaved")
+    ]
     bench.table(f"A/A false positives of peakbench compare ({args.runs} vs {args.runs} runs per pair)", rows)
     bench.RESULTS.mkdir(parents=True, exist_ok=True)
     path = bench.RESULTS / f"{args.out}.json"
-    path.write_text(json.dumps({"benchmark": "aa_compare", "command": "python3 benchmarks/aa_compare.py "
-                                + " ".join(argv), "machine": bench.MACHINE, "started": started.isoformat(),
-                                "loadavg_after": Path("/proc/loadavg").read_text().split()[:3],
-                                "runs_per_side": args.runs, "alpha": args.alpha, "engine": ENGINE,
-                                "sources": sources}, indent=2) + "\n")
+    path.write_text(
+        json.dumps(
+            {
+                "benchmark": "aa_compare",
+                "command": "python3 benchmarks/aa_compare.py " + " ".join(argv),
+                "machine": bench.MACHINE,
+                "started": started.isoformat(),
+                "loadavg_after": Path("/proc/loadavg").read_text().split()[:3],
+                "runs_per_side": args.runs,
+                "alpha": args.alpha,
+                "engine": ENGINE,
+                "sources": sources,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"  -> {path}")
     return 0
 

@@ -51,8 +51,11 @@ def start(workdir: Path, ioq_threads: int | None, cpu_percent: float | None) -> 
         confine(server.pid, cpu_percent)
     if server.rpcbind is not None:
         (workdir / "rpcbind.pid").write_text(str(server.rpcbind.pid))
-    print(f"ganesha pid {server.pid}: RPC_Ioq_ThrdMax {ioq_threads or 'default'}, "
-          + (f"{cpu_percent:g}% of one CPU" if cpu_percent is not None else "no CPU quota"), flush=True)
+    print(
+        f"ganesha pid {server.pid}: RPC_Ioq_ThrdMax {ioq_threads or 'default'}, "
+        + (f"{cpu_percent:g}% of one CPU" if cpu_percent is not None else "no CPU quota"),
+        flush=True,
+    )
 
 
 def stop(workdir: Path) -> None:
@@ -71,8 +74,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--ioq-threads", type=int, help="RPC_Ioq_ThrdMax (default: ganesha's)")
     p.add_argument("--cpu-percent", type=float, help="CFS quota, %% of one CPU (default: none)")
     a = p.parse_args(argv)
-    if (a.ioq_threads is not None and not 1 <= a.ioq_threads <= 10_000) or \
-            (a.cpu_percent is not None and not 1 <= a.cpu_percent <= 100 * (os.cpu_count() or 1)):
+    if (a.ioq_threads is not None and not 1 <= a.ioq_threads <= 10_000) or (
+        a.cpu_percent is not None and not 1 <= a.cpu_percent <= 100 * (os.cpu_count() or 1)
+    ):
         p.error("--ioq-threads must be 1..10000 and --cpu-percent 1..100 x CPUs")
     try:
         if a.action == "start":

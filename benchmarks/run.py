@@ -65,8 +65,16 @@ class Proc:
     maxrss_kib: int
 
 
-def run(cmd, *, timeout: float, input: str | None = None, cgroup: Path | None = None, cpus: set[int] | None = None, check: bool = True,
-        env_extra: dict | None = None) -> Proc:
+def run(
+    cmd,
+    *,
+    timeout: float,
+    input: str | None = None,
+    cgroup: Path | None = None,
+    cpus: set[int] | None = None,
+    check: bool = True,
+    env_extra: dict | None = None,
+) -> Proc:
     """Run a command, bounded by `timeout`, and return its output and its own resource usage (wait4)."""
     cmd = [str(c) for c in cmd]
 
@@ -113,11 +121,20 @@ def sh(*cmd, timeout: float = 60) -> str:
 
 
 def machine_info() -> dict:
-    cpu_model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), platform.processor())
-    mem_kib = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal"))
+    cpu_model = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    mem_kib = next(
+        int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")
+    )
     git = lambda *a: run(["git", "-C", ROOT, *a], timeout=30, check=False).stdout.strip()  # noqa: E731
     info = {
-        "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "cpu_model": cpu_model,
         "cores": os.cpu_count(),
         "kernel": platform.release(),
@@ -157,17 +174,30 @@ def wait_for_quiet(max_wait_s: float = 300, busy_below: float = 0.15) -> dict:
             break
     waited = time.monotonic() - t0
     if seen["busy"] + seen["steal"] >= busy_below:
-        print(f"  warning: CPUs still {seen['busy']:.0%} busy and {seen['steal']:.0%} stolen after waiting {waited:.0f} s; figures will be noisy")
-    return {"before": seen, "waited_s": round(waited, 1), "loadavg_before": Path("/proc/loadavg").read_text().split()[:3]}
+        print(
+            f"  warning: CPUs still {seen['busy']:.0%} busy and {seen['steal']:.0%} stolen after waiting {waited:.0f} s; figures will be noisy"
+        )
+    return {
+        "before": seen,
+        "waited_s": round(waited, 1),
+        "loadavg_before": Path("/proc/loadavg").read_text().split()[:3],
+    }
 
 
 def save(name: str, payload: dict) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
-    doc = {"benchmark": name, "command": "python3 benchmarks/run.py " + " ".join(sys.argv[1:]), "machine": MACHINE,
-           "load": {**{k: v for k, v in LOAD.get(name, {}).items() if k != "_times"},
-                    "during": cpu_share(LOAD.get(name, {}).get("_times", cpu_times()), cpu_times()),  # includes our own work
-                    "loadavg_after": Path("/proc/loadavg").read_text().split()[:3]}, **payload}
+    doc = {
+        "benchmark": name,
+        "command": "python3 benchmarks/run.py " + " ".join(sys.argv[1:]),
+        "machine": MACHINE,
+        "load": {
+            **{k: v for k, v in LOAD.get(name, {}).items() if k != "_times"},
+            "during": cpu_share(LOAD.get(name, {}).get("_times", cpu_times()), cpu_times()),  # includes our own work
+            "loadavg_after": Path("/proc/loadavg").read_text().split()[:3],
+        },
+        **payload,
+    }
     path.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"  -> {path.relative_to(ROOT)}")
     return path
@@ -224,16 +254,39 @@ def engine_has_fd_cache() -> bool:
 
 def fileset(files: int, size: int = 65536, **extra) -> dict:
     """A regular tree: 64 files and 8 subdirectories per directory, constant file size."""
-    return {"seed": 42, "files": files, "files_per_dir": {"kind": "constant", "value": 64},
-            "dirs_per_dir": {"kind": "constant", "value": 8}, "max_depth": 4,
-            "file_sizes": {"kind": "constant", "value": size}, **extra}
+    return {
+        "seed": 42,
+        "files": files,
+        "files_per_dir": {"kind": "constant", "value": 64},
+        "dirs_per_dir": {"kind": "constant", "value": 8},
+        "max_depth": 4,
+        "file_sizes": {"kind": "constant", "value": size},
+        **extra,
+    }
 
 
-def trial_spec(target: dict, rate: float, mix: dict, fs: dict, *, runtime_s: float, warmup_s: float = 0.0, io_size: int = 4096, **load) -> dict:
+def trial_spec(
+    target: dict,
+    rate: float,
+    mix: dict,
+    fs: dict,
+    *,
+    runtime_s: float,
+    warmup_s: float = 0.0,
+    io_size: int = 4096,
+    **load,
+) -> dict:
     xfer = {"size": {"kind": "constant", "value": io_size}, "pattern": "random"}
-    return {"schema": SPEC_SCHEMA, "target": target, "seed": 1,
-            "load": {"rate": rate, "warmup_s": warmup_s, "runtime_s": runtime_s, **load},
-            "fileset": fs, "mix": mix, "read": xfer, "write": xfer}
+    return {
+        "schema": SPEC_SCHEMA,
+        "target": target,
+        "seed": 1,
+        "load": {"rate": rate, "warmup_s": warmup_s, "runtime_s": runtime_s, **load},
+        "fileset": fs,
+        "mix": mix,
+        "read": xfer,
+        "write": xfer,
+    }
 
 
 @dataclass
@@ -260,9 +313,17 @@ class Trial:
 
     def summary(self) -> dict:
         r = self.result
-        return {"requested": self.rate, "achieved": self.achieved, "saturated": r["generator_saturated"],
-                "lag_p99_ms": r["schedule_lag"]["p99_ms"], "lat_mean_ms": r["latency"]["mean_ms"], "lat_p99_ms": r["latency"]["p99_ms"],
-                "cpu_s": r["engine_cpu_s"], "ops_per_cpu_s": self.per_cpu_s(), "rss_kib": r["peak_rss_kib"]}
+        return {
+            "requested": self.rate,
+            "achieved": self.achieved,
+            "saturated": r["generator_saturated"],
+            "lag_p99_ms": r["schedule_lag"]["p99_ms"],
+            "lat_mean_ms": r["latency"]["mean_ms"],
+            "lat_p99_ms": r["latency"]["p99_ms"],
+            "cpu_s": r["engine_cpu_s"],
+            "ops_per_cpu_s": self.per_cpu_s(),
+            "rss_kib": r["peak_rss_kib"],
+        }
 
 
 def engine(command: str, spec: dict, *, timeout: float | None = None, binary: Path | None = None, **kw) -> Trial:
@@ -278,7 +339,9 @@ def engine(command: str, spec: dict, *, timeout: float | None = None, binary: Pa
     return Trial(spec, json.loads(proc.stdout), progress, proc)
 
 
-def find_ceiling(trial, passes, *, start: float, grow: float, max_steps: int, refine: int, retries: int = 1) -> tuple[Trial | None, list[Trial]]:
+def find_ceiling(
+    trial, passes, *, start: float, grow: float, max_steps: int, refine: int, retries: int = 1
+) -> tuple[Trial | None, list[Trial]]:
     """Step the rate geometrically (up from `start` while trials pass, down while they fail), then
     bisect between the highest pass and the lowest failure. A failing rate is retried `retries`
     times before it counts as a failure: on a shared machine a neighbour's burst can fail one trial."""
@@ -289,8 +352,11 @@ def find_ceiling(trial, passes, *, start: float, grow: float, max_steps: int, re
             t = trial(rate)
             trials.append(t)
             ok = passes(t)
-            print(f"  {rate:>12,.0f} ops/s -> achieved {t.achieved:>12,.0f}  lag p99 {t.result['schedule_lag']['p99_ms']:8.3f} ms  "
-                  f"cpu {t.result['engine_cpu_s']:6.2f} s  {'pass' if ok else 'FAIL'}{note}{' (retry)' if i else ''}", flush=True)
+            print(
+                f"  {rate:>12,.0f} ops/s -> achieved {t.achieved:>12,.0f}  lag p99 {t.result['schedule_lag']['p99_ms']:8.3f} ms  "
+                f"cpu {t.result['engine_cpu_s']:6.2f} s  {'pass' if ok else 'FAIL'}{note}{' (retry)' if i else ''}",
+                flush=True,
+            )
             if ok:
                 return t, True
         return t, False
@@ -328,7 +394,7 @@ def keeps_up(t: Trial, tolerance: float = 0.02) -> bool:
 def fio(args: list[str], *, timeout: float, **kw) -> tuple[dict, Proc]:
     proc = run(["fio", "--output-format=json", *args], timeout=timeout, **kw)
     text = proc.stdout
-    return json.loads(text[text.index("{"):]), proc  # fio prints notes such as "opendir added N files" first
+    return json.loads(text[text.index("{") :]), proc  # fio prints notes such as "opendir added N files" first
 
 
 def build_rawloop(workdir: Path) -> Path:
@@ -341,7 +407,9 @@ def list_files(target: Path) -> tuple[Path, list[str]]:
     """The files peakbench prepared: everything under the target except its manifest, relative to the file-set root."""
     roots = [d for d in target.iterdir() if d.is_dir()]
     assert len(roots) == 1, f"expected one file set under {target}, found {roots}"
-    files = sorted(str(Path(dp, f).relative_to(roots[0])) for dp, _, fs in os.walk(roots[0]) for f in fs if f != MANIFEST)
+    files = sorted(
+        str(Path(dp, f).relative_to(roots[0])) for dp, _, fs in os.walk(roots[0]) for f in fs if f != MANIFEST
+    )
     return roots[0], files
 
 
@@ -381,7 +449,10 @@ def bench_floor(name: str = "floor") -> dict:
                 if core_share(attempts[-1]) >= FLOOR_MIN_CORE_SHARE:
                     break
                 disturbed.append({"mix": label, "rate": rate, "core_share": round(core_share(attempts[-1]), 3)})
-                print(f"  {rate:>12,.0f} ops/s: engine got {core_share(attempts[-1]):.0%} of its core (disturbed), again", flush=True)
+                print(
+                    f"  {rate:>12,.0f} ops/s: engine got {core_share(attempts[-1]):.0%} of its core (disturbed), again",
+                    flush=True,
+                )
             return max(attempts, key=core_share)
 
         def passes(t):
@@ -398,12 +469,19 @@ def bench_floor(name: str = "floor") -> dict:
             "confirm": [dict(c.summary(), core_share=core_share(c), passes=passes(c)) for c in confirms],
             "max_throughput": dict(flat_out.summary(), core_share=core_share(flat_out)),
             "max_throughput_with_paths": dict(with_paths.summary(), core_share=core_share(with_paths)),
-            "steps": [dict(t.summary(), core_share=core_share(t), passes=passes(t)) for t in trials]}
-        rows.append({"mix": label, "ceiling ops/s": best.rate if best else 0.0,
-                     "confirms passed": f"{sum(passes(c) for c in confirms)}/{len(confirms)}",
-                     "confirm lag p99 µs": " ".join(f"{c.result['schedule_lag']['p99_ms'] * 1000:.0f}" for c in confirms),
-                     "achieved @20M offered": flat_out.achieved, "same, paths formatted": with_paths.achieved,
-                     "goal ≥ 1M": bool(best and best.rate >= 1_000_000)})
+            "steps": [dict(t.summary(), core_share=core_share(t), passes=passes(t)) for t in trials],
+        }
+        rows.append(
+            {
+                "mix": label,
+                "ceiling ops/s": best.rate if best else 0.0,
+                "confirms passed": f"{sum(passes(c) for c in confirms)}/{len(confirms)}",
+                "confirm lag p99 µs": " ".join(f"{c.result['schedule_lag']['p99_ms'] * 1000:.0f}" for c in confirms),
+                "achieved @20M offered": flat_out.achieved,
+                "same, paths formatted": with_paths.achieved,
+                "goal ≥ 1M": bool(best and best.rate >= 1_000_000),
+            }
+        )
     out["disturbed_attempts"] = disturbed
     table("engine floor", rows)
     save(name, out)
@@ -426,19 +504,36 @@ def bench_posix(name: str = "posix") -> dict:
         root, files = list_files(target)
         rel_list = work / "files.txt"
         rel_list.write_text("\n".join(files) + "\n")
-        print(f" file set {root.name}: {len(files)} files of {fs['file_sizes']['value']} B, prepared in {prep.result['seconds']:.2f} s")
+        print(
+            f" file set {root.name}: {len(files)} files of {fs['file_sizes']['value']} B, prepared in {prep.result['seconds']:.2f} s"
+        )
         rawloop = build_rawloop(work)
         peer_s = 3.0
         # read4k: the posix target's default, a per-thread cache of open read descriptors (one pread
         # per read, like fio and an NFS client's file handles); its floor is pread on open fds.
         # read4k-open: "fd_cache": false, openat + pread + close per read; its floor is the same in C.
         workloads = {
-            "getattr": {"mix": {"getattr": 1.0}, "fio": ["--ioengine=filestat", f"--bs={fs['file_sizes']['value']}"],
-                        "raw": ["stat"], "floor": "stat", "target": {}},
-            "read4k": {"mix": {"read": 1.0}, "fio": ["--ioengine=psync", "--rw=randread", "--bs=4k"],
-                       "raw": ["read-fd", "read-open"], "floor": "read-fd", "target": {}},
-            "read4k-open": {"mix": {"read": 1.0}, "fio": ["--ioengine=psync", "--rw=randread", "--bs=4k"],
-                            "raw": ["read-open", "read-fd"], "floor": "read-open", "target": {"fd_cache": False}},
+            "getattr": {
+                "mix": {"getattr": 1.0},
+                "fio": ["--ioengine=filestat", f"--bs={fs['file_sizes']['value']}"],
+                "raw": ["stat"],
+                "floor": "stat",
+                "target": {},
+            },
+            "read4k": {
+                "mix": {"read": 1.0},
+                "fio": ["--ioengine=psync", "--rw=randread", "--bs=4k"],
+                "raw": ["read-fd", "read-open"],
+                "floor": "read-fd",
+                "target": {},
+            },
+            "read4k-open": {
+                "mix": {"read": 1.0},
+                "fio": ["--ioengine=psync", "--rw=randread", "--bs=4k"],
+                "raw": ["read-open", "read-fd"],
+                "floor": "read-open",
+                "target": {"fd_cache": False},
+            },
         }
         if not engine_has_fd_cache():  # an older engine (--engine): it always opens per read
             workloads["read4k"].update(raw=["read-open", "read-fd"], floor="read-open")
@@ -446,7 +541,9 @@ def bench_posix(name: str = "posix") -> dict:
         out, rows = {"fileset": prep.result["fileset"], "files": len(files), "workloads": {}}, []
         disturbed = out["disturbed_attempts"] = []
         for wl, w in workloads.items():
-            print(f" {wl}: stepping peakbench's rate (3 s per step, no warm-up){' target ' + json.dumps(w['target']) if w['target'] else ''}")
+            print(
+                f" {wl}: stepping peakbench's rate (3 s per step, no warm-up){' target ' + json.dumps(w['target']) if w['target'] else ''}"
+            )
 
             def trial(rate, w=w):
                 # On /dev/shm the engine never waits for the target: a trial that fell behind while
@@ -459,45 +556,98 @@ def bench_posix(name: str = "posix") -> dict:
                     if keeps_up(t) or share >= 0.9 or attempt == 2:
                         return t
                     disturbed.append({"workload": wl, "rate": rate, "core_share": round(share, 3)})
-                    print(f"  {rate:>12,.0f} ops/s: fell behind with {share:.0%} of a core (disturbed), again", flush=True)
+                    print(
+                        f"  {rate:>12,.0f} ops/s: fell behind with {share:.0%} of a core (disturbed), again", flush=True
+                    )
 
             best, trials = find_ceiling(trial, keeps_up, start=25_000, grow=1.5, max_steps=10, refine=2)
             if best is None:
                 raise RuntimeError(f"peakbench could not sustain any rate of {wl}")
             # Peers right after peakbench's best rate, back to back, for ratios.
             pb = trial(best.rate)
-            fio_common = [f"--name={wl}", f"--opendir={root}", "--file_service_type=random", "--time_based=1", f"--runtime={peer_s:g}"] + w["fio"]
+            fio_common = [
+                f"--name={wl}",
+                f"--opendir={root}",
+                "--file_service_type=random",
+                "--time_based=1",
+                f"--runtime={peer_s:g}",
+            ] + w["fio"]
             fio_free, fio_free_proc = fio(fio_common, timeout=120)
             fio_paced, fio_paced_proc = fio(fio_common + [f"--rate_iops={best.rate:.0f}"], timeout=120)
             raws = {m: json.loads(run([rawloop, m, root, rel_list, peer_s], timeout=120).stdout) for m in w["raw"]}
 
             def fio_row(j, proc, label):
                 job = j["jobs"][0]
-                n = job["read"]["clat_ns"]["N"] if wl == "getattr" else job["read"]["total_ios"]  # filestat: one clat sample per stat()
-                return {"tool": label, "ops_s": n / (job["read"]["runtime"] / 1000), "cpu_s": proc.cpu_s, "ops_per_cpu_s": n / proc.cpu_s}
+                n = (
+                    job["read"]["clat_ns"]["N"] if wl == "getattr" else job["read"]["total_ios"]
+                )  # filestat: one clat sample per stat()
+                return {
+                    "tool": label,
+                    "ops_s": n / (job["read"]["runtime"] / 1000),
+                    "cpu_s": proc.cpu_s,
+                    "ops_per_cpu_s": n / proc.cpu_s,
+                }
 
             res = {
-                "peakbench": {"tool": f"peakbench @ {best.rate:,.0f}/s", "ops_s": pb.achieved, "cpu_s": pb.result["engine_cpu_s"],
-                              "target": w["target"],
-                              "ops_per_cpu_s": pb.per_cpu_s(), "keeps_up": keeps_up(pb), "threads": pb.result["outstanding"]},
+                "peakbench": {
+                    "tool": f"peakbench @ {best.rate:,.0f}/s",
+                    "ops_s": pb.achieved,
+                    "cpu_s": pb.result["engine_cpu_s"],
+                    "target": w["target"],
+                    "ops_per_cpu_s": pb.per_cpu_s(),
+                    "keeps_up": keeps_up(pb),
+                    "threads": pb.result["outstanding"],
+                },
                 # The passing step of the search at the same rate, minutes earlier: how much the figure moves on this machine.
-                "peakbench_search": {"tool": "  same rate, search step", "ops_s": best.achieved, "cpu_s": best.result["engine_cpu_s"],
-                                     "ops_per_cpu_s": best.per_cpu_s(), "keeps_up": True},
+                "peakbench_search": {
+                    "tool": "  same rate, search step",
+                    "ops_s": best.achieved,
+                    "cpu_s": best.result["engine_cpu_s"],
+                    "ops_per_cpu_s": best.per_cpu_s(),
+                    "keeps_up": True,
+                },
                 "fio": fio_row(fio_free, fio_free_proc, "fio (full speed)"),
                 "fio_paced": fio_row(fio_paced, fio_paced_proc, f"fio --rate_iops={best.rate:,.0f}"),
             }
             for m, r in raws.items():
-                res[f"raw_{m}"] = {"tool": f"raw loop ({m})", "ops_s": r["ops"] / r["wall_s"], "cpu_s": r["cpu_s"], "ops_per_cpu_s": r["ops"] / r["cpu_s"], "errors": r["errors"]}
+                res[f"raw_{m}"] = {
+                    "tool": f"raw loop ({m})",
+                    "ops_s": r["ops"] / r["wall_s"],
+                    "cpu_s": r["cpu_s"],
+                    "ops_per_cpu_s": r["ops"] / r["cpu_s"],
+                    "errors": r["errors"],
+                }
             ref = res["peakbench"]["ops_per_cpu_s"]
             for r in res.values():
                 r["peakbench_ratio"] = ref / r["ops_per_cpu_s"]
             # The floor is the raw loop that makes the system calls peakbench makes per op.
             floor = res[f"raw_{w['floor']}"]
-            goals = {"ahead_of_fio": ref > res["fio"]["ops_per_cpu_s"], "ge_70pct_of_raw": ref >= 0.7 * floor["ops_per_cpu_s"]}
-            out["workloads"][wl] = {"ceiling_ops_s": best.rate, "steps": [t.summary() for t in trials], "results": res, "goals": goals}
-            table(f"{wl}: ops per CPU-second (ratio = peakbench / row)", list(res.values()), ["tool", "ops_s", "cpu_s", "ops_per_cpu_s", "peakbench_ratio"])
-            rows.append({"workload": wl, "pb ceiling ops/s": best.rate, "pb ops/CPU-s": ref,
-                         "vs fio": ref / res["fio"]["ops_per_cpu_s"], "vs raw": ref / floor["ops_per_cpu_s"], "raw floor": w["floor"], **goals})
+            goals = {
+                "ahead_of_fio": ref > res["fio"]["ops_per_cpu_s"],
+                "ge_70pct_of_raw": ref >= 0.7 * floor["ops_per_cpu_s"],
+            }
+            out["workloads"][wl] = {
+                "ceiling_ops_s": best.rate,
+                "steps": [t.summary() for t in trials],
+                "results": res,
+                "goals": goals,
+            }
+            table(
+                f"{wl}: ops per CPU-second (ratio = peakbench / row)",
+                list(res.values()),
+                ["tool", "ops_s", "cpu_s", "ops_per_cpu_s", "peakbench_ratio"],
+            )
+            rows.append(
+                {
+                    "workload": wl,
+                    "pb ceiling ops/s": best.rate,
+                    "pb ops/CPU-s": ref,
+                    "vs fio": ref / res["fio"]["ops_per_cpu_s"],
+                    "vs raw": ref / floor["ops_per_cpu_s"],
+                    "raw floor": w["floor"],
+                    **goals,
+                }
+            )
         table("POSIX summary", rows)
         save(name, out)
         return out
@@ -539,10 +689,12 @@ class ThrottledExt4:
 
     def __exit__(self, *exc):
         errors = []
-        for what, step in [("umount", lambda: self.mounted and sh("umount", self.mnt)),
-                           ("losetup -d", lambda: self.loop and sh("losetup", "-d", self.loop)),
-                           ("rmdir cgroup", lambda: self.cgroup and self.cgroup.exists() and self.cgroup.rmdir()),
-                           ("rm tmpdir", lambda: self.dir and shutil.rmtree(self.dir))]:
+        for what, step in [
+            ("umount", lambda: self.mounted and sh("umount", self.mnt)),
+            ("losetup -d", lambda: self.loop and sh("losetup", "-d", self.loop)),
+            ("rmdir cgroup", lambda: self.cgroup and self.cgroup.exists() and self.cgroup.rmdir()),
+            ("rm tmpdir", lambda: self.dir and shutil.rmtree(self.dir)),
+        ]:
             try:
                 step()
             except Exception as e:  # keep cleaning up; report at the end
@@ -586,11 +738,15 @@ def bench_openloop(name: str = "openloop") -> dict:
         engine("prepare", trial_spec(tgt, 1, mix, fs, runtime_s=1), timeout=300)
         sh("blockdev", "--setra", "0", fsys.loop)
         root, files = list_files(target)
-        print(f" {fsys.loop} ({fsys.majmin}) throttled to {iops} IOPS for cgroup {fsys.cgroup.name}; {len(files)} files, readahead off")
+        print(
+            f" {fsys.loop} ({fsys.majmin}) throttled to {iops} IOPS for cgroup {fsys.cgroup.name}; {len(files)} files, readahead off"
+        )
 
         def trial(rate, runtime_s):
             drop_page_cache()
-            return engine("run", trial_spec(tgt, rate, mix, fs, runtime_s=runtime_s, drain_timeout_s=60.0), cgroup=fsys.cgroup)
+            return engine(
+                "run", trial_spec(tgt, rate, mix, fs, runtime_s=runtime_s, drain_timeout_s=60.0), cgroup=fsys.cgroup
+            )
 
         # Capacity: what an overloaded open-loop client gets through per second once the throttle's initial burst is spent.
         calib = trial(3.0 * iops, 8.0)
@@ -600,42 +756,96 @@ def bench_openloop(name: str = "openloop") -> dict:
         double = trial(2.0 * capacity, runtime)
 
         # fio: the same files, 4 KiB random reads (psync, one job), paced with --rate_iops; capacity from a closed-loop run.
-        fio_args = [f"--opendir={root}", "--file_service_type=random", "--ioengine=psync", "--rw=randread", "--bs=4k", "--time_based=1"]
+        fio_args = [
+            f"--opendir={root}",
+            "--file_service_type=random",
+            "--ioengine=psync",
+            "--rw=randread",
+            "--bs=4k",
+            "--time_based=1",
+        ]
 
         def fio_run(label, seconds, *extra):
             drop_page_cache()
-            j, _ = fio([f"--name={label}", *fio_args, f"--runtime={seconds:g}", *extra], timeout=120, cgroup=fsys.cgroup)
+            j, _ = fio(
+                [f"--name={label}", *fio_args, f"--runtime={seconds:g}", *extra], timeout=120, cgroup=fsys.cgroup
+            )
             return j["jobs"][0]["read"]
 
         fio_capacity = fio_run("capacity", 5)["iops"]
-        fio_runs = {f: (round(f * fio_capacity), fio_run(f"x{f}", runtime, f"--rate_iops={max(1, round(f * fio_capacity))}")) for f in (0.5, 2.0)}
+        fio_runs = {
+            f: (round(f * fio_capacity), fio_run(f"x{f}", runtime, f"--rate_iops={max(1, round(f * fio_capacity))}"))
+            for f in (0.5, 2.0)
+        }
 
     def pb_row(label, t):
         lat = t.result["latency"]
-        return {"tool": f"peakbench {label}", "requested": t.rate, "achieved": t.achieved, "mean_ms": lat["mean_ms"],
-                "p50_ms": lat["p50_ms"], "p99_ms": lat["p99_ms"], "max_ms": lat["max_ms"], "max_outstanding": t.result["outstanding"].get("max")}
+        return {
+            "tool": f"peakbench {label}",
+            "requested": t.rate,
+            "achieved": t.achieved,
+            "mean_ms": lat["mean_ms"],
+            "p50_ms": lat["p50_ms"],
+            "p99_ms": lat["p99_ms"],
+            "max_ms": lat["max_ms"],
+            "max_outstanding": t.result["outstanding"].get("max"),
+        }
 
     def fio_row(factor, rate, r):
         c = r["clat_ns"]
         p = c.get("percentile", {})
-        return {"tool": f"fio --rate_iops {factor:g}x", "requested": float(rate), "achieved": r["iops"], "mean_ms": c["mean"] / 1e6,
-                "p50_ms": p.get("50.000000", 0) / 1e6, "p99_ms": p.get("99.000000", 0) / 1e6, "max_ms": c["max"] / 1e6, "max_outstanding": 1}
+        return {
+            "tool": f"fio --rate_iops {factor:g}x",
+            "requested": float(rate),
+            "achieved": r["iops"],
+            "mean_ms": c["mean"] / 1e6,
+            "p50_ms": p.get("50.000000", 0) / 1e6,
+            "p99_ms": p.get("99.000000", 0) / 1e6,
+            "max_ms": c["max"] / 1e6,
+            "max_outstanding": 1,
+        }
 
     rows = [pb_row("0.5x", half), pb_row("2x", double)] + [fio_row(f, *v) for f, v in fio_runs.items()]
-    table(f"cold 4 KiB random reads, throttle {iops} IOPS; capacity: peakbench {capacity:.0f}/s, fio {fio_capacity:.0f}/s (closed loop)", rows)
-    per_second = [{"t_s": round(p["elapsed_s"]), "phase": p["phase"], "completed/s": p["rate"], "outstanding": p["outstanding"], "send lag ms": p.get("lag_ms")}
-                  for p in double.progress if "elapsed_s" in p]
-    table("peakbench at 2x capacity, per progress second: the backlog grows by ~capacity each second, then drains", per_second)
+    table(
+        f"cold 4 KiB random reads, throttle {iops} IOPS; capacity: peakbench {capacity:.0f}/s, fio {fio_capacity:.0f}/s (closed loop)",
+        rows,
+    )
+    per_second = [
+        {
+            "t_s": round(p["elapsed_s"]),
+            "phase": p["phase"],
+            "completed/s": p["rate"],
+            "outstanding": p["outstanding"],
+            "send lag ms": p.get("lag_ms"),
+        }
+        for p in double.progress
+        if "elapsed_s" in p
+    ]
+    table(
+        "peakbench at 2x capacity, per progress second: the backlog grows by ~capacity each second, then drains",
+        per_second,
+    )
     growth = double.result["latency"]["mean_ms"] / max(half.result["latency"]["mean_ms"], 1e-9)
     fio_growth = fio_runs[2.0][1]["clat_ns"]["mean"] / max(fio_runs[0.5][1]["clat_ns"]["mean"], 1e-9)
     # A deterministic server fed at 2C for T seconds: the request due at t waits about t, so the mean is about T/2.
-    print(f"\n mean latency 2x / 0.5x: peakbench {growth:,.0f}x, fio {fio_growth:.1f}x; "
-          f"queueing predicts a mean of ~{runtime / 2 * 1000:,.0f} ms at 2x: peakbench reports {double.result['latency']['mean_ms']:,.0f} ms, "
-          f"fio {fio_runs[2.0][1]['clat_ns']['mean'] / 1e6:.1f} ms")
-    out = {"throttle_iops": iops, "runtime_s": runtime, "mix": mix, "capacity_ops_s": capacity, "calibration": calib.summary(),
-           "fio_capacity_iops": fio_capacity, "rows": rows, "per_second_2x": per_second,
-           "mean_latency_growth": {"peakbench": growth, "fio": fio_growth}, "predicted_mean_ms_2x": runtime / 2 * 1000,
-           "goal_latency_grows": growth > 10 and double.result["latency"]["mean_ms"] > 0.25 * runtime / 2 * 1000}
+    print(
+        f"\n mean latency 2x / 0.5x: peakbench {growth:,.0f}x, fio {fio_growth:.1f}x; "
+        f"queueing predicts a mean of ~{runtime / 2 * 1000:,.0f} ms at 2x: peakbench reports {double.result['latency']['mean_ms']:,.0f} ms, "
+        f"fio {fio_runs[2.0][1]['clat_ns']['mean'] / 1e6:.1f} ms"
+    )
+    out = {
+        "throttle_iops": iops,
+        "runtime_s": runtime,
+        "mix": mix,
+        "capacity_ops_s": capacity,
+        "calibration": calib.summary(),
+        "fio_capacity_iops": fio_capacity,
+        "rows": rows,
+        "per_second_2x": per_second,
+        "mean_latency_growth": {"peakbench": growth, "fio": fio_growth},
+        "predicted_mean_ms_2x": runtime / 2 * 1000,
+        "goal_latency_grows": growth > 10 and double.result["latency"]["mean_ms"] > 0.25 * runtime / 2 * 1000,
+    }
     save(name, out)
     return out
 
@@ -647,25 +857,48 @@ def bench_memory(name: str = "memory") -> dict:
     """Engine peak RSS with a one-million-file set: null target (in-memory set only) and a real one on /dev/shm."""
     header("4. memory: peak RSS with a 1,000,000-file set (goal ≤ 100 MiB)")
     files = 1_000_000
-    fs = fileset(files, size=0, file_popularity={"kind": "zipf", "alpha": 0.8},
-                 files_per_dir={"kind": "uniform", "low": 16, "high": 112})
+    fs = fileset(
+        files,
+        size=0,
+        file_popularity={"kind": "zipf", "alpha": 0.8},
+        files_per_dir={"kind": "uniform", "low": 16, "high": 112},
+    )
     rows, out = [], {"files": files, "fileset": fs, "runs": {}}
 
     def record(label, t: Trial, command="run"):
         rss = t.result.get("peak_rss_kib") or t.proc.maxrss_kib
-        out["runs"][label] = {"peak_rss_kib": t.result.get("peak_rss_kib"), "wait4_maxrss_kib": t.proc.maxrss_kib,
-                              "wall_s": t.proc.wall_s, "fileset": t.result.get("fileset"), "command": command}
-        rows.append({"run": label, "objects": _objects(t.result.get("fileset")), "peak RSS MiB": rss / 1024,
-                     "wait4 maxrss MiB": t.proc.maxrss_kib / 1024, "wall s": t.proc.wall_s, "≤ 100 MiB": rss <= 100 * 1024})
+        out["runs"][label] = {
+            "peak_rss_kib": t.result.get("peak_rss_kib"),
+            "wait4_maxrss_kib": t.proc.maxrss_kib,
+            "wall_s": t.proc.wall_s,
+            "fileset": t.result.get("fileset"),
+            "command": command,
+        }
+        rows.append(
+            {
+                "run": label,
+                "objects": _objects(t.result.get("fileset")),
+                "peak RSS MiB": rss / 1024,
+                "wait4 maxrss MiB": t.proc.maxrss_kib / 1024,
+                "wall s": t.proc.wall_s,
+                "≤ 100 MiB": rss <= 100 * 1024,
+            }
+        )
 
-    record("null, example mix", engine("run", trial_spec({"kind": "null"}, 10_000, EXAMPLE_MIX, fs, runtime_s=2.0), timeout=300))
+    record(
+        "null, example mix",
+        engine("run", trial_spec({"kind": "null"}, 10_000, EXAMPLE_MIX, fs, runtime_s=2.0), timeout=300),
+    )
     work = Path(tempfile.mkdtemp(prefix="peakbench-bench-mem-", dir="/dev/shm"))
     try:
         tgt = {"kind": "posix", "path": str(work)}
         prep = engine("prepare", trial_spec(tgt, 1, EXAMPLE_MIX, fs, runtime_s=1), timeout=600)
         prep.result.setdefault("peak_rss_kib", None)
         record("posix /dev/shm, prepare", prep, "prepare")
-        record("posix /dev/shm, example mix", engine("run", trial_spec(tgt, 10_000, EXAMPLE_MIX, fs, runtime_s=2.0), timeout=300))
+        record(
+            "posix /dev/shm, example mix",
+            engine("run", trial_spec(tgt, 10_000, EXAMPLE_MIX, fs, runtime_s=2.0), timeout=300),
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     table("engine peak RSS (engine's own peak_rss_kib where reported, else wait4 ru_maxrss)", rows)
@@ -705,17 +938,26 @@ def flat_row(label: str, results: list[dict], single: float, one_client: float |
     clients = median.get("clients") or [median]
     info = [r["cluster"] for r in results if "cluster" in r]
     achieved = median["achieved_rate"]
-    record = {"achieved": achieved, "all": [r["achieved_rate"] for r in results],
-              "clients": [c["achieved_rate"] for c in clients], "cpu_s": median["engine_cpu_s"],
-              "server_cpu_s": median["server_cpu_s"],
-              "start_skew_ms": [i["start_skew_ms"] for i in info], "merge_ms": [i["merge_s"] * 1e3 for i in info]}
-    row = {"config": label, "achieved": achieved, "vs single": achieved / single,
-           "vs 1 client": achieved / one_client if one_client else "-",
-           "runs": " ".join(f"{r['achieved_rate']:,.0f}" for r in results),
-           "per client": " ".join(f"{c['achieved_rate']:,.0f}" for c in clients),
-           "skew_us": max(record["start_skew_ms"]) * 1e3 if info else "-",
-           "merge_ms": sum(record["merge_ms"]) / len(info) if info else "-",
-           "engine cpu_s": median["engine_cpu_s"]}
+    record = {
+        "achieved": achieved,
+        "all": [r["achieved_rate"] for r in results],
+        "clients": [c["achieved_rate"] for c in clients],
+        "cpu_s": median["engine_cpu_s"],
+        "server_cpu_s": median["server_cpu_s"],
+        "start_skew_ms": [i["start_skew_ms"] for i in info],
+        "merge_ms": [i["merge_s"] * 1e3 for i in info],
+    }
+    row = {
+        "config": label,
+        "achieved": achieved,
+        "vs single": achieved / single,
+        "vs 1 client": achieved / one_client if one_client else "-",
+        "runs": " ".join(f"{r['achieved_rate']:,.0f}" for r in results),
+        "per client": " ".join(f"{c['achieved_rate']:,.0f}" for c in clients),
+        "skew_us": max(record["start_skew_ms"]) * 1e3 if info else "-",
+        "merge_ms": sum(record["merge_ms"]) / len(info) if info else "-",
+        "engine cpu_s": median["engine_cpu_s"],
+    }
     if median["server_cpu_s"] is not None:
         row["nginx cpu_s"] = median["server_cpu_s"]
     return row, record
@@ -732,8 +974,13 @@ def merge_cost(result: dict, clients: int, repeats: int) -> dict:
         t0 = time.perf_counter()
         merge_results([result] * clients, names)
         seconds.append(time.perf_counter() - t0)
-    return {"clients": clients, "ops": len(result["ops"]), "rate": result["requested_rate"],
-            "result_bytes": len(json.dumps(result)), "merge_s": seconds}
+    return {
+        "clients": clients,
+        "ops": len(result["ops"]),
+        "rate": result["requested_rate"],
+        "result_bytes": len(json.dumps(result)),
+        "merge_s": seconds,
+    }
 
 
 def bench_cluster(name: str = "cluster") -> dict:
@@ -765,25 +1012,50 @@ def bench_cluster(name: str = "cluster") -> dict:
     flat = trial_spec({"kind": "null"}, flat_rate, EXAMPLE_MIX, fileset(1000), warmup_s=0.5, runtime_s=flat_runtime_s)
 
     def figures(result: dict, wall_s: float, measured_s: float) -> dict:
-        return {"achieved": result["achieved_rate"], "mean_us": result["latency"]["mean_ms"] * 1e3,
-                "p99_us": result["latency"]["p99_ms"] * 1e3, "lag_p99_us": result["schedule_lag"]["p99_ms"] * 1e3,
-                "saturated": result["generator_saturated"], "wall_s": wall_s, "overhead_s": wall_s - measured_s}
+        return {
+            "achieved": result["achieved_rate"],
+            "mean_us": result["latency"]["mean_ms"] * 1e3,
+            "p99_us": result["latency"]["p99_ms"] * 1e3,
+            "lag_p99_us": result["schedule_lag"]["p99_ms"] * 1e3,
+            "saturated": result["generator_saturated"],
+            "wall_s": wall_s,
+            "overhead_s": wall_s - measured_s,
+        }
 
-    out: dict = {"rate": rate, "warmup_s": warmup_s, "runtime_s": runtime_s, "flat_rate": flat_rate,
-                 "flat_runtime_s": flat_runtime_s, "flat_repeats": flat_repeats, "http_rate": http_rate,
-                 "http_max_outstanding": http_in_flight, "http_files": http_files, "nginx_workers": 2,
-                 "configs": {}, "nginx": {}}
+    out: dict = {
+        "rate": rate,
+        "warmup_s": warmup_s,
+        "runtime_s": runtime_s,
+        "flat_rate": flat_rate,
+        "flat_runtime_s": flat_runtime_s,
+        "flat_repeats": flat_repeats,
+        "http_rate": http_rate,
+        "http_max_outstanding": http_in_flight,
+        "http_files": http_files,
+        "nginx_workers": 2,
+        "configs": {},
+        "nginx": {},
+    }
     rows, flat_rows, http_rows = [], [], []
     single = Engine(ENGINE)
     www = Path(tempfile.mkdtemp(prefix="peakbench-bench-cluster-", dir="/dev/shm"))
     try:
         with Nginx(www, workers=2) as server:
-            http = trial_spec({"kind": "http", "url": server.url, "docroot": str(www)}, http_rate, EXAMPLE_MIX,
-                              fileset(http_files, 4096), warmup_s=0.5, runtime_s=flat_runtime_s,
-                              max_outstanding=http_in_flight)
+            http = trial_spec(
+                {"kind": "http", "url": server.url, "docroot": str(www)},
+                http_rate,
+                EXAMPLE_MIX,
+                fileset(http_files, 4096),
+                warmup_s=0.5,
+                runtime_s=flat_runtime_s,
+                max_outstanding=http_in_flight,
+            )
             http["read"] = {"size": {"kind": "constant", "value": 4096}, "pattern": "whole_file"}
             single.prepare(http)  # once: every client reads the same docroot (a shared, read-only file set)
-            loads = [("null", flat, flat_rows, out["configs"], None), ("nginx", http, http_rows, out["nginx"], server.pid)]
+            loads = [
+                ("null", flat, flat_rows, out["configs"], None),
+                ("nginx", http, http_rows, out["nginx"], server.pid),
+            ]
             one_client: dict[str, float] = {}
             base: dict[str, float] = {}
 
@@ -795,8 +1067,15 @@ def bench_cluster(name: str = "cluster") -> dict:
             out["configs"]["single engine"] = {"trials": runs}
             out["merge_100"] = merge_cost(result, 100, repeats)
             best = min(runs, key=lambda r: r["p99_us"])
-            rows.append({"config": "single engine", **{k: best[k] for k in ("achieved", "mean_us", "p99_us", "lag_p99_us")},
-                         "overhead_s": sum(r["overhead_s"] for r in runs) / repeats, "skew_ms": "-", "merge_ms": "-"})
+            rows.append(
+                {
+                    "config": "single engine",
+                    **{k: best[k] for k in ("achieved", "mean_us", "p99_us", "lag_p99_us")},
+                    "overhead_s": sum(r["overhead_s"] for r in runs) / repeats,
+                    "skew_ms": "-",
+                    "merge_ms": "-",
+                }
+            )
             for target, trial_spec_, table_rows, records, pid in loads:
                 results = flat_out(single.run, trial_spec_, flat_repeats, pid)
                 base[target] = results[len(results) // 2]["achieved_rate"]
@@ -817,12 +1096,22 @@ def bench_cluster(name: str = "cluster") -> dict:
                         t0 = time.monotonic()
                         result = engine_.run(spec)
                         info = result["cluster"]
-                        runs.append({**figures(result, time.monotonic() - t0, warmup_s + runtime_s),
-                                     "start_skew_ms": info["start_skew_ms"], "skew_bound_ms": info["skew_bound_ms"],
-                                     "start_lead_s": info["start_lead_s"], "merge_ms": info["merge_s"] * 1e3,
-                                     "lagging": result["lagging"]})
-                    out["configs"][label] = {"connect_s": connect_s, "clock_check_s": clock_s,
-                                             "clock": [o.to_dict() for o in offsets], "trials": runs}
+                        runs.append(
+                            {
+                                **figures(result, time.monotonic() - t0, warmup_s + runtime_s),
+                                "start_skew_ms": info["start_skew_ms"],
+                                "skew_bound_ms": info["skew_bound_ms"],
+                                "start_lead_s": info["start_lead_s"],
+                                "merge_ms": info["merge_s"] * 1e3,
+                                "lagging": result["lagging"],
+                            }
+                        )
+                    out["configs"][label] = {
+                        "connect_s": connect_s,
+                        "clock_check_s": clock_s,
+                        "clock": [o.to_dict() for o in offsets],
+                        "trials": runs,
+                    }
                     shared = DistributedEngine(cluster, clock_tolerance_s=0.05, shared_fileset=True)
                     for target, trial_spec_, table_rows, records, pid in loads:
                         engine_for = shared if target == "nginx" else engine_
@@ -832,23 +1121,40 @@ def bench_cluster(name: str = "cluster") -> dict:
                         table_rows.append(row)
                         records.setdefault(label, {})["flat_out"] = record
                 best = min(runs, key=lambda r: r["p99_us"])
-                rows.append({"config": label, **{k: best[k] for k in ("achieved", "mean_us", "p99_us", "lag_p99_us")},
-                             "overhead_s": sum(r["overhead_s"] for r in runs) / repeats,
-                             "skew_ms": max(r["start_skew_ms"] for r in runs),
-                             "merge_ms": sum(r["merge_ms"] for r in runs) / repeats,
-                             "connect_s": connect_s, "clock_check_ms": clock_s * 1e3})
+                rows.append(
+                    {
+                        "config": label,
+                        **{k: best[k] for k in ("achieved", "mean_us", "p99_us", "lag_p99_us")},
+                        "overhead_s": sum(r["overhead_s"] for r in runs) / repeats,
+                        "skew_ms": max(r["start_skew_ms"] for r in runs),
+                        "merge_ms": sum(r["merge_ms"] for r in runs) / repeats,
+                        "connect_s": connect_s,
+                        "clock_check_ms": clock_s * 1e3,
+                    }
+                )
     finally:
         shutil.rmtree(www, ignore_errors=True)
-    table(f"overhead at one aggregate rate ({rate:,.0f} ops/s null, best p99 of {repeats}; overhead = wall"
-          f" per trial - warm-up - runtime, mean)", rows)
-    table(f"null-target flat out ({flat_rate:,.0f} ops/s offered in aggregate, {flat_runtime_s:g} s; median of"
-          f" {flat_repeats} runs, per-client figures of the median run; skew: largest of the runs)", flat_rows)
-    table(f"nginx flat out ({http_rate:,.0f} ops/s offered in aggregate, {http_in_flight} in flight in all,"
-          f" {flat_runtime_s:g} s; median of {flat_repeats} runs)", http_rows)
+    table(
+        f"overhead at one aggregate rate ({rate:,.0f} ops/s null, best p99 of {repeats}; overhead = wall"
+        f" per trial - warm-up - runtime, mean)",
+        rows,
+    )
+    table(
+        f"null-target flat out ({flat_rate:,.0f} ops/s offered in aggregate, {flat_runtime_s:g} s; median of"
+        f" {flat_repeats} runs, per-client figures of the median run; skew: largest of the runs)",
+        flat_rows,
+    )
+    table(
+        f"nginx flat out ({http_rate:,.0f} ops/s offered in aggregate, {http_in_flight} in flight in all,"
+        f" {flat_runtime_s:g} s; median of {flat_repeats} runs)",
+        http_rows,
+    )
     merge = out["merge_100"]
-    print(f"\nmerging {merge['clients']} clients' results ({merge['ops']} ops, {merge['rate']:,.0f} ops/s, "
-          f"{merge['result_bytes']:,} bytes each): {min(merge['merge_s']):.3f}-{max(merge['merge_s']):.3f} s"
-          f" over {len(merge['merge_s'])} merges")
+    print(
+        f"\nmerging {merge['clients']} clients' results ({merge['ops']} ops, {merge['rate']:,.0f} ops/s, "
+        f"{merge['result_bytes']:,} bytes each): {min(merge['merge_s']):.3f}-{max(merge['merge_s']):.3f} s"
+        f" over {len(merge['merge_s'])} merges"
+    )
     out["rows"], out["flat_rows"], out["http_rows"] = rows, flat_rows, http_rows
     save(name, out)
     for path in cluster_figure(out):
@@ -870,12 +1176,29 @@ def cluster_figure(out: dict) -> list[Path]:
             medians = [f["achieved"] / 1e3 for f in flats]
             low = [m - min(f["all"]) / 1e3 for m, f in zip(medians, flats)]
             high = [max(f["all"]) / 1e3 - m for m, f in zip(medians, flats)]
-            ax.errorbar(counts, medians, yerr=[low, high], marker="o", capsize=2, color=figures.COLOURS[0],
-                        label=f"aggregate (median of {len(flats[0]['all'])}, range)")
-            ax.plot(counts, [medians[0] * min(n, cores) for n in counts], linestyle="--", color="grey",
-                    linewidth=0.8, label=f"1 client × min(n, {cores} cores)")
-            ax.axhline(records["single engine"]["flat_out"]["achieved"] / 1e3, linestyle=":",
-                       color=figures.COLOURS[1], label="one engine, no Dask")
+            ax.errorbar(
+                counts,
+                medians,
+                yerr=[low, high],
+                marker="o",
+                capsize=2,
+                color=figures.COLOURS[0],
+                label=f"aggregate (median of {len(flats[0]['all'])}, range)",
+            )
+            ax.plot(
+                counts,
+                [medians[0] * min(n, cores) for n in counts],
+                linestyle="--",
+                color="grey",
+                linewidth=0.8,
+                label=f"1 client × min(n, {cores} cores)",
+            )
+            ax.axhline(
+                records["single engine"]["flat_out"]["achieved"] / 1e3,
+                linestyle=":",
+                color=figures.COLOURS[1],
+                label="one engine, no Dask",
+            )
             ax.set_title(title)
             ax.set_xlabel(f"load clients ({cores} cores)")
             ax.set_ylabel("achieved kops/s")
@@ -957,66 +1280,112 @@ def bench_nfs_responder(name: str) -> dict:
         local = Path(tmp) / "local"
         local.mkdir()
         fs = fileset(64, size=1 << 20)
-        engine("prepare", trial_spec({"kind": "posix", "path": str(local)}, 1, {"getattr": 1.0}, fs, runtime_s=1),
-               timeout=300)
-        responder = subprocess.Popen([RESPONDER, "0", str(local / MANIFEST)], stdout=subprocess.PIPE, text=True,
-                                     preexec_fn=lambda: os.sched_setaffinity(0, server_cpus))
+        engine(
+            "prepare",
+            trial_spec({"kind": "posix", "path": str(local)}, 1, {"getattr": 1.0}, fs, runtime_s=1),
+            timeout=300,
+        )
+        responder = subprocess.Popen(
+            [RESPONDER, "0", str(local / MANIFEST)],
+            stdout=subprocess.PIPE,
+            text=True,
+            preexec_fn=lambda: os.sched_setaffinity(0, server_cpus),
+        )
         try:
             port = int(responder.stdout.readline())
             tgt = {"kind": "nfs", "host": "127.0.0.1", "export": "/export", "port": port, "mount_port": port}
             rows, samples = [], {}
 
             def peakbench(op: str, depth: int, binary: Path | None = None, recv_wait_us: float | None = None):
-                spec = trial_spec(with_recv_wait(tgt, recv_wait_us), 2_000_000, NFS_MIXES[op], fs, runtime_s=seconds, warmup_s=0.0, io_size=4096,
-                                  max_outstanding=depth, drain_timeout_s=10.0)
+                spec = trial_spec(
+                    with_recv_wait(tgt, recv_wait_us),
+                    2_000_000,
+                    NFS_MIXES[op],
+                    fs,
+                    runtime_s=seconds,
+                    warmup_s=0.0,
+                    io_size=4096,
+                    max_outstanding=depth,
+                    drain_timeout_s=10.0,
+                )
                 r = engine("run", spec, cpus=client_cpu, binary=binary).result
                 errors = sum(sum(o["errors"].values()) + o["timeouts"] for o in r["ops"].values())
                 return r["completed"], seconds, r["engine_cpu_s"], errors
 
             def nfs3client(op: str, conns: int):
-                args = [NFS3CLIENT, "127.0.0.1", "/export", op, conns, seconds] + (["bench-file"] if op != "null" else [])
+                args = [NFS3CLIENT, "127.0.0.1", "/export", op, conns, seconds] + (
+                    ["bench-file"] if op != "null" else []
+                )
                 p = run(args, timeout=seconds + 120, cpus=client_cpu, env_extra={"NFS_PORT": str(port)})
                 j = json.loads(p.stdout.strip().splitlines()[-1])
                 return j["ops"], j["seconds"], p.cpu_s, 0
 
             def libnfs_run(op: str, depth: int):
-                p = run([libnfs, "127.0.0.1", "/export", "bench-file", op, depth, seconds, port], timeout=seconds + 120,
-                        cpus=client_cpu)
+                p = run(
+                    [libnfs, "127.0.0.1", "/export", "bench-file", op, depth, seconds, port],
+                    timeout=seconds + 120,
+                    cpus=client_cpu,
+                )
                 j = json.loads(p.stdout.strip().splitlines()[-1])
                 return j["ops"], j["seconds"], p.cpu_s, j["errors"]
 
             plan = []
             for op in ("null", "getattr", "read4k"):
-                plan += [("peakbench, 1 conn, 64 in flight", op, lambda op=op: peakbench(op, 64)),
-                         ("nfs3_client, 16 conns", op, lambda op=op: nfs3client(op, 16)),
-                         ("libnfs async, 1 conn, 64 in flight", op, lambda op=op: libnfs_run(op, 64))]
-                plan += [(label, op, lambda op=op, binary=binary: peakbench(op, 64, binary)) for label, binary in baseline_rows()]
+                plan += [
+                    ("peakbench, 1 conn, 64 in flight", op, lambda op=op: peakbench(op, 64)),
+                    ("nfs3_client, 16 conns", op, lambda op=op: nfs3client(op, 16)),
+                    ("libnfs async, 1 conn, 64 in flight", op, lambda op=op: libnfs_run(op, 64)),
+                ]
+                plan += [
+                    (label, op, lambda op=op, binary=binary: peakbench(op, 64, binary))
+                    for label, binary in baseline_rows()
+                ]
                 # Client-bound, every read finds many replies: the receive wait must not start.
-                plan += [("peakbench, 1 conn, 64 in flight, recv wait 200 us", op,
-                          lambda op=op: peakbench(op, 64, recv_wait_us=200.0))]
+                plan += [
+                    (
+                        "peakbench, 1 conn, 64 in flight, recv wait 200 us",
+                        op,
+                        lambda op=op: peakbench(op, 64, recv_wait_us=200.0),
+                    )
+                ]
             for k in range(rounds):
                 print(f"  round {k + 1} of {rounds}", flush=True)
                 for label, op, fn in plan:
                     ops, wall, cpu, errors = fn()
-                    row = {"op": op, "client": label, "ops_per_s": ops / wall, "client_us_per_op": cpu / max(ops, 1) * 1e6,
-                           "errors": errors}
-                    print(f"  {op:8} {label:34} {row['ops_per_s']:>10,.0f} ops/s  client {row['client_us_per_op']:6.2f} us/op",
-                          flush=True)
+                    row = {
+                        "op": op,
+                        "client": label,
+                        "ops_per_s": ops / wall,
+                        "client_us_per_op": cpu / max(ops, 1) * 1e6,
+                        "errors": errors,
+                    }
+                    print(
+                        f"  {op:8} {label:34} {row['ops_per_s']:>10,.0f} ops/s  client {row['client_us_per_op']:6.2f} us/op",
+                        flush=True,
+                    )
                     samples.setdefault((label, op), []).append(row)
         finally:
             responder.kill()
             responder.wait(timeout=10)
         for (label, op), runs in samples.items():
             med = sorted(runs, key=lambda r: r["client_us_per_op"])[len(runs) // 2]
-            rows.append({**med, "ops_per_s_all": [round(r["ops_per_s"]) for r in runs],
-                         "client_us_per_op_all": [round(r["client_us_per_op"], 2) for r in runs]})
+            rows.append(
+                {
+                    **med,
+                    "ops_per_s_all": [round(r["ops_per_s"]) for r in runs],
+                    "client_us_per_op_all": [round(r["client_us_per_op"], 2) for r in runs],
+                }
+            )
         for row in rows:
             nfs3 = next(r for r in rows if r["op"] == row["op"] and r["client"].startswith("nfs3_client"))
             row["cpu_vs_nfs3_client"] = row["client_us_per_op"] / nfs3["client_us_per_op"]
             peers = [r for r in rows if r["op"] == row["op"] and not r["client"].startswith("peakbench")]
             row["vs_best_peer_ops"] = row["ops_per_s"] / max(r["ops_per_s"] for r in peers)
-        table("NFS, client-bound (rpc-responder on CPU 1, client on CPU 0; median-CPU round)", rows,
-              ["op", "client", "ops_per_s", "client_us_per_op", "cpu_vs_nfs3_client", "vs_best_peer_ops"])
+        table(
+            "NFS, client-bound (rpc-responder on CPU 1, client on CPU 0; median-CPU round)",
+            rows,
+            ["op", "client", "ops_per_s", "client_us_per_op", "cpu_vs_nfs3_client", "vs_best_peer_ops"],
+        )
         save(name, {"rows": rows, "seconds": seconds})
         return {"rows": rows}
 
@@ -1047,31 +1416,67 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
             s0 = server.cpu_seconds()
             ops, wall, cpu, extra = fn()
             server_cpu = server.cpu_seconds() - s0
-            row = {"op": op, "client": label, "ops_per_s": ops / wall, "client_us_per_op": cpu / max(ops, 1) * 1e6,
-                   "server_us_per_op": server_cpu / max(ops, 1) * 1e6, "ops": ops, **extra}
+            row = {
+                "op": op,
+                "client": label,
+                "ops_per_s": ops / wall,
+                "client_us_per_op": cpu / max(ops, 1) * 1e6,
+                "server_us_per_op": server_cpu / max(ops, 1) * 1e6,
+                "ops": ops,
+                **extra,
+            }
             rows.append(row)
-            print(f"  {op:8} {label:34} {row['ops_per_s']:>10,.0f} ops/s  client {row['client_us_per_op']:6.2f} us/op"
-                  f"  server {row['server_us_per_op']:6.2f} us/op", flush=True)
+            print(
+                f"  {op:8} {label:34} {row['ops_per_s']:>10,.0f} ops/s  client {row['client_us_per_op']:6.2f} us/op"
+                f"  server {row['server_us_per_op']:6.2f} us/op",
+                flush=True,
+            )
             return row
 
-        def peakbench(op: str, depth: int, conns: int = 1, binary: Path | None = None, recv_wait_us: float | None = None,
-                      rate: float = 400_000, clients: int | None = None):
+        def peakbench(
+            op: str,
+            depth: int,
+            conns: int = 1,
+            binary: Path | None = None,
+            recv_wait_us: float | None = None,
+            rate: float = 400_000,
+            clients: int | None = None,
+        ):
             # By default offered far above what anything here can do, with the cap as the pipeline
             # depth: the engine runs flat out, and its CPU (no warm-up) is all spent on the window's ops.
             # A closed loop instead has `clients` callers, each waiting for its reply.
             load = {"clients": clients} if clients else {"max_outstanding": depth}
-            spec = trial_spec(with_recv_wait({**tgt, "connections": conns}, recv_wait_us), rate, NFS_MIXES[op], fs,
-                              runtime_s=seconds, warmup_s=0.0, io_size=4096, drain_timeout_s=10.0, **load)
+            spec = trial_spec(
+                with_recv_wait({**tgt, "connections": conns}, recv_wait_us),
+                rate,
+                NFS_MIXES[op],
+                fs,
+                runtime_s=seconds,
+                warmup_s=0.0,
+                io_size=4096,
+                drain_timeout_s=10.0,
+                **load,
+            )
             if clients:
                 spec["schema"] = "peakbench.trial-spec/2"
             r = engine("run", spec, cpus=client_cpu, binary=binary).result
             errors = sum(sum(o["errors"].values()) + o["timeouts"] for o in r["ops"].values())
             lat = r["latency"]
-            held = r.get("receive_moderation", {"holds": 0, "reads": 0, "mean_hold_us": 0.0, "max_hold_us": 0.0})  # older engines: none
-            return r["completed"], seconds, r["engine_cpu_s"], {
-                "errors": errors, "holds_per_read": round(held["holds"] / max(held["reads"], 1), 3),
-                "mean_hold_us": round(held["mean_hold_us"], 1), "max_hold_us": round(held["max_hold_us"], 1),
-                **{f"latency_{k}_us": round(lat[f"{k}_ms"] * 1000, 1) for k in ("mean", "p50", "p99")}}
+            held = r.get(
+                "receive_moderation", {"holds": 0, "reads": 0, "mean_hold_us": 0.0, "max_hold_us": 0.0}
+            )  # older engines: none
+            return (
+                r["completed"],
+                seconds,
+                r["engine_cpu_s"],
+                {
+                    "errors": errors,
+                    "holds_per_read": round(held["holds"] / max(held["reads"], 1), 3),
+                    "mean_hold_us": round(held["mean_hold_us"], 1),
+                    "max_hold_us": round(held["max_hold_us"], 1),
+                    **{f"latency_{k}_us": round(lat[f"{k}_ms"] * 1000, 1) for k in ("mean", "p50", "p99")},
+                },
+            )
 
         def nfs3client(op: str, conns: int):
             args = [NFS3CLIENT, "127.0.0.1", "/export", op, conns, seconds] + (["bench-file"] if op != "null" else [])
@@ -1080,7 +1485,11 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
             return j["ops"], j["seconds"], p.cpu_s, {}
 
         def libnfs_run(op: str, depth: int):
-            p = run([libnfs, "127.0.0.1", "/export", "bench-file", op, depth, seconds], timeout=seconds + 120, cpus=client_cpu)
+            p = run(
+                [libnfs, "127.0.0.1", "/export", "bench-file", op, depth, seconds],
+                timeout=seconds + 120,
+                cpus=client_cpu,
+            )
             j = json.loads(p.stdout.strip().splitlines()[-1])
             return j["ops"], j["seconds"], p.cpu_s, {"errors": j["errors"]}
 
@@ -1089,26 +1498,48 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
 
         def wait_label(w: float | None) -> str:
             return "adaptive hold (default)" if w is None else "recv wait off" if w == 0 else f"recv wait {w:g} us"
+
         for op in ("null", "getattr", "read4k"):
-            plan += [(f"peakbench, 1 conn, 64 in flight, {wait_label(w)}", op,
-                      lambda op=op, w=w: peakbench(op, 64, recv_wait_us=w)) for w in [None, 0.0] + waits]
-            plan += [("nfs3_client, 16 conns", op, lambda op=op: nfs3client(op, 16)),
-                     ("libnfs async, 1 conn, 64 in flight", op, lambda op=op: libnfs_run(op, 64))]
-            plan += [(label, op, lambda op=op, binary=binary: peakbench(op, 64, 1, binary)) for label, binary in baseline_rows()]
-        plan += [("peakbench, 4 conns, 64 in flight", "getattr", lambda: peakbench("getattr", 64, 4)),
-                 ("peakbench, 2 conns, 64 in flight", "getattr", lambda: peakbench("getattr", 64, 2)),
-                 ("nfs3_client, 4 conns", "getattr", lambda: nfs3client("getattr", 4))]
+            plan += [
+                (
+                    f"peakbench, 1 conn, 64 in flight, {wait_label(w)}",
+                    op,
+                    lambda op=op, w=w: peakbench(op, 64, recv_wait_us=w),
+                )
+                for w in [None, 0.0] + waits
+            ]
+            plan += [
+                ("nfs3_client, 16 conns", op, lambda op=op: nfs3client(op, 16)),
+                ("libnfs async, 1 conn, 64 in flight", op, lambda op=op: libnfs_run(op, 64)),
+            ]
+            plan += [
+                (label, op, lambda op=op, binary=binary: peakbench(op, 64, 1, binary))
+                for label, binary in baseline_rows()
+            ]
+        plan += [
+            ("peakbench, 4 conns, 64 in flight", "getattr", lambda: peakbench("getattr", 64, 4)),
+            ("peakbench, 2 conns, 64 in flight", "getattr", lambda: peakbench("getattr", 64, 2)),
+            ("nfs3_client, 4 conns", "getattr", lambda: nfs3client("getattr", 4)),
+        ]
         # What receive moderation does to measured latency, with and without it: GETATTR at a
         # light load (2,000 ops/s: too few calls in flight for a hold to start), near the knee
         # (15,000 ops/s offered, open loop: bursts queue 8+ calls), far above it (flat out, 64
         # in flight: the rows above) and in a closed loop of 16 clients (16 in flight).
-        for load, op, in_flight, options in (("2,000 ops/s offered", "getattr@2000/s", 64, {"rate": 2_000}),
-                                             ("15,000 ops/s offered", "getattr@15000/s", 64, {"rate": 15_000}),
-                                             ("closed loop of 16 clients", "getattr@16 clients", 0, {"clients": 16})):
+        for load, op, in_flight, options in (
+            ("2,000 ops/s offered", "getattr@2000/s", 64, {"rate": 2_000}),
+            ("15,000 ops/s offered", "getattr@15000/s", 64, {"rate": 15_000}),
+            ("closed loop of 16 clients", "getattr@16 clients", 0, {"clients": 16}),
+        ):
             for w in [None, 0.0] + waits:
-                plan.append((f"peakbench, {load}, {wait_label(w)}", op,
-                             lambda w=w, in_flight=in_flight, options=options:
-                             peakbench("getattr", in_flight, recv_wait_us=w, **options)))
+                plan.append(
+                    (
+                        f"peakbench, {load}, {wait_label(w)}",
+                        op,
+                        lambda w=w, in_flight=in_flight, options=options: peakbench(
+                            "getattr", in_flight, recv_wait_us=w, **options
+                        ),
+                    )
+                )
         # Rounds over the whole plan, so a neighbour's burst hits one sample of each, not all
         # samples of one client; the median of the rounds is reported.
         rounds = int(os.environ.get("PB_NFS_ROUNDS", "3"))
@@ -1122,28 +1553,72 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
             med = sorted(runs, key=lambda r: r["ops_per_s"])[len(runs) // 2]
             # Client CPU per op over nfs3_client's in the same round: the neighbours move both alike.
             peer = samples.get(("nfs3_client, 16 conns", op.split("@")[0]), [])
-            rows.append({**med, "ops_per_s_all": [round(r["ops_per_s"]) for r in runs],
-                         "client_us_per_op_all": [round(r["client_us_per_op"], 2) for r in runs],
-                         **{f"{k}_all": [r[k] for r in runs] for k in ("latency_mean_us", "latency_p50_us",
-                                                                         "latency_p99_us", "holds_per_read", "mean_hold_us",
-                                                                         "max_hold_us")
-                            if k in med},
-                         "cpu_vs_nfs3_client_rounds": [round(r["client_us_per_op"] / n["client_us_per_op"], 3)
-                                                       for r, n in zip(runs, peer)]})
+            rows.append(
+                {
+                    **med,
+                    "ops_per_s_all": [round(r["ops_per_s"]) for r in runs],
+                    "client_us_per_op_all": [round(r["client_us_per_op"], 2) for r in runs],
+                    **{
+                        f"{k}_all": [r[k] for r in runs]
+                        for k in (
+                            "latency_mean_us",
+                            "latency_p50_us",
+                            "latency_p99_us",
+                            "holds_per_read",
+                            "mean_hold_us",
+                            "max_hold_us",
+                        )
+                        if k in med
+                    },
+                    "cpu_vs_nfs3_client_rounds": [
+                        round(r["client_us_per_op"] / n["client_us_per_op"], 3) for r, n in zip(runs, peer)
+                    ],
+                }
+            )
         for row in rows:
             peers = [r for r in rows if r["op"] == row["op"] and not r["client"].startswith("peakbench")]
             best = max(peers, key=lambda r: r["ops_per_s"]) if peers else None
             if best:
                 row["vs_best_peer_ops"] = row["ops_per_s"] / best["ops_per_s"]
-        table("NFS against nfs-ganesha (client pinned to CPU 0, ganesha to CPU 1)", [r for r in rows if "@" not in r["op"]],
-              ["op", "client", "ops_per_s", "client_us_per_op", "server_us_per_op", "vs_best_peer_ops",
-               "cpu_vs_nfs3_client_rounds"])
-        table("Receive moderation and latency (GETATTR; every round)", [r for r in rows if "@" in r["op"]],
-              ["op", "client", "ops_per_s_all", "client_us_per_op_all", "latency_mean_us_all", "latency_p50_us_all",
-               "latency_p99_us_all", "holds_per_read_all", "mean_hold_us_all", "max_hold_us_all"])
+        table(
+            "NFS against nfs-ganesha (client pinned to CPU 0, ganesha to CPU 1)",
+            [r for r in rows if "@" not in r["op"]],
+            [
+                "op",
+                "client",
+                "ops_per_s",
+                "client_us_per_op",
+                "server_us_per_op",
+                "vs_best_peer_ops",
+                "cpu_vs_nfs3_client_rounds",
+            ],
+        )
+        table(
+            "Receive moderation and latency (GETATTR; every round)",
+            [r for r in rows if "@" in r["op"]],
+            [
+                "op",
+                "client",
+                "ops_per_s_all",
+                "client_us_per_op_all",
+                "latency_mean_us_all",
+                "latency_p50_us_all",
+                "latency_p99_us_all",
+                "holds_per_read_all",
+                "mean_hold_us_all",
+                "max_hold_us_all",
+            ],
+        )
         loadavg = {"before": loadavg_before, "after": os.getloadavg()}
-        return {"rows": rows, "seconds": seconds, "client_cpus": sorted(client_cpu), "server_cpus": sorted(server_cpus),
-                "path": str(save(name, {"rows": rows, "seconds": seconds, "loadavg": loadavg}))}
+        return {
+            "rows": rows,
+            "seconds": seconds,
+            "client_cpus": sorted(client_cpu),
+            "server_cpus": sorted(server_cpus),
+            "path": str(save(name, {"rows": rows, "seconds": seconds, "loadavg": loadavg})),
+        }
+
+
 # --------------------------------------------------------------------------- 5. HTTP
 
 
@@ -1161,8 +1636,16 @@ def wrk(url: str, connections: int, seconds: float, cpus: set[int]) -> dict:
             mean_ms = _ms(words[1])
         elif words[:1] == ["99%"]:
             p99_ms = _ms(words[1])
-    return {"requests": requests, "rate": requests / seconds, "cpu_s": proc.cpu_s, "per_cpu_s": requests / max(proc.cpu_s, 1e-9),
-            "errors": errors, "mean_ms": mean_ms, "p99_ms": p99_ms, "wall_s": proc.wall_s}
+    return {
+        "requests": requests,
+        "rate": requests / seconds,
+        "cpu_s": proc.cpu_s,
+        "per_cpu_s": requests / max(proc.cpu_s, 1e-9),
+        "errors": errors,
+        "mean_ms": mean_ms,
+        "p99_ms": p99_ms,
+        "wall_s": proc.wall_s,
+    }
 
 
 def _ms(text: str) -> float:
@@ -1183,7 +1666,12 @@ def bench_http(name: str = "http") -> dict:
     ncpu = os.cpu_count() or 1
     client_cpus, server_cpus = ({0}, {1}) if ncpu >= 2 else ({0}, {0})
     work = Path(tempfile.mkdtemp(prefix="peakbench-bench-http-", dir="/dev/shm"))
-    out: dict = {"file_bytes": 10240, "seconds": seconds, "client_cpus": sorted(client_cpus), "server_cpus": sorted(server_cpus)}
+    out: dict = {
+        "file_bytes": 10240,
+        "seconds": seconds,
+        "client_cpus": sorted(client_cpus),
+        "server_cpus": sorted(server_cpus),
+    }
     try:
         www = work / "www"
         www.mkdir()
@@ -1192,9 +1680,12 @@ def bench_http(name: str = "http") -> dict:
         log.write_text('h - - [01/Jan/2024:00:00:00 +0000] "GET /f10k.bin HTTP/1.1" 200 10240\n')
 
         def spec(url: str, **load) -> dict:
-            return {"schema": "peakbench.trial-spec/2", "target": {"kind": "http", "url": url},
-                    "load": {"runtime_s": seconds, "warmup_s": 0.0, **load},
-                    "replay": {"log": str(log), "format": "common"}}
+            return {
+                "schema": "peakbench.trial-spec/2",
+                "target": {"kind": "http", "url": url},
+                "load": {"runtime_s": seconds, "warmup_s": 0.0, **load},
+                "replay": {"log": str(log), "format": "common"},
+            }
 
         rows, closed = [], {}
         with Nginx(www, workers=1, cpus=server_cpus) as server:
@@ -1206,14 +1697,44 @@ def bench_http(name: str = "http") -> dict:
                 pb_per_cpu = r["issued"] / max(r["engine_cpu_s"], 1e-9)
                 closed[conns] = r["achieved_rate"]
                 errors = sum(sum(op["errors"].values()) + op["timeouts"] for op in r["ops"].values())
-                out[f"closed_{conns}"] = {"wrk": w, "peakbench": {"rate": r["achieved_rate"], "issued": r["issued"],
-                                          "cpu_s": r["engine_cpu_s"], "per_cpu_s": pb_per_cpu, "errors": errors,
-                                          "mean_ms": r["latency"]["mean_ms"], "p99_ms": r["latency"]["p99_ms"]}}
-                rows.append({"connections": conns, "tool": "wrk -t1", "req/s": w["rate"], "CPU s": w["cpu_s"],
-                             "req per CPU-s": w["per_cpu_s"], "mean ms": w["mean_ms"], "p99 ms": w["p99_ms"], "errors": w["errors"], "÷ wrk": 1.0})
-                rows.append({"connections": conns, "tool": "peakbench closed", "req/s": r["achieved_rate"], "CPU s": r["engine_cpu_s"],
-                             "req per CPU-s": pb_per_cpu, "mean ms": r["latency"]["mean_ms"], "p99 ms": r["latency"]["p99_ms"],
-                             "errors": errors, "÷ wrk": pb_per_cpu / max(w["per_cpu_s"], 1e-9)})
+                out[f"closed_{conns}"] = {
+                    "wrk": w,
+                    "peakbench": {
+                        "rate": r["achieved_rate"],
+                        "issued": r["issued"],
+                        "cpu_s": r["engine_cpu_s"],
+                        "per_cpu_s": pb_per_cpu,
+                        "errors": errors,
+                        "mean_ms": r["latency"]["mean_ms"],
+                        "p99_ms": r["latency"]["p99_ms"],
+                    },
+                }
+                rows.append(
+                    {
+                        "connections": conns,
+                        "tool": "wrk -t1",
+                        "req/s": w["rate"],
+                        "CPU s": w["cpu_s"],
+                        "req per CPU-s": w["per_cpu_s"],
+                        "mean ms": w["mean_ms"],
+                        "p99 ms": w["p99_ms"],
+                        "errors": w["errors"],
+                        "÷ wrk": 1.0,
+                    }
+                )
+                rows.append(
+                    {
+                        "connections": conns,
+                        "tool": "peakbench closed",
+                        "req/s": r["achieved_rate"],
+                        "CPU s": r["engine_cpu_s"],
+                        "req per CPU-s": pb_per_cpu,
+                        "mean ms": r["latency"]["mean_ms"],
+                        "p99 ms": r["latency"]["p99_ms"],
+                        "errors": errors,
+                        "÷ wrk": pb_per_cpu / max(w["per_cpu_s"], 1e-9),
+                    }
+                )
             table("closed loop: requests per CPU-second of the load generator (generator pinned to its own CPU)", rows)
             open_rows = []
             for share in (0.5, 0.9):
@@ -1221,9 +1742,18 @@ def bench_http(name: str = "http") -> dict:
                 t = engine("run", spec(server.url, rate=rate), cpus=client_cpus)
                 r = t.result
                 out[f"open_{share}"] = {"rate": rate, **t.summary(), "p999_ms": r["latency"]["p999_ms"]}
-                open_rows.append({"offered": rate, "share of closed-64 rate": share, "achieved": r["achieved_rate"],
-                                  "mean ms": r["latency"]["mean_ms"], "p99 ms": r["latency"]["p99_ms"], "p99.9 ms": r["latency"]["p999_ms"],
-                                  "lag p99 ms": r["schedule_lag"]["p99_ms"], "saturated": r["generator_saturated"]})
+                open_rows.append(
+                    {
+                        "offered": rate,
+                        "share of closed-64 rate": share,
+                        "achieved": r["achieved_rate"],
+                        "mean ms": r["latency"]["mean_ms"],
+                        "p99 ms": r["latency"]["p99_ms"],
+                        "p99.9 ms": r["latency"]["p999_ms"],
+                        "lag p99 ms": r["schedule_lag"]["p99_ms"],
+                        "saturated": r["generator_saturated"],
+                    }
+                )
             table("open loop: latency from the intended send time (wrk cannot report this)", open_rows)
 
     finally:
@@ -1240,7 +1770,9 @@ def bench_parser(name: str = "parser") -> dict:
     sys.path.insert(0, str(ROOT / "python"))
     from peakbench import tracegen
 
-    log = Path(tempfile.gettempdir()) / f"peakbench-bench-parser-{os.getpid()}.log"  # on disk, not tmpfs: a cold read is real
+    log = (
+        Path(tempfile.gettempdir()) / f"peakbench-bench-parser-{os.getpid()}.log"
+    )  # on disk, not tmpfs: a cold read is real
     gz = log.with_name(log.name + ".gz")
     chunk = "\n".join(tracegen.lines(tracegen.TraceShape(requests=200_000, files=50_000, seed=3))) + "\n"
     repeats = max(1, round(1e9 / len(chunk)))
@@ -1248,8 +1780,17 @@ def bench_parser(name: str = "parser") -> dict:
     rows = []
 
     def parse(path: Path, cpus: set[int] | None = None) -> dict:
-        t = engine("run", {"schema": "peakbench.trial-spec/2", "target": {"kind": "null"}, "load": {"runtime_s": 0.01, "rate": 1},
-                           "replay": {"log": str(path), "format": "combined"}}, cpus=cpus, timeout=900)
+        t = engine(
+            "run",
+            {
+                "schema": "peakbench.trial-spec/2",
+                "target": {"kind": "null"},
+                "load": {"runtime_s": 0.01, "rate": 1},
+                "replay": {"log": str(path), "format": "combined"},
+            },
+            cpus=cpus,
+            timeout=900,
+        )
         r = t.result["replay"]
         if r["lines"] != out["lines"]:
             raise RuntimeError(f"parsed {r['lines']} lines of {out['lines']}")
@@ -1257,10 +1798,21 @@ def bench_parser(name: str = "parser") -> dict:
         return {"parse_s": r["parse_s"], "cpu_s": t.result["engine_cpu_s"], "rss_kib": t.result["peak_rss_kib"]}
 
     def row(what: str, path: Path, size: int, p: dict, read: Proc | None = None) -> None:
-        rows.append({"run": what, "MB": size / 1e6, "load 1m": os.getloadavg()[0], "parse s": p["parse_s"], "CPU s": p["cpu_s"],
-                     "lines/s": out["lines"] / p["parse_s"], "MB/s (wall)": size / p["parse_s"] / 1e6, "MB per CPU-s": size / p["cpu_s"] / 1e6,
-                     "read MB/s": size / read.wall_s / 1e6 if read else None, "parse ÷ read": read.wall_s / p["parse_s"] if read else None,
-                     "RSS MiB": p["rss_kib"] / 1024})
+        rows.append(
+            {
+                "run": what,
+                "MB": size / 1e6,
+                "load 1m": os.getloadavg()[0],
+                "parse s": p["parse_s"],
+                "CPU s": p["cpu_s"],
+                "lines/s": out["lines"] / p["parse_s"],
+                "MB/s (wall)": size / p["parse_s"] / 1e6,
+                "MB per CPU-s": size / p["cpu_s"] / 1e6,
+                "read MB/s": size / read.wall_s / 1e6 if read else None,
+                "parse ÷ read": read.wall_s / p["parse_s"] if read else None,
+                "RSS MiB": p["rss_kib"] / 1024,
+            }
+        )
 
     try:
         with open(log, "w") as f:
@@ -1284,13 +1836,22 @@ def bench_parser(name: str = "parser") -> dict:
         zsize = gz.stat().st_size
         zcat = run(["sh", "-c", f"exec zcat {gz} > /dev/null"], timeout=600)
         p = parse(gz)
-        out["gzip"] = {**p, "gz_bytes": zsize, "zcat_s": zcat.wall_s, "zcat_cpu_s": zcat.cpu_s, "load": os.getloadavg()[0]}
+        out["gzip"] = {
+            **p,
+            "gz_bytes": zsize,
+            "zcat_s": zcat.wall_s,
+            "zcat_cpu_s": zcat.cpu_s,
+            "load": os.getloadavg()[0],
+        }
         row("gzip (warm), every core vs zcat", gz, size, p, zcat)
     finally:
         log.unlink(missing_ok=True)
         gz.unlink(missing_ok=True)
-    table(f"replay parser: {out['lines']:,} Combined-format lines ({size / 1e6:,.0f} MB of log text; gzip rows: MB uncompressed);"
-          " read = dd (zcat for gzip)", rows)
+    table(
+        f"replay parser: {out['lines']:,} Combined-format lines ({size / 1e6:,.0f} MB of log text; gzip rows: MB uncompressed);"
+        " read = dd (zcat for gzip)",
+        rows,
+    )
     save(name, out)
     return out
 
@@ -1328,50 +1889,129 @@ def bench_realsearch(name: str = "realsearch") -> dict:
             target.mkdir()
             loadavg_before = Path("/proc/loadavg").read_text().split()[:3]
             with cgroups.throttled_device(fs.device_numbers, read_iops=200, write_iops=200):
-                search = peakbench("search", workload, "--target", target, "--quick", *cap, "--db", work / "p.db",
-                                   "--json", work / "search.json", timeout=900)
+                search = peakbench(
+                    "search",
+                    workload,
+                    "--target",
+                    target,
+                    "--quick",
+                    *cap,
+                    "--db",
+                    work / "p.db",
+                    "--json",
+                    work / "search.json",
+                    timeout=900,
+                )
                 found = json.loads((work / "search.json").read_text())
                 peak = found["peak_rate"]
                 sweep = []
                 for step in range(11):
                     rate = peak * (0.6 + 0.08 * step)
-                    peakbench("run", workload, "--target", target, "--rate", f"{rate:.1f}", "--warmup", settings.warmup_s,
-                              "--runtime", settings.runlength_s, *cap, "--db", work / "p.db", "--json", work / "trial.json",
-                              timeout=120)
+                    peakbench(
+                        "run",
+                        workload,
+                        "--target",
+                        target,
+                        "--rate",
+                        f"{rate:.1f}",
+                        "--warmup",
+                        settings.warmup_s,
+                        "--runtime",
+                        settings.runlength_s,
+                        *cap,
+                        "--db",
+                        work / "p.db",
+                        "--json",
+                        work / "trial.json",
+                        timeout=120,
+                    )
                     trial = json.loads((work / "trial.json").read_text())
                     observed = searching.observation_of(trial, rate, settings.psat, cost_s=0)
-                    sweep.append({"rate": rate, "achieved": observed.achieved_rate, "mean_ms": observed.mean_ms,
-                                  f"p{settings.psat:g}_ms": observed.percentile_ms,
-                                  "generator_saturated": observed.generator_saturated,
-                                  "saturated": saturated(observed, settings), "observation": observed})
+                    sweep.append(
+                        {
+                            "rate": rate,
+                            "achieved": observed.achieved_rate,
+                            "mean_ms": observed.mean_ms,
+                            f"p{settings.psat:g}_ms": observed.percentile_ms,
+                            "generator_saturated": observed.generator_saturated,
+                            "saturated": saturated(observed, settings),
+                            "observation": observed,
+                        }
+                    )
             knee = sweep_knee([point.pop("observation") for point in sweep], settings)
-            outcome = {"loadavg_before": loadavg_before, "loadavg_after": Path("/proc/loadavg").read_text().split()[:3],
-                       "search_wall_s": search.wall_s, "search": {k: found[k] for k in (
-                           "verdict", "peak_rate", "ci_low", "ci_high", "accuracy", "target_accuracy", "confidence",
-                           "cost_seconds", "trials", "message")},
-                       "sweep": sweep, "knee": knee, "disagreement": None if knee is None else (knee - peak) / peak}
+            outcome = {
+                "loadavg_before": loadavg_before,
+                "loadavg_after": Path("/proc/loadavg").read_text().split()[:3],
+                "search_wall_s": search.wall_s,
+                "search": {
+                    k: found[k]
+                    for k in (
+                        "verdict",
+                        "peak_rate",
+                        "ci_low",
+                        "ci_high",
+                        "accuracy",
+                        "target_accuracy",
+                        "confidence",
+                        "cost_seconds",
+                        "trials",
+                        "message",
+                    )
+                },
+                "sweep": sweep,
+                "knee": knee,
+                "disagreement": None if knee is None else (knee - peak) / peak,
+            }
             repeats.append(outcome)
-            rows.append({"repeat": repeat + 1, "λ*": peak, "ci_low": found["ci_low"], "ci_high": found["ci_high"],
-                         "accuracy": found["accuracy"], "search s": found["cost_seconds"], "trials": found["trials"],
-                         "knee": knee, "knee − λ*": outcome["disagreement"],
-                         "capacity (achieved at 1.4 λ*)": sweep[-1]["achieved"], "loadavg": loadavg_before[0]})
-            print(f" repeat {repeat + 1}: λ* {peak:.1f} ({found['message']}); sweep (* saturated): "
-                  + ", ".join(f"{p['rate']:.0f}{'*' if p['saturated'] else ''}" for p in sweep), flush=True)
+            rows.append(
+                {
+                    "repeat": repeat + 1,
+                    "λ*": peak,
+                    "ci_low": found["ci_low"],
+                    "ci_high": found["ci_high"],
+                    "accuracy": found["accuracy"],
+                    "search s": found["cost_seconds"],
+                    "trials": found["trials"],
+                    "knee": knee,
+                    "knee − λ*": outcome["disagreement"],
+                    "capacity (achieved at 1.4 λ*)": sweep[-1]["achieved"],
+                    "loadavg": loadavg_before[0],
+                }
+            )
+            print(
+                f" repeat {repeat + 1}: λ* {peak:.1f} ({found['message']}); sweep (* saturated): "
+                + ", ".join(f"{p['rate']:.0f}{'*' if p['saturated'] else ''}" for p in sweep),
+                flush=True,
+            )
         finally:
             fs.destroy()
             shutil.rmtree(work, ignore_errors=True)
     table("quick search vs a dense sweep on ext4 (sync,nobarrier,lazytime) throttled to 200 IOPS", rows)
-    out = {"workload": workload.read_text(), "mount": "sync,nobarrier,lazytime", "iops": 200, "max_outstanding": 128,
-           "settings": dict(searching.QUICK), "repeats": repeats}
+    out = {
+        "workload": workload.read_text(),
+        "mount": "sync,nobarrier,lazytime",
+        "iops": 200,
+        "max_outstanding": 128,
+        "settings": dict(searching.QUICK),
+        "repeats": repeats,
+    }
     save(name, out)
     return out
 
 
 # --------------------------------------------------------------------------- main
 
-BENCHMARKS = {"floor": bench_floor, "posix": bench_posix, "openloop": bench_openloop, "memory": bench_memory,
-              "cluster": bench_cluster, "nfs": bench_nfs, "http": bench_http, "parser": bench_parser,
-              "realsearch": bench_realsearch}
+BENCHMARKS = {
+    "floor": bench_floor,
+    "posix": bench_posix,
+    "openloop": bench_openloop,
+    "memory": bench_memory,
+    "cluster": bench_cluster,
+    "nfs": bench_nfs,
+    "http": bench_http,
+    "parser": bench_parser,
+    "realsearch": bench_realsearch,
+}
 MACHINE: dict = {}
 LOAD: dict = {}  # benchmark -> what the machine was doing when it started
 
@@ -1383,12 +2023,12 @@ def main(argv: list[str]) -> int:
     if "--engine" in args:  # benchmark another build, e.g. an older commit: results/<name>.<sha>.json
         i = args.index("--engine")
         engine_override = Path(args[i + 1]).resolve()
-        del args[i:i + 2]
+        del args[i : i + 2]
     max_wait = 300.0
     if "--max-wait" in args:  # seconds to wait for other work to leave the CPUs before each benchmark
         i = args.index("--max-wait")
         max_wait = float(args[i + 1])
-        del args[i:i + 2]
+        del args[i : i + 2]
     which = args[0] if args else "all"
     if which not in (*BENCHMARKS, "all") or len(args) > 1:
         print(__doc__.strip(), file=sys.stderr)

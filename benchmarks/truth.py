@@ -41,7 +41,7 @@ import run as runner  # benchmarks/run.py: processes, machine info, tables
 
 ROOT = runner.ROOT
 sys.path.insert(0, str(ROOT / "python"))
-from peakbench.servers.mdc import EXAMPLE_WORKLOAD, MDCServer
+from peakbench.servers.mdc import EXAMPLE_WORKLOAD, MDCServer  # noqa: E402 (the checkout, not an install)
 
 POLICIES = ("guided", "binsearch", "model", "linear")
 RSAT_MS, WIDTH, SERVICE_MS = 50.0, 0.10, 5.0
@@ -58,31 +58,87 @@ def explanation(message: str) -> str:
     return re.sub(r"-?\d[\d,]*(\.\d+)?", "#", clause)
 
 
-def one_search(server: MDCServer, docroot: Path, work: Path, policy: str, kind: str, seed: int, truth: float,
-               env: dict, cap: list[str]) -> dict:
+def one_search(
+    server: MDCServer,
+    docroot: Path,
+    work: Path,
+    policy: str,
+    kind: str,
+    seed: int,
+    truth: float,
+    env: dict,
+    cap: list[str],
+) -> dict:
     out = work / f"search-{policy}-{kind}-{seed}.json"
     started = time.monotonic()
-    proc = runner.run([*PRIORITY, sys.executable, "-m", "peakbench.cli", "search", EXAMPLE_WORKLOAD, "--target", server.url,
-                       "--docroot", docroot, "--policy", policy, *KINDS[kind], "--rsat", RSAT_MS, "--width", WIDTH,
-                       "--seed", seed, *cap, "--db", work / "p.db", "--json", out],
-                      timeout=SEARCH_TIMEOUT_S[kind], env_extra=env, check=False)
+    proc = runner.run(
+        [
+            *PRIORITY,
+            sys.executable,
+            "-m",
+            "peakbench.cli",
+            "search",
+            EXAMPLE_WORKLOAD,
+            "--target",
+            server.url,
+            "--docroot",
+            docroot,
+            "--policy",
+            policy,
+            *KINDS[kind],
+            "--rsat",
+            RSAT_MS,
+            "--width",
+            WIDTH,
+            "--seed",
+            seed,
+            *cap,
+            "--db",
+            work / "p.db",
+            "--json",
+            out,
+        ],
+        timeout=SEARCH_TIMEOUT_S[kind],
+        env_extra=env,
+        check=False,
+    )
     if proc.rc != 0:
         last_line = (proc.stderr.strip().splitlines() or [f"exit {proc.rc}"])[-1]
-        return {"seed": seed, "verdict": "error", "message": f"error: {last_line}", "wall_s": time.monotonic() - started}
+        return {
+            "seed": seed,
+            "verdict": "error",
+            "message": f"error: {last_line}",
+            "wall_s": time.monotonic() - started,
+        }
     found = json.loads(out.read_text())
     peak, low, high = found["peak_rate"], found["ci_low"], found["ci_high"]
-    return {"seed": seed, "verdict": found["verdict"], "peak_rate": peak, "ci_low": low, "ci_high": high,
-            "bracket_low": found["bracket_low"], "bracket_high": found["bracket_high"],
-            "target_accuracy": found["target_accuracy"], "confidence": found["confidence"],
-            "relative_error": None if peak is None else (peak - truth) / truth,
-            "within": peak is not None and abs(peak - truth) / truth <= 1 - found["target_accuracy"],
-            "contains": low is not None and high is not None and low <= truth <= high,
-            "message": found["message"], "cost_s": found["cost_seconds"], "trials": found["trials"],
-            "wall_s": time.monotonic() - started,
-            # The true mean response at each tested load; None at or past capacity (it grows without bound).
-            "loads": [{"load": load["load"], "true_mean_ms": finite_or_none(server.mean_response_ms(load["load"])),
-                       **{k: load[k] for k in ("classification", "mean_ms", "trials", "reason")}}
-                      for load in found["loads"]]}
+    return {
+        "seed": seed,
+        "verdict": found["verdict"],
+        "peak_rate": peak,
+        "ci_low": low,
+        "ci_high": high,
+        "bracket_low": found["bracket_low"],
+        "bracket_high": found["bracket_high"],
+        "target_accuracy": found["target_accuracy"],
+        "confidence": found["confidence"],
+        "relative_error": None if peak is None else (peak - truth) / truth,
+        "within": peak is not None and abs(peak - truth) / truth <= 1 - found["target_accuracy"],
+        "contains": low is not None and high is not None and low <= truth <= high,
+        "message": found["message"],
+        "cost_s": found["cost_seconds"],
+        "trials": found["trials"],
+        "wall_s": time.monotonic() - started,
+        # The true mean response at each tested load; None at or past capacity (it grows without bound).
+        "loads": [
+            {
+                "load": load["load"],
+                "true_mean_ms": finite_or_none(server.mean_response_ms(load["load"])),
+                **{k: load[k] for k in ("classification", "mean_ms", "trials", "reason")},
+            }
+            for load in found["loads"]
+        ],
+    }
 
 
 def finite_or_none(value: float) -> float | None:
@@ -93,14 +149,17 @@ def summary(searches: list[dict]) -> dict:
     n = len(searches)
     costs = [s["cost_s"] for s in searches if "cost_s" in s]
     errors = [abs(s["relative_error"]) for s in searches if s.get("relative_error") is not None]
-    return {"n": n, "peaks": sum(s["verdict"] == "peak" for s in searches),
-            "within": sum(s.get("within", False) for s in searches) / n,
-            "contains": sum(s.get("contains", False) for s in searches) / n,
-            "median_abs_error": statistics.median(errors) if errors else None,
-            "max_abs_error": max(errors) if errors else None,
-            "median_cost_s": statistics.median(costs) if costs else None,
-            "median_trials": statistics.median([s["trials"] for s in searches if "trials" in s] or [0]),
-            "explanations": dict(Counter(explanation(s["message"]) for s in searches).most_common())}
+    return {
+        "n": n,
+        "peaks": sum(s["verdict"] == "peak" for s in searches),
+        "within": sum(s.get("within", False) for s in searches) / n,
+        "contains": sum(s.get("contains", False) for s in searches) / n,
+        "median_abs_error": statistics.median(errors) if errors else None,
+        "max_abs_error": max(errors) if errors else None,
+        "median_cost_s": statistics.median(costs) if costs else None,
+        "median_trials": statistics.median([s["trials"] for s in searches if "trials" in s] or [0]),
+        "explanations": dict(Counter(explanation(s["message"]) for s in searches).most_common()),
+    }
 
 
 def main(argv: list[str]) -> int:
@@ -111,7 +170,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--workers", default="1,2", help="servers to search: worker counts (default 1,2)")
     parser.add_argument("--first-seed", type=int, default=1000, help="seed of the first search; the next +1000")
     parser.add_argument("--max-outstanding", type=int, metavar="N", help="cap on requests in flight in every search")
-    parser.add_argument("--engine", type=Path, help="engine binary (default $PEAKBENCH_ENGINE, else benchmarks/run.py's)")
+    parser.add_argument(
+        "--engine", type=Path, help="engine binary (default $PEAKBENCH_ENGINE, else benchmarks/run.py's)"
+    )
     parser.add_argument("--out", type=Path, default=runner.RESULTS / "truth.json")
     args = parser.parse_args(argv)
     policies = [p for p in args.policies.split(",") if p]
@@ -136,8 +197,13 @@ def main(argv: list[str]) -> int:
         try:
             with MDCServer(workers, SERVICE_MS, docroot) as server:
                 truth, region = server.peak_rate(RSAT_MS), server.peak_region(RSAT_MS, WIDTH)
-                record = {"workers": workers, "service_ms": SERVICE_MS, "peak_rate": truth, "peak_region": region,
-                          "policies": {}}
+                record = {
+                    "workers": workers,
+                    "service_ms": SERVICE_MS,
+                    "peak_rate": truth,
+                    "peak_region": region,
+                    "policies": {},
+                }
                 runner.header(f"M/D/{workers}: λ* = {truth:.1f} req/s, peak region {region[0]:.1f}-{region[1]:.1f}")
                 for policy in policies:
                     record["policies"][policy] = {}
@@ -147,13 +213,21 @@ def main(argv: list[str]) -> int:
                             searches.append(one_search(server, docroot, work, policy, kind, seed, truth, env, cap))
                             seed += 1000
                             s = searches[-1]
-                            print(f"  {policy} {kind} seed {s['seed']}: {s['verdict']} {s.get('peak_rate')} "
-                                  f"[{s.get('ci_low')}, {s.get('ci_high')}] {s.get('cost_s')} s: {s['message']}",
-                                  flush=True)
+                            print(
+                                f"  {policy} {kind} seed {s['seed']}: {s['verdict']} {s.get('peak_rate')} "
+                                f"[{s.get('ci_low')}, {s.get('ci_high')}] {s.get('cost_s')} s: {s['message']}",
+                                flush=True,
+                            )
                         if searches:
                             record["policies"][policy][kind] = {"summary": summary(searches), "searches": searches}
-                            rows.append({"server": f"M/D/{workers}", "policy": policy, "kind": kind,
-                                         **{k: v for k, v in summary(searches).items() if k != "explanations"}})
+                            rows.append(
+                                {
+                                    "server": f"M/D/{workers}",
+                                    "policy": policy,
+                                    "kind": kind,
+                                    **{k: v for k, v in summary(searches).items() if k != "explanations"},
+                                }
+                            )
             record["server_timing"] = server.stats  # known once the server has stopped
             servers.append(record)
         finally:
@@ -165,13 +239,25 @@ def main(argv: list[str]) -> int:
                 print(f"\nM/D/{record['workers']} {policy} {kind}: explanations")
                 for text, times in data["summary"]["explanations"].items():
                     print(f"  {times:3d} x {text}")
-    doc = {"benchmark": "truth", "command": "python3 benchmarks/truth.py " + " ".join(argv), "machine": machine,
-           "load": {"loadavg_before": loadavg_before, "during": runner.cpu_share(load_before, runner.cpu_times()),
-                    "loadavg_after": Path("/proc/loadavg").read_text().split()[:3]},
-           "settings": {"rsat_ms": RSAT_MS, "width": WIDTH, "max_outstanding": args.max_outstanding, "kinds": KINDS,
-                        "priority": PRIORITY,
-                        "workload": EXAMPLE_WORKLOAD.read_text()},
-           "servers": servers}
+    doc = {
+        "benchmark": "truth",
+        "command": "python3 benchmarks/truth.py " + " ".join(argv),
+        "machine": machine,
+        "load": {
+            "loadavg_before": loadavg_before,
+            "during": runner.cpu_share(load_before, runner.cpu_times()),
+            "loadavg_after": Path("/proc/loadavg").read_text().split()[:3],
+        },
+        "settings": {
+            "rsat_ms": RSAT_MS,
+            "width": WIDTH,
+            "max_outstanding": args.max_outstanding,
+            "kinds": KINDS,
+            "priority": PRIORITY,
+            "workload": EXAMPLE_WORKLOAD.read_text(),
+        },
+        "servers": servers,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"  -> {args.out}")

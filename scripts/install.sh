@@ -21,6 +21,9 @@ command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need_apt+=(nginx)
 [ -f /usr/share/logstalgia/example.log ] || need_apt+=(logstalgia)
 command -v python3 >/dev/null || need_apt+=(python3 python3-pip python3-venv)
 if ! command -v cargo >/dev/null && [ ! -x "$HOME/.cargo/bin/cargo" ]; then need_apt+=(cargo); fi
+# The test script holds the engine to rustfmt and clippy.
+PATH="$HOME/.cargo/bin:$PATH" cargo fmt --version >/dev/null 2>&1 || need_apt+=(rustfmt)
+PATH="$HOME/.cargo/bin:$PATH" cargo clippy --version >/dev/null 2>&1 || need_apt+=(rust-clippy)
 if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
 fi

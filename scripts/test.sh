@@ -8,6 +8,10 @@ if ! command -v chromium >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
 fi
 export PATH="$HOME/.cargo/bin:$PATH"
+# Style first: both ecosystems' formatters and linters, as the project holds them.
+(cd engine && cargo fmt --check && cargo clippy --release --quiet --all-targets -- -D warnings)
+python3 -m ruff check python tests benchmarks
+python3 -m ruff format --check python tests benchmarks
 (cd engine && cargo test --release --quiet)
 # pytest exits 5 when it collects nothing: that is a failure here, never a pass.
 python3 -m pytest -q -p no:cacheprovider "$@"

@@ -20,9 +20,17 @@ import tempfile
 import time
 from pathlib import Path
 
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
-         "--remote-debugging-pipe")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--hide-scrollbars",
+    "--remote-debugging-pipe",
+)
 
 
 def find_chromium() -> str | None:
@@ -50,17 +58,25 @@ class Page:
             os.dup2(high_read, 3)
             os.dup2(high_write, 4)
 
-        self.process = subprocess.Popen([find_chromium(), *FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
-                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL, preexec_fn=wire_fds, close_fds=False)
+        self.process = subprocess.Popen(
+            [find_chromium(), *FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=wire_fds,
+            close_fds=False,
+        )
         os.close(to_browser_read)
         os.close(from_browser_write)
         target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
         self.session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Page", "Runtime", "Network", "Log"):
             self.call(f"{domain}.enable", session=True)
-        self.call("Emulation.setDeviceMetricsOverride",
-                  {"width": self.width, "height": self.height, "deviceScaleFactor": 1, "mobile": False}, session=True)
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": self.width, "height": self.height, "deviceScaleFactor": 1, "mobile": False},
+            session=True,
+        )
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -124,8 +140,9 @@ class Page:
         self.wait_for("Page.loadEventFired")
 
     def evaluate(self, expression: str):
-        result = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True,
-                                                "awaitPromise": True}, session=True)
+        result = self.call(
+            "Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True}, session=True
+        )
         if "exceptionDetails" in result:
             raise RuntimeError(f"script failed: {result['exceptionDetails']}")
         return result["result"].get("value")

@@ -44,9 +44,7 @@ def engine_path() -> Path:
 
 def pytest_terminal_summary(terminalreporter):
     if _engine_skips:
-        terminalreporter.write_line(
-            f"WARNING: engine tests were SKIPPED ({_engine_skips[0]})", red=True, bold=True
-        )
+        terminalreporter.write_line(f"WARNING: engine tests were SKIPPED ({_engine_skips[0]})", red=True, bold=True)
 
 
 def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -54,7 +52,11 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subpro
     env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
     return subprocess.run(
         [sys.executable, "-m", "peakbench.cli", *args],
-        capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=timeout,
     )
 
 
@@ -87,6 +89,8 @@ def nfs_url(ganesha_server, request):
     """A fresh, empty directory of the export, as an nfs:// URL of its own."""
     name = "t-" + "".join(c if c.isalnum() else "-" for c in request.node.name)[:80]
     return ganesha_server.url(name)
+
+
 @pytest.fixture
 def nginx(tmp_path):
     """Start nginx on 127.0.0.1 (a free port): `nginx(docroot, webdav=False, workers=1, access_log=True,
@@ -99,11 +103,18 @@ def nginx(tmp_path):
         pytest.skip("nginx is not installed")
     started = []
 
-    def start(docroot: Path, *, webdav: bool = False, workers: int = 1, access_log: bool = True,
-              shed_above: tuple[int, int] | None = None):
+    def start(
+        docroot: Path,
+        *,
+        webdav: bool = False,
+        workers: int = 1,
+        access_log: bool = True,
+        shed_above: tuple[int, int] | None = None,
+    ):
         log = tmp_path / f"access-{len(started)}.log" if access_log else None
-        server = nginx_module.Nginx(docroot, webdav=webdav, workers=workers, access_log=log,
-                                    shed_above=shed_above).start()
+        server = nginx_module.Nginx(
+            docroot, webdav=webdav, workers=workers, access_log=log, shed_above=shed_above
+        ).start()
         started.append(server)
         return server
 

@@ -31,7 +31,9 @@ def _record(payload: bytes) -> bytes:
     return _u32(0x80000000 | len(payload)) + payload
 
 
-FSINFO_OK = _u32(0, 0) + _u32(65536, 65536, 4096, 65536, 65536, 4096, 8192) + struct.pack(">Q", 2**40) + _u32(0, 1, 0x1B)
+FSINFO_OK = (
+    _u32(0, 0) + _u32(65536, 65536, 4096, 65536, 65536, 4096, 8192) + struct.pack(">Q", 2**40) + _u32(0, 1, 0x1B)
+)
 
 
 class FakeNfs:
@@ -77,7 +79,7 @@ class FakeNfs:
                     length = struct.unpack(">I", buf[:4])[0] & 0x7FFFFFFF
                     if len(buf) < 4 + length:
                         break
-                    call, buf = buf[4:4 + length], buf[4 + length:]
+                    call, buf = buf[4 : 4 + length], buf[4 + length :]
                     out = self._answer(call)
                     if out:
                         try:
@@ -98,11 +100,11 @@ class FakeNfs:
         if proc == 3:  # LOOKUP: a file set's root exists, nothing else (no manifest)
             at = 24
             for _ in range(2):  # credential and verifier: flavor, length, body
-                at += 8 + (struct.unpack(">I", call[at + 4:at + 8])[0] + 3) // 4 * 4
-            fh_len = struct.unpack(">I", call[at:at + 4])[0]
+                at += 8 + (struct.unpack(">I", call[at + 4 : at + 8])[0] + 3) // 4 * 4
+            fh_len = struct.unpack(">I", call[at : at + 4])[0]
             at += 4 + (fh_len + 3) // 4 * 4
-            name_len = struct.unpack(">I", call[at:at + 4])[0]
-            name = call[at + 4:at + 4 + name_len]
+            name_len = struct.unpack(">I", call[at : at + 4])[0]
+            name = call[at + 4 : at + 4 + name_len]
             if name.startswith(b"fs-"):
                 return _record(_reply_header(xid) + _u32(0, 8) + b"fsroot00" + _u32(0, 0))
             return _record(_reply_header(xid) + _u32(2, 0))

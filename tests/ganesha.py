@@ -101,18 +101,22 @@ def ensure_installed() -> None:
     if os.geteuid() != 0:
         raise ServerUnavailable("nfs-ganesha is not installed and installing it needs root")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    done = subprocess.run(["apt-get", "install", "-y", "-qq", *PACKAGES], env=env, capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        ["apt-get", "install", "-y", "-qq", *PACKAGES], env=env, capture_output=True, text=True, timeout=600
+    )
     if done.returncode != 0:
         subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True, timeout=600)
-        done = subprocess.run(["apt-get", "install", "-y", "-qq", *PACKAGES], env=env, capture_output=True,
-                              text=True, timeout=600)
+        done = subprocess.run(
+            ["apt-get", "install", "-y", "-qq", *PACKAGES], env=env, capture_output=True, text=True, timeout=600
+        )
     if done.returncode != 0 or not shutil.which("ganesha.nfsd"):
         raise ServerUnavailable(f"apt-get install {' '.join(PACKAGES)} failed: {done.stderr.strip()[-300:]}")
 
 
 def _rpcbind_binary() -> str | None:
-    return shutil.which("rpcbind") or next((p for p in ("/usr/sbin/rpcbind", "/sbin/rpcbind") if os.access(p, os.X_OK)), None)
+    return shutil.which("rpcbind") or next(
+        (p for p in ("/usr/sbin/rpcbind", "/sbin/rpcbind") if os.access(p, os.X_OK)), None
+    )
 
 
 def _listening(port: int) -> bool:
@@ -251,7 +255,7 @@ class Ganesha:
         assert self.process is not None
         return self.process.pid
 
-    def start(self) -> "Ganesha":
+    def start(self) -> Ganesha:
         ensure_installed()
         stop_leftover()
         if self.workdir is None:
@@ -261,8 +265,12 @@ class Ganesha:
         STATE_DIR.mkdir(parents=True, exist_ok=True)
         if not _listening(RPCBIND_PORT):
             Path("/run/rpcbind").mkdir(parents=True, exist_ok=True)
-            self.rpcbind = subprocess.Popen([_rpcbind_binary(), "-f", "-w"], stdout=subprocess.DEVNULL,
-                                            stderr=subprocess.DEVNULL, start_new_session=True)
+            self.rpcbind = subprocess.Popen(
+                [_rpcbind_binary(), "-f", "-w"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
             deadline = time.monotonic() + 10
             while not _listening(RPCBIND_PORT):
                 if self.rpcbind.poll() is not None or time.monotonic() > deadline:
@@ -274,18 +282,20 @@ class Ganesha:
             rpcinfo = shutil.which("rpcinfo") or "/usr/sbin/rpcinfo"
             if os.access(rpcinfo, os.X_OK):
                 for prog, vers in ((100003, 3), (100005, 1), (100005, 3), (100003, 4)):
-                    subprocess.run([rpcinfo, "-d", str(prog), str(vers)], capture_output=True, timeout=10,
-                                   check=False)
+                    subprocess.run([rpcinfo, "-d", str(prog), str(vers)], capture_output=True, timeout=10, check=False)
         self._start_bus()
         self._full_v3_stats = False  # a new ganesha counts per procedure only once told to
         config = self.workdir / "ganesha.conf"
-        config.write_text(CONFIG.format(nfs_port=NFS_PORT, export_dir=self.export_dir, extra=self.extra_config,
-                                        core=self.core_params))
+        config.write_text(
+            CONFIG.format(nfs_port=NFS_PORT, export_dir=self.export_dir, extra=self.extra_config, core=self.core_params)
+        )
         self.log = self.workdir / "ganesha.log"
         PIDFILE.unlink(missing_ok=True)
         self.process = subprocess.Popen(
             ["ganesha.nfsd", "-F", "-f", str(config), "-L", str(self.log), "-p", str(PIDFILE), "-N", "NIV_EVENT"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
             env={**os.environ, "DBUS_SYSTEM_BUS_ADDRESS": self.bus_address},
         )
         deadline = time.monotonic() + 20
@@ -304,8 +314,12 @@ class Ganesha:
         config = self.workdir / "bus.conf"
         config.write_text(BUS_CONFIG.format(socket=socket_path))
         self.bus_address = f"unix:path={socket_path}"
-        self.bus = subprocess.Popen(["dbus-daemon", f"--config-file={config}", "--nofork"],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        self.bus = subprocess.Popen(
+            ["dbus-daemon", f"--config-file={config}", "--nofork"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         BUS_PIDFILE.write_text(str(self.bus.pid))
         deadline = time.monotonic() + 10
         while not socket_path.exists():
@@ -316,9 +330,24 @@ class Ganesha:
     def dbus(self, path: str, method: str, *args: str) -> str:
         """Call one of ganesha's D-Bus methods (`interface.Method`) on its private bus: gdbus's
         reply, a GVariant in text form."""
-        done = subprocess.run(["gdbus", "call", "--system", "--dest", "org.ganesha.nfsd", "--object-path", path,
-                               "--method", method, *args], capture_output=True, text=True, timeout=30,
-                              env={**os.environ, "DBUS_SYSTEM_BUS_ADDRESS": self.bus_address})
+        done = subprocess.run(
+            [
+                "gdbus",
+                "call",
+                "--system",
+                "--dest",
+                "org.ganesha.nfsd",
+                "--object-path",
+                path,
+                "--method",
+                method,
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={**os.environ, "DBUS_SYSTEM_BUS_ADDRESS": self.bus_address},
+        )
         if done.returncode != 0:
             raise RuntimeError(f"gdbus call {path} {method}: {done.stderr.strip()}")
         return done.stdout
@@ -367,7 +396,7 @@ class Ganesha:
         if self._own_workdir and self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def __enter__(self) -> "Ganesha":
+    def __enter__(self) -> Ganesha:
         return self.start()
 
     def __exit__(self, *exc) -> None:

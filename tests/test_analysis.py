@@ -4,9 +4,8 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
-
 from peakbench import analysis
+from scipy import stats
 
 A = [10.1, 10.4, 9.8, 10.0, 10.3, 10.2, 9.9]
 B = [10.9, 11.4, 10.2, 11.8, 10.7, 11.1]
@@ -28,12 +27,14 @@ def test_summary_matches_numpy_and_scipy():
 
 
 def test_getstats_rows_have_the_columns_and_overhead_against_the_first():
-    rows = analysis.getstats_rows([
-        {"test": "ext4", "metric": "elapsed", "values": [1.0, 1.1, 0.9]},
-        {"test": "xfs", "metric": "elapsed", "values": [1.5, 1.6, 1.4]},
-        {"test": "ext4", "metric": "tps", "values": [100, 110, 90]},
-        {"test": "empty", "metric": "tps", "values": []},
-    ])
+    rows = analysis.getstats_rows(
+        [
+            {"test": "ext4", "metric": "elapsed", "values": [1.0, 1.1, 0.9]},
+            {"test": "xfs", "metric": "elapsed", "values": [1.5, 1.6, 1.4]},
+            {"test": "ext4", "metric": "tps", "values": [100, 110, 90]},
+            {"test": "empty", "metric": "tps", "values": []},
+        ]
+    )
     assert [r["test"] for r in rows] == ["ext4", "xfs", "ext4"]
     assert set(analysis.GETSTATS_COLUMNS) <= set(rows[0])
     assert rows[0]["O/H"] is None and rows[2]["O/H"] is None  # baselines per metric
@@ -136,7 +137,8 @@ def test_compare_declares_equal_small_samples_different_at_most_alpha_of_the_tim
     # Plans often stop at 3-5 runs per test, where the normality check sends many pairs to the rank test.
     rng = np.random.default_rng(round(alpha * 1000))
     pairs = 800
-    declared = sum(analysis.compare(rng.normal(10, 2, 5), rng.normal(10, 2, 5), alpha=alpha)["differ"]
-                   for _ in range(pairs))
+    declared = sum(
+        analysis.compare(rng.normal(10, 2, 5), rng.normal(10, 2, 5), alpha=alpha)["differ"] for _ in range(pairs)
+    )
     allowed = alpha + 3 * math.sqrt(alpha * (1 - alpha) / pairs)  # three binomial standard errors
     assert declared / pairs <= allowed, (declared, pairs, alpha)

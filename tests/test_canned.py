@@ -1,11 +1,20 @@
 """The canned workloads: each loads, is laptop-sized, and the engine accepts its spec."""
 
 import pytest
-
 from peakbench.engine import Engine
 from peakbench.workload import canned_names, find_workload, trial_spec
 
-EXPECTED = {"specsfs97", "specsfs2008", "web-server", "web-proxy", "db-tp", "peer-to-peer", "mail", "news", "sync-overwrite"}
+EXPECTED = {
+    "specsfs97",
+    "specsfs2008",
+    "web-server",
+    "web-proxy",
+    "db-tp",
+    "peer-to-peer",
+    "mail",
+    "news",
+    "sync-overwrite",
+}
 
 
 def test_all_canned_workloads_ship():

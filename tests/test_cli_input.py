@@ -24,16 +24,20 @@ def assert_refused(done, sandbox, fragment):
 
 def run(cli, sandbox, *args, target=None):
     tmp_path, default_target = sandbox
-    return cli("run", *args, "--target", str(target or default_target), "--db", str(tmp_path / "p.db"),
-               "--runtime", "1")
+    return cli(
+        "run", *args, "--target", str(target or default_target), "--db", str(tmp_path / "p.db"), "--runtime", "1"
+    )
 
 
 @pytest.mark.parametrize(
     "rate, fragment",
     [
         ("0", "argument --rate: '0': must be a finite number of ops/s above 0"),
-        ("-5", "above 0"), ("nan", "above 0"), ("inf", "above 0"),
-        ("1e12", "above 50,000,000 ops/s"), ("fast", "'fast' is not a number of ops/s"),
+        ("-5", "above 0"),
+        ("nan", "above 0"),
+        ("inf", "above 0"),
+        ("1e12", "above 50,000,000 ops/s"),
+        ("fast", "'fast' is not a number of ops/s"),
     ],
 )
 def test_impossible_rates(cli, sandbox, rate, fragment):
@@ -52,8 +56,9 @@ def test_workload_typo(cli, sandbox):
         "[scaling]\nfiles_per_op = 1\n[mix]\nread = 1\n"
     )
     done = run(cli, sandbox, str(workload), "--rate", "10")
-    assert_refused(done, sandbox, f"{workload}:5: field fileset.file_size: unknown key 'file_size'; "
-                                  "did you mean 'file_sizes'?")
+    assert_refused(
+        done, sandbox, f"{workload}:5: field fileset.file_size: unknown key 'file_size'; did you mean 'file_sizes'?"
+    )
 
 
 def test_missing_target(cli, sandbox):

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 from hdrh.histogram import HdrHistogram
-
 from peakbench.cluster import LOST, ClientsLost, DistributedEngine, connect
 from peakbench.errors import RunError
 from peakbench.workload import find_workload, trial_spec
@@ -38,6 +37,7 @@ def shm_dir():
     path.mkdir()
     yield path
     import shutil
+
     shutil.rmtree(path, ignore_errors=True)
 
 
@@ -77,8 +77,9 @@ def test_an_aggregate_rate_on_null_is_split_achieved_and_merged(cluster):
 
 
 def test_per_client_file_sets_on_dev_shm(cluster, shm_dir):
-    spec = trial_spec(find_workload("mail"), {"kind": "posix", "path": str(shm_dir)}, rate=600.0,
-                      warmup_s=0.5, runtime_s=2.0)
+    spec = trial_spec(
+        find_workload("mail"), {"kind": "posix", "path": str(shm_dir)}, rate=600.0, warmup_s=0.5, runtime_s=2.0
+    )
     engine = DistributedEngine(cluster, clock_tolerance_s=TOLERANCE_S)
     prepared = engine.prepare(spec)
     assert prepared["clients"] == CLIENTS
@@ -94,8 +95,9 @@ def test_per_client_file_sets_on_dev_shm(cluster, shm_dir):
 
 
 def test_a_shared_read_only_file_set(cluster, shm_dir):
-    spec = trial_spec(find_workload("web-server"), {"kind": "posix", "path": str(shm_dir)}, rate=600.0,
-                      warmup_s=0.5, runtime_s=2.0)
+    spec = trial_spec(
+        find_workload("web-server"), {"kind": "posix", "path": str(shm_dir)}, rate=600.0, warmup_s=0.5, runtime_s=2.0
+    )
     engine = DistributedEngine(cluster, shared_fileset=True, clock_tolerance_s=TOLERANCE_S)
     engine.prepare(spec)
     manifest = json.loads((shm_dir / ".peakbench-manifest.json").read_text())
@@ -120,18 +122,39 @@ def test_clock_offsets_are_measured_compensated_and_refused_beyond_tolerance(clu
     def one_behind():
         import os
         import time
+
         return time.time() - (0.5 if os.getpid() == skewed["pid"] else 0.0)
 
     skewed["pid"] = cluster.clients[1].pid
     engine = DistributedEngine(cluster, clock=one_behind, compensate_clocks=False)
-    with pytest.raises(RunError, match=r"refused: a start skewed by up to (49\d|5\d\d)\.\d ms.*client-1 -(499|500)\.\d ms"):
+    with pytest.raises(
+        RunError, match=r"refused: a start skewed by up to (49\d|5\d\d)\.\d ms.*client-1 -(499|500)\.\d ms"
+    ):
         engine.run_trial(spec)
 
 
 def test_run_with_clients_on_the_command_line(engine_path, cli, tmp_path):
     out, db = tmp_path / "trial.json", tmp_path / "p.db"
-    done = cli("run", "mail", "--target", "null://", "--rate", "800", "--warmup", "0.5", "--runtime", "1.5",
-               "--clients", "2", "--clock-tolerance", "50", "--db", str(db), "--json", str(out))
+    done = cli(
+        "run",
+        "mail",
+        "--target",
+        "null://",
+        "--rate",
+        "800",
+        "--warmup",
+        "0.5",
+        "--runtime",
+        "1.5",
+        "--clients",
+        "2",
+        "--clock-tolerance",
+        "50",
+        "--db",
+        str(db),
+        "--json",
+        str(out),
+    )
     assert done.returncode == 0, done.stderr
     assert "cluster: 2 load clients (local worker processes)" in done.stderr
     assert "per client" in done.stdout and "client-1" in done.stdout and "start skew" in done.stdout
@@ -148,9 +171,31 @@ def test_run_with_clients_on_the_command_line(engine_path, cli, tmp_path):
 
 def test_search_with_clients_on_the_command_line(engine_path, cli, tmp_path):
     out, db = tmp_path / "search.json", tmp_path / "p.db"
-    done = cli("search", "mail", "--target", "null://", "--clients", "2", "--quick", "--runlength", "1",
-               "--warmup", "0", "--start-rate", "200", "--max-rate", "400", "--max-trials", "3", "--clock-tolerance", "50",
-               "--db", str(db), "--json", str(out))
+    done = cli(
+        "search",
+        "mail",
+        "--target",
+        "null://",
+        "--clients",
+        "2",
+        "--quick",
+        "--runlength",
+        "1",
+        "--warmup",
+        "0",
+        "--start-rate",
+        "200",
+        "--max-rate",
+        "400",
+        "--max-trials",
+        "3",
+        "--clock-tolerance",
+        "50",
+        "--db",
+        str(db),
+        "--json",
+        str(out),
+    )
     assert done.returncode in (0, 3), done.stderr  # null:// never saturates: no peak below --max-rate
     result = json.loads(out.read_text())
     assert result["trials"] >= 1
@@ -219,8 +264,18 @@ def test_a_liveness_poll_that_times_out_loses_no_client(cluster):
 
 def test_an_unreachable_scheduler_is_one_line(engine_path, cli):
     started = time.monotonic()
-    done = cli("run", "mail", "--target", "null://", "--rate", "100", "--cluster", "tcp://127.0.0.1:9",
-               "--db", "/dev/null/never")
+    done = cli(
+        "run",
+        "mail",
+        "--target",
+        "null://",
+        "--rate",
+        "100",
+        "--cluster",
+        "tcp://127.0.0.1:9",
+        "--db",
+        "/dev/null/never",
+    )
     assert done.returncode == 1
     assert time.monotonic() - started < 60
     lines = done.stderr.strip().splitlines()
@@ -231,8 +286,9 @@ def test_an_unreachable_scheduler_is_one_line(engine_path, cli):
 def test_workers_with_another_engine_version_are_refused_before_any_load(engine_path, tmp_path):
     fake = tmp_path / "peakbench-engine"
     marker = tmp_path / "ran"
-    fake.write_text(f"#!/bin/sh\n[ \"$1\" = --version ] && echo 'peakbench-engine 9.9.9' && exit 0\n"
-                    f"touch {marker}\nexit 1\n")
+    fake.write_text(
+        f"#!/bin/sh\n[ \"$1\" = --version ] && echo 'peakbench-engine 9.9.9' && exit 0\ntouch {marker}\nexit 1\n"
+    )
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     with pytest.raises(RunError) as refused:
         connect(clients=2, worker_env={"PEAKBENCH_ENGINE": str(fake)})
@@ -253,8 +309,12 @@ def test_an_interrupted_trial_stops_the_engines_on_the_workers(cluster):
             raise KeyboardInterrupt
 
     def engines():
-        return [c for client in cluster.clients for c in psutil.Process(client.pid).children(recursive=True)
-                if c.name() == "peakbench-engine"]
+        return [
+            c
+            for client in cluster.clients
+            for c in psutil.Process(client.pid).children(recursive=True)
+            if c.name() == "peakbench-engine"
+        ]
 
     started = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
@@ -274,8 +334,14 @@ def test_an_engine_whose_task_starts_after_the_interrupt_is_stopped_as_it_starts
     worker = cluster.clients[0].worker
     spec = trial_spec(find_workload("mail"), {"kind": "null"}, rate=300.0, warmup_s=0.0, runtime_s=20.0)
     busy = cluster.client.submit(time.sleep, 2.0, workers=[worker], allow_other_workers=False, pure=False)
-    late = cluster.client.submit(run_on_worker, spec, workers=[worker], allow_other_workers=False, pure=False,
-                                 key=f"peakbench-run-late-{uuid.uuid4().hex[:8]}")
+    late = cluster.client.submit(
+        run_on_worker,
+        spec,
+        workers=[worker],
+        allow_other_workers=False,
+        pure=False,
+        key=f"peakbench-run-late-{uuid.uuid4().hex[:8]}",
+    )
     assert cluster.client.run(stop_engines_on_worker, [late.key], workers=[worker]) == {worker: 0}
     started = time.monotonic()
     with pytest.raises(RunError, match=r"failed \(signal"):

@@ -6,7 +6,6 @@ import random
 
 import pytest
 from hdrh.histogram import HdrHistogram
-
 from peakbench.cluster.merge import add_histograms, encode, merge_results, new_histogram, summarize
 
 OPS = ("getattr", "read", "write")
@@ -19,16 +18,28 @@ def histogram_of(values_ns) -> HdrHistogram:
     return histogram
 
 
-def fake_result(rng: random.Random, rate: float, runtime_s: float = 10.0, *, saturated: bool = False,
-                late_ms: float = 0.0, unsent: int = 0) -> tuple[dict, dict[str, list[int]], list[int]]:
+def fake_result(
+    rng: random.Random,
+    rate: float,
+    runtime_s: float = 10.0,
+    *,
+    saturated: bool = False,
+    late_ms: float = 0.0,
+    unsent: int = 0,
+) -> tuple[dict, dict[str, list[int]], list[int]]:
     """An engine-shaped result over random latencies; returns it with the raw latencies per op and the lags."""
     values = {op: [rng.randint(1_000, 50_000_000) for _ in range(rng.randint(50, 400))] for op in OPS}
     lags = [rng.randint(1, 2_000_000) for _ in range(sum(map(len, values.values())))]
     ops = {}
     for op, latencies in values.items():
-        ops[op] = {**summarize(histogram_of(latencies)), "errors": {"ENOENT": rng.randint(0, 3)},
-                   "shed": rng.randint(0, 5), "timeouts": rng.randint(0, 2), "cancellations": rng.randint(0, 2),
-                   "bytes": rng.randint(0, 10**6)}
+        ops[op] = {
+            **summarize(histogram_of(latencies)),
+            "errors": {"ENOENT": rng.randint(0, 3)},
+            "shed": rng.randint(0, 5),
+            "timeouts": rng.randint(0, 2),
+            "cancellations": rng.randint(0, 2),
+            "bytes": rng.randint(0, 10**6),
+        }
     if rng.random() < 0.5:
         ops["read"]["errors"]["EIO"] = 1
     for op in ops.values():
@@ -39,22 +50,41 @@ def fake_result(rng: random.Random, rate: float, runtime_s: float = 10.0, *, sat
     sent = sum(map(len, values.values())) + unsent
     lag = summarize(histogram_of(lags))
     result = {
-        "schema": "peakbench.trial-result/1", "engine_version": "0.1.0",
-        "requested_rate": rate, "achieved_rate": rate * rng.uniform(0.9, 1.0),
-        "sent": sent, "unsent": unsent, "completed": sent - unsent,
-        "warmup_s": 1.0, "runtime_s": runtime_s, "ops": ops,
-        "latency": {**summarize(histogram_of([v for vs in values.values() for v in vs])),
-                    "quarters_mean_ms": [sum(q) / len(q) / 1e6 if q else 0.0 for q in in_quarter],
-                    "quarters_count": [len(q) for q in in_quarter]},
+        "schema": "peakbench.trial-result/1",
+        "engine_version": "0.1.0",
+        "requested_rate": rate,
+        "achieved_rate": rate * rng.uniform(0.9, 1.0),
+        "sent": sent,
+        "unsent": unsent,
+        "completed": sent - unsent,
+        "warmup_s": 1.0,
+        "runtime_s": runtime_s,
+        "ops": ops,
+        "latency": {
+            **summarize(histogram_of([v for vs in values.values() for v in vs])),
+            "quarters_mean_ms": [sum(q) / len(q) / 1e6 if q else 0.0 for q in in_quarter],
+            "quarters_count": [len(q) for q in in_quarter],
+        },
         "outcomes": _outcomes(ops),
-        "schedule_lag": {"mean_ms": lag["mean_ms"], "p99_ms": lag["p99_ms"], "max_ms": lag["max_ms"],
-                         "hist": lag["hist"], "quarters_mean_ms": [rng.uniform(0, 1) for _ in range(4)]},
+        "schedule_lag": {
+            "mean_ms": lag["mean_ms"],
+            "p99_ms": lag["p99_ms"],
+            "max_ms": lag["max_ms"],
+            "hist": lag["hist"],
+            "quarters_mean_ms": [rng.uniform(0, 1) for _ in range(4)],
+        },
         "generator_saturated": saturated,
         "saturation_reason": "the generator fell behind its own schedule" if saturated else None,
-        "outstanding": {"cap": None, "cap_bound": 0, "max": rng.randint(1, 20), "threads": rng.randint(1, 20),
-                        "thread_limit_bound": rng.randint(0, 3)},
+        "outstanding": {
+            "cap": None,
+            "cap_bound": 0,
+            "max": rng.randint(1, 20),
+            "threads": rng.randint(1, 20),
+            "thread_limit_bound": rng.randint(0, 3),
+        },
         "mix_actual": {op: len(vs) / (sent - unsent) for op, vs in values.items()},
-        "engine_cpu_s": rng.uniform(0.1, 2), "peak_rss_kib": rng.randint(4000, 9000),
+        "engine_cpu_s": rng.uniform(0.1, 2),
+        "peak_rss_kib": rng.randint(4000, 9000),
         "fileset": {"id": "ab12cd34", "files": rng.randint(10, 100), "dirs": 3, "symlinks": 0, "bytes": 4096},
         "restore": {"done": True, "errors": 0, "first_errors": []},
         "start": {"at_unix_s": 1.0, "requested_unix_s": 1.0, "late_ms": late_ms},
@@ -63,10 +93,13 @@ def fake_result(rng: random.Random, rate: float, runtime_s: float = 10.0, *, sat
 
 
 def _outcomes(ops: dict) -> dict:
-    counts = {"succeeded": sum(op["successes"] for op in ops.values()),
-              "errors": sum(sum(op["errors"].values()) for op in ops.values()),
-              "shed": sum(op["shed"] for op in ops.values()), "timeouts": sum(op["timeouts"] for op in ops.values()),
-              "cancelled": sum(op["cancellations"] for op in ops.values())}
+    counts = {
+        "succeeded": sum(op["successes"] for op in ops.values()),
+        "errors": sum(sum(op["errors"].values()) for op in ops.values()),
+        "shed": sum(op["shed"] for op in ops.values()),
+        "timeouts": sum(op["timeouts"] for op in ops.values()),
+        "cancelled": sum(op["cancellations"] for op in ops.values()),
+    }
     return {**counts, "failed_share": (sum(counts.values()) - counts["succeeded"]) / sum(counts.values())}
 
 
@@ -137,8 +170,9 @@ def test_a_lagging_client_is_named():
     saturated, _, _ = fake_result(rng, 50.0, saturated=True)
     late, _, _ = fake_result(rng, 50.0, late_ms=25.0)
     unsent, _, _ = fake_result(rng, 50.0, unsent=7)
-    merged = merge_results([ok, saturated, late, unsent], ["client-0", "client-1", "client-2", "client-3"],
-                           late_tolerance_ms=10.0)
+    merged = merge_results(
+        [ok, saturated, late, unsent], ["client-0", "client-1", "client-2", "client-3"], late_tolerance_ms=10.0
+    )
     assert merged["lagging"] == ["client-1", "client-2", "client-3"]
     assert merged["generator_saturated"] is True
     assert merged["saturation_reason"].startswith("client-1: ")
@@ -183,13 +217,28 @@ def test_results_that_do_not_belong_together_are_refused():
 def test_receive_moderation_is_merged_so_the_table_still_says_what_was_held(three_clients):
     """NFS clients report the replies their readers held back; the merged trial reports them all."""
     results = [result for result, _, _ in three_clients]
-    for result, (reads, holds, mean, longest) in zip(results, ((100, 10, 50.0, 90.0), (200, 30, 150.0, 400.0),
-                                                               (50, 0, 0.0, 0.0))):
-        result["receive_moderation"] = {"mode": "adaptive", "reads": reads, "holds": holds, "mean_hold_us": mean,
-                                        "max_hold_us": longest, "hold_fraction_of_latency": 0.1, "hold_cap_us": 200.0}
+    for result, (reads, holds, mean, longest) in zip(
+        results, ((100, 10, 50.0, 90.0), (200, 30, 150.0, 400.0), (50, 0, 0.0, 0.0))
+    ):
+        result["receive_moderation"] = {
+            "mode": "adaptive",
+            "reads": reads,
+            "holds": holds,
+            "mean_hold_us": mean,
+            "max_hold_us": longest,
+            "hold_fraction_of_latency": 0.1,
+            "hold_cap_us": 200.0,
+        }
     merged = merge_results(results, ["a", "b", "c"])["receive_moderation"]
-    assert merged == {"mode": "adaptive", "reads": 350, "holds": 40, "mean_hold_us": (10 * 50 + 30 * 150) / 40,
-                      "max_hold_us": 400.0, "hold_fraction_of_latency": 0.1, "hold_cap_us": 200.0}
+    assert merged == {
+        "mode": "adaptive",
+        "reads": 350,
+        "holds": 40,
+        "mean_hold_us": (10 * 50 + 30 * 150) / 40,
+        "max_hold_us": 400.0,
+        "hold_fraction_of_latency": 0.1,
+        "hold_cap_us": 200.0,
+    }
     # Other targets report none, and neither does their merge.
     others = [{k: v for k, v in result.items() if k != "receive_moderation"} for result in results]
     assert "receive_moderation" not in merge_results(others, ["a", "b", "c"])
@@ -207,8 +256,9 @@ def test_outcomes_and_latency_quarters_merge_exactly(three_clients):
     # Each quarter's mean is the mean over every client's requests due in it.
     quarters = [[] for _ in range(4)]
     for result, values, _ in three_clients:
-        for quarter, (mean, count) in enumerate(zip(result["latency"]["quarters_mean_ms"],
-                                                    result["latency"]["quarters_count"])):
+        for quarter, (mean, count) in enumerate(
+            zip(result["latency"]["quarters_mean_ms"], result["latency"]["quarters_count"])
+        ):
             quarters[quarter].append((mean, count))
     for quarter, parts in enumerate(quarters):
         count = sum(c for _, c in parts)

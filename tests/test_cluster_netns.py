@@ -37,8 +37,10 @@ SUBNET = "198.18.8"
 HOSTS = {"ctl": 10, "sched": 11, "c0": 12, "c1": 13, "srv": 14}
 SCHEDULER_PORT = 8786
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("unshare") is None,
-                                reason="network namespaces need root, ip and unshare")
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("unshare") is None,
+    reason="network namespaces need root, ip and unshare",
+)
 
 
 def sh(*args: str, timeout: float = 30) -> str:
@@ -54,8 +56,15 @@ class NginxHost:
         from peakbench.servers.nginx import Nginx
 
         (workdir / "docroot").mkdir()
-        self.server = Nginx(workdir / "docroot", host=hosts.address("srv"), port=self.PORT, netns=hosts.ns("srv"),
-                            webdav=True, workers=2, access_log=workdir / "access.log")
+        self.server = Nginx(
+            workdir / "docroot",
+            host=hosts.address("srv"),
+            port=self.PORT,
+            netns=hosts.ns("srv"),
+            webdav=True,
+            workers=2,
+            access_log=workdir / "access.log",
+        )
 
     def start(self) -> None:
         self.server.start()
@@ -105,14 +114,20 @@ class Hosts:
         log = Path(f"/tmp/peakbench-netns-{self.tag}-{host}-{len(self.logs)}.log")
         self.logs.append(log)
         with log.open("w") as out:
-            process = subprocess.Popen(["ip", "netns", "exec", self.ns(host), *command], stdout=out,
-                                       stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            process = subprocess.Popen(
+                ["ip", "netns", "exec", self.ns(host), *command],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
         self.processes.append(process)
         return process
 
     def run(self, host: str, command: list[str], env: dict | None = None, timeout: float = 300):
-        return subprocess.run(["ip", "netns", "exec", self.ns(host), *command], capture_output=True, text=True,
-                              env=env, timeout=timeout)
+        return subprocess.run(
+            ["ip", "netns", "exec", self.ns(host), *command], capture_output=True, text=True, env=env, timeout=timeout
+        )
 
     def bytes_through(self, host: str) -> int:
         """Bytes the switch received from `host` over its veth."""
@@ -155,18 +170,51 @@ def hosts(engine_path, tmp_path):
         server.start()
         env = {**os.environ, "PYTHONPATH": str(REPO / "python"), "PEAKBENCH_ENGINE": str(engine_path)}
         scheduler = f"tcp://{built.address('sched')}:{SCHEDULER_PORT}"
-        built.start("sched", [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host",
-                              built.address("sched"), "--port", str(SCHEDULER_PORT), "--no-dashboard"], env)
+        built.start(
+            "sched",
+            [
+                sys.executable,
+                "-m",
+                "distributed.cli.dask_scheduler",
+                "--host",
+                built.address("sched"),
+                "--port",
+                str(SCHEDULER_PORT),
+                "--no-dashboard",
+            ],
+            env,
+        )
         workers = {}
         for host in ("c0", "c1"):
-            workers[host] = built.start(host, [sys.executable, "-m",
-                                               "distributed.cli.dask_worker", scheduler, "--host",
-                                               built.address(host), "--nthreads", "1", "--name", host,
-                                               "--no-dashboard"], env)
-        ready = built.run("ctl", [sys.executable, "-c",
-                                  "import sys; from distributed import Client;"
-                                  f" c = Client({scheduler!r}, timeout=60); c.wait_for_workers(2, timeout=120);"
-                                  " print(sorted(c.scheduler_info(n_workers=-1)['workers']))"], env, timeout=200)
+            workers[host] = built.start(
+                host,
+                [
+                    sys.executable,
+                    "-m",
+                    "distributed.cli.dask_worker",
+                    scheduler,
+                    "--host",
+                    built.address(host),
+                    "--nthreads",
+                    "1",
+                    "--name",
+                    host,
+                    "--no-dashboard",
+                ],
+                env,
+            )
+        ready = built.run(
+            "ctl",
+            [
+                sys.executable,
+                "-c",
+                "import sys; from distributed import Client;"
+                f" c = Client({scheduler!r}, timeout=60); c.wait_for_workers(2, timeout=120);"
+                " print(sorted(c.scheduler_info(n_workers=-1)['workers']))",
+            ],
+            env,
+            timeout=200,
+        )
         assert ready.returncode == 0, ready.stderr + built.diagnostics()
         built.env, built.scheduler, built.server, built.workers = env, scheduler, server, workers
         yield built
@@ -180,10 +228,33 @@ def hosts(engine_path, tmp_path):
 def test_a_trial_across_hosts_in_network_namespaces(hosts, tmp_path):
     out, db = tmp_path / "trial.json", tmp_path / "p.db"
     before = {host: hosts.bytes_through(host) for host in ("ctl", "c0", "c1", "srv")}
-    done = hosts.run("ctl", [sys.executable, "-m", "peakbench.cli", "run", "web-proxy", "--target",
-                             hosts.server.target(), "--rate", "600", "--warmup", "0.5", "--runtime", "2",
-                             "--cluster", hosts.scheduler, "--clock-tolerance", "50", "--db", str(db),
-                             "--json", str(out)], hosts.env)
+    done = hosts.run(
+        "ctl",
+        [
+            sys.executable,
+            "-m",
+            "peakbench.cli",
+            "run",
+            "web-proxy",
+            "--target",
+            hosts.server.target(),
+            "--rate",
+            "600",
+            "--warmup",
+            "0.5",
+            "--runtime",
+            "2",
+            "--cluster",
+            hosts.scheduler,
+            "--clock-tolerance",
+            "50",
+            "--db",
+            str(db),
+            "--json",
+            str(out),
+        ],
+        hosts.env,
+    )
     assert done.returncode == 0, done.stderr + hosts.diagnostics()
     assert f"cluster: 2 load clients (workers of {hosts.scheduler})" in done.stderr
     result = json.loads(out.read_text())
@@ -204,17 +275,44 @@ def test_a_trial_across_hosts_in_network_namespaces(hosts, tmp_path):
 
 def test_a_host_lost_mid_trial_is_named_and_the_other_kept(hosts, tmp_path):
     out, db = tmp_path / "trial.json", tmp_path / "p.db"
-    command = [sys.executable, "-m", "peakbench.cli", "run", "web-proxy", "--target", hosts.server.target(), "--rate",
-               "400", "--warmup", "0.5", "--runtime", "6", "--cluster", hosts.scheduler, "--clock-tolerance", "50",
-               "--db", str(db), "--json", str(out)]
-    controller = subprocess.Popen(["ip", "netns", "exec", hosts.ns("ctl"), *command], stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, env=hosts.env, start_new_session=True)
+    command = [
+        sys.executable,
+        "-m",
+        "peakbench.cli",
+        "run",
+        "web-proxy",
+        "--target",
+        hosts.server.target(),
+        "--rate",
+        "400",
+        "--warmup",
+        "0.5",
+        "--runtime",
+        "6",
+        "--cluster",
+        hosts.scheduler,
+        "--clock-tolerance",
+        "50",
+        "--db",
+        str(db),
+        "--json",
+        str(out),
+    ]
+    controller = subprocess.Popen(
+        ["ip", "netns", "exec", hosts.ns("ctl"), *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=hosts.env,
+        start_new_session=True,
+    )
     hosts.processes.append(controller)
     # Wait for the trial's start, then take host c1 down (its worker and the engine it started).
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        engines = subprocess.run(["pgrep", "-s", str(hosts.workers["c1"].pid), "-f", "peakbench-engine run"],
-                                 capture_output=True, text=True).stdout.split()
+        engines = subprocess.run(
+            ["pgrep", "-s", str(hosts.workers["c1"].pid), "-f", "peakbench-engine run"], capture_output=True, text=True
+        ).stdout.split()
         if engines:
             break
         time.sleep(0.2)

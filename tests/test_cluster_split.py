@@ -5,19 +5,34 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from peakbench.cluster.clock import ClockOffset, check_skew, estimate, skew_bound_s
 from peakbench.cluster.connection import identity, version_mismatches
-from peakbench.cluster.fanout import (COMPLETE, FAILED, LOST, SEED_STRIDE, ClientRun, client_specs,
-                                      measured_start_skew_ms, start_instants, verdict_of)
+from peakbench.cluster.fanout import (
+    COMPLETE,
+    FAILED,
+    LOST,
+    SEED_STRIDE,
+    ClientRun,
+    client_specs,
+    measured_start_skew_ms,
+    start_instants,
+    verdict_of,
+)
 from peakbench.errors import InputError, RunError
 from peakbench.workload import find_workload, trial_spec
 
 
 @pytest.fixture
 def spec():
-    return trial_spec(find_workload("mail"), {"kind": "posix", "path": "/tmp/x"}, rate=900.0, warmup_s=1.0,
-                      runtime_s=5.0, seed=7, max_outstanding=10)
+    return trial_spec(
+        find_workload("mail"),
+        {"kind": "posix", "path": "/tmp/x"},
+        rate=900.0,
+        warmup_s=1.0,
+        runtime_s=5.0,
+        seed=7,
+        max_outstanding=10,
+    )
 
 
 def test_the_aggregate_rate_is_split_evenly(spec):
@@ -29,8 +44,9 @@ def test_the_aggregate_rate_is_split_evenly(spec):
     assert [p["load"]["max_outstanding"] for p in parts] == [3] * 4
     # The rest of the load is unchanged, and the caller's spec is not modified.
     for p in parts:
-        assert {k: v for k, v in p["load"].items() if k not in ("rate", "max_outstanding")} == \
-               {k: v for k, v in spec["load"].items() if k not in ("rate", "max_outstanding")}
+        assert {k: v for k, v in p["load"].items() if k not in ("rate", "max_outstanding")} == {
+            k: v for k, v in spec["load"].items() if k not in ("rate", "max_outstanding")
+        }
     assert spec["schema"] == "peakbench.trial-spec/1" and spec["load"]["rate"] == 900.0
 
 
@@ -64,7 +80,9 @@ def test_uniform_clients_interleave_into_one_metronome(spec):
     gap = 1 / spec["load"]["rate"]
     assert instants == pytest.approx([1000.0, 1000.5 + gap, 999.75 + 2 * gap])
     # Each client runs rate/3, so their sends at t0 + i/rate + k·3/rate cover every 1/rate slot once.
-    assert start_instants(1000.0, offsets, spec, compensate=False) == pytest.approx([1000.0, 1000 + gap, 1000 + 2 * gap])
+    assert start_instants(1000.0, offsets, spec, compensate=False) == pytest.approx(
+        [1000.0, 1000 + gap, 1000 + 2 * gap]
+    )
     poisson = {**spec, "load": {**spec["load"], "arrivals": "poisson"}}
     assert start_instants(1000.0, offsets, poisson) == pytest.approx([1000.0, 1000.5, 999.75])
     # An offset within its uncertainty of zero is noise: a client on the controller's clock is not shifted.
@@ -115,14 +133,19 @@ def test_verdicts_name_lost_and_failed_clients(spec):
     assert message.startswith("lost client-1 (tcp://w1: its worker left the cluster mid-trial)")
     assert "2 of 3 clients finished" in message
     runs[1].lost, runs[1].error = False, "engine run failed"
-    assert verdict_of(runs) == (FAILED, "client-1 failed: engine run failed; 2 of 3 clients finished"
-                                         " (their merged results kept)")
+    assert verdict_of(runs) == (
+        FAILED,
+        "client-1 failed: engine run failed; 2 of 3 clients finished (their merged results kept)",
+    )
 
 
 def test_a_worker_with_another_version_is_refused():
     controller = {"peakbench": "0.1.0", "engine": "0.1.0", "protocol": 1, "host": "c"}
-    workers = {"tcp://a:1": dict(controller, host="a"), "tcp://b:1": dict(controller, engine="0.2.0", host="b"),
-               "tcp://c:1": ModuleNotFoundError("No module named 'peakbench'")}
+    workers = {
+        "tcp://a:1": dict(controller, host="a"),
+        "tcp://b:1": dict(controller, engine="0.2.0", host="b"),
+        "tcp://c:1": ModuleNotFoundError("No module named 'peakbench'"),
+    }
     problems = version_mismatches(controller, workers)
     assert problems == [
         "worker tcp://b:1 on b has engine 0.2.0 (controller 0.1.0)",
@@ -155,17 +178,28 @@ def test_a_workload_says_how_clients_split_its_file_set(tmp_path):
 def test_clients_do_not_apply_to_a_simulated_server(cli):
     done = cli("search", "mail", "--target", "sim://?capacity=800", "--clients", "2")
     assert done.returncode == 2
-    assert done.stderr.strip() == ("peakbench: field --clients: a simulated server runs in virtual time:"
-                                   " --clients and --cluster do not apply")
+    assert done.stderr.strip() == (
+        "peakbench: field --clients: a simulated server runs in virtual time: --clients and --cluster do not apply"
+    )
 
 
 def test_one_progress_line_sums_the_clients(spec, monkeypatch):
     from peakbench.cluster.fanout import progress_event
 
     monkeypatch.setattr("time.time", lambda: 1002.0)  # 2 s after the start: measuring (1 s warm-up)
-    latest = {"client-0": {"client": "client-0", "completed": 100, "outstanding": 2, "rate": 50.0, "lag_ms": 0.5},
-              "client-1": {"client": "client-1", "completed": 120, "outstanding": 1, "rate": 60.0, "lag_ms": 1.5}}
+    latest = {
+        "client-0": {"client": "client-0", "completed": 100, "outstanding": 2, "rate": 50.0, "lag_ms": 0.5},
+        "client-1": {"client": "client-1", "completed": 120, "outstanding": 1, "rate": 60.0, "lag_ms": 1.5},
+    }
     event = progress_event(spec, 1000.0, 2, 2, latest)
-    assert event == {"phase": "measure", "elapsed_s": 2.0, "clients_running": 2, "clients": 2, "completed": 220,
-                     "outstanding": 3, "rate": 110.0, "lag_ms": 1.5}
+    assert event == {
+        "phase": "measure",
+        "elapsed_s": 2.0,
+        "clients_running": 2,
+        "clients": 2,
+        "completed": 220,
+        "outstanding": 3,
+        "rate": 110.0,
+        "lag_ms": 1.5,
+    }
     assert progress_event(spec, 1003.0, 2, 2, {})["phase"] == "start"

@@ -4,7 +4,6 @@ import json
 import math
 
 import pytest
-
 from peakbench.controller import SearchSettings, find_peak, sweep_knee
 from peakbench.controller.history import BELOW, LoadRecord, SearchHistory
 from peakbench.controller.pickers import ModelGuided
@@ -55,10 +54,12 @@ def test_guided_runs_short_careful_trials_until_the_noise_needs_longer_ones():
     assert noisy.verdict == "peak" and abs(noisy.peak_rate - 300) <= 0.1 * 300
     assert max(careful_runlengths(noisy)) > SETTINGS.min_runlength
     assert careful_runlengths(search(SimulatedServer.with_peak(2000, service_ms=10), "binsearch")) == {
-        SETTINGS.runlength_s}
+        SETTINGS.runlength_s
+    }
     fixed = SearchSettings(min_runlength_s=SETTINGS.runlength_s)
     assert careful_runlengths(search(SimulatedServer.with_peak(300, service_ms=2.5), settings=fixed)) == {
-        SETTINGS.runlength_s}
+        SETTINGS.runlength_s
+    }
 
 
 def test_the_chosen_runlength_lets_the_pilot_alone_reach_the_accuracy():
@@ -97,8 +98,18 @@ def test_peak_result_carries_intervals_and_the_trace(policy):
     assert result.measured_load in {t.load for t in result.trace}  # λ* is a measured load
     assert result.ci_low <= result.peak_rate <= result.ci_high
     data = json.loads(result.to_json())
-    for key in ("peak_rate", "ci_low", "ci_high", "confidence", "accuracy", "cost_seconds", "trials",
-                "verdict", "message", "trace"):
+    for key in (
+        "peak_rate",
+        "ci_low",
+        "ci_high",
+        "confidence",
+        "accuracy",
+        "cost_seconds",
+        "trials",
+        "verdict",
+        "message",
+        "trace",
+    ):
         assert key in data
 
 
@@ -146,8 +157,14 @@ def test_a_knee_too_noisy_to_settle_is_bracketed_by_settled_loads():
     # so bisecting there ends nowhere. The search probes just outside those loads until settled loads
     # bound the peak closely, and claims it from them.
     quick = SearchSettings(**QUICK)
-    results = [find_peak(SimulatedTarget(SimulatedServer.with_peak(194, service_ms=5), quick.warmup_s, quick.psat,
-                                         seed=seed), quick, "guided") for seed in range(60)]
+    results = [
+        find_peak(
+            SimulatedTarget(SimulatedServer.with_peak(194, service_ms=5), quick.warmup_s, quick.psat, seed=seed),
+            quick,
+            "guided",
+        )
+        for seed in range(60)
+    ]
     within = [r for r in results if r.peak_rate is not None and abs(r.peak_rate / 194 - 1) <= 1 - quick.accuracy]
     assert len(within) >= quick.confidence * len(results), [r.message for r in results if r not in within]
     bracketed = [r for r in results if r.verdict == "peak" and "did not settle which side they are on" in r.message]
@@ -178,25 +195,28 @@ def test_model_guided_falls_back_to_bisection_when_the_fit_is_no_server_curve():
     assert ModelGuided(SETTINGS).next_load(history) == 400
 
 
-@pytest.mark.parametrize("field, value, words", [
-    ("width", 0.0, "width"),
-    ("width", -0.1, "peak region"),
-    ("confidence", 1.0, "confidence"),
-    ("confidence", 0.0, "confidence"),
-    ("accuracy", 1.5, "accuracy"),
-    ("min_trials", 1, "min_trials"),
-    ("max_trials", 1, "max_trials"),
-    ("rsat_ms", -1.0, "rsat_ms"),
-    ("runlength_s", 0.0, "runlength_s"),
-    ("min_runlength_s", 0.0, "min_runlength_s"),
-    ("min_runlength_s", float("inf"), "min_runlength_s"),
-    ("start_load", 0.5, "start_load"),
-    ("max_load", 0.5, "max_load"),
-    ("psat", 100.0, "psat"),
-    ("max_failed_share", 1.0, "max_failed_share"),
-    ("max_failed_share", -0.01, "max_failed_share"),
-    ("confidence", float("nan"), "confidence"),
-])
+@pytest.mark.parametrize(
+    "field, value, words",
+    [
+        ("width", 0.0, "width"),
+        ("width", -0.1, "peak region"),
+        ("confidence", 1.0, "confidence"),
+        ("confidence", 0.0, "confidence"),
+        ("accuracy", 1.5, "accuracy"),
+        ("min_trials", 1, "min_trials"),
+        ("max_trials", 1, "max_trials"),
+        ("rsat_ms", -1.0, "rsat_ms"),
+        ("runlength_s", 0.0, "runlength_s"),
+        ("min_runlength_s", 0.0, "min_runlength_s"),
+        ("min_runlength_s", float("inf"), "min_runlength_s"),
+        ("start_load", 0.5, "start_load"),
+        ("max_load", 0.5, "max_load"),
+        ("psat", 100.0, "psat"),
+        ("max_failed_share", 1.0, "max_failed_share"),
+        ("max_failed_share", -0.01, "max_failed_share"),
+        ("confidence", float("nan"), "confidence"),
+    ],
+)
 def test_bad_settings_raise_a_clear_one_line_error(field, value, words):
     with pytest.raises(ValueError, match=words) as error:
         SearchSettings(**{field: value})

@@ -5,7 +5,6 @@ import random
 
 import numpy as np
 import pytest
-
 from peakbench.controller import SearchSettings
 from peakbench.controller.design import Factor, coded, d_optimal, full_factorial, quadratic_row
 from peakbench.controller.surface import (
@@ -110,16 +109,19 @@ def test_held_out_error_is_the_leave_one_out_refit():
     leverage = np.diag(x @ np.linalg.inv(x.T @ x) @ x.T)
     full = QuadraticSurface.fit(factors, samples, peaks)
     held_out = [p - (p - full.predict(s)) / (1 - h) for s, p, h in zip(samples, peaks, leverage)]
-    assert leave_one_out(factors, samples, peaks, [1.0] * len(samples)) == (pytest.approx(mape(held_out, peaks)),
-                                                                            len(samples))
+    assert leave_one_out(factors, samples, peaks, [1.0] * len(samples)) == (
+        pytest.approx(mape(held_out, peaks)),
+        len(samples),
+    )
     assert full.residual_dof == 4
 
 
 def test_no_error_is_claimed_without_residual_degrees_of_freedom():
     surface = SURFACES["web-server"]
     chosen = d_optimal(surface.factors, 6)  # 6 samples, 6 coefficients
-    result = map_surface(surface.factors, chosen, lambda s: SimulatedTarget(surface.server(s), seed=2),
-                         SearchSettings())
+    result = map_surface(
+        surface.factors, chosen, lambda s: SimulatedTarget(surface.server(s), seed=2), SearchSettings()
+    )
     assert result.surface is not None and result.residual_dof == 0
     assert result.mape is None and result.loo_mape is None and result.surface.r_squared is None
     assert all(o.predicted_low is None and o.predicted_high is None for o in result.outcomes)
@@ -139,8 +141,10 @@ def test_a_loose_peak_counts_less():
     weighted = QuadraticSurface.fit(factors, samples, peaks, weights)
     plain = QuadraticSurface.fit(factors, samples, peaks)
     others = [i for i in range(len(samples)) if i != 4]
-    error = {name: mape([model.predict(samples[i]) for i in others], [peaks[i] for i in others])
-             for name, model in (("weighted", weighted), ("plain", plain))}
+    error = {
+        name: mape([model.predict(samples[i]) for i in others], [peaks[i] for i in others])
+        for name, model in (("weighted", weighted), ("plain", plain))
+    }
     assert error["weighted"] < error["plain"] / 10, error
     # A peak without an interval weighs as little as the loosest one with an interval.
     assert peak_weights([100, 100, 100], [1.0, 4.0, None]) == pytest.approx([1, 1 / 16, 1 / 16])

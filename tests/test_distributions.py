@@ -2,7 +2,6 @@ import random
 from pathlib import Path
 
 import pytest
-
 from peakbench.distributions import mean, parse_distribution, read_histogram_file
 from peakbench.errors import InputError
 
@@ -18,11 +17,16 @@ def test_plain_values_are_constants():
 
 def test_inline_tables_convert_units_and_keep_bounds():
     assert parse({"kind": "lognormal", "mean": "10.5KB", "median": "1.3KB", "max": "138MB"}) == {
-        "kind": "lognormal", "mean": 10_500, "median": 1300, "max": 138_000_000,
+        "kind": "lognormal",
+        "mean": 10_500,
+        "median": 1300,
+        "max": 138_000_000,
     }
     assert parse({"kind": "bimodal", "first": "5KB", "second": "45KB", "p_first": 0.25}) == {
-        "kind": "bimodal", "p_first": 0.25,
-        "first": {"kind": "constant", "value": 5000}, "second": {"kind": "constant", "value": 45000},
+        "kind": "bimodal",
+        "p_first": 0.25,
+        "first": {"kind": "constant", "value": 5000},
+        "second": {"kind": "constant", "value": 45000},
     }
 
 
@@ -55,9 +59,7 @@ def test_impossible_distributions_are_refused(written, message):
 
 
 def test_histogram_file_with_comments_blank_lines_and_units(tmp_path):
-    (tmp_path / "sizes.dist").write_text(
-        "# Fstress histogram\n\n1KiB:33\n  2KiB : 21   # trailing comment\n1MB:1\n"
-    )
+    (tmp_path / "sizes.dist").write_text("# Fstress histogram\n\n1KiB:33\n  2KiB : 21   # trailing comment\n1MB:1\n")
     dist = parse({"kind": "histogram", "file": "sizes.dist", "max": "512KiB"}, base_dir=tmp_path)
     assert dist == {"kind": "histogram", "points": [[1024, 33], [2048, 21], [1_000_000, 1]], "max": 512 * 1024}
 
@@ -117,12 +119,16 @@ def test_means_without_bounds():
     "dist, draw",
     [
         ({"kind": "pareto", "alpha": 1.5, "scale": 1600, "max": 1e6}, lambda r: 1600 / (1 - r.random()) ** (1 / 1.5)),
-        ({"kind": "pareto", "alpha": 0.8, "scale": 1000, "min": 2000, "max": 1e5},
-         lambda r: 1000 / (1 - r.random()) ** (1 / 0.8)),
+        (
+            {"kind": "pareto", "alpha": 0.8, "scale": 1000, "min": 2000, "max": 1e5},
+            lambda r: 1000 / (1 - r.random()) ** (1 / 0.8),
+        ),
         ({"kind": "exponential", "mean": 5, "min": 1, "max": 8}, lambda r: r.expovariate(1 / 5)),
         ({"kind": "uniform", "low": 0, "high": 10, "min": 2, "max": 7}, lambda r: r.uniform(0, 10)),
-        ({"kind": "lognormal", "mean": 10500, "median": 1300, "min": 1000, "max": 20000},
-         lambda r: 1300 * 2.718281828459045 ** (r.gauss(0, 1) * 2.0441)),
+        (
+            {"kind": "lognormal", "mean": 10500, "median": 1300, "min": 1000, "max": 20000},
+            lambda r: 1300 * 2.718281828459045 ** (r.gauss(0, 1) * 2.0441),
+        ),
     ],
 )
 def test_bounded_means_match_sampling(dist, draw):

@@ -12,20 +12,22 @@ import time
 from pathlib import Path
 
 import pytest
-
 from peakbench.targets import parse_target
 from peakbench.workload import find_workload, trial_spec
 
 
 def engine_json(engine_path, command, spec, timeout=120):
-    done = subprocess.run([str(engine_path), command, "-"], input=json.dumps(spec), capture_output=True,
-                          text=True, timeout=timeout)
+    done = subprocess.run(
+        [str(engine_path), command, "-"], input=json.dumps(spec), capture_output=True, text=True, timeout=timeout
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
 
 def null_spec(workload="specsfs97", rate=1000.0, runtime_s=1.0, seed=1, **load):
-    spec = trial_spec(find_workload(workload), parse_target("null://"), rate=rate, warmup_s=0, runtime_s=runtime_s, seed=seed)
+    spec = trial_spec(
+        find_workload(workload), parse_target("null://"), rate=rate, warmup_s=0, runtime_s=runtime_s, seed=seed
+    )
     spec["load"].update(load)
     return spec
 
@@ -86,8 +88,13 @@ def test_a_killed_prepare_resumes_to_the_same_file_set(engine_path, two_shm_dirs
     spec["fileset"]["files"] = 300_000
     spec["fileset"]["file_sizes"] = {"kind": "uniform", "low": 0, "high": 2000}
 
-    proc = subprocess.Popen([str(engine_path), "prepare", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(engine_path), "prepare", "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     proc.stdin.write(json.dumps(spec))
     proc.stdin.close()
     # Kill it once it has checkpointed progress (a progress line comes with each checkpoint).

@@ -37,26 +37,35 @@ def line_of(path, fragment):
 # ---- plans: bounded expressions and loops counted before they are made
 
 
-@pytest.mark.parametrize("when, fragment", [
-    ("9**9**9 > n", "is too large (more than 1024 bits)"),
-    ("len(str(n) * 10**10) > 0", "a repetition longer than 100,000"),
-    ("len('%099999999d' % n) > 0", "% formatting of a string is not allowed"),
-    ("int('x') > n", "int(): invalid literal"),
-    ("10.0 ** 400 > n", "is too large"),
-])
+@pytest.mark.parametrize(
+    "when, fragment",
+    [
+        ("9**9**9 > n", "is too large (more than 1024 bits)"),
+        ("len(str(n) * 10**10) > 0", "a repetition longer than 100,000"),
+        ("len('%099999999d' % n) > 0", "% formatting of a string is not allowed"),
+        ("int('x') > n", "int(): invalid literal"),
+        ("10.0 ** 400 > n", "is too large"),
+    ],
+)
 def test_a_plan_expression_is_refused_before_it_exhausts_time_or_memory(cli, tmp_path, when, fragment):
-    plan = write(tmp_path / "p.toml", f'[[test]]\nname = "t-{{n}}"\nloop = {{n = [1, 2]}}\nwhen = "{when}"\n'
-                                      'command = ["true"]\n')
+    plan = write(
+        tmp_path / "p.toml", f'[[test]]\nname = "t-{{n}}"\nloop = {{n = [1, 2]}}\nwhen = "{when}"\ncommand = ["true"]\n'
+    )
     done = cli("plan", "run", str(plan), "--db", str(tmp_path / "p.db"), timeout=QUICK_S)
     assert_refused(done, f"{plan}:4: field test[0].when: ", tmp_path)
     assert fragment in done.stderr
 
 
-@pytest.mark.parametrize("loop, fragment", [
-    ("{n = {from = 1, to = 2, factor = 1.0000000001}}", "the range has 6,931,47"),
-    ("{a = {from = 1, to = 100}, b = {from = 1, to = 100}, c = [1, 2]}",
-     "the loops make 20,000 combinations, more than 10,000"),
-])
+@pytest.mark.parametrize(
+    "loop, fragment",
+    [
+        ("{n = {from = 1, to = 2, factor = 1.0000000001}}", "the range has 6,931,47"),
+        (
+            "{a = {from = 1, to = 100}, b = {from = 1, to = 100}, c = [1, 2]}",
+            "the loops make 20,000 combinations, more than 10,000",
+        ),
+    ],
+)
 def test_plan_loops_are_counted_before_their_values_are_made(cli, tmp_path, loop, fragment):
     plan = write(tmp_path / "p.toml", f'[[test]]\nname = "t"\nloop = {loop}\ncommand = ["true"]\n')
     done = cli("plan", "check", str(plan), timeout=QUICK_S)
@@ -65,8 +74,10 @@ def test_plan_loops_are_counted_before_their_values_are_made(cli, tmp_path, loop
 
 
 def test_a_plan_trial_runtime_past_the_platform_timers_is_refused(cli, tmp_path):
-    plan = write(tmp_path / "p.toml", f'[[test]]\nname = "t"\nworkload = "mail"\ntarget = "{tmp_path}/t"\n'
-                                      'rate = 10\nruntime = 1e12\n')
+    plan = write(
+        tmp_path / "p.toml",
+        f'[[test]]\nname = "t"\nworkload = "mail"\ntarget = "{tmp_path}/t"\nrate = 10\nruntime = 1e12\n',
+    )
     done = cli("plan", "check", str(plan), timeout=QUICK_S)
     assert_refused(done, f"{plan}:6: field test[0].runtime: duration 1000000000000.0 is longer than 30 days")
 
@@ -74,36 +85,86 @@ def test_a_plan_trial_runtime_past_the_platform_timers_is_refused(cli, tmp_path)
 # ---- the command line
 
 
-@pytest.mark.parametrize("option, value, fragment", [
-    ("--runtime", "1e12", "argument --runtime: duration '1e12' is longer than 30 days"),
-    ("--warmup", "400000h", "argument --warmup: duration '400000h' is longer than 30 days"),
-    ("--scale", "1e308", "the file set would have more files than a float can count"),
-])
+@pytest.mark.parametrize(
+    "option, value, fragment",
+    [
+        ("--runtime", "1e12", "argument --runtime: duration '1e12' is longer than 30 days"),
+        ("--warmup", "400000h", "argument --warmup: duration '400000h' is longer than 30 days"),
+        ("--scale", "1e308", "the file set would have more files than a float can count"),
+    ],
+)
 def test_run_refuses_numbers_past_what_it_can_honour(cli, tmp_path, option, value, fragment):
     target = tmp_path / "target"
     target.mkdir()
-    done = cli("run", "mail", "--target", str(target), "--db", str(tmp_path / "p.db"), "--rate", "10",
-               "--runtime", "1", option, value, timeout=QUICK_S)
+    done = cli(
+        "run",
+        "mail",
+        "--target",
+        str(target),
+        "--db",
+        str(tmp_path / "p.db"),
+        "--rate",
+        "10",
+        "--runtime",
+        "1",
+        option,
+        value,
+        timeout=QUICK_S,
+    )
     assert_refused(done, fragment, tmp_path)
     assert list(target.iterdir()) == []
 
 
-@pytest.mark.parametrize("fileset, scaling, field, fragment", [
-    ("files_per_dir = 1e15", "files_per_op = 1", "fileset.files_per_dir",
-     "1e+15 is more than 1,000,000 entries in one directory"),
-    ("files_per_dir = {kind = \"uniform\", low = 1, high = 1e9}", "files_per_op = 1", "fileset.files_per_dir.high",
-     "1e+09 is more than 1,000,000 entries"),
-    ("files_per_dir = 4", "files_per_op = 1e308", "scaling.files_per_op", "must be at most 1,000,000 files per op/s"),
-    ("files_per_dir = 4", "bytes_per_op = \"1e300B\"", "scaling.bytes_per_op",
-     "must be above 0 and at most 1 TiB per op/s"),
-])
+@pytest.mark.parametrize(
+    "fileset, scaling, field, fragment",
+    [
+        (
+            "files_per_dir = 1e15",
+            "files_per_op = 1",
+            "fileset.files_per_dir",
+            "1e+15 is more than 1,000,000 entries in one directory",
+        ),
+        (
+            'files_per_dir = {kind = "uniform", low = 1, high = 1e9}',
+            "files_per_op = 1",
+            "fileset.files_per_dir.high",
+            "1e+09 is more than 1,000,000 entries",
+        ),
+        (
+            "files_per_dir = 4",
+            "files_per_op = 1e308",
+            "scaling.files_per_op",
+            "must be at most 1,000,000 files per op/s",
+        ),
+        (
+            "files_per_dir = 4",
+            'bytes_per_op = "1e300B"',
+            "scaling.bytes_per_op",
+            "must be above 0 and at most 1 TiB per op/s",
+        ),
+    ],
+)
 def test_workload_numbers_are_range_checked_where_they_are_read(cli, tmp_path, fileset, scaling, field, fragment):
-    workload = write(tmp_path / "w.toml", f"[fileset]\n{fileset}\ndirs_per_dir = 0\nmax_depth = 0\n"
-                                          f"file_sizes = \"4KiB\"\n[scaling]\n{scaling}\n[mix]\nread = 1\n")
+    workload = write(
+        tmp_path / "w.toml",
+        f"[fileset]\n{fileset}\ndirs_per_dir = 0\nmax_depth = 0\n"
+        f'file_sizes = "4KiB"\n[scaling]\n{scaling}\n[mix]\nread = 1\n',
+    )
     target = tmp_path / "target"
     target.mkdir()
-    done = cli("run", str(workload), "--target", str(target), "--db", str(tmp_path / "p.db"), "--rate", "10",
-               "--runtime", "1", timeout=QUICK_S)
+    done = cli(
+        "run",
+        str(workload),
+        "--target",
+        str(target),
+        "--db",
+        str(tmp_path / "p.db"),
+        "--rate",
+        "10",
+        "--runtime",
+        "1",
+        timeout=QUICK_S,
+    )
     key = field.split(".")[1]
     assert_refused(done, f"{workload}:{line_of(workload, key)}: field {field}: {fragment}", tmp_path)
     assert list(target.iterdir()) == []
@@ -112,13 +173,16 @@ def test_workload_numbers_are_range_checked_where_they_are_read(cli, tmp_path, f
 # ---- rc files
 
 
-@pytest.mark.parametrize("lines, field, fragment", [
-    ("LOAD=100\nINCR_LOAD=100\nNUM_RUNS=1000000000000", "NUM_RUNS", "1000000000000 is more than 1,000"),
-    ("LOAD=1e308", "LOAD", "'1e308' is above 50,000,000 ops/s"),
-    ("LOAD=100\nINCR_LOAD=1e9\nNUM_RUNS=100", "INCR_LOAD", "'1e9' is above 50,000,000 ops/s"),
-    ("LOAD=100\nINCR_LOAD=1e6\nNUM_RUNS=100", "INCR_LOAD", "the last load point, 9.90001e+07 ops/s, is above"),
-    ("LOAD=100\nPROCS=99999999999", "PROCS", "99999999999 is more than 1,024"),
-])
+@pytest.mark.parametrize(
+    "lines, field, fragment",
+    [
+        ("LOAD=100\nINCR_LOAD=100\nNUM_RUNS=1000000000000", "NUM_RUNS", "1000000000000 is more than 1,000"),
+        ("LOAD=1e308", "LOAD", "'1e308' is above 50,000,000 ops/s"),
+        ("LOAD=100\nINCR_LOAD=1e9\nNUM_RUNS=100", "INCR_LOAD", "'1e9' is above 50,000,000 ops/s"),
+        ("LOAD=100\nINCR_LOAD=1e6\nNUM_RUNS=100", "INCR_LOAD", "the last load point, 9.90001e+07 ops/s, is above"),
+        ("LOAD=100\nPROCS=99999999999", "PROCS", "99999999999 is more than 1,024"),
+    ],
+)
 def test_rc_file_numbers_are_range_checked_before_points_are_made(cli, tmp_path, lines, field, fragment):
     rc = write(tmp_path / "sfs_rc", f"{lines}\nMNT_POINTS={tmp_path / 'target'}\n")
     done = cli("sfs", str(rc), "--db", str(tmp_path / "p.db"), timeout=QUICK_S)
@@ -130,11 +194,16 @@ def test_rc_file_numbers_are_range_checked_before_points_are_made(cli, tmp_path,
 
 def test_a_surface_design_is_counted_before_it_is_made(cli, tmp_path):
     factors = "".join(f'[[factors]]\nname = "f{i}"\nlevels = "1,2,3,4,5,6,7,8,9,10"\n' for i in range(10))
-    plan = write(tmp_path / "s.toml", 'workload = "mail"\ntarget = "sim://mail?capacity=500"\n'
-                                      f'[design]\nkind = "full-factorial"\n{factors}')
+    plan = write(
+        tmp_path / "s.toml",
+        f'workload = "mail"\ntarget = "sim://mail?capacity=500"\n[design]\nkind = "full-factorial"\n{factors}',
+    )
     done = cli("surface", str(plan), "--db", str(tmp_path / "p.db"), timeout=QUICK_S)
-    assert_refused(done, f"{plan}:4: field design.kind: a full factorial of these levels is 10,000,000,000"
-                         " searches, more than 1,000", tmp_path)
+    assert_refused(
+        done,
+        f"{plan}:4: field design.kind: a full factorial of these levels is 10,000,000,000 searches, more than 1,000",
+        tmp_path,
+    )
     write(plan, plan.read_text().replace('"full-factorial"', '"d-optimal"\nsamples = 70'))
     done = cli("surface", str(plan), "--db", str(tmp_path / "p.db"), timeout=QUICK_S)
     assert_refused(done, "the levels make 10,000,000,000 combinations for the D-optimal choice", tmp_path)
@@ -186,15 +255,36 @@ def test_the_engine_dies_with_its_controller(engine_path, tmp_path):
     target.mkdir()
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "python")}
     controller = subprocess.Popen(
-        [sys.executable, "-m", "peakbench.cli", "run", "mail", "--target", str(target), "--rate", "50",
-         "--warmup", "0", "--runtime", "60", "--db", str(tmp_path / "p.db")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        [
+            sys.executable,
+            "-m",
+            "peakbench.cli",
+            "run",
+            "mail",
+            "--target",
+            str(target),
+            "--rate",
+            "50",
+            "--warmup",
+            "0",
+            "--runtime",
+            "60",
+            "--db",
+            str(tmp_path / "p.db"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
     try:
         engine = None
         deadline = time.monotonic() + 60
         while engine is None and time.monotonic() < deadline:
-            running = [pid for pid in _children(controller.pid)
-                       if Path(f"/proc/{pid}/cmdline").read_text().split("\0")[1:2] == ["run"]]
+            running = [
+                pid
+                for pid in _children(controller.pid)
+                if Path(f"/proc/{pid}/cmdline").read_text().split("\0")[1:2] == ["run"]
+            ]
             engine = running[0] if running else None
             time.sleep(0.1)
         assert engine is not None, "the engine's trial never started"
@@ -296,7 +386,7 @@ def test_symlinks_planted_in_a_file_set_never_lead_writes_outside_the_target(eng
 # ---- a file set damaged after it was built
 
 
-READS = PLANTED.split("[mix]")[0] + "[mix]\nread = 1\ngetattr = 1\n[read]\nsize = \"4KiB\"\npattern = \"whole_file\"\n"
+READS = PLANTED.split("[mix]")[0] + '[mix]\nread = 1\ngetattr = 1\n[read]\nsize = "4KiB"\npattern = "whole_file"\n'
 
 
 def test_a_damaged_file_set_is_repaired_before_the_next_trial(engine_path, cli, tmp_path):
@@ -310,8 +400,22 @@ def test_a_damaged_file_set_is_repaired_before_the_next_trial(engine_path, cli, 
     files[0].unlink()
     files[5].unlink()
     files[9].write_bytes(b"short")
-    done = cli("run", str(workload), "--target", str(target), "--rate", "200", "--warmup", "0", "--runtime", "1",
-               "--db", str(tmp_path / "p.db"), "--json", str(tmp_path / "r.json"))
+    done = cli(
+        "run",
+        str(workload),
+        "--target",
+        str(target),
+        "--rate",
+        "200",
+        "--warmup",
+        "0",
+        "--runtime",
+        "1",
+        "--db",
+        str(tmp_path / "p.db"),
+        "--json",
+        str(tmp_path / "r.json"),
+    )
     assert done.returncode == 0, done.stderr
     assert {p: p.stat().st_size if p.exists() else None for p in files} == sizes
     result = json.loads((tmp_path / "r.json").read_text())
@@ -330,8 +434,20 @@ def test_a_symlink_planted_in_a_prepared_set_is_refused_before_the_trial(engine_
     planted = sorted(p for p in target.rglob("*") if p.is_file() and not p.name.startswith("."))[3]
     planted.unlink()
     planted.symlink_to(victim)
-    done = cli("run", str(workload), "--target", str(target), "--rate", "200", "--warmup", "0", "--runtime", "1",
-               "--db", str(tmp_path / "p.db"))
+    done = cli(
+        "run",
+        str(workload),
+        "--target",
+        str(target),
+        "--rate",
+        "200",
+        "--warmup",
+        "0",
+        "--runtime",
+        "1",
+        "--db",
+        str(tmp_path / "p.db"),
+    )
     assert done.returncode != 0
     assert "was changed after it was prepared" in done.stderr and "symbolic links" in done.stderr, done.stderr
     assert victim.read_bytes() == b"precious"
@@ -357,19 +473,22 @@ def test_the_canned_spec_workloads_create_the_symlinks_they_ask_for(engine_path,
 def test_growing_a_prepared_set_past_the_free_space_is_refused_before_it_fills_the_disk(engine_path, cli, tmp_path):
     small = tmp_path / "small"
     small.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(small)], capture_output=True,
-                             check=False)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(small)], capture_output=True, check=False
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount tmpfs here: {mounted.stderr.decode().strip()}")
     try:
         done = cli("prepare", "mail", "--target", str(small), "--rate", "10")
         assert done.returncode == 0, done.stderr
         before = sorted(small.rglob("*"))
-        done = cli("run", "mail", "--target", str(small), "--rate", "2000", "--runtime", "1",
-                   "--db", str(tmp_path / "p.db"))
+        done = cli(
+            "run", "mail", "--target", str(small), "--rate", "2000", "--runtime", "1", "--db", str(tmp_path / "p.db")
+        )
         assert_refused(done, "already there) but", tmp_path)
-        assert "field --target: the file set needs about" in done.stderr and "free; lower --rate or --scale" \
-            in done.stderr
+        assert (
+            "field --target: the file set needs about" in done.stderr and "free; lower --rate or --scale" in done.stderr
+        )
         assert sorted(small.rglob("*")) == before
     finally:
         subprocess.run(["umount", str(small)], check=True)
@@ -398,11 +517,17 @@ def _bad_logs() -> dict:
     }
 
 
-@pytest.mark.parametrize("name, fragment", [
-    ("garbage.log", "nothing to replay in"), ("words.log", "nothing to replay in 2 lines"),
-    ("empty.log", "nothing to replay in 0 lines"), ("truncated.log.gz", "after line"),
-    ("magic.log", "invalid gzip header"), ("huge.log", "the document tree needs 1000000000000000000 bytes but"),
-])
+@pytest.mark.parametrize(
+    "name, fragment",
+    [
+        ("garbage.log", "nothing to replay in"),
+        ("words.log", "nothing to replay in 2 lines"),
+        ("empty.log", "nothing to replay in 0 lines"),
+        ("truncated.log.gz", "after line"),
+        ("magic.log", "invalid gzip header"),
+        ("huge.log", "the document tree needs 1000000000000000000 bytes but"),
+    ],
+)
 def test_a_bad_access_log_is_refused_and_builds_no_docroot(engine_path, cli, tmp_path, name, fragment):
     log = tmp_path / name
     log.write_bytes(_bad_logs()[name])
@@ -418,35 +543,45 @@ def test_a_log_path_that_is_a_directory_is_called_one(cli, tmp_path):
 
 
 def test_a_surface_plans_unknown_workload_names_the_plans_line(cli, tmp_path):
-    plan = write(tmp_path / "s.toml", 'workload = "webserver"\ntarget = "sim://mail?capacity={c}"\n'
-                                      '[[factors]]\nname = "c"\nlevels = "100,200"\n')
+    plan = write(
+        tmp_path / "s.toml",
+        'workload = "webserver"\ntarget = "sim://mail?capacity={c}"\n[[factors]]\nname = "c"\nlevels = "100,200"\n',
+    )
     done = cli("surface", str(plan), "--db", str(tmp_path / "p.db"), timeout=QUICK_S)
     assert_refused(done, f"{plan}:1: field workload: unknown workload 'webserver'", tmp_path)
 
 
-@pytest.mark.parametrize("bad_path", ["/x", "/" + "a" * 300, "/" + "/".join(["d"] * 50_000), "/n\0ul"],
-                         ids=["a-file-that-is-also-a-directory", "a-name-past-NAME_MAX", "50000-components",
-                              "a-NUL"])
+@pytest.mark.parametrize(
+    "bad_path",
+    ["/x", "/" + "a" * 300, "/" + "/".join(["d"] * 50_000), "/n\0ul"],
+    ids=["a-file-that-is-also-a-directory", "a-name-past-NAME_MAX", "50000-components", "a-NUL"],
+)
 def test_a_path_no_file_system_can_hold_is_a_counted_bad_path(engine_path, cli, tmp_path, bad_path):
     log = tmp_path / "access.log"
-    log.write_text(LINE.format(n=1, size=10).replace("/d1/f1.html", bad_path)
-                   + LINE.format(n=2, size=20).replace("/d2/f2.html", "/x/y"))
+    log.write_text(
+        LINE.format(n=1, size=10).replace("/d1/f1.html", bad_path)
+        + LINE.format(n=2, size=20).replace("/d2/f2.html", "/x/y")
+    )
     docroot = tmp_path / "www"
     done = cli("replay", "--build-docroot", str(docroot), str(log), timeout=QUICK_S)
     assert done.returncode == 0, done.stderr
     assert "2 lines, 1 replayable" in done.stderr and "1 bad paths" in done.stderr, done.stderr
-    assert sorted(str(p.relative_to(docroot)) for p in docroot.rglob("*") if not p.name.startswith(".")) \
-        == ["x", "x/y"]
+    assert sorted(str(p.relative_to(docroot)) for p in docroot.rglob("*") if not p.name.startswith(".")) == ["x", "x/y"]
 
 
-@pytest.mark.parametrize("target, levels, fragment", [
-    ("sim://nosuch?c={c}", "100,200", "sim://nosuch?c=100: sim: unknown surface 'nosuch'"),
-    ("sim://?capacity={c}", "-1e308,1e308", "sim://?capacity=-1e+308: sim: parameters"),
-])
-def test_a_surface_plans_simulated_target_is_checked_before_a_surface_is_stored(cli, tmp_path, target, levels,
-                                                                                fragment):
-    plan = write(tmp_path / "s.toml", f'workload = "mail"\ntarget = "{target}"\n'
-                                      f'[[factors]]\nname = "c"\nlevels = "{levels}"\n')
+@pytest.mark.parametrize(
+    "target, levels, fragment",
+    [
+        ("sim://nosuch?c={c}", "100,200", "sim://nosuch?c=100: sim: unknown surface 'nosuch'"),
+        ("sim://?capacity={c}", "-1e308,1e308", "sim://?capacity=-1e+308: sim: parameters"),
+    ],
+)
+def test_a_surface_plans_simulated_target_is_checked_before_a_surface_is_stored(
+    cli, tmp_path, target, levels, fragment
+):
+    plan = write(
+        tmp_path / "s.toml", f'workload = "mail"\ntarget = "{target}"\n[[factors]]\nname = "c"\nlevels = "{levels}"\n'
+    )
     done = cli("surface", str(plan), "--db", str(tmp_path / "p.db"), timeout=QUICK_S)
     assert_refused(done, f"{plan}:2: field target: {fragment}", tmp_path)
 

@@ -11,13 +11,13 @@ import sys
 import textwrap
 from pathlib import Path
 
+import peakbench.harness.postmark as postmark_module
 import pytest
 
-import peakbench.harness.postmark as postmark_module
-
 MISSING = [tool for tool in ("mkfs.ext4", "mkfs.xfs", "mkfs.btrfs", "losetup") if shutil.which(tool) is None]
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or bool(MISSING),
-                                reason=f"needs root and {', '.join(MISSING) or 'mkfs tools'}")
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or bool(MISSING), reason=f"needs root and {', '.join(MISSING) or 'mkfs tools'}"
+)
 
 PLAN = """
 name = "fs-compare"
@@ -44,8 +44,9 @@ max_runs = 10
 
 def test_ext4_xfs_btrfs_with_1_2_4_threads(cli, tmp_path):
     plan = tmp_path / "fs.toml"
-    plan.write_text(textwrap.dedent(PLAN).replace("PYTHON", sys.executable)
-                    .replace("POSTMARK", postmark_module.__file__))
+    plan.write_text(
+        textwrap.dedent(PLAN).replace("PYTHON", sys.executable).replace("POSTMARK", postmark_module.__file__)
+    )
     db = tmp_path / "fs.db"
     report_json = tmp_path / "report.json"
     done = cli("plan", "run", str(plan), "--db", str(db), "--json", str(report_json))
@@ -66,8 +67,10 @@ def test_ext4_xfs_btrfs_with_1_2_4_threads(cli, tmp_path):
     connection = sqlite3.connect(db)
     connection.row_factory = sqlite3.Row
     for name, fstype in zip(names, [fs for fs in ("ext4", "xfs", "btrfs") for _ in range(3)]):
-        runs = connection.execute("SELECT r.* FROM plan_runs r JOIN plan_tests t ON t.id = r.test_id"
-                                  " WHERE t.name = ? ORDER BY attempt", (name,)).fetchall()
+        runs = connection.execute(
+            "SELECT r.* FROM plan_runs r JOIN plan_tests t ON t.id = r.test_id WHERE t.name = ? ORDER BY attempt",
+            (name,),
+        ).fetchall()
         for run in runs:
             cache = json.loads(run["cache"])
             assert cache == [{"policy": "remount", "mount_point": cache[0]["mount_point"], "fs_type": fstype}]
@@ -76,7 +79,7 @@ def test_ext4_xfs_btrfs_with_1_2_4_threads(cli, tmp_path):
             assert sysinfo["target_fs"]["device"].startswith("/dev/loop")
             assert any(d["name"].startswith("loop") for d in sysinfo["disks"])
             monitor = json.loads(run["monitor"])["summary"]
-            assert monitor["device"].startswith("loop")      # the target's own device is watched
+            assert monitor["device"].startswith("loop")  # the target's own device is watched
             assert "disk_write_mb" in monitor and monitor["samples"] >= 2
             threads = json.loads(run["threads"])
             assert len(threads) == int(name.rsplit("-", 1)[1])

@@ -3,7 +3,6 @@
 import textwrap
 
 import pytest
-
 from peakbench.errors import InputError
 from peakbench.harness.expr import Expression, ExpressionError
 from peakbench.harness.plan import load_plan, render
@@ -15,7 +14,10 @@ def write(path, text):
 
 
 def test_loops_ranges_when_vars_and_templates(tmp_path):
-    plan = load_plan(write(tmp_path / "p.toml", """
+    plan = load_plan(
+        write(
+            tmp_path / "p.toml",
+            """
         name = "demo"
         [vars]
         base = "/data"
@@ -32,7 +34,9 @@ def test_loops_ranges_when_vars_and_templates(tmp_path):
         name = "step-{k}"
         loop = {k = {from = 10, to = 0, step = -5}}
         command = ["true"]
-    """))
+    """,
+        )
+    )
     names = [t["name"] for t in plan.tests]
     assert names[:6] == [f"t-ext4-{n}" for n in (1, 2, 4, 8, 16, 32)]
     assert names[6:9] == ["t-xfs-1", "t-xfs-2", "t-xfs-4"]
@@ -46,7 +50,9 @@ def test_loops_ranges_when_vars_and_templates(tmp_path):
 
 
 def test_includes_and_defaults(tmp_path):
-    write(tmp_path / "common.toml", """
+    write(
+        tmp_path / "common.toml",
+        """
         [vars]
         size = 5
         [defaults]
@@ -54,14 +60,20 @@ def test_includes_and_defaults(tmp_path):
         [[test]]
         name = "from-include"
         command = ["true"]
-    """)
-    plan = load_plan(write(tmp_path / "p.toml", """
+    """,
+    )
+    plan = load_plan(
+        write(
+            tmp_path / "p.toml",
+            """
         include = ["common.toml"]
         [[test]]
         name = "main-{size}"
         command = ["true"]
         stop = {min_runs = 3}
-    """))
+    """,
+        )
+    )
     assert [t["name"] for t in plan.tests] == ["from-include", "main-5"]
     assert plan.tests[0]["stop"] == {"min_runs": 2, "max_runs": 4, "check_every": 1, "until": "hw_pct < 10"}
     assert plan.tests[1]["stop"]["min_runs"] == 3 and plan.tests[1]["stop"]["until"] == "hw_pct < 10"
@@ -69,7 +81,10 @@ def test_includes_and_defaults(tmp_path):
 
 
 def test_trial_tests(tmp_path):
-    plan = load_plan(write(tmp_path / "p.toml", """
+    plan = load_plan(
+        write(
+            tmp_path / "p.toml",
+            """
         [[test]]
         name = "mail-{rate}"
         loop = {rate = [100, 200]}
@@ -78,20 +93,27 @@ def test_trial_tests(tmp_path):
         rate = "{rate}"
         clients = 2
         runtime = "2s"
-    """))
+    """,
+        )
+    )
     trial = plan.tests[1]
     assert trial["kind"] == "trial" and trial["threads"] == 2 and trial["metric"] == "mean_ms"
     assert trial["trial"]["rate"] == 200.0 and trial["trial"]["runtime_s"] == 2.0
 
 
 def test_a_command_test_may_name_its_directory_under_test(tmp_path):
-    plan = load_plan(write(tmp_path / "p.toml", """
+    plan = load_plan(
+        write(
+            tmp_path / "p.toml",
+            """
         [[test]]
         name = "dd"
         target = "{mount}/data"
         fs = {type = "ext4"}
         command = ["true"]
-    """))
+    """,
+        )
+    )
     assert plan.tests[0]["target"] == "{mount}/data" and plan.tests[0]["fs"]["size_mb"] == 306
 
 
@@ -101,15 +123,23 @@ BAD = [
     ('[[test]]\nname = "a"\ncommand = ["true"]\nthreads = "many"\n', 4, "field test[0].threads: must be a whole"),
     ('[[test]]\nname = "a"\ncommand = "true"\n', 3, "must be an argv list"),
     ('[[test]]\nname = "a-{n}"\nloop = {n = []}\ncommand = ["true"]\n', 3, "the loop expands to nothing"),
-    ('[[test]]\nname = "a-{n}"\nloop = {n = {from = 8, to = 1, factor = 2}}\ncommand = ["true"]\n', 3,
-     "the loop expands to nothing"),
-    ('[[test]]\nname = "a"\ncommand = ["true"]\n[test.hooks]\nsetup = [\n  ["true"],\n  ["no-such-program-xyz"],\n]\n',
-     7, "'no-such-program-xyz': no such program"),
-    ('[[test]]\nname = "a"\ncommand = ["true"]\n[test.stop]\nmin_runs = 2\nuntil = "hw_pct <"\n', 6,
-     "does not parse"),
+    (
+        '[[test]]\nname = "a-{n}"\nloop = {n = {from = 8, to = 1, factor = 2}}\ncommand = ["true"]\n',
+        3,
+        "the loop expands to nothing",
+    ),
+    (
+        '[[test]]\nname = "a"\ncommand = ["true"]\n[test.hooks]\nsetup = [\n  ["true"],\n  ["no-such-program-xyz"],\n]\n',
+        7,
+        "'no-such-program-xyz': no such program",
+    ),
+    ('[[test]]\nname = "a"\ncommand = ["true"]\n[test.stop]\nmin_runs = 2\nuntil = "hw_pct <"\n', 6, "does not parse"),
     ('[[test]]\nname = "a"\ncommand = ["true"]\n[test.stop]\nuntil = "hw_pc < 5"\n', 5, "unknown name 'hw_pc'"),
-    ('[[test]]\nname = "a"\ncommand = ["true"]\n[test.stop]\nmin_runs = 5\nmax_runs = 2\n', 6,
-     "must be at least min_runs"),
+    (
+        '[[test]]\nname = "a"\ncommand = ["true"]\n[test.stop]\nmin_runs = 5\nmax_runs = 2\n',
+        6,
+        "must be at least min_runs",
+    ),
     ('[[test]]\nname = "a"\ncommand = ["echo", "{nope}"]\n', 3, "unknown variable {nope}"),
     ('[[test]]\nname = "a"\ncommand = ["true"]\nwhen = "fs == 1"\n', 4, "unknown name 'fs'"),
     ('[[test]]\nname = "a"\ncommand = ["true"]\ncache = ["cold"]\n', 4, "unknown cache policy 'cold'"),

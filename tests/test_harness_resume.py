@@ -29,8 +29,13 @@ print(json.dumps({"token": token, "v": value}))
 
 def cli_process(*args, env_extra=None):
     env = {**os.environ, "PYTHONPATH": str(REPO / "python"), **(env_extra or {})}
-    return subprocess.Popen([sys.executable, "-m", "peakbench.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "peakbench.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def started(db) -> bool:
@@ -50,8 +55,9 @@ def resume_events(db) -> int:
         return 0
     connection = sqlite3.connect(db)
     try:
-        return connection.execute("SELECT COUNT(*) FROM plan_events WHERE kind = 'resume' AND test_id IS NULL"
-                                  ).fetchone()[0]
+        return connection.execute(
+            "SELECT COUNT(*) FROM plan_events WHERE kind = 'resume' AND test_id IS NULL"
+        ).fetchone()[0]
     finally:
         connection.close()
 
@@ -61,7 +67,8 @@ def test_sigkill_at_random_points_then_resume(engine_path, tmp_path):
     script = tmp_path / "work.py"
     script.write_text(WORK)
     plan = tmp_path / "plan.toml"
-    plan.write_text(textwrap.dedent(f"""
+    plan.write_text(
+        textwrap.dedent(f"""
         name = "crashy"
         [defaults]
         stop = {{min_runs = 3, max_runs = 7, until = "hw_pct < 2.5"}}
@@ -86,7 +93,8 @@ def test_sigkill_at_random_points_then_resume(engine_path, tmp_path):
         command = ["{sys.executable}", "{script}", "cmd-last", "{{run}}", "{ledger}"]
         parse = "json"
         metric = "v"
-    """))
+    """)
+    )
     db = tmp_path / "s.db"
     env = {"PEAKBENCH_TEST_COMMIT_DELAY": "0.05"}
     rng = random.Random(4)
@@ -98,8 +106,11 @@ def test_sigkill_at_random_points_then_resume(engine_path, tmp_path):
             # Python takes a while), let it run a random while, then kill it, unless it finished first.
             before = resume_events(db)
             deadline = time.monotonic() + 120
-            while process.poll() is None and time.monotonic() < deadline and not (
-                    started(db) and (round_number == 0 or resume_events(db) > before)):
+            while (
+                process.poll() is None
+                and time.monotonic() < deadline
+                and not (started(db) and (round_number == 0 or resume_events(db) > before))
+            ):
                 time.sleep(0.02)
             process.wait(timeout=rng.uniform(0.1, 2.5) if round_number < 12 else 600)
             out, err = process.communicate()
@@ -130,8 +141,9 @@ def test_sigkill_at_random_points_then_resume(engine_path, tmp_path):
     for test in tests:
         assert test["status"] == "done", dict(test)
         settings = json.loads(test["settings"])
-        runs = connection.execute("SELECT * FROM plan_runs WHERE test_id = ? ORDER BY attempt",
-                                  (test["id"],)).fetchall()
+        runs = connection.execute(
+            "SELECT * FROM plan_runs WHERE test_id = ? ORDER BY attempt", (test["id"],)
+        ).fetchall()
         assert all(r["status"] == "done" for r in runs)
         assert [r["attempt"] for r in runs] == list(range(1, len(runs) + 1))  # none lost, none twice
         metrics = [json.loads(r["metrics"]) for r in runs]
@@ -153,8 +165,7 @@ def test_sigkill_at_random_points_then_resume(engine_path, tmp_path):
             for run in runs:
                 trial_ids = json.loads(run["trial_ids"])
                 assert len(trial_ids) == 1
-                assert connection.execute("SELECT status FROM trials WHERE id = ?",
-                                          trial_ids).fetchone()[0] == "done"
+                assert connection.execute("SELECT status FROM trials WHERE id = ?", trial_ids).fetchone()[0] == "done"
     # every trial row belongs to a committed run (a trial is committed with its run, or not at all)
     linked = {i for (ids,) in connection.execute("SELECT trial_ids FROM plan_runs") for i in json.loads(ids)}
     assert {row[0] for row in connection.execute("SELECT id FROM trials")} == linked

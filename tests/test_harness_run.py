@@ -11,9 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-
-from peakbench.locks import StoreLock
 from peakbench.errors import RunError
+from peakbench.locks import StoreLock
 
 ROOT = os.geteuid() == 0
 
@@ -33,8 +32,11 @@ def query(db, sql, *args):
 
 
 def runs_of(db, test):
-    rows = query(db, "SELECT r.* FROM plan_runs r JOIN plan_tests t ON t.id = r.test_id WHERE t.name = ?"
-                     " ORDER BY r.attempt", test)
+    rows = query(
+        db,
+        "SELECT r.* FROM plan_runs r JOIN plan_tests t ON t.id = r.test_id WHERE t.name = ? ORDER BY r.attempt",
+        test,
+    )
     for row in rows:
         for key in ("metrics", "threads", "hooks", "cache", "monitor", "sysinfo"):
             row[key] = json.loads(row[key]) if row[key] else None
@@ -56,7 +58,9 @@ print("rate: 12.5 ops/s")
 
 def test_threads_start_together_and_aggregate_like_auto_pilot(cli, tmp_path):
     script = write(tmp_path / "work.py", THREAD_SCRIPT)
-    plan = write(tmp_path / "plan.toml", f"""
+    plan = write(
+        tmp_path / "plan.toml",
+        f"""
         name = "threads"
         [[test]]
         name = "t{{n}}"
@@ -66,7 +70,8 @@ def test_threads_start_together_and_aggregate_like_auto_pilot(cli, tmp_path):
         parse = "json"
         metrics = {{rate = 'rate: ([0-9.]+) ops/s'}}
         stop = {{min_runs = 2}}
-    """)
+    """,
+    )
     db = tmp_path / "s.db"
     done = cli("plan", "run", str(plan), "--db", str(db))
     assert done.returncode == 0, done.stderr
@@ -94,12 +99,17 @@ def test_stop_rule_hooks_and_warm_cache(cli, tmp_path):
     values = tmp_path / "values.txt"
     # A metric that settles: 10, 30, 10, 10, 10, 10 ... (the first one is a discarded warm-up)
     values.write_text("\n".join(["99", "10", "30", "10", "10", "10", "10", "10", "10", "10"]) + "\n")
-    script = write(tmp_path / "value.py", f"""
+    script = write(
+        tmp_path / "value.py",
+        f"""
         import sys
         lines = open("{values}").read().split()
         print("value=" + lines[int(sys.argv[1]) - 1])
-    """)
-    plan = write(tmp_path / "plan.toml", f"""
+    """,
+    )
+    plan = write(
+        tmp_path / "plan.toml",
+        f"""
         name = "rules"
         [[test]]
         name = "settle"
@@ -117,7 +127,8 @@ def test_stop_rule_hooks_and_warm_cache(cli, tmp_path):
         setup = [["sh", "-c", "echo setup {{run}} >> {log}"]]
         cleanup = [{{command = "echo cleanup {{run}} >> {log}; echo cleaned", shell = true}}]
         postcleanup = [["sh", "-c", "echo postcleanup >> {log}"]]
-    """)
+    """,
+    )
     db = tmp_path / "s.db"
     done = cli("plan", "run", str(plan), "--db", str(db))
     assert done.returncode == 0, done.stderr
@@ -136,14 +147,17 @@ def test_stop_rule_hooks_and_warm_cache(cli, tmp_path):
 
 
 def test_max_runs_bounds_a_rule_that_never_holds(cli, tmp_path):
-    plan = write(tmp_path / "plan.toml", f"""
+    plan = write(
+        tmp_path / "plan.toml",
+        f"""
         [[test]]
         name = "noisy"
         command = ["{PY}", "-c", "import random; print('x=', random.random())"]
         metrics = {{x = 'x= ([0-9.e-]+)'}}
         metric = "x"
         stop = {{min_runs = 2, max_runs = 4, until = "hw_pct < 0.0001"}}
-    """)
+    """,
+    )
     db = tmp_path / "s.db"
     assert cli("plan", "run", str(plan), "--db", str(db)).returncode == 0
     assert len(runs_of(db, "noisy")) == 4
@@ -152,7 +166,9 @@ def test_max_runs_bounds_a_rule_that_never_holds(cli, tmp_path):
 
 def test_fast_fail_stops_the_plan_and_notifies(cli, tmp_path):
     note = tmp_path / "notified.txt"
-    plan = write(tmp_path / "plan.toml", f"""
+    plan = write(
+        tmp_path / "plan.toml",
+        f"""
         notify = ["sh", "-c", "echo \\"$PEAKBENCH_TEST: {{error}}\\" > {note}"]
         [[test]]
         name = "ok"
@@ -164,7 +180,8 @@ def test_fast_fail_stops_the_plan_and_notifies(cli, tmp_path):
         [[test]]
         name = "never"
         command = ["true"]
-    """)
+    """,
+    )
     db = tmp_path / "s.db"
     done = cli("plan", "run", str(plan), "--db", str(db))
     assert done.returncode == 1
@@ -178,7 +195,9 @@ def test_fast_fail_stops_the_plan_and_notifies(cli, tmp_path):
 
 
 def test_on_failure_continue_goes_on_and_timeouts_fail_a_run(cli, tmp_path):
-    plan = write(tmp_path / "plan.toml", """
+    plan = write(
+        tmp_path / "plan.toml",
+        """
         [[test]]
         name = "slow"
         command = ["sleep", "30"]
@@ -188,7 +207,8 @@ def test_on_failure_continue_goes_on_and_timeouts_fail_a_run(cli, tmp_path):
         name = "after"
         command = ["true"]
         stop = {min_runs = 1}
-    """)
+    """,
+    )
     db = tmp_path / "s.db"
     started = time.monotonic()
     done = cli("plan", "run", str(plan), "--db", str(db))
@@ -200,22 +220,27 @@ def test_on_failure_continue_goes_on_and_timeouts_fail_a_run(cli, tmp_path):
 
 
 def test_a_hook_that_fails_or_hangs_fails_its_test(cli, tmp_path):
-    plan = write(tmp_path / "plan.toml", """
+    plan = write(
+        tmp_path / "plan.toml",
+        """
         [[test]]
         name = "bad-setup"
         command = ["true"]
         hooks = {setup = [{argv = ["sleep", "30"], timeout = "0.3s"}]}
-    """)
+    """,
+    )
     db = tmp_path / "s.db"
     done = cli("plan", "run", str(plan), "--db", str(db))
     assert done.returncode == 1 and "setup hook 1 (sleep 30) failed: timed out" in done.stderr
 
 
 def _busy_named(name: bytes):
-    code = ("import ctypes, time\n"
-            f"ctypes.CDLL(None).prctl(15, {name!r}, 0, 0, 0)\n"
-            "end = time.time() + 60\n"
-            "while time.time() < end: pass\n")
+    code = (
+        "import ctypes, time\n"
+        f"ctypes.CDLL(None).prctl(15, {name!r}, 0, 0, 0)\n"
+        "end = time.time() + 60\n"
+        "while time.time() < end: pass\n"
+    )
     return subprocess.Popen([sys.executable, "-c", code])
 
 
@@ -223,13 +248,16 @@ def test_monitors_sample_cpu_memory_and_named_processes(cli, tmp_path):
     server = _busy_named(b"pbserver")
     try:
         time.sleep(0.3)
-        plan = write(tmp_path / "plan.toml", """
+        plan = write(
+            tmp_path / "plan.toml",
+            """
             [[test]]
             name = "watch"
             command = ["sleep", "1"]
             monitor = {interval = "0.1s", processes = ["pbserver"]}
             stop = {min_runs = 1}
-        """)
+        """,
+        )
         db = tmp_path / "s.db"
         assert cli("plan", "run", str(plan), "--db", str(db)).returncode == 0
     finally:
@@ -245,7 +273,9 @@ def test_monitors_sample_cpu_memory_and_named_processes(cli, tmp_path):
 
 
 def test_trial_tests_with_clients_merge_histograms(engine_path, cli, tmp_path):
-    plan = write(tmp_path / "plan.toml", """
+    plan = write(
+        tmp_path / "plan.toml",
+        """
         [[test]]
         name = "null-{rate}"
         loop = {rate = [400]}
@@ -256,7 +286,8 @@ def test_trial_tests_with_clients_merge_histograms(engine_path, cli, tmp_path):
         warmup = 0
         runtime = "1s"
         stop = {min_runs = 2}
-    """)
+    """,
+    )
     db = tmp_path / "s.db"
     done = cli("plan", "run", str(plan), "--db", str(db))
     assert done.returncode == 0, done.stderr
@@ -290,7 +321,9 @@ def test_two_plans_cannot_share_a_store(tmp_path):
 
 
 def test_report_and_compare_from_the_store(cli, tmp_path):
-    plan = write(tmp_path / "plan.toml", f"""
+    plan = write(
+        tmp_path / "plan.toml",
+        f"""
         [[test]]
         name = "v-{{mean}}"
         loop = {{mean = [10, 20]}}
@@ -298,7 +331,8 @@ def test_report_and_compare_from_the_store(cli, tmp_path):
         metrics = {{v = 'v=([0-9.]+)'}}
         metric = "v"
         stop = {{min_runs = 6}}
-    """)
+    """,
+    )
     db = tmp_path / "s.db"
     assert cli("plan", "run", str(plan), "--db", str(db)).returncode == 0
     out = tmp_path / "report.json"
@@ -325,13 +359,16 @@ def test_report_and_compare_from_the_store(cli, tmp_path):
 
 @pytest.mark.skipif(not ROOT, reason="drop_caches and chill need root")
 def test_drop_caches_and_chill(cli, tmp_path):
-    plan = write(tmp_path / "plan.toml", """
+    plan = write(
+        tmp_path / "plan.toml",
+        """
         [[test]]
         name = "cold"
         command = ["true"]
         cache = {policy = ["drop", "chill"], chill = "64MiB"}
         stop = {min_runs = 1}
-    """)
+    """,
+    )
     db = tmp_path / "s.db"
     done = cli("plan", "run", str(plan), "--db", str(db))
     assert done.returncode == 0, done.stderr
@@ -344,13 +381,20 @@ def test_a_second_plan_on_a_busy_store_is_refused(cli, tmp_path):
     slow = write(tmp_path / "slow.toml", '[[test]]\nname = "slow"\ncommand = ["sleep", "600"]\nstop = {min_runs = 1}\n')
     db = tmp_path / "s.db"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "python")}
-    first = subprocess.Popen([sys.executable, "-m", "peakbench.cli", "plan", "run", str(slow), "--db", str(db)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "peakbench.cli", "plan", "run", str(slow), "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not (db.exists() and query(db, "SELECT 1 FROM sqlite_master"
-                                                                          " WHERE name = 'plans'")
-                                                   and query(db, "SELECT id FROM plans")):
+        while time.monotonic() < deadline and not (
+            db.exists()
+            and query(db, "SELECT 1 FROM sqlite_master WHERE name = 'plans'")
+            and query(db, "SELECT id FROM plans")
+        ):
             time.sleep(0.05)
         second = cli("plan", "run", str(slow), "--db", str(db))
         assert second.returncode == 1

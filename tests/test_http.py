@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from peakbench import searching
 from peakbench import store as store_module
 from peakbench.controller import SearchSettings, saturated, saturation_signal
@@ -27,8 +26,24 @@ def test_web_server_against_read_only_nginx_with_a_docroot(engine_path, nginx, c
     docroot.mkdir()
     server = nginx(docroot)  # no WebDAV: GET and HEAD only
     report, db = tmp_path / "out.json", tmp_path / "p.db"
-    done = cli("run", "web-server", "--target", server.url, "--docroot", str(docroot), "--rate", "300",
-               "--warmup", "0", "--runtime", "3", "--db", str(db), "--json", str(report))
+    done = cli(
+        "run",
+        "web-server",
+        "--target",
+        server.url,
+        "--docroot",
+        str(docroot),
+        "--rate",
+        "300",
+        "--warmup",
+        "0",
+        "--runtime",
+        "3",
+        "--db",
+        str(db),
+        "--json",
+        str(report),
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(report.read_text())
     assert result["achieved_rate"] == pytest.approx(300, rel=0.05)
@@ -45,8 +60,9 @@ def test_web_server_against_read_only_nginx_with_a_docroot(engine_path, nginx, c
     assert served["HEAD"] == ops["getattr"] + ops["lookup"] + ops.get("access", 0) + ops.get("fsstat", 0)
     assert served["OPTIONS"] == 2  # the engine's reachability probe, at prepare and at run
     # Bytes of the file GETs (nginx counts a chunked directory listing with its chunk framing).
-    file_bytes = sum(size for method, path, status, size in server.access_log_entries()
-                     if method == "GET" and not path.endswith("/"))
+    file_bytes = sum(
+        size for method, path, status, size in server.access_log_entries() if method == "GET" and not path.endswith("/")
+    )
     assert file_bytes == result["ops"]["read"]["bytes"]
     assert all(status in (200, 206) for method, _, status, _ in server.access_log_entries() if method != "OPTIONS")
 
@@ -65,8 +81,22 @@ def test_web_proxy_writes_through_webdav_and_restores_the_file_set(engine_path, 
     before = tree(docroot)
     assert len(before) > 100 and before.pop(".peakbench-manifest.json")
     report = tmp_path / "out.json"
-    done = cli("run", "web-proxy", "--target", server.url, "--rate", "200", "--warmup", "0", "--runtime", "3",
-               "--db", str(tmp_path / "p.db"), "--json", str(report))
+    done = cli(
+        "run",
+        "web-proxy",
+        "--target",
+        server.url,
+        "--rate",
+        "200",
+        "--warmup",
+        "0",
+        "--runtime",
+        "3",
+        "--db",
+        str(tmp_path / "p.db"),
+        "--json",
+        str(report),
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(report.read_text())
     for name, op in result["ops"].items():
@@ -84,8 +114,22 @@ def test_a_read_only_server_cannot_take_the_web_proxy_mix(engine_path, nginx, cl
     docroot = tmp_path / "www"
     docroot.mkdir()
     server = nginx(docroot)
-    done = cli("run", "web-proxy", "--target", server.url, "--docroot", str(docroot), "--rate", "50",
-               "--warmup", "0", "--runtime", "1", "--db", str(tmp_path / "p.db"))
+    done = cli(
+        "run",
+        "web-proxy",
+        "--target",
+        server.url,
+        "--docroot",
+        str(docroot),
+        "--rate",
+        "50",
+        "--warmup",
+        "0",
+        "--runtime",
+        "1",
+        "--db",
+        str(tmp_path / "p.db"),
+    )
     assert done.returncode == 1
     assert "cannot do" in done.stderr
 
@@ -104,8 +148,19 @@ def test_search_finds_its_way_on_an_http_target(engine_path, nginx, cli, tmp_pat
     docroot.mkdir()
     server = nginx(docroot)
     db = tmp_path / "p.db"
-    done = cli("search", "web-server", "--target", server.url, "--docroot", str(docroot), "--quick",
-               "--budget", "12", "--db", str(db))
+    done = cli(
+        "search",
+        "web-server",
+        "--target",
+        server.url,
+        "--docroot",
+        str(docroot),
+        "--quick",
+        "--budget",
+        "12",
+        "--db",
+        str(db),
+    )
     assert done.returncode in (0, 3), done.stderr  # a peak, or an honest "no peak" within the budget
     listing = cli("results", "list", "--db", str(db))
     assert server.url in listing.stdout and "done" in listing.stdout
@@ -175,9 +230,27 @@ def test_faults_are_counted_per_kind_and_the_trial_ends(engine_path, cli, tmp_pa
         log.write_text("".join(f'h - - [01/Jan/2024:00:00:00 +0000] "GET {p} HTTP/1.1" 200 5\n' for p in paths))
         report = tmp_path / "out.json"
         started = time.monotonic()
-        done = cli("replay", str(log), "--target", f"http://127.0.0.1:{server.port}/", "--clients", "1",
-                   "--no-loop", "--warmup", "0", "--runtime", "5", "--timeout", "0.5", "--format", "common",
-                   "--db", str(tmp_path / "p.db"), "--json", str(report))
+        done = cli(
+            "replay",
+            str(log),
+            "--target",
+            f"http://127.0.0.1:{server.port}/",
+            "--clients",
+            "1",
+            "--no-loop",
+            "--warmup",
+            "0",
+            "--runtime",
+            "5",
+            "--timeout",
+            "0.5",
+            "--format",
+            "common",
+            "--db",
+            str(tmp_path / "p.db"),
+            "--json",
+            str(report),
+        )
         assert done.returncode == 0, done.stderr
         assert time.monotonic() - started < 30
         result = json.loads(report.read_text())
@@ -218,8 +291,24 @@ def test_a_server_that_sheds_load_achieves_only_its_successful_replies(engine_pa
     docroot.mkdir()
     server = nginx(docroot, shed_above=(100, status))
     report = tmp_path / "out.json"
-    done = cli("run", "web-server", "--target", server.url, "--docroot", str(docroot), "--rate", "300",
-               "--warmup", "1", "--runtime", "3", "--db", str(tmp_path / "p.db"), "--json", str(report))
+    done = cli(
+        "run",
+        "web-server",
+        "--target",
+        server.url,
+        "--docroot",
+        str(docroot),
+        "--rate",
+        "300",
+        "--warmup",
+        "1",
+        "--runtime",
+        "3",
+        "--db",
+        str(tmp_path / "p.db"),
+        "--json",
+        str(report),
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(report.read_text())
     served = collections.Counter(code for _, _, code, _ in server.access_log_entries())
@@ -247,8 +336,9 @@ def test_the_search_sees_a_shedding_server_as_saturated_and_says_it_shed(engine_
     target = parse_target(server.url, str(docroot))
     with store_module.Store(tmp_path / "p.db") as store:
         search_id = store.add_search(workload="web-server", target=server.url, policy="guided", settings={})
-        trials = searching.EngineTrials(find_workload("web-server"), target, Engine(engine_path), store, search_id,
-                                        settings, sysinfo={})
+        trials = searching.EngineTrials(
+            find_workload("web-server"), target, Engine(engine_path), store, search_id, settings, sysinfo={}
+        )
         below, above = trials(50.0, 3.0), trials(300.0, 3.0)
     assert saturation_signal(below, settings) is None and not saturated(below, settings)
     assert above.mean_ms < settings.rsat_ms and above.percentile_ms < settings.lsat_ms

@@ -7,7 +7,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from peakbench import fsimage
 from peakbench.engine import Engine
 from peakbench.errors import RunError
@@ -52,8 +51,22 @@ def test_a_trial_of_a_canned_workload(engine_path, scratch_fs, cli, tmp_path):
     target.mkdir()
     outside_before = all_paths(scratch) - all_paths(target)
     db, report = tmp_path / "p.db", tmp_path / "out.json"
-    done = cli("run", "web-server", "--target", str(target), "--rate", "200", "--warmup", "1", "--runtime", "3",
-               "--db", str(db), "--json", str(report))
+    done = cli(
+        "run",
+        "web-server",
+        "--target",
+        str(target),
+        "--rate",
+        "200",
+        "--warmup",
+        "1",
+        "--runtime",
+        "3",
+        "--db",
+        str(db),
+        "--json",
+        str(report),
+    )
     assert done.returncode == 0, done.stderr
 
     # The table, in the order of the mix.
@@ -110,8 +123,20 @@ def test_the_engine_itself_refuses_a_directory_it_did_not_create(engine_path, sh
 
 
 def test_a_trial_against_the_null_target(engine_path, cli, tmp_path):
-    done = cli("run", "specsfs97", "--target", "null://", "--rate", "1000", "--warmup", "0", "--runtime", "1",
-               "--db", str(tmp_path / "p.db"))
+    done = cli(
+        "run",
+        "specsfs97",
+        "--target",
+        "null://",
+        "--rate",
+        "1000",
+        "--warmup",
+        "0",
+        "--runtime",
+        "1",
+        "--db",
+        str(tmp_path / "p.db"),
+    )
     assert done.returncode == 0, done.stderr
     assert "note: specsfs97: mix sums to 99, not 100; normalised to 100%" in done.stderr
 
@@ -143,8 +168,22 @@ def test_a_workload_that_makes_and_removes_directories_has_no_errors_of_its_own(
     workload = tmp_path / "dirs.toml"
     workload.write_text(DIRECTORY_WORKLOAD)
     out = tmp_path / "r.json"
-    done = cli("run", str(workload), "--target", str(shm_dir), "--rate", "300", "--warmup", "0", "--runtime", "3",
-               "--db", str(tmp_path / "p.db"), "--json", str(out))
+    done = cli(
+        "run",
+        str(workload),
+        "--target",
+        str(shm_dir),
+        "--rate",
+        "300",
+        "--warmup",
+        "0",
+        "--runtime",
+        "3",
+        "--db",
+        str(tmp_path / "p.db"),
+        "--json",
+        str(out),
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(out.read_text())
     assert result["outcomes"]["failed_share"] == 0, result["outcomes"]

@@ -45,12 +45,19 @@ STALL_MS = 5.0
 def peakbench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """`peakbench ARGS...` as conftest's `cli` runs it, at the raised priority."""
     env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
-    return subprocess.run([*PRIORITY, sys.executable, "-m", "peakbench.cli", *args],
-                          check=False, capture_output=True, text=True, env=env, timeout=timeout)
+    return subprocess.run(
+        [*PRIORITY, sys.executable, "-m", "peakbench.cli", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
 
 
-def simulated_window_means(rate: float, workers: int, warmup_s: float, runtime_s: float, repeats: int,
-                           seed: int) -> np.ndarray:
+def simulated_window_means(
+    rate: float, workers: int, warmup_s: float, runtime_s: float, repeats: int, seed: int
+) -> np.ndarray:
     """Mean response of the requests arriving in [warmup, warmup + runtime) of an M/D/c FIFO queue
     that starts empty, over `repeats` independent runs: what one trial can show, and its spread."""
     rng = np.random.default_rng(seed)
@@ -70,18 +77,35 @@ def simulated_window_means(rate: float, workers: int, warmup_s: float, runtime_s
     return np.array(means)
 
 
-def run_trial(server: MDCServer, docroot: Path, tmp_path: Path, rate: float, warmup_s: float,
-              runtime_s: float, name: str) -> dict:
+def run_trial(
+    server: MDCServer, docroot: Path, tmp_path: Path, rate: float, warmup_s: float, runtime_s: float, name: str
+) -> dict:
     out = tmp_path / f"{name}.json"
-    done = peakbench("run", str(EXAMPLE_WORKLOAD), "--target", server.url, "--docroot", str(docroot),
-               "--rate", f"{rate:g}", "--warmup", f"{warmup_s:g}", "--runtime", f"{runtime_s:g}",
-               "--db", str(tmp_path / "p.db"), "--json", str(out))
+    done = peakbench(
+        "run",
+        str(EXAMPLE_WORKLOAD),
+        "--target",
+        server.url,
+        "--docroot",
+        str(docroot),
+        "--rate",
+        f"{rate:g}",
+        "--warmup",
+        f"{warmup_s:g}",
+        "--runtime",
+        f"{runtime_s:g}",
+        "--db",
+        str(tmp_path / "p.db"),
+        "--json",
+        str(out),
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(out.read_text())
 
 
-def undisturbed_trial(server: MDCServer, docroot: Path, tmp_path: Path, rate: float, warmup_s: float,
-                      runtime_s: float, attempts: int = 3) -> dict:
+def undisturbed_trial(
+    server: MDCServer, docroot: Path, tmp_path: Path, rate: float, warmup_s: float, runtime_s: float, attempts: int = 3
+) -> dict:
     """A trial the machine did not stall: the engine's own schedule lag shows a stall (it sends
     late whatever it was doing), and a stalled engine also reads its replies late, which no
     server curve explains. Up to `attempts` trials; all stalled is a failure that says so."""
@@ -91,8 +115,10 @@ def undisturbed_trial(server: MDCServer, docroot: Path, tmp_path: Path, rate: fl
         if result["schedule_lag"]["p99_ms"] <= STALL_MS:
             return result
         lags.append(result["schedule_lag"]["p99_ms"])
-    pytest.fail(f"at {rate:g} req/s the engine was stalled in every trial (p99 schedule lag {lags} ms > {STALL_MS} ms):"
-                " the machine is too busy to check the server's curve")
+    pytest.fail(
+        f"at {rate:g} req/s the engine was stalled in every trial (p99 schedule lag {lags} ms > {STALL_MS} ms):"
+        " the machine is too busy to check the server's curve"
+    )
 
 
 @pytest.fixture
@@ -107,7 +133,8 @@ def test_the_truth_agrees_with_the_closed_form_and_with_a_simulation_of_the_queu
     for rate in (40.0, 150.0, 189.0, 199.0):
         load = rate * SERVICE_MS / 1000
         assert mdc._mean_in_system(load, 1) / rate * 1000 == pytest.approx(
-            SERVICE_MS + load * SERVICE_MS / (2 * (1 - load)), rel=1e-9)
+            SERVICE_MS + load * SERVICE_MS / (2 * (1 - load)), rel=1e-9
+        )
     assert mdc.peak_rate(RSAT_MS) == pytest.approx(189.47, abs=0.01)
     low, high = mdc.peak_region(RSAT_MS, WIDTH)
     assert (round(low, 1), round(high, 1)) == (188.2, 190.5)
@@ -116,7 +143,9 @@ def test_the_truth_agrees_with_the_closed_form_and_with_a_simulation_of_the_queu
     # (W ≈ 9.5 ms; the windows' grand mean has a standard error of about 0.03 ms).
     simulated = simulated_window_means(320.0, 2, 5.0, 60.0, 100, seed=3)
     assert mdc.mean_response_ms(320.0, 2) == pytest.approx(simulated.mean(), abs=4 * simulated.std() / 10)
-    assert 2 * mdc.peak_rate(RSAT_MS) < mdc.peak_rate(RSAT_MS, 2) < 400.0  # two workers queue less than one twice as fast
+    assert (
+        2 * mdc.peak_rate(RSAT_MS) < mdc.peak_rate(RSAT_MS, 2) < 400.0
+    )  # two workers queue less than one twice as fast
 
 
 def test_the_server_serves_its_docroot_and_every_request_takes_the_service_time(docroot):
@@ -125,20 +154,33 @@ def test_the_server_serves_its_docroot_and_every_request_takes_the_service_time(
     with MDCServer(1, 20.0, docroot) as server:
         connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
         answers = []
-        for method, path in (("GET", "/a.txt"), ("HEAD", "/a.txt"), ("GET", "/"), ("GET", "/missing"),
-                             ("GET", "/../etc/passwd"), ("PUT", "/a.txt")):
+        for method, path in (
+            ("GET", "/a.txt"),
+            ("HEAD", "/a.txt"),
+            ("GET", "/"),
+            ("GET", "/missing"),
+            ("GET", "/../etc/passwd"),
+            ("PUT", "/a.txt"),
+        ):
             started = time.monotonic()
             connection.request(method, path, body=b"" if method == "PUT" else None)
             response = connection.getresponse()  # one keep-alive connection throughout
             answers.append((response.status, response.getheader("Content-Length"), response.read()))
             assert time.monotonic() - started >= 0.020
-    assert answers == [(200, "5", b"hello"), (200, "5", b""), (200, "11", b"a.txt\nsub/\n"), (404, "0", b""),
-                       (404, "0", b""), (405, "0", b"")]
+    assert answers == [
+        (200, "5", b"hello"),
+        (200, "5", b""),
+        (200, "11", b"a.txt\nsub/\n"),
+        (404, "0", b""),
+        (404, "0", b""),
+        (405, "0", b""),
+    ]
 
 
 @pytest.mark.parametrize("workers, rates", [(1, (60.0, 120.0, 160.0)), (2, (320.0,))])
 def test_open_loop_poisson_runs_below_capacity_report_the_queues_mean_response(
-        engine_path, docroot, tmp_path, workers, rates):
+    engine_path, docroot, tmp_path, workers, rates
+):
     """Each trial's mean response (from the moment the engine actually sent: its own schedule
     lag, which the busy machine's scheduling adds, is subtracted) lies within 3.5 standard
     deviations of what one 6 s window of the exact queue shows, plus the timing allowance.
@@ -153,7 +195,9 @@ def test_open_loop_poisson_runs_below_capacity_report_the_queues_mean_response(
             truth = server.mean_response_ms(rate)
             spread = simulated_window_means(rate, workers, warmup_s, runtime_s, 200, seed=int(rate)).std()
             measured = result["latency"]["mean_ms"] - result["schedule_lag"]["mean_ms"]
-            assert result["ops"].keys() == {"getattr"} and result["ops"]["getattr"]["successes"] > 0.9 * rate * runtime_s
+            assert (
+                result["ops"].keys() == {"getattr"} and result["ops"]["getattr"]["successes"] > 0.9 * rate * runtime_s
+            )
             assert abs(measured - truth) <= 3.5 * spread + TIMING_ALLOWANCE_MS, (rate, measured, truth, spread)
     # The server's own replies left on time: what the test compares is the queue, not timer jitter.
     assert server.stats["lateness_mean_ms"] < 0.5, server.stats
@@ -179,16 +223,34 @@ def test_at_twice_capacity_the_latency_grows_like_the_queue(engine_path, docroot
 
 def quick_search(server: MDCServer, docroot: Path, tmp_path: Path, seed: int) -> dict:
     out = tmp_path / f"search-{server.workers}-{seed}.json"
-    done = peakbench("search", str(EXAMPLE_WORKLOAD), "--target", server.url, "--docroot", str(docroot), "--quick",
-               "--rsat", f"{RSAT_MS:g}", "--width", f"{WIDTH:g}", "--seed", str(seed),
-               "--db", str(tmp_path / "p.db"), "--json", str(out), timeout=600)
+    done = peakbench(
+        "search",
+        str(EXAMPLE_WORKLOAD),
+        "--target",
+        server.url,
+        "--docroot",
+        str(docroot),
+        "--quick",
+        "--rsat",
+        f"{RSAT_MS:g}",
+        "--width",
+        f"{WIDTH:g}",
+        "--seed",
+        str(seed),
+        "--db",
+        str(tmp_path / "p.db"),
+        "--json",
+        str(out),
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(out.read_text())
 
 
 @pytest.mark.parametrize("workers, seeds", [(1, (101, 202)), (2, (404,))])
 def test_repeated_quick_searches_find_the_known_peak_within_their_claimed_accuracy(
-        engine_path, docroot, tmp_path, workers, seeds):
+    engine_path, docroot, tmp_path, workers, seeds
+):
     """A search claims its peak within 1 − a of the truth at confidence c; with distinct seeds
     (independent arrival streams) at least ⌈c·n⌉ of n searches must hold it (for n = 2 at c = 90%:
     both), and each must state a peak (the server saturates at a known load). The interval

@@ -1,7 +1,6 @@
 from pathlib import Path
 
 import pytest
-
 from peakbench.errors import InputError
 from peakbench.mix import OPS
 from peakbench.mixfile import RENAMED, SPEC_OPS, UNSUPPORTED, read_mixfile
@@ -86,7 +85,11 @@ def test_a_bad_mixfile_fails_the_cli_with_status_2_and_writes_nothing(tmp_path, 
     target.mkdir()
     done = cli("run", str(workload), "--target", str(target), "--rate", "10", "--db", str(tmp_path / "x.db"))
     assert done.returncode == 2
-    assert done.stderr == f"peakbench: {tmp_path / 'test.mix'}:3: unknown op 'frobnicate'; SPECsfs ops are: " \
-        + " ".join(SPEC_OPS) + "\n"
+    assert (
+        done.stderr
+        == f"peakbench: {tmp_path / 'test.mix'}:3: unknown op 'frobnicate'; SPECsfs ops are: "
+        + " ".join(SPEC_OPS)
+        + "\n"
+    )
     assert list(target.iterdir()) == []
     assert not (tmp_path / "x.db").exists()

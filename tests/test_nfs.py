@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from peakbench.errors import InputError
 from peakbench.targets import parse_target, target_label
 from peakbench.workload import find_workload
@@ -30,8 +29,10 @@ def export_path(server, url: str) -> Path:
 def test_nfs_urls_parse_with_options():
     t = parse_target("nfs://127.0.0.1/export")
     assert t == {"kind": "nfs", "host": "127.0.0.1", "export": "/export", "url": "nfs://127.0.0.1/export"}
-    t = parse_target("nfs://server:2050/a/b/?mountport=635&uid=1000&gid=100&rsize=65536&wsize=32768"
-                     "&conns=4&max_outstanding=64&timeout=2s&retrans=3")
+    t = parse_target(
+        "nfs://server:2050/a/b/?mountport=635&uid=1000&gid=100&rsize=65536&wsize=32768"
+        "&conns=4&max_outstanding=64&timeout=2s&retrans=3"
+    )
     assert t["port"] == 2050 and t["export"] == "/a/b" and t["mount_port"] == 635
     assert (t["uid"], t["gid"], t["rsize"], t["wsize"]) == (1000, 100, 65536, 32768)
     assert (t["connections"], t["max_outstanding"], t["timeout_ms"], t["retrans"]) == (4, 64, 2000.0, 3)
@@ -42,19 +43,22 @@ def test_nfs_urls_parse_with_options():
     assert target_label(t).startswith("nfs://server:2050/a/b/")
 
 
-@pytest.mark.parametrize("url, message", [
-    ("nfs://127.0.0.1", "no export path"),
-    ("nfs:///export", "no server"),
-    ("nfs://h/e?colour=blue", "unknown option 'colour'"),
-    ("nfs://h/e?conns=0", "conns=0 must be 1 to 1024"),
-    ("nfs://h/e?rsize=12", "rsize=12 must be 512 to 1048576"),
-    ("nfs://h/e?uid=x", "uid=x is not a whole number"),
-    ("nfs://h/e?timeout=0", "must be longer than 0"),
-    ("nfs://h:99999/e", "port is not a number"),
-    ("nfs://h/e?conns=2&conns=3", "given twice"),
-    ("nfs://h/e?recv_wait=2ms", "recv_wait=2ms must be 0 to 1000us"),
-    ("nfs://h/e?recv_wait=soon", "recv_wait=soon must be 0 to 1000us"),
-])
+@pytest.mark.parametrize(
+    "url, message",
+    [
+        ("nfs://127.0.0.1", "no export path"),
+        ("nfs:///export", "no server"),
+        ("nfs://h/e?colour=blue", "unknown option 'colour'"),
+        ("nfs://h/e?conns=0", "conns=0 must be 1 to 1024"),
+        ("nfs://h/e?rsize=12", "rsize=12 must be 512 to 1048576"),
+        ("nfs://h/e?uid=x", "uid=x is not a whole number"),
+        ("nfs://h/e?timeout=0", "must be longer than 0"),
+        ("nfs://h:99999/e", "port is not a number"),
+        ("nfs://h/e?conns=2&conns=3", "given twice"),
+        ("nfs://h/e?recv_wait=2ms", "recv_wait=2ms must be 0 to 1000us"),
+        ("nfs://h/e?recv_wait=soon", "recv_wait=soon must be 0 to 1000us"),
+    ],
+)
 def test_bad_nfs_urls_are_one_line_input_errors(url, message):
     with pytest.raises(InputError) as raised:
         parse_target(url)
@@ -68,8 +72,24 @@ def test_bad_nfs_urls_are_one_line_input_errors(url, message):
 @pytest.mark.parametrize("name", CANNED)
 def test_canned_workload_runs_against_ganesha(engine_path, ganesha_server, nfs_url, tmp_path, cli, name):
     out = tmp_path / "result.json"
-    done = cli("run", name, "--target", nfs_url, "--rate", "100", "--scale", "0.01", "--warmup", "0.5",
-               "--runtime", "2", "--db", str(tmp_path / "pb.db"), "--json", str(out))
+    done = cli(
+        "run",
+        name,
+        "--target",
+        nfs_url,
+        "--rate",
+        "100",
+        "--scale",
+        "0.01",
+        "--warmup",
+        "0.5",
+        "--runtime",
+        "2",
+        "--db",
+        str(tmp_path / "pb.db"),
+        "--json",
+        str(out),
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(out.read_text())
     assert result["achieved_rate"] == pytest.approx(100, rel=0.1)
@@ -98,8 +118,24 @@ def test_canned_workload_runs_against_ganesha(engine_path, ganesha_server, nfs_u
 def test_reads_and_writes_move_the_bytes_the_server_sees(engine_path, ganesha_server, nfs_url, tmp_path, cli):
     """db-tp's logical 256 KiB writes are split into transfers; the bytes counted are the bytes moved."""
     out = tmp_path / "result.json"
-    done = cli("run", "db-tp", "--target", nfs_url + "?wsize=16384&rsize=8192", "--rate", "50", "--scale", "0.01",
-               "--warmup", "0", "--runtime", "2", "--db", str(tmp_path / "pb.db"), "--json", str(out))
+    done = cli(
+        "run",
+        "db-tp",
+        "--target",
+        nfs_url + "?wsize=16384&rsize=8192",
+        "--rate",
+        "50",
+        "--scale",
+        "0.01",
+        "--warmup",
+        "0",
+        "--runtime",
+        "2",
+        "--db",
+        str(tmp_path / "pb.db"),
+        "--json",
+        str(out),
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(out.read_text())
     assert result["ops"]["read"]["bytes"] > 0 and result["ops"]["write"]["bytes"] > 0
@@ -120,7 +156,9 @@ def test_prepare_over_nfs_builds_the_same_tree_as_posix(engine_path, ganesha_ser
             rel = str(p.relative_to(root))
             if rel.startswith(".peakbench-manifest"):
                 continue
-            out[rel] = ("link", os.readlink(p)) if p.is_symlink() else ("dir",) if p.is_dir() else ("file", p.stat().st_size)
+            out[rel] = (
+                ("link", os.readlink(p)) if p.is_symlink() else ("dir",) if p.is_dir() else ("file", p.stat().st_size)
+            )
         return out
 
     assert tree(remote) == tree(local)
@@ -143,7 +181,8 @@ def test_a_capped_pipeline_mixed_with_blocking_ops_completes_every_request(engin
 
 
 def test_receive_moderation_is_adaptive_by_default_reports_its_holds_and_spares_a_light_load(
-        engine_path, ganesha_server, nfs_url):
+    engine_path, ganesha_server, nfs_url
+):
     """By default the reader holds off after a read that found few replies while 8+ calls are
     in flight, for a tenth of the latency it observes. Flat out (64 in flight) it must hold,
     say so in the result, and still read every reply; at a light load it never holds; with
@@ -154,8 +193,10 @@ def test_receive_moderation_is_adaptive_by_default_reports_its_holds_and_spares_
     light = _spec(nfs_url, {"getattr": 1.0}, rate=200, runtime_s=1.0)
     off = {**flat_out, "target": parse_target(nfs_url + "?recv_wait=0")}
     fixed = {**flat_out, "target": parse_target(nfs_url + "?recv_wait=1ms")}
-    results = {name: _engine(engine_path, "run", spec) for name, spec in
-               (("flat_out", flat_out), ("light", light), ("off", off), ("fixed", fixed))}
+    results = {
+        name: _engine(engine_path, "run", spec)
+        for name, spec in (("flat_out", flat_out), ("light", light), ("off", off), ("fixed", fixed))
+    }
     for name, result in results.items():
         getattr_ = result["ops"]["getattr"]
         assert getattr_["timeouts"] == 0 and getattr_["cancellations"] == 0, (name, getattr_)
@@ -167,8 +208,13 @@ def test_receive_moderation_is_adaptive_by_default_reports_its_holds_and_spares_
     assert 0 < held["mean_hold_us"] < results["flat_out"]["latency"]["mean_ms"] * 1000 / 2, held
     assert results["light"]["receive_moderation"]["holds"] == 0
     assert results["light"]["latency"]["p50_ms"] < 1.0
-    assert results["off"]["receive_moderation"] == {"mode": "off", "reads": results["off"]["receive_moderation"]["reads"],
-                                                    "holds": 0, "mean_hold_us": 0.0, "max_hold_us": 0.0}
+    assert results["off"]["receive_moderation"] == {
+        "mode": "off",
+        "reads": results["off"]["receive_moderation"]["reads"],
+        "holds": 0,
+        "mean_hold_us": 0.0,
+        "max_hold_us": 0.0,
+    }
     fixed_holds = results["fixed"]["receive_moderation"]
     assert fixed_holds["mode"] == "fixed" and fixed_holds["hold_us"] == 1000.0
     assert fixed_holds["holds"] > 0 and fixed_holds["mean_hold_us"] >= 1000.0, fixed_holds
@@ -272,7 +318,10 @@ def test_directories_made_and_removed_over_nfs_give_no_errors(engine_path, ganes
     spec = _spec(nfs_url, mix, rate=300, runtime_s=2.0)
     _engine(engine_path, "prepare", spec)
     result = _engine(engine_path, "run", spec)
-    assert result["outcomes"]["failed_share"] == 0, (result["outcomes"], {k: o["errors"] for k, o in result["ops"].items()})
+    assert result["outcomes"]["failed_share"] == 0, (
+        result["outcomes"],
+        {k: o["errors"] for k, o in result["ops"].items()},
+    )
     assert result["ops"]["rmdir"]["successes"] > 50
     assert result["restore"]["done"], result["restore"]
 
@@ -305,8 +354,20 @@ def test_a_paused_server_times_out_and_its_timeouts_are_no_goodput(engine_path, 
 
 
 def test_unreachable_server_and_missing_export_are_one_line_errors(engine_path, ganesha_server, tmp_path, cli):
-    done = cli("run", "mail", "--target", "nfs://127.0.0.1/no-such-export", "--rate", "10", "--scale", "0.01",
-               "--runtime", "1", "--db", str(tmp_path / "pb.db"))
+    done = cli(
+        "run",
+        "mail",
+        "--target",
+        "nfs://127.0.0.1/no-such-export",
+        "--rate",
+        "10",
+        "--scale",
+        "0.01",
+        "--runtime",
+        "1",
+        "--db",
+        str(tmp_path / "pb.db"),
+    )
     assert done.returncode == 1
     assert "nfs://127.0.0.1/no-such-export: MOUNT MNT /no-such-export" in done.stderr
     # ... and names what the server does export (MOUNT EXPORT), so the fix is plain.
@@ -315,8 +376,20 @@ def test_unreachable_server_and_missing_export_are_one_line_errors(engine_path, 
         s.bind(("127.0.0.1", 0))
         free = s.getsockname()[1]
     url = f"nfs://127.0.0.1:{free}/export?mountport={free}&timeout=500ms"
-    done = cli("run", "mail", "--target", url, "--rate", "10", "--scale", "0.01", "--runtime", "1",
-               "--db", str(tmp_path / "pb.db"))
+    done = cli(
+        "run",
+        "mail",
+        "--target",
+        url,
+        "--rate",
+        "10",
+        "--scale",
+        "0.01",
+        "--runtime",
+        "1",
+        "--db",
+        str(tmp_path / "pb.db"),
+    )
     assert done.returncode == 1
     assert f"{url}: MOUNT MNT /export at 127.0.0.1:{free}: connection: connect to" in done.stderr
 
@@ -330,17 +403,24 @@ def _spec(url: str, mix: dict, *, rate: float, runtime_s: float, warmup_s: float
         "target": parse_target(url),
         "seed": 1,
         "load": {"rate": rate, "warmup_s": warmup_s, "runtime_s": runtime_s},
-        "fileset": {"seed": 1, "files": 50, "files_per_dir": {"kind": "constant", "value": 10},
-                    "dirs_per_dir": {"kind": "constant", "value": 3}, "max_depth": 2,
-                    "file_sizes": {"kind": "constant", "value": 4096}},
+        "fileset": {
+            "seed": 1,
+            "files": 50,
+            "files_per_dir": {"kind": "constant", "value": 10},
+            "dirs_per_dir": {"kind": "constant", "value": 3},
+            "max_depth": 2,
+            "file_sizes": {"kind": "constant", "value": 4096},
+        },
         "mix": mix,
     }
 
 
 def _engine(engine_path, command: str, spec: dict, check: bool = True):
     import subprocess
-    done = subprocess.run([str(engine_path), command, "-"], input=json.dumps(spec), capture_output=True, text=True,
-                          timeout=120)
+
+    done = subprocess.run(
+        [str(engine_path), command, "-"], input=json.dumps(spec), capture_output=True, text=True, timeout=120
+    )
     if not check and done.returncode != 0:
         return done
     assert done.returncode == 0, done.stderr

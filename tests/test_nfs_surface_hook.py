@@ -44,7 +44,8 @@ def test_the_hook_starts_a_confined_ready_ganesha_and_stop_cleans_up(engine_path
         # A quota of nothing is refused before any server is touched.
         wrong = hook("start", "--workdir", str(tmp_path), "--cpu-percent", "0")
         assert wrong.returncode == 2 and wrong.stderr.strip().splitlines()[-1].endswith(
-            "--ioq-threads must be 1..10000 and --cpu-percent 1..100 x CPUs")
+            "--ioq-threads must be 1..10000 and --cpu-percent 1..100 x CPUs"
+        )
         assert not _listening(NFS_PORT)
     finally:
         ganesha_server.start()

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from peakbench import tracegen
 
 pytestmark = pytest.mark.usefixtures("engine_path")
@@ -81,8 +80,9 @@ def test_build_docroot_serves_every_successful_path_at_its_size(site, tmp_path, 
 def test_closed_loop_replay_matches_nginx_access_log(site, nginx, cli, tmp_path):
     log, docroot = site
     server = nginx(docroot)
-    done, result = replay(cli, tmp_path, log, "--target", server.url, "--clients", "4", "--warmup", "0",
-                          "--runtime", "2")
+    done, result = replay(
+        cli, tmp_path, log, "--target", server.url, "--clients", "4", "--warmup", "0", "--runtime", "2"
+    )
     assert result["mode"] == "closed" and result["requested_rate"] is None
     issued = result["issued"]
     assert issued == result["replay"]["issued"] > 0
@@ -97,8 +97,9 @@ def test_closed_loop_replay_matches_nginx_access_log(site, nginx, cli, tmp_path)
     assert result["ops"]["read"]["error_count"] == 0
     assert result["output_mbit_s"] == pytest.approx(result["bytes"] * 8 / 2 / 1e6)
     assert result["replay"]["loops"] > 1  # 2 s of 4 clients loops a 3,000-line log
-    assert set(result["classes"]) <= {f"{m} {c} ok" for m in ("GET", "HEAD")
-                                      for c in ("<1KiB", "1-10KiB", "10-100KiB", "100KiB-1MiB", ">=1MiB")}
+    assert set(result["classes"]) <= {
+        f"{m} {c} ok" for m in ("GET", "HEAD") for c in ("<1KiB", "1-10KiB", "10-100KiB", "100KiB-1MiB", ">=1MiB")
+    }
     assert "per request class" in done.stdout and "closed loop with 4 clients" in done.stdout
     # The same store as every other target: listed, shown, exported.
     db = tmp_path / "p.db"
@@ -126,14 +127,31 @@ def test_timed_replay_follows_the_log_clock(tmp_path, nginx, cli):
     docroot = tmp_path / "www"
     log = tmp_path / "access.log"
     # 10 requests in each of the log's seconds 0..5.
-    lines = [f'h - - [01/Jan/2024:00:00:0{second} +0000] "GET /f{i % 3} HTTP/1.1" 200 {100 * (i % 3 + 1)}'
-             for second in range(6) for i in range(10)]
+    lines = [
+        f'h - - [01/Jan/2024:00:00:0{second} +0000] "GET /f{i % 3} HTTP/1.1" 200 {100 * (i % 3 + 1)}'
+        for second in range(6)
+        for i in range(10)
+    ]
     log.write_text("\n".join(lines) + "\n")
     assert cli("replay", "--build-docroot", str(docroot), str(log), "--format", "common").returncode == 0
     server = nginx(docroot)
     # At twice the log's speed a 2 s window holds the log's first 4 seconds: 40 requests.
-    _, result = replay(cli, tmp_path, log, "--target", server.url, "--timed", "--speed", "2", "--format", "common",
-                       "--warmup", "0", "--runtime", "2")
+    _, result = replay(
+        cli,
+        tmp_path,
+        log,
+        "--target",
+        server.url,
+        "--timed",
+        "--speed",
+        "2",
+        "--format",
+        "common",
+        "--warmup",
+        "0",
+        "--runtime",
+        "2",
+    )
     assert result["mode"] == "timed"
     assert result["sent"] == 40
     assert result["requested_rate"] == pytest.approx(20)
@@ -145,8 +163,24 @@ def test_dataset_size_sweep_truncates_the_log(site, cli, tmp_path):
     log, docroot = site
     report = tmp_path / "sweep.json"
     # Against the directory itself: a GET is a lookup and a whole-file read.
-    done = cli("replay", str(log), "--target", str(docroot), "--dataset-size", "200KB,1MB", "--clients", "2",
-               "--warmup", "0", "--runtime", "1", "--db", str(tmp_path / "p.db"), "--json", str(report))
+    done = cli(
+        "replay",
+        str(log),
+        "--target",
+        str(docroot),
+        "--dataset-size",
+        "200KB,1MB",
+        "--clients",
+        "2",
+        "--warmup",
+        "0",
+        "--runtime",
+        "1",
+        "--db",
+        str(tmp_path / "p.db"),
+        "--json",
+        str(report),
+    )
     assert done.returncode == 0, done.stderr
     rows = json.loads(report.read_text())
     assert [row["replay"]["dataset_bytes"] <= limit for row, limit in zip(rows, (200_000, 1_000_000))] == [True, True]
@@ -168,9 +202,18 @@ def test_unparseable_lines_are_counted_and_quoted_with_their_line(tmp_path, cli)
     docroot = tmp_path / "www"
     log = tmp_path / "access.log"
     good = 'h - - [01/Jan/2024:00:00:00 +0000] "GET /a HTTP/1.1" 200 10 "-" "x"'
-    log.write_text("\n".join([good, "this is not a log line", good,
-                              'h - - [01/Jan/2024:00:00:00 +0000] "GET /a HTTP/1.1" 2000 10 "-" "x"',
-                              'h - - [01/Jan/2024:00:00:00 +0000] "POST /a HTTP/1.1" 200 10 "-" "x"']) + "\n")
+    log.write_text(
+        "\n".join(
+            [
+                good,
+                "this is not a log line",
+                good,
+                'h - - [01/Jan/2024:00:00:00 +0000] "GET /a HTTP/1.1" 2000 10 "-" "x"',
+                'h - - [01/Jan/2024:00:00:00 +0000] "POST /a HTTP/1.1" 200 10 "-" "x"',
+            ]
+        )
+        + "\n"
+    )
     done = cli("replay", "--build-docroot", str(docroot), str(log))
     assert done.returncode == 0, done.stderr
     assert "skipped 2 unparseable, 1 not GET/HEAD" in done.stderr
@@ -189,8 +232,14 @@ def test_format_strings_and_gzip(tmp_path, cli):
         out.write('127.0.0.1 [01/Jan/2024:00:00:00 +0000] "GET /x/y.html?q=1 HTTP/1.1" 200 1234 0.001\n')
         out.write('127.0.0.1 [01/Jan/2024:00:00:01 +0000] "GET /x/ HTTP/1.1" 200 99 0.001\n')
     docroot = tmp_path / "www"
-    done = cli("replay", "--build-docroot", str(docroot), str(log), "--format",
-               '$remote_addr [$time_local] "$request" $status $body_bytes_sent $request_time')
+    done = cli(
+        "replay",
+        "--build-docroot",
+        str(docroot),
+        str(log),
+        "--format",
+        '$remote_addr [$time_local] "$request" $status $body_bytes_sent $request_time',
+    )
     assert done.returncode == 0, done.stderr
     assert (docroot / "x/y.html").stat().st_size == 1234
     assert (docroot / "x/index.html").stat().st_size == 99
@@ -216,8 +265,21 @@ def test_a_real_access_log_from_debian(tmp_path, nginx, cli):
     assert built.returncode == 0, built.stderr
     assert "3,260 lines, 2,724 replayable; skipped 0 unparseable" in built.stderr
     server = nginx(docroot)
-    _, result = replay(cli, tmp_path, REAL_LOG, "--target", server.url, "--format", REAL_FORMAT, "--clients", "8",
-                       "--warmup", "0", "--runtime", "2")
+    _, result = replay(
+        cli,
+        tmp_path,
+        REAL_LOG,
+        "--target",
+        server.url,
+        "--format",
+        REAL_FORMAT,
+        "--clients",
+        "8",
+        "--warmup",
+        "0",
+        "--runtime",
+        "2",
+    )
     expected = replayable(REAL_LOG)
     assert len(expected) == 2724
     sent = [expected[i % len(expected)] for i in range(result["issued"])]

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from chromium import Page, find_chromium
 from conftest import REPO, run_cli
-
 from peakbench.cli import main as peakbench
 from peakbench.store import SCHEMA_VERSION, Store
 
@@ -27,9 +26,31 @@ def _kill_after_trials(db: Path, target: Path, trials: int) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
     process = subprocess.Popen(
         # Far from done after one trial: it has loads up to 400 ops/s to climb through first.
-        [sys.executable, "-m", "peakbench.cli", "search", "mail", "--target", str(target), "--db", str(db),
-         "--runlength", "1", "--warmup", "0.2", "--start-rate", "30", "--max-rate", "400", "--min-rate", "10"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "peakbench.cli",
+            "search",
+            "mail",
+            "--target",
+            str(target),
+            "--db",
+            str(db),
+            "--runlength",
+            "1",
+            "--warmup",
+            "0.2",
+            "--start-rate",
+            "30",
+            "--max-rate",
+            "400",
+            "--min-rate",
+            "10",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and process.poll() is None:
@@ -54,15 +75,38 @@ def store(engine_path, tmp_path_factory):
     for name in ("sfs", "search", "killed"):
         (root / name).mkdir()
     rc = root / "sfs_rc"
-    rc.write_text(f'# a small curve\nLOAD="{" ".join(f"{load:g}" for load in SFS_LOADS)}"\nPROCS=2\n'
-                  f'MNT_POINTS="{root / "sfs"} {root / "sfs"}"\nWARMUP_TIME=0.5\nRUNTIME=1.5\nTCP=on\n')
+    rc.write_text(
+        f'# a small curve\nLOAD="{" ".join(f"{load:g}" for load in SFS_LOADS)}"\nPROCS=2\n'
+        f'MNT_POINTS="{root / "sfs"} {root / "sfs"}"\nWARMUP_TIME=0.5\nRUNTIME=1.5\nTCP=on\n'
+    )
     done = run_cli("sfs", str(rc), "--db", str(db))
     assert done.returncode == 0, done.stderr
     # Rsat well under a millisecond, so this fast directory has a peak region to search for: careful
     # trials with intervals, whatever the verdict (a peak, or noisy when the trial budget runs out).
-    done = run_cli("search", "mail", "--target", str(root / "search"), "--db", str(db), "--runlength", "1",
-                   "--warmup", "0.2", "--start-rate", "30", "--max-rate", "120", "--min-rate", "10",
-                   "--rsat", "0.3", "--width", "0.5", "--max-trials", "10")
+    done = run_cli(
+        "search",
+        "mail",
+        "--target",
+        str(root / "search"),
+        "--db",
+        str(db),
+        "--runlength",
+        "1",
+        "--warmup",
+        "0.2",
+        "--start-rate",
+        "30",
+        "--max-rate",
+        "120",
+        "--min-rate",
+        "10",
+        "--rsat",
+        "0.3",
+        "--width",
+        "0.5",
+        "--max-trials",
+        "10",
+    )
     assert done.returncode in (0, 3), done.stderr
     _kill_after_trials(db, root / "killed", trials=1)
     return db
@@ -110,11 +154,22 @@ def test_the_report_reads_well_in_a_real_browser(store, tmp_path):
 
     assert problems == []
     assert urls == [html.absolute().as_uri()] and failed == []  # nothing but the file itself
-    assert seen["sections"] == ["Load curve", "Search trace", "Per-operation breakdown", "Latency distribution",
-                                "SPECsfs summary", "Provenance and warnings"]
+    assert seen["sections"] == [
+        "Load curve",
+        "Search trace",
+        "Per-operation breakdown",
+        "Latency distribution",
+        "SPECsfs summary",
+        "Provenance and warnings",
+    ]
     figures = {f["id"]: f for f in seen["figures"]}
-    for name in ("fig-load-curve", "fig-search-trace-search-1", "fig-search-trace-search-2", "fig-latency-cdf-sfs-1",
-                 "fig-latency-cdf-ops-sfs-1"):
+    for name in (
+        "fig-load-curve",
+        "fig-search-trace-search-1",
+        "fig-search-trace-search-2",
+        "fig-latency-cdf-sfs-1",
+        "fig-latency-cdf-ops-sfs-1",
+    ):
         width, height = figures[name]["size"]
         assert width > 300 and height > 100, (name, figures[name])
         assert figures[name]["paths"] > 20  # axes, ticks, curves: drawn, not an empty box
@@ -134,8 +189,18 @@ def test_the_report_reads_well_in_a_real_browser(store, tmp_path):
 
 def test_figures_and_tables_come_out_as_files(store, tmp_path):
     figures, tables = tmp_path / "figures", tmp_path / "tables"
-    done = run_cli("report", "sfs:1", "--db", str(store), "--figures", str(figures), "--format", "png,svg,pdf",
-                   "--csv", str(tables))
+    done = run_cli(
+        "report",
+        "sfs:1",
+        "--db",
+        str(store),
+        "--figures",
+        str(figures),
+        "--format",
+        "png,svg,pdf",
+        "--csv",
+        str(tables),
+    )
     assert done.returncode == 0, done.stderr
     magic = {"png": b"\x89PNG", "svg": b"<?xml", "pdf": b"%PDF"}
     for name in ("load-curve", "latency-cdf-sfs-1", "latency-cdf-ops-sfs-1"):
@@ -152,7 +217,7 @@ def test_figures_and_tables_come_out_as_files(store, tmp_path):
     assert [int(r["total ops"]) for r in rows] == [t["result"]["latency"]["count"] for t in trials]
 
     # The terminal gets the key tables: the SPECsfs summary, one row per load point.
-    summary = done.stdout[done.stdout.index("SPECsfs summary"):]
+    summary = done.stdout[done.stdout.index("SPECsfs summary") :]
     for load in SFS_LOADS:
         assert f"{load:.1f}" in summary
     assert "POSIX" in summary and "Per-operation breakdown" in done.stdout
@@ -166,14 +231,17 @@ def test_a_killed_search_is_reported_with_what_it_has(store):
     assert "Search trace" in done.stdout and "Per-operation breakdown" in done.stdout
 
 
-@pytest.mark.parametrize("args, words", [
-    (["trial:999"], "no trial 999 in the store"),
-    (["search:7"], "no search 7 in the store"),
-    (["sfs:9"], "no sfs run 9 in the store"),
-    (["runs:1"], "is not a selector"),
-    (["sfs:1", "--format", "png,gif"], "field --format: unknown figure format gif"),
-    (["sfs:1", "--thresholds", "10,x"], "field --thresholds"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["trial:999"], "no trial 999 in the store"),
+        (["search:7"], "no search 7 in the store"),
+        (["sfs:9"], "no sfs run 9 in the store"),
+        (["runs:1"], "is not a selector"),
+        (["sfs:1", "--format", "png,gif"], "field --format: unknown figure format gif"),
+        (["sfs:1", "--thresholds", "10,x"], "field --thresholds"),
+    ],
+)
 def test_bad_selections_are_one_line_errors(store, tmp_path, capsys, args, words):
     assert peakbench(["report", *args, "--db", str(store), "--html", str(tmp_path / "r.html")]) == 2
     stderr = capsys.readouterr().err
@@ -188,13 +256,15 @@ def test_empty_missing_and_newer_stores_are_one_line_errors(tmp_path, capsys):
     Store(newer).close()
     with sqlite3.connect(newer) as connection:
         connection.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION + 1,))
-    for db, words in ((empty, "holds no trials yet"), (tmp_path / "none.db", "no such store"),
-                      (newer, "newer than this peakbench understands")):
+    for db, words in (
+        (empty, "holds no trials yet"),
+        (tmp_path / "none.db", "no such store"),
+        (newer, "newer than this peakbench understands"),
+    ):
         assert peakbench(["report", "--db", str(db), "--html", str(tmp_path / "r.html")]) == 2
         stderr = capsys.readouterr().err
         assert words in stderr and len(stderr.strip().splitlines()) == 1
     assert not (tmp_path / "r.html").exists() and not (tmp_path / "none.db").exists()
-
 
 
 def test_a_curve_cut_short_names_its_missing_load_points(store, tmp_path):
@@ -207,7 +277,9 @@ def test_a_curve_cut_short_names_its_missing_load_points(store, tmp_path):
         copy.execute("DELETE FROM trials WHERE sfs_run_id = 1 AND rate = ?", (SFS_LOADS[-1],))
     done = run_cli("report", "sfs:1", "--db", str(cut), "--html", str(tmp_path / "r.html"))
     assert done.returncode == 0, done.stderr
-    assert (f"sfs 1 (still running, or killed) has no result at 1 of its {len(SFS_LOADS)} load points:"
-            f" {SFS_LOADS[-1]:g} ops/s") in done.stdout
-    summary = done.stdout[done.stdout.index("SPECsfs summary"):]
+    assert (
+        f"sfs 1 (still running, or killed) has no result at 1 of its {len(SFS_LOADS)} load points:"
+        f" {SFS_LOADS[-1]:g} ops/s"
+    ) in done.stdout
+    summary = done.stdout[done.stdout.index("SPECsfs summary") :]
     assert f"{SFS_LOADS[0]:.1f}" in summary and f"{SFS_LOADS[-1]:.1f}" not in summary

@@ -73,9 +73,28 @@ def test_an_http_search_without_a_peak_claims_no_sfs_summary_and_no_star(engine_
     server = nginx(docroot)
     db, html = tmp_path / "p.db", tmp_path / "report.html"
     # Rsat of 10 s: nginx never gets near it by 60 requests/s, so the search ends without a peak.
-    done = run_cli("search", "web-server", "--target", server.url, "--docroot", str(docroot), "--db", str(db),
-                   "--runlength", "1", "--warmup", "0.2", "--start-rate", "20", "--max-rate", "60",
-                   "--rsat", "10000", "--max-trials", "8")
+    done = run_cli(
+        "search",
+        "web-server",
+        "--target",
+        server.url,
+        "--docroot",
+        str(docroot),
+        "--db",
+        str(db),
+        "--runlength",
+        "1",
+        "--warmup",
+        "0.2",
+        "--start-rate",
+        "20",
+        "--max-rate",
+        "60",
+        "--rsat",
+        "10000",
+        "--max-trials",
+        "8",
+    )
     assert done.returncode == 3, done.stdout + done.stderr
     done = run_cli("report", "search:1", "--db", str(db), "--html", str(html))
     assert done.returncode == 0, done.stderr
@@ -86,29 +105,43 @@ def test_an_http_search_without_a_peak_claims_no_sfs_summary_and_no_star(engine_
     assert "search 1 has no peak to mark: no peak (" in load_curve
     with Store(db) as store:  # the red cross is explained only when a measured trial's generator fell behind
         trials = [t for t in store.search_trials(1) if t.get("result")]
-    longest = {t["rate"]: max(u["spec"]["load"]["runtime_s"] for u in trials if u["rate"] == t["rate"])
-               for t in trials}
-    fell_behind = any(t["result"].get("generator_saturated") for t in trials
-                      if t["spec"]["load"]["runtime_s"] == longest[t["rate"]])
+    longest = {t["rate"]: max(u["spec"]["load"]["runtime_s"] for u in trials if u["rate"] == t["rate"]) for t in trials}
+    fell_behind = any(
+        t["result"].get("generator_saturated") for t in trials if t["spec"]["load"]["runtime_s"] == longest[t["rate"]]
+    )
     assert ("red cross" in load_curve) == fell_behind
     assert "no load factor: the search found no peak" in _caption(page, "fig-search-trace-search-1")
 
 
-def test_the_latency_figure_draws_the_overloaded_loads_and_names_those_left_out(engine_path, slow_server,
-                                                                                tmp_path):
+def test_the_latency_figure_draws_the_overloaded_loads_and_names_those_left_out(engine_path, slow_server, tmp_path):
     url, docroot = slow_server
     db, html = tmp_path / "p.db", tmp_path / "report.html"
     for rate in RATES:
-        done = run_cli("run", "web-server", "--target", url, "--docroot", str(docroot), "--rate", str(rate),
-                       "--warmup", "0", "--runtime", "1", "--db", str(db))
+        done = run_cli(
+            "run",
+            "web-server",
+            "--target",
+            url,
+            "--docroot",
+            str(docroot),
+            "--rate",
+            str(rate),
+            "--warmup",
+            "0",
+            "--runtime",
+            "1",
+            "--db",
+            str(db),
+        )
         assert done.returncode == 0, done.stderr
     done = run_cli("report", f"trial:1-{len(RATES)}", "--db", str(db), "--html", str(html))
     assert done.returncode == 0, done.stderr
     page = html.read_text()
     caption = _caption(page, f"fig-latency-cdf-trials-1-{len(RATES)}")
     drawn = int(re.search(rf"at (\d+) of its {len(RATES)} offered loads", caption).group(1))
-    left_out = [float(v.replace(",", "")) for v in
-                re.search(r"left out: ([\d, .]+) ops/s", caption).group(1).split(", ")]
+    left_out = [
+        float(v.replace(",", "")) for v in re.search(r"left out: ([\d, .]+) ops/s", caption).group(1).split(", ")
+    ]
     assert drawn >= 8 and len(left_out) == len(RATES) - drawn
     # The server saturates at 100 requests/s: every load above that is drawn, none is left out.
     assert all(load < 1 / SERVICE_S for load in left_out), caption

@@ -6,7 +6,6 @@ import random
 import numpy as np
 import pytest
 from hdrh.histogram import HdrHistogram
-
 from peakbench.report.histograms import merged, pooled
 from peakbench.report.sections.load_curve import overall_response_time
 
@@ -17,16 +16,23 @@ def trial_record(latencies_ms: list[float]) -> dict:
     for value in latencies_ms:
         histogram.record_value(round(value * 1e6))
     values = np.array(latencies_ms)
-    return {"count": len(values), "mean_ms": float(values.mean()), "stddev_ms": float(values.std(ddof=1)),
-            "total_ms": float(values.sum()), "hist": histogram.encode().decode()}
+    return {
+        "count": len(values),
+        "mean_ms": float(values.mean()),
+        "stddev_ms": float(values.std(ddof=1)),
+        "total_ms": float(values.sum()),
+        "hist": histogram.encode().decode(),
+    }
 
 
 @pytest.fixture
 def trials():
     rng = random.Random(7)
     # Three trials of different sizes and speeds, like loads of a search.
-    return [[rng.lognormvariate(math.log(scale), 1.0) for _ in range(count)]
-            for scale, count in ((0.2, 500), (1.5, 1200), (30.0, 80))]
+    return [
+        [rng.lognormvariate(math.log(scale), 1.0) for _ in range(count)]
+        for scale, count in ((0.2, 500), (1.5, 1200), (30.0, 80))
+    ]
 
 
 def test_pooled_moments_equal_those_of_every_request(trials):
@@ -74,8 +80,7 @@ def test_overall_response_time_is_the_area_under_the_curve_from_zero_over_the_pe
 def test_overall_response_time_lies_between_the_smallest_and_largest_measured_mean():
     generator = random.Random(14)
     for _ in range(2000):
-        points = [(generator.uniform(0, 5000), generator.lognormvariate(0, 2))
-                  for _ in range(generator.randint(2, 12))]
+        points = [(generator.uniform(0, 5000), generator.lognormvariate(0, 2)) for _ in range(generator.randint(2, 12))]
         ort = overall_response_time(points)
         means = [mean for _, mean in points]
         assert min(means) * (1 - 1e-12) <= ort <= max(means) * (1 + 1e-12), points

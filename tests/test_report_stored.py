@@ -24,7 +24,8 @@ def test_a_stored_surface_and_a_stored_plan_are_reported(cli, tmp_path):
     db, page = tmp_path / "p.db", tmp_path / "report.html"
     (tmp_path / "surface.toml").write_text(SURFACE_PLAN)
     assert cli("surface", str(tmp_path / "surface.toml"), "--db", str(db)).returncode == 0
-    (tmp_path / "plan.toml").write_text(textwrap.dedent(f"""
+    (tmp_path / "plan.toml").write_text(
+        textwrap.dedent(f"""
         [[test]]
         name = "echo-{{size}}"
         loop = {{size = [1, 2]}}
@@ -32,7 +33,8 @@ def test_a_stored_surface_and_a_stored_plan_are_reported(cli, tmp_path):
         metrics = {{x = 'x= ([0-9.]+)'}}
         metric = "x"
         stop = {{min_runs = 5, max_runs = 5}}
-        """))
+        """)
+    )
     assert cli("plan", "run", str(tmp_path / "plan.toml"), "--db", str(db)).returncode == 0
 
     done = cli("report", "surface:1", "plan:1", "--db", str(db), "--html", str(page))

@@ -20,8 +20,13 @@ KILLS = 10  # at least this many kill points per job kind
 
 def start(*args: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
-    return subprocess.Popen([sys.executable, "-m", "peakbench.cli", *args], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "peakbench.cli", *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def working(lock: Path, process: subprocess.Popen) -> bool:
@@ -63,19 +68,40 @@ def test_a_search_killed_at_random_points_resumes_without_losing_or_repeating_a_
     db = tmp_path / "search.db"
     # A long, cheap search (20 loads of two 0.3 s trials against the engine's null target), so that
     # the kills land in every phase: start-up, prepare, trials, store writes, and resumes.
-    first = start("search", "mail", "--target", "null://", "--policy", "linear", "--runlength", "0.3",
-                  "--warmup", "0", "--start-rate", "20", "--max-rate", "400", "--db", str(db))
+    first = start(
+        "search",
+        "mail",
+        "--target",
+        "null://",
+        "--policy",
+        "linear",
+        "--runlength",
+        "0.3",
+        "--warmup",
+        "0",
+        "--start-rate",
+        "20",
+        "--max-rate",
+        "400",
+        "--db",
+        str(db),
+    )
     kills = kill_and_resume(first, db, "search 1", seed=1)
     assert kills >= KILLS
     connection = sqlite3.connect(db)
     status, result = connection.execute("SELECT status, result FROM searches WHERE id = 1").fetchone()
     assert status == "done"
     result = json.loads(result)
-    trials = [(json.loads(spec), cost) for spec, cost in connection.execute(
-        "SELECT spec, cost_s FROM trials WHERE search_id = 1 AND status = 'done' ORDER BY id")]
+    trials = [
+        (json.loads(spec), cost)
+        for spec, cost in connection.execute(
+            "SELECT spec, cost_s FROM trials WHERE search_id = 1 AND status = 'done' ORDER BY id"
+        )
+    ]
     # Every trial the search rests on is stored once, in the order it ran: none repeated, none lost.
     assert [(t["load"], t["runlength_s"]) for t in result["trace"]] == [
-        (spec["load"]["rate"], spec["load"]["runtime_s"]) for spec, _ in trials]
+        (spec["load"]["rate"], spec["load"]["runtime_s"]) for spec, _ in trials
+    ]
     assert len({spec["seed"] for spec, _ in trials}) == len(trials), "two stored trials share a seed"
     assert all(cost > 0 for _, cost in trials)
     assert result["verdict"] in ("not-saturated", "generator-bound")
@@ -86,13 +112,16 @@ def test_an_sfs_run_killed_at_random_points_resumes_every_load_point_once(engine
     target.mkdir()
     loads = list(range(20, 260, 20))
     rc = tmp_path / "sfs_rc"
-    rc.write_text(f'LOAD="{" ".join(map(str, loads))}"\nMNT_POINTS={target}\nWORKLOAD=mail\n'
-                  "WARMUP_TIME=0\nRUNTIME=1\n")
+    rc.write_text(f'LOAD="{" ".join(map(str, loads))}"\nMNT_POINTS={target}\nWORKLOAD=mail\nWARMUP_TIME=0\nRUNTIME=1\n')
     db = tmp_path / "sfs.db"
     kills = kill_and_resume(start("sfs", str(rc), "--db", str(db)), db, "sfs 1", seed=2)
     assert kills >= KILLS
     connection = sqlite3.connect(db)
     assert connection.execute("SELECT status FROM sfs_runs WHERE id = 1").fetchone()[0] == "done"
-    done = [rate for (rate,) in connection.execute(
-        "SELECT rate FROM trials WHERE sfs_run_id = 1 AND status = 'done' ORDER BY rate")]
+    done = [
+        rate
+        for (rate,) in connection.execute(
+            "SELECT rate FROM trials WHERE sfs_run_id = 1 AND status = 'done' ORDER BY rate"
+        )
+    ]
     assert done == loads, "a load point was lost or measured twice"

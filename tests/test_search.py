@@ -12,7 +12,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from peakbench import cgroups, fsimage, searching
 from peakbench.controller import Observation, SearchSettings, saturated, saturation_signal, sweep_knee
 from peakbench.controller.observation import Outcomes
@@ -41,11 +40,14 @@ def test_a_search_that_never_saturates_says_what_to_change(cli, tmp_path):
     assert "not-saturated" in done.stdout and "--max-rate" in done.stdout
 
 
-@pytest.mark.parametrize("option, value, words", [
-    ("--confidence", "1.5", "confidence must lie strictly between 0 and 1"),
-    ("--width", "0", "peak region"),
-    ("--accuracy", "0", "accuracy"),
-])
+@pytest.mark.parametrize(
+    "option, value, words",
+    [
+        ("--confidence", "1.5", "confidence must lie strictly between 0 and 1"),
+        ("--width", "0", "peak region"),
+        ("--accuracy", "0", "accuracy"),
+    ],
+)
 def test_contradictory_criteria_are_one_line_errors(cli, tmp_path, option, value, words):
     done = cli("search", "mail", "--target", "sim://?capacity=800", option, value, "--db", str(tmp_path / "p.db"))
     assert done.returncode == 2
@@ -62,7 +64,8 @@ def test_a_simulated_server_has_no_requests_in_flight_to_cap(cli):
 
 needs_root = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("mkfs.ext4") is None or not cgroups.BLKIO.is_dir(),
-    reason="needs root, mkfs.ext4 and the cgroup v1 blkio controller")
+    reason="needs root, mkfs.ext4 and the cgroup v1 blkio controller",
+)
 
 
 def throttled_ext4_target(workdir, options=""):
@@ -100,8 +103,22 @@ def throttled_sync_ext4():
 def test_open_loop_latency_grows_with_the_queue_on_a_saturated_disk(engine_path, cli, throttled_ext4, tmp_path):
     def trial(rate):
         out = tmp_path / f"{rate}.json"
-        done = cli("run", "mail", "--target", str(throttled_ext4), "--rate", str(rate), "--warmup", "1",
-                   "--runtime", "4", "--db", str(tmp_path / "p.db"), "--json", str(out))
+        done = cli(
+            "run",
+            "mail",
+            "--target",
+            str(throttled_ext4),
+            "--rate",
+            str(rate),
+            "--warmup",
+            "1",
+            "--runtime",
+            "4",
+            "--db",
+            str(tmp_path / "p.db"),
+            "--json",
+            str(out),
+        )
         assert done.returncode == 0, done.stderr
         return json.loads(out.read_text())
 
@@ -124,8 +141,9 @@ def test_open_loop_latency_grows_with_the_queue_on_a_saturated_disk(engine_path,
 def test_a_real_search_finds_the_disk_bound_peak(engine_path, cli, throttled_ext4, tmp_path):
     db, out = tmp_path / "p.db", tmp_path / "peak.json"
     # A few minutes on a quiet machine (the README's main job is this search); a busy one takes longer.
-    done = cli("search", "mail", "--target", str(throttled_ext4), "--quick", "--db", str(db), "--json", str(out),
-               timeout=900)
+    done = cli(
+        "search", "mail", "--target", str(throttled_ext4), "--quick", "--db", str(db), "--json", str(out), timeout=900
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "quick preset" in done.stderr
     result = json.loads(out.read_text())
@@ -139,8 +157,22 @@ def test_a_real_search_finds_the_disk_bound_peak(engine_path, cli, throttled_ext
     # because the journal groups queued commits. The next test sweeps a target that holds still.)
     def saturated(rate):
         report = tmp_path / f"check-{rate:.0f}.json"
-        run = cli("run", "mail", "--target", str(throttled_ext4), "--rate", f"{rate:.1f}", "--warmup", "1",
-                  "--runtime", "4", "--db", str(db), "--json", str(report))
+        run = cli(
+            "run",
+            "mail",
+            "--target",
+            str(throttled_ext4),
+            "--rate",
+            f"{rate:.1f}",
+            "--warmup",
+            "1",
+            "--runtime",
+            "4",
+            "--db",
+            str(db),
+            "--json",
+            str(report),
+        )
         assert run.returncode == 0, run.stderr
         r = json.loads(report.read_text())
         return r["latency"]["mean_ms"] > 40 or r["achieved_rate"] < 0.95 * rate
@@ -171,8 +203,19 @@ def test_a_real_search_agrees_with_a_dense_sweep(engine_path, cli, throttled_syn
     # calls itself the bottleneck. A cap on requests in flight (three times what the peak needs)
     # makes the queue past it wait for the disk, not for new threads.
     cap = ("--max-outstanding", "128")
-    done = cli("search", "sync-overwrite", "--target", str(throttled_sync_ext4), "--quick", *cap, "--db", str(db),
-               "--json", str(out), timeout=600)
+    done = cli(
+        "search",
+        "sync-overwrite",
+        "--target",
+        str(throttled_sync_ext4),
+        "--quick",
+        *cap,
+        "--db",
+        str(db),
+        "--json",
+        str(out),
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads(out.read_text())
     assert result["verdict"] == "peak"
@@ -188,14 +231,30 @@ def test_a_real_search_agrees_with_a_dense_sweep(engine_path, cli, throttled_syn
         # it) tells nothing about the disk: it is run again.
         report = tmp_path / f"sweep-{rate:.0f}.json"
         for _ in range(attempts):
-            run = cli("run", "sync-overwrite", "--target", str(throttled_sync_ext4), "--rate", f"{rate:.1f}",
-                      "--warmup", str(settings.warmup_s), "--runtime", str(settings.runlength_s), *cap,
-                      "--db", str(db), "--json", str(report))
+            run = cli(
+                "run",
+                "sync-overwrite",
+                "--target",
+                str(throttled_sync_ext4),
+                "--rate",
+                f"{rate:.1f}",
+                "--warmup",
+                str(settings.warmup_s),
+                "--runtime",
+                str(settings.runlength_s),
+                *cap,
+                "--db",
+                str(db),
+                "--json",
+                str(report),
+            )
             assert run.returncode == 0, run.stderr
             result = json.loads(report.read_text())
             if not result["generator_saturated"]:
                 return searching.observation_of(result, rate, settings.psat, cost_s=0)
-        pytest.fail(f"the engine could not drive {rate:.1f} ops/s in {attempts} attempts: {result['saturation_reason']}")
+        pytest.fail(
+            f"the engine could not drive {rate:.1f} ops/s in {attempts} attempts: {result['saturation_reason']}"
+        )
 
     sweep = [trial(peak * (0.6 + 0.08 * step)) for step in range(11)]
     shown = ", ".join(f"{o.requested_rate:.0f}{'*' if saturated(o, settings) else ''}" for o in sweep)
@@ -212,8 +271,15 @@ def test_a_poisson_schedule_that_happened_to_offer_less_is_not_a_shortfall(engin
     settings = SearchSettings(**searching.QUICK)
     short = 0.05
     for seed in range(1, 100):
-        spec = trial_spec(find_workload("specsfs97"), {"kind": "null"}, rate=50, warmup_s=0.2, runtime_s=2,
-                          seed=seed, arrivals="poisson")
+        spec = trial_spec(
+            find_workload("specsfs97"),
+            {"kind": "null"},
+            rate=50,
+            warmup_s=0.2,
+            runtime_s=2,
+            seed=seed,
+            arrivals="poisson",
+        )
         result = Engine(engine_path).run(spec)
         if result["sent"] < (1 - short) * 50 * 2:
             break
@@ -227,8 +293,16 @@ def test_a_poisson_schedule_that_happened_to_offer_less_is_not_a_shortfall(engin
 def _near_capacity(**outcome) -> Observation:
     # Issue 20's case: 189.6 req/s offered to an M/D/1 server with λ* 189.5; the Poisson window
     # drew 201/s, and 180/s completed inside it (the rest just after it). Nothing failed.
-    return Observation(requested_rate=189.6, achieved_rate=180.1, mean_ms=46.8, percentile_ms=130.0,
-                       generator_saturated=False, cost_s=5.0, offered_rate=201.0, **outcome)
+    return Observation(
+        requested_rate=189.6,
+        achieved_rate=180.1,
+        mean_ms=46.8,
+        percentile_ms=130.0,
+        generator_saturated=False,
+        cost_s=5.0,
+        offered_rate=201.0,
+        **outcome,
+    )
 
 
 def test_a_noisy_window_near_capacity_with_no_failures_is_not_saturated():
@@ -246,10 +320,12 @@ def test_a_trial_whose_requests_fail_beyond_the_share_allowed_is_saturated_and_t
     shedding = _near_capacity(failed_share=0.125, shed_share=0.12, outcomes=seen, shed_label="HTTP 503")
     assert saturation_signal(shedding, settings) == (
         "12% of the window's 800 requests failed: 96 shed (HTTP 503), 0 errors, 4 timeouts, 0 cancelled"
-        " (more than the 1.0% allowed)")
+        " (more than the 1.0% allowed)"
+    )
     # Shares alone (no counts, as a simulator gives them) still name what failed.
     assert "5.0% shed: the server said it was overloaded" in saturation_signal(
-        _near_capacity(failed_share=0.05, shed_share=0.05), settings)
+        _near_capacity(failed_share=0.05, shed_share=0.05), settings
+    )
     # At or under the share allowed: not saturated; with no failures allowed, one is enough.
     assert saturation_signal(_near_capacity(failed_share=0.01), settings) is None
     assert saturation_signal(_near_capacity(failed_share=0.001), SearchSettings(max_failed_share=0)) is not None
@@ -260,8 +336,7 @@ def test_the_failed_share_is_a_search_option_in_percent_or_as_a_fraction(cli, tm
     assert "--max-failed-share" in helped.stdout and "(default 1%)" in " ".join(helped.stdout.split())
     for given in ("2%", "0.02"):
         out = tmp_path / f"s{given}.json"
-        done = cli("search", "mail", "--target", "sim://?capacity=800", "--max-failed-share", given,
-                   "--json", str(out))
+        done = cli("search", "mail", "--target", "sim://?capacity=800", "--max-failed-share", given, "--json", str(out))
         assert done.returncode == 0, done.stderr
     bad = cli("search", "mail", "--target", "sim://?capacity=800", "--max-failed-share", "150%")
     assert bad.returncode == 2 and "max_failed_share" in bad.stderr and "--max-failed-share" in bad.stderr
@@ -269,11 +344,24 @@ def test_the_failed_share_is_a_search_option_in_percent_or_as_a_fraction(cli, tm
 
 def test_an_observation_of_a_result_stored_before_outcomes_derives_them_from_the_per_op_counts():
     # An older engine counted a 503 among the errors and had no outcomes or latency quarters.
-    older = {"achieved_rate": 100.0, "generator_saturated": False, "sent": 300, "unsent": 0, "runtime_s": 3.0,
-             "latency": {"mean_ms": 2.0, "count": 300},
-             "ops": {"read": {"count": 200, "successes": 150, "errors": {"http_503": 45, "http_404": 5},
-                              "timeouts": 0, "cancellations": 0},
-                     "getattr": {"count": 100, "successes": 96, "errors": {}, "timeouts": 4, "cancellations": 0}}}
+    older = {
+        "achieved_rate": 100.0,
+        "generator_saturated": False,
+        "sent": 300,
+        "unsent": 0,
+        "runtime_s": 3.0,
+        "latency": {"mean_ms": 2.0, "count": 300},
+        "ops": {
+            "read": {
+                "count": 200,
+                "successes": 150,
+                "errors": {"http_503": 45, "http_404": 5},
+                "timeouts": 0,
+                "cancellations": 0,
+            },
+            "getattr": {"count": 100, "successes": 96, "errors": {}, "timeouts": 4, "cancellations": 0},
+        },
+    }
     observation = searching.observation_of(older, 100.0, 95.0, cost_s=4.0)
     assert observation.outcomes == Outcomes(succeeded=246, errors=5, shed=45, timeouts=4, cancelled=0)
     assert observation.failed_share == pytest.approx(54 / 300) and observation.shed_share == pytest.approx(45 / 300)

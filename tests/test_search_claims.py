@@ -22,8 +22,10 @@ def test_the_peak_of_sim_capacity_800_lies_inside_its_own_interval(policy):
     # "estimated interval of the peak rate: 693.2-710.3" (guided) and 689.4 beside 697.9-706.8 (model).
     server = SimulatedServer(capacity=800)
     truth = server.true_peak(SETTINGS.rsat_ms)  # 700 ops/s
-    results = [find_peak(SimulatedTarget(server, SETTINGS.warmup_s, SETTINGS.psat, seed), SETTINGS, policy)
-               for seed in range(20)]
+    results = [
+        find_peak(SimulatedTarget(server, SETTINGS.warmup_s, SETTINGS.psat, seed), SETTINGS, policy)
+        for seed in range(20)
+    ]
     for result in results:
         assert result.verdict == "peak", result.message
         assert result.ci_low is not None, result.message
@@ -36,10 +38,12 @@ def test_no_interval_of_the_mean_response_reaches_below_zero_at_a_noisy_low_load
     # R̄ intervals were "[-3.2, 4.9] ms" on a real search: a t-interval of skewed trial means.
     noisy = SimulatedServer.with_peak(300, noise=30, floor_cv=0.5)
     for seed in range(5):
-        result = find_peak(SimulatedTarget(noisy, SETTINGS.warmup_s, SETTINGS.psat, seed), SearchSettings(max_trials=6),
-                           "binsearch")
-        intervals = [(load.ci_low_ms, load.mean_ms, load.ci_high_ms) for load in result.loads
-                     if load.ci_low_ms is not None]
+        result = find_peak(
+            SimulatedTarget(noisy, SETTINGS.warmup_s, SETTINGS.psat, seed), SearchSettings(max_trials=6), "binsearch"
+        )
+        intervals = [
+            (load.ci_low_ms, load.mean_ms, load.ci_high_ms) for load in result.loads if load.ci_low_ms is not None
+        ]
         assert intervals
         for low, _, high in intervals:
             assert 0 < low <= high
@@ -47,8 +51,11 @@ def test_no_interval_of_the_mean_response_reaches_below_zero_at_a_noisy_low_load
 
 def test_a_spent_cost_budget_is_named_as_such():
     # Was "no peak: noisy: cost budget of 60 s spent".
-    result = find_peak(SimulatedTarget(SimulatedServer.with_peak(3000), SETTINGS.warmup_s, SETTINGS.psat, 1),
-                       SearchSettings(max_cost_s=600), "binsearch")
+    result = find_peak(
+        SimulatedTarget(SimulatedServer.with_peak(3000), SETTINGS.warmup_s, SETTINGS.psat, 1),
+        SearchSettings(max_cost_s=600),
+        "binsearch",
+    )
     assert result.verdict == "budget-spent" and result.peak_rate is None
     assert "cost budget of 600 s" in result.message and "--budget" in result.message
 
@@ -58,8 +65,9 @@ def bracket_claims():
     region is a narrow band of loads: most end with a bracket, not a load in the region."""
     quick = SearchSettings(**QUICK)
     server = SimulatedServer.with_peak(194, service_ms=5)
-    results = [find_peak(SimulatedTarget(server, quick.warmup_s, quick.psat, seed), quick, "guided")
-               for seed in range(40)]
+    results = [
+        find_peak(SimulatedTarget(server, quick.warmup_s, quick.psat, seed), quick, "guided") for seed in range(40)
+    ]
     return quick, [r for r in results if r.verdict == "peak" and r.response_ms is None]
 
 
@@ -111,20 +119,26 @@ def test_repeated_default_searches_draw_and_record_distinct_seeds(cli, tmp_path)
     assert seeds[0] != seeds[1] and peaks[0] != peaks[1]
     # The printed seed repeats the search exactly.
     again = tmp_path / "again.json"
-    assert cli("search", "mail", "--target", "sim://?capacity=800", "--seed", str(seeds[0]),
-               "--json", str(again)).returncode == 0
+    assert (
+        cli(
+            "search", "mail", "--target", "sim://?capacity=800", "--seed", str(seeds[0]), "--json", str(again)
+        ).returncode
+        == 0
+    )
     repeated = json.loads(again.read_text())
     assert repeated["seed"] == seeds[0] and repeated["peak_rate"] == peaks[0]
 
 
 def test_guided_careful_trials_shorter_than_the_runlength_are_said_so():
-    result = find_peak(SimulatedTarget(SimulatedServer(capacity=800), SETTINGS.warmup_s, SETTINGS.psat, 2),
-                       SETTINGS, "guided")
+    result = find_peak(
+        SimulatedTarget(SimulatedServer(capacity=800), SETTINGS.warmup_s, SETTINGS.psat, 2), SETTINGS, "guided"
+    )
     careful = {t.runlength_s for t in result.trace if t.purpose == "careful"}
     assert max(careful) < SETTINGS.runlength_s
     assert f"shorter than the runlength of {SETTINGS.runlength_s:g} s" in result.message
-    full = find_peak(SimulatedTarget(SimulatedServer(capacity=800), SETTINGS.warmup_s, SETTINGS.psat, 2),
-                     SETTINGS, "binsearch")
+    full = find_peak(
+        SimulatedTarget(SimulatedServer(capacity=800), SETTINGS.warmup_s, SETTINGS.psat, 2), SETTINGS, "binsearch"
+    )
     assert "shorter than the runlength" not in full.message
 
 
@@ -140,11 +154,11 @@ def test_trials_still_filling_their_queue_are_found_and_never_claimed_from():
     steady = [[server.trial(400, 4.0, 1.0, 95.0, rng) for _ in range(4)] for _ in range(20)]
     assert sum(trials_still_rising(trials, SETTINGS) for trials in steady) <= 2
     # A search that lands on such a load carefully takes it as unsettled, never as the peak or a lower bound.
-    settings = SearchSettings(runlength_s=4.0, min_runlength_s=4.0, warmup_s=0.2, scout_runlength_s=1.0,
-                              max_trials=12)
+    settings = SearchSettings(runlength_s=4.0, min_runlength_s=4.0, warmup_s=0.2, scout_runlength_s=1.0, max_trials=12)
     for seed in range(5):
-        result = find_peak(SimulatedTarget(server, settings.warmup_s, settings.psat, seed), settings, "binsearch",
-                           seed_load=880)
+        result = find_peak(
+            SimulatedTarget(server, settings.warmup_s, settings.psat, seed), settings, "binsearch", seed_load=880
+        )
         first = min(result.loads, key=lambda load: abs(load.load - 880))
         assert first.classification == "above"
 
@@ -177,8 +191,14 @@ def near_saturation_searches(policy):
 
     quick = SearchSettings(**QUICK)
     servers = population(20, 0, quick.rsat_ms, (250, 1000), service_range=(1.0, 4.0), queue=True)
-    return quick, servers, [find_peak(SimulatedTarget(server, quick.warmup_s, quick.psat, seed), quick, policy)
-                            for seed, server in enumerate(servers)]
+    return (
+        quick,
+        servers,
+        [
+            find_peak(SimulatedTarget(server, quick.warmup_s, quick.psat, seed), quick, policy)
+            for seed, server in enumerate(servers)
+        ],
+    )
 
 
 def test_quick_guided_searches_near_saturation_lengthen_their_trials_for_steady_state_and_find_the_peak():
@@ -186,8 +206,11 @@ def test_quick_guided_searches_near_saturation_lengthen_their_trials_for_steady_
     # loads near the peak could not reach steady state. Guided now lengthens careful trials and warm-up up
     # to the quick preset's max_runlength_s and says so.
     quick, servers, results = near_saturation_searches("guided")
-    within = [r for r, server in zip(results, servers)
-              if r.peak_rate is not None and abs(r.peak_rate / server.true_peak(quick.rsat_ms) - 1) <= 1 - quick.accuracy]
+    within = [
+        r
+        for r, server in zip(results, servers)
+        if r.peak_rate is not None and abs(r.peak_rate / server.true_peak(quick.rsat_ms) - 1) <= 1 - quick.accuracy
+    ]
     assert len(within) >= quick.confidence * len(results), [r.message for r in results if r not in within]
     lengthened = [r for r in results if any(t.runlength_s > quick.runlength_s for t in r.trace)]
     assert lengthened

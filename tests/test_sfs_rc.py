@@ -4,7 +4,6 @@ import json
 import sqlite3
 
 import pytest
-
 from peakbench.errors import InputError
 from peakbench.sfs.rcfile import read_rcfile
 
@@ -41,17 +40,20 @@ def test_an_explicit_load_list_and_durations(tmp_path):
     assert rc.procs == 1 and rc.clients == ("localhost",)
 
 
-@pytest.mark.parametrize("text, line, field, words", [
-    ("LOAD=abc\nMNT_POINTS=/x\n", 1, "LOAD", "'abc' is not a number"),
-    ("LOAD=100\nMNT_PIONTS=/x\n", 2, "MNT_PIONTS", "did you mean MNT_POINTS?"),
-    ("LOAD=100\nINCR_LOAD=100\nMNT_POINTS=/x\n", 2, "INCR_LOAD", "needs NUM_RUNS"),
-    ("LOAD=100\nPROCS=3\nMNT_POINTS='/a /b'\n", 3, "MNT_POINTS", "2 mount points for 3 procs"),
-    ("LOAD=100\nPROCS=0\nMNT_POINTS=/x\n", 2, "PROCS", "whole number of at least 1"),
-    ("LOAD='300 100'\nMNT_POINTS=/x\n", 1, "LOAD", "must increase"),
-    ("MNT_POINTS=/x\n", None, "LOAD", "LOAD is required"),
-    ("LOAD=100\nthis is not an assignment\n", 2, None, "expected NAME=value"),
-    ("LOAD=100\nRUNTIME=5k\nMNT_POINTS=/x\n", 2, "RUNTIME", "not a duration"),
-])
+@pytest.mark.parametrize(
+    "text, line, field, words",
+    [
+        ("LOAD=abc\nMNT_POINTS=/x\n", 1, "LOAD", "'abc' is not a number"),
+        ("LOAD=100\nMNT_PIONTS=/x\n", 2, "MNT_PIONTS", "did you mean MNT_POINTS?"),
+        ("LOAD=100\nINCR_LOAD=100\nMNT_POINTS=/x\n", 2, "INCR_LOAD", "needs NUM_RUNS"),
+        ("LOAD=100\nPROCS=3\nMNT_POINTS='/a /b'\n", 3, "MNT_POINTS", "2 mount points for 3 procs"),
+        ("LOAD=100\nPROCS=0\nMNT_POINTS=/x\n", 2, "PROCS", "whole number of at least 1"),
+        ("LOAD='300 100'\nMNT_POINTS=/x\n", 1, "LOAD", "must increase"),
+        ("MNT_POINTS=/x\n", None, "LOAD", "LOAD is required"),
+        ("LOAD=100\nthis is not an assignment\n", 2, None, "expected NAME=value"),
+        ("LOAD=100\nRUNTIME=5k\nMNT_POINTS=/x\n", 2, "RUNTIME", "not a duration"),
+    ],
+)
 def test_bad_lines_name_the_file_line_and_field(tmp_path, text, line, field, words):
     path = write(tmp_path, text)
     with pytest.raises(InputError) as raised:

@@ -5,7 +5,6 @@ import random
 import statistics
 
 import pytest
-
 from peakbench.sim import SimulatedServer, SimulatedTarget, main, target_from_url
 
 
@@ -49,9 +48,13 @@ def test_sim_urls():
     assert plain.server.capacity == 900 and plain.server.generator_limit == 700
     sample = target_from_url("sim://db-tp?disks=2&nfsds=16")
     assert sample.server.true_peak(40) > 0
-    for url, words in [("sim://?service_ms=4", "capacity"), ("sim://nosuch?x=1", "unknown surface"),
-                       ("sim://db-tp?disks=2", "nfsds"), ("sim://?capacity=9&colour=3", "unknown parameter"),
-                       ("sim://?capacity=fast", "name=number")]:
+    for url, words in [
+        ("sim://?service_ms=4", "capacity"),
+        ("sim://nosuch?x=1", "unknown surface"),
+        ("sim://db-tp?disks=2", "nfsds"),
+        ("sim://?capacity=9&colour=3", "unknown parameter"),
+        ("sim://?capacity=fast", "name=number"),
+    ]:
         with pytest.raises(ValueError, match=words):
             target_from_url(url)
 

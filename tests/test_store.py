@@ -2,7 +2,6 @@ import datetime
 import sqlite3
 
 import pytest
-
 from peakbench.errors import InputError
 from peakbench.store import SCHEMA_VERSION, Store, check_compatible
 
@@ -13,8 +12,14 @@ RESULT = {"requested_rate": 250.0, "achieved_rate": 249.5, "latency": {"mean_ms"
 def test_trials_round_trip(tmp_path):
     path = tmp_path / "p.db"
     with Store(path) as store:
-        done = store.add_trial(workload="mail", target="/mnt/x", spec=SPEC, sysinfo={"kernel": "6.1"},
-                               result=RESULT, notes=["mix sums to 101"])
+        done = store.add_trial(
+            workload="mail",
+            target="/mnt/x",
+            spec=SPEC,
+            sysinfo={"kernel": "6.1"},
+            result=RESULT,
+            notes=["mix sums to 101"],
+        )
         failed = store.add_trial(workload="mail", target="/mnt/x", spec=SPEC, sysinfo={}, error="engine died")
     with Store(path) as store:  # a fresh connection sees what was committed
         trial = store.trial(done)

@@ -7,7 +7,6 @@ import sqlite3
 import textwrap
 
 import pytest
-
 from peakbench.sim import SURFACES
 
 PLAN = """\
@@ -36,11 +35,14 @@ def write_plan(tmp_path, extra="", configure=""):
 
 
 def test_a_surface_is_mapped_and_a_failing_configure_is_recorded(cli, tmp_path):
-    plan = write_plan(tmp_path, configure="""
+    plan = write_plan(
+        tmp_path,
+        configure="""
         [configure]
         command = ["test", "{disks}", "!=", "3"]
         timeout_s = 5
-        """)
+        """,
+    )
     db, out = tmp_path / "p.db", tmp_path / "surface.json"
     done = cli("surface", str(plan), "--db", str(db), "--json", str(out))
     assert done.returncode == 3, done.stderr  # a sample failed; the rest went on
@@ -74,8 +76,14 @@ def test_a_server_that_never_becomes_ready_fails_its_sample_or_the_plan(cli, tmp
         ready = ["test", "{nfsds}", "-lt", "50"]
         ready_timeout_s = 1
         """
-    done = cli("surface", str(write_plan(tmp_path, configure=configure)), "--db", str(tmp_path / "a.db"),
-               "--json", str(tmp_path / "a.json"))
+    done = cli(
+        "surface",
+        str(write_plan(tmp_path, configure=configure)),
+        "--db",
+        str(tmp_path / "a.db"),
+        "--json",
+        str(tmp_path / "a.json"),
+    )
     assert done.returncode == 3
     failures = [o["failure"] for o in json.loads((tmp_path / "a.json").read_text())["outcomes"] if o["failure"]]
     assert failures and all("never became ready within 1 s" in f for f in failures)
@@ -90,13 +98,26 @@ def line_of(path, text):
     return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)
 
 
-@pytest.mark.parametrize("extra, configure, wrong, words", [
-    ("colour = 3\n", "", "colour", "field colour: unknown key 'colour'"),
-    ("policy = \"fastest\"\n", "", "fastest", "field policy: must be one of"),
-    ("[search]\nconfidence = 1.5\n", "", "1.5", "field search.confidence: confidence must lie strictly between 0 and 1"),
-    ("", "[configure]\ncommand = \"sh -c 'x'\"\n", "sh -c", "field configure.command: must be a command as a non-empty list"),
-    ("", "[configure]\ncommand = [\"echo\", \"{threads}\"]\n", "threads", "{threads} names no factor"),
-])
+@pytest.mark.parametrize(
+    "extra, configure, wrong, words",
+    [
+        ("colour = 3\n", "", "colour", "field colour: unknown key 'colour'"),
+        ('policy = "fastest"\n', "", "fastest", "field policy: must be one of"),
+        (
+            "[search]\nconfidence = 1.5\n",
+            "",
+            "1.5",
+            "field search.confidence: confidence must lie strictly between 0 and 1",
+        ),
+        (
+            "",
+            "[configure]\ncommand = \"sh -c 'x'\"\n",
+            "sh -c",
+            "field configure.command: must be a command as a non-empty list",
+        ),
+        ("", '[configure]\ncommand = ["echo", "{threads}"]\n', "threads", "{threads} names no factor"),
+    ],
+)
 def test_a_bad_plan_is_a_one_line_error_at_its_line(cli, tmp_path, extra, configure, wrong, words):
     plan = write_plan(tmp_path, extra=extra, configure=configure)
     line = line_of(plan, wrong)
@@ -111,7 +132,15 @@ def test_bad_levels_and_designs_name_their_field(cli, tmp_path):
     plan = tmp_path / "plan.toml"
     plan.write_text(PLAN.format(extra="", configure="").replace('"1,2,4,8,16,32,64,100"', '"one,two"'))
     done = cli("surface", str(plan))
-    assert done.returncode == 2 and f"{plan}:{line_of(plan, 'one,two')}: field factors[1].levels: factor nfsds: levels 'one,two' do not parse" in done.stderr
+    assert (
+        done.returncode == 2
+        and f"{plan}:{line_of(plan, 'one,two')}: field factors[1].levels: factor nfsds: levels 'one,two' do not parse"
+        in done.stderr
+    )
     plan.write_text(PLAN.format(extra="", configure="").replace("samples = 8", "samples = 40"))
     done = cli("surface", str(plan))
-    assert done.returncode == 2 and f"{plan}:{line_of(plan, 'samples = 40')}: field design.samples: " in done.stderr and "between 6 and 32" in done.stderr
+    assert (
+        done.returncode == 2
+        and f"{plan}:{line_of(plan, 'samples = 40')}: field design.samples: " in done.stderr
+        and "between 6 and 32" in done.stderr
+    )

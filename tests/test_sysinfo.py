@@ -13,8 +13,11 @@ def test_the_longest_mount_prefix_wins():
     assert mount_of("/mnt/data", MOUNTINFO)["mount_options"] == "rw,noatime"
     assert mount_of("/mnt/database", MOUNTINFO)["fs_type"] == "tmpfs"  # a sibling name is not a prefix
     assert mount_of("/home/me", MOUNTINFO) == {
-        "mount_point": "/", "fs_type": "ext4", "device": "/dev/sda1",
-        "mount_options": "rw,relatime", "super_options": "rw,errors=remount-ro",
+        "mount_point": "/",
+        "fs_type": "ext4",
+        "device": "/dev/sda1",
+        "mount_options": "rw,relatime",
+        "super_options": "rw,errors=remount-ro",
     }
 
 

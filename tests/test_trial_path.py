@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, run_cli
 
 
@@ -42,8 +41,20 @@ def test_a_store_that_cannot_be_written_is_refused_before_anything_is_measured(e
     target.mkdir()
     with read_only(tmp_path / "archive") as archive:
         started = time.monotonic()
-        done = run_cli("run", "mail", "--target", str(target), "--rate", "50", "--warmup", "0", "--runtime", "60",
-                       "--db", str(archive / "peakbench.db"))
+        done = run_cli(
+            "run",
+            "mail",
+            "--target",
+            str(target),
+            "--rate",
+            "50",
+            "--warmup",
+            "0",
+            "--runtime",
+            "60",
+            "--db",
+            str(archive / "peakbench.db"),
+        )
         took = time.monotonic() - started
     assert done.returncode == 2, done.stderr
     assert "peakbench.db" in done.stderr and "cannot write the store" in done.stderr
@@ -55,8 +66,9 @@ def test_a_store_that_cannot_be_written_is_refused_before_anything_is_measured(e
 def test_a_read_only_store_can_be_listed_and_reported(engine_path, tmp_path):
     store = tmp_path / "archive" / "peakbench.db"
     store.parent.mkdir()
-    made = run_cli("run", "mail", "--target", "null://", "--rate", "200",
-                   "--warmup", "0", "--runtime", "1", "--db", str(store))
+    made = run_cli(
+        "run", "mail", "--target", "null://", "--rate", "200", "--warmup", "0", "--runtime", "1", "--db", str(store)
+    )
     assert made.returncode == 0, made.stderr
     with read_only(store.parent):
         listed = run_cli("results", "list", "--db", str(store), "--json", "-")
@@ -73,8 +85,25 @@ def test_a_measured_trial_the_store_cannot_take_is_written_out(engine_path, tmp_
     to --json and to a file beside the store, and the user is told where; nothing measured is lost."""
     store = tmp_path / "peakbench.db"
     env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
-    command = [sys.executable, "-m", "peakbench.cli", "run", "mail", "--target", "null://", "--rate", "300",
-               "--warmup", "0", "--runtime", "3", "--db", str(store), "--json", str(tmp_path / "out.json")]
+    command = [
+        sys.executable,
+        "-m",
+        "peakbench.cli",
+        "run",
+        "mail",
+        "--target",
+        "null://",
+        "--rate",
+        "300",
+        "--warmup",
+        "0",
+        "--runtime",
+        "3",
+        "--db",
+        str(store),
+        "--json",
+        str(tmp_path / "out.json"),
+    ]
     run = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while True:  # wait until the run has opened (created) the store, then take its write lock
@@ -128,9 +157,32 @@ def test_ctrl_c_during_a_run_keeps_and_prints_what_was_measured(engine_path, tmp
     the engine reports the part measured, marked interrupted, and peakbench stores and prints it."""
     store, out = tmp_path / "p.db", tmp_path / "out.json"
     env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
-    run = subprocess.Popen([sys.executable, "-m", "peakbench.cli", "run", "mail", "--target", "null://", "--rate", "300",
-                            "--warmup", "0", "--runtime", "60", "--db", str(store), "--json", str(out)],
-                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "peakbench.cli",
+            "run",
+            "mail",
+            "--target",
+            "null://",
+            "--rate",
+            "300",
+            "--warmup",
+            "0",
+            "--runtime",
+            "60",
+            "--db",
+            str(store),
+            "--json",
+            str(out),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 60
     while "measure" not in (progress := run.stderr.readline()):  # the measured window has begun
         assert progress and time.monotonic() < deadline, "the trial never started measuring"

@@ -1,5 +1,4 @@
 import pytest
-
 from peakbench.errors import InputError
 from peakbench.units import format_size, parse_duration, parse_size
 
@@ -7,9 +6,16 @@ from peakbench.units import format_size, parse_duration, parse_size
 @pytest.mark.parametrize(
     "written, size",
     [
-        (4096, 4096), ("4096", 4096), ("512B", 512),
-        ("8KiB", 8192), ("8kib", 8192), ("1.5MB", 1_500_000), ("1 kb", 1000),
-        ("120MB", 120_000_000), ("2GiB", 2 * 1024**3), ("1e3", 1000),
+        (4096, 4096),
+        ("4096", 4096),
+        ("512B", 512),
+        ("8KiB", 8192),
+        ("8kib", 8192),
+        ("1.5MB", 1_500_000),
+        ("1 kb", 1000),
+        ("120MB", 120_000_000),
+        ("2GiB", 2 * 1024**3),
+        ("1e3", 1000),
     ],
 )
 def test_sizes_decimal_and_binary_units(written, size):

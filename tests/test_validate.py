@@ -14,8 +14,29 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_nfs import FakeNfs  # noqa: E402
 
-OPS = {"null", "mkdir", "create", "write", "commit", "read", "setattr", "getattr", "lookup", "access", "rename",
-       "link", "symlink", "readlink", "readdir", "readdirplus", "remove", "rmdir", "fsstat", "fsinfo", "pathconf"}
+OPS = {
+    "null",
+    "mkdir",
+    "create",
+    "write",
+    "commit",
+    "read",
+    "setattr",
+    "getattr",
+    "lookup",
+    "access",
+    "rename",
+    "link",
+    "symlink",
+    "readlink",
+    "readdir",
+    "readdirplus",
+    "remove",
+    "rmdir",
+    "fsstat",
+    "fsinfo",
+    "pathconf",
+}
 
 
 def _check_all_passed(done, out: Path, where: Path) -> None:
@@ -66,19 +87,33 @@ def test_bad_replies_are_counted_never_a_hang(engine_path, mode):
     timeouts counted per op; the engine finishes within its timeouts and exits 0."""
     server = FakeNfs(mode)
     try:
-        target = {"kind": "nfs", "host": "127.0.0.1", "export": "/export", "port": server.port,
-                  "mount_port": server.port, "timeout_ms": 200.0, "retrans": 1}
+        target = {
+            "kind": "nfs",
+            "host": "127.0.0.1",
+            "export": "/export",
+            "port": server.port,
+            "mount_port": server.port,
+            "timeout_ms": 200.0,
+            "retrans": 1,
+        }
         spec = {
-            "schema": "peakbench.trial-spec/1", "target": target, "seed": 1,
+            "schema": "peakbench.trial-spec/1",
+            "target": target,
+            "seed": 1,
             "load": {"rate": 50, "warmup_s": 0, "runtime_s": 1.0, "drain_timeout_s": 2.0},
-            "fileset": {"files": 0, "files_per_dir": {"kind": "constant", "value": 1},
-                        "dirs_per_dir": {"kind": "constant", "value": 0}, "max_depth": 0,
-                        "file_sizes": {"kind": "constant", "value": 1}},
+            "fileset": {
+                "files": 0,
+                "files_per_dir": {"kind": "constant", "value": 1},
+                "dirs_per_dir": {"kind": "constant", "value": 0},
+                "max_depth": 0,
+                "file_sizes": {"kind": "constant", "value": 1},
+            },
             "mix": {"fsstat": 0.5, "pathconf": 0.5},
         }
         started = time.monotonic()
-        done = subprocess.run([str(engine_path), "run", "-"], input=json.dumps(spec), capture_output=True, text=True,
-                              timeout=60)
+        done = subprocess.run(
+            [str(engine_path), "run", "-"], input=json.dumps(spec), capture_output=True, text=True, timeout=60
+        )
         elapsed = time.monotonic() - started
     finally:
         server.close()

@@ -2,7 +2,6 @@ import math
 from pathlib import Path
 
 import pytest
-
 from peakbench.errors import InputError
 from peakbench.workload import canned_names, find_workload, load_workload, trial_spec
 
@@ -40,8 +39,10 @@ def error_of(tmp_path: Path, text: str) -> str:
 
 def test_a_typo_is_an_error_at_its_line_with_a_suggestion(tmp_path):
     text = MINIMAL.replace("files_per_dir", "files_per_dri")
-    assert error_of(tmp_path, text) == "w.toml:5: field fileset.files_per_dri: unknown key 'files_per_dri'; " \
+    assert (
+        error_of(tmp_path, text) == "w.toml:5: field fileset.files_per_dri: unknown key 'files_per_dri'; "
         "did you mean 'files_per_dir'?"
+    )
 
 
 def test_unknown_tables_and_ops_are_errors(tmp_path):
@@ -137,4 +138,7 @@ def test_trial_spec_carries_the_load_and_the_scaled_file_set(tmp_path):
 def test_unknown_workload_lists_the_known_ones():
     with pytest.raises(InputError) as caught:
         find_workload("webserver")
-    assert "known: db-tp, mail, news, peer-to-peer, specsfs2008, specsfs97, sync-overwrite, web-proxy, web-server" in str(caught.value)
+    assert (
+        "known: db-tp, mail, news, peer-to-peer, specsfs2008, specsfs97, sync-overwrite, web-proxy, web-server"
+        in str(caught.value)
+    )

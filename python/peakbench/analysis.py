@@ -38,14 +38,14 @@ class Summary:
     count: int
     mean: float
     median: float
-    low: float        # lower end of the confidence interval of the mean (= mean for one value)
+    low: float  # lower end of the confidence interval of the mean (= mean for one value)
     high: float
     min: float
     max: float
-    sdev: float       # sample standard deviation (0 for one value)
-    sdev_pct: float   # sdev as a % of |mean| (nan when the mean is 0)
-    hw: float         # half-width of the interval
-    hw_pct: float     # hw as a % of |mean| (inf for one value: nothing is known yet)
+    sdev: float  # sample standard deviation (0 for one value)
+    sdev_pct: float  # sdev as a % of |mean| (nan when the mean is 0)
+    hw: float  # half-width of the interval
+    hw_pct: float  # hw as a % of |mean| (inf for one value: nothing is known yet)
     confidence: float
 
     def as_dict(self) -> dict:
@@ -72,8 +72,20 @@ def summarize(values: Sequence[float], confidence: float = DEFAULT_CONFIDENCE) -
         sdev = sample_deviation(values)
         interval = t_interval(values, confidence)
         low, high, hw = interval.low, interval.high, interval.high - interval.mean
-    return Summary(count, mean, float(pystats.median(values)), low, high, min(values), max(values), sdev,
-                   _pct(sdev, mean), hw, _pct(hw, mean) if count > 1 else math.inf, confidence)
+    return Summary(
+        count,
+        mean,
+        float(pystats.median(values)),
+        low,
+        high,
+        min(values),
+        max(values),
+        sdev,
+        _pct(sdev, mean),
+        hw,
+        _pct(hw, mean) if count > 1 else math.inf,
+        confidence,
+    )
 
 
 GETSTATS_COLUMNS = ("test", "metric", "COUNT", "MEAN", "MEDIAN", "LOW", "HIGH", "MIN", "MAX", "SDEV%", "HW%", "O/H")
@@ -101,11 +113,23 @@ def getstats_rows(series: Sequence[dict], confidence: float = DEFAULT_CONFIDENCE
             overhead = _pct(s.mean - base, base)
         else:
             baselines[metric] = s.mean
-        rows.append({
-            "test": item["test"], "metric": metric, "COUNT": s.count, "MEAN": s.mean, "MEDIAN": s.median,
-            "LOW": s.low, "HIGH": s.high, "MIN": s.min, "MAX": s.max, "SDEV%": s.sdev_pct, "HW%": s.hw_pct,
-            "O/H": overhead, "summary": s.as_dict(),
-        })
+        rows.append(
+            {
+                "test": item["test"],
+                "metric": metric,
+                "COUNT": s.count,
+                "MEAN": s.mean,
+                "MEDIAN": s.median,
+                "LOW": s.low,
+                "HIGH": s.high,
+                "MIN": s.min,
+                "MAX": s.max,
+                "SDEV%": s.sdev_pct,
+                "HW%": s.hw_pct,
+                "O/H": overhead,
+                "summary": s.as_dict(),
+            }
+        )
     return rows
 
 
@@ -120,8 +144,13 @@ def z_scores(values: Sequence[float]) -> list[float]:
     return [(v - mean) / sdev for v in values]
 
 
-def outliers(values: Sequence[float], labels: Sequence[object] | None = None, threshold: float = DEFAULT_Z,
-             metric: str = "value", test: str = "") -> list[dict]:
+def outliers(
+    values: Sequence[float],
+    labels: Sequence[object] | None = None,
+    threshold: float = DEFAULT_Z,
+    metric: str = "value",
+    test: str = "",
+) -> list[dict]:
     """Warnings for the runs whose |z| exceeds `threshold`, each naming its run (label).
 
     Returns [{"kind": "outlier", "test", "metric", "run", "value", "z", "message"}].
@@ -131,11 +160,18 @@ def outliers(values: Sequence[float], labels: Sequence[object] | None = None, th
     for label, value, z in zip(labels, values, z_scores(values)):
         if abs(z) > threshold:
             where = f"{test}: " if test else ""
-            warnings.append({
-                "kind": "outlier", "test": test, "metric": metric, "run": label, "value": value, "z": z,
-                "message": f"{where}run {label}: {metric} = {value:.6g} is an outlier (z = {z:+.2f},"
-                           f" |z| > {threshold:g})",
-            })
+            warnings.append(
+                {
+                    "kind": "outlier",
+                    "test": test,
+                    "metric": metric,
+                    "run": label,
+                    "value": value,
+                    "z": z,
+                    "message": f"{where}run {label}: {metric} = {value:.6g} is an outlier (z = {z:+.2f},"
+                    f" |z| > {threshold:g})",
+                }
+            )
     return warnings
 
 
@@ -143,12 +179,12 @@ def outliers(values: Sequence[float], labels: Sequence[object] | None = None, th
 class Slope:
     """Least-squares line of the values over their repetition number 1..n."""
 
-    slope: float          # change per repetition
+    slope: float  # change per repetition
     intercept: float
-    low: float            # confidence interval of the slope (nan below 3 values)
+    low: float  # confidence interval of the slope (nan below 3 values)
     high: float
-    p_value: float        # two-sided, for slope = 0
-    slope_pct: float      # slope as a % of the mean per repetition
+    p_value: float  # two-sided, for slope = 0
+    slope_pct: float  # slope as a % of the mean per repetition
     count: int
     confidence: float
 
@@ -161,8 +197,9 @@ class Slope:
         return {**dataclasses.asdict(self), "significant": self.significant}
 
 
-def slope(values: Sequence[float], confidence: float = DEFAULT_CONFIDENCE,
-          positions: Sequence[float] | None = None) -> Slope:
+def slope(
+    values: Sequence[float], confidence: float = DEFAULT_CONFIDENCE, positions: Sequence[float] | None = None
+) -> Slope:
     """The least-squares slope over repetitions with its t-interval (n − 2 degrees of freedom)."""
     ys = [float(v) for v in values]
     n = len(ys)
@@ -193,8 +230,13 @@ LEAK_HINTS = ("mem_free", "mem_available", "free_memory", "memfree", "memavailab
 DEFAULT_DRIFT_MIN_PCT = 1.0
 
 
-def drift_warning(values: Sequence[float], metric: str, test: str = "",
-                  confidence: float = DEFAULT_CONFIDENCE, min_change_pct: float = DEFAULT_DRIFT_MIN_PCT) -> dict | None:
+def drift_warning(
+    values: Sequence[float],
+    metric: str,
+    test: str = "",
+    confidence: float = DEFAULT_CONFIDENCE,
+    min_change_pct: float = DEFAULT_DRIFT_MIN_PCT,
+) -> dict | None:
     """A warning when the slope's interval excludes zero, else None.
 
     A slope so small that over all the runs it moves the metric by less than
@@ -216,9 +258,12 @@ def drift_warning(values: Sequence[float], metric: str, test: str = "",
     where = f"{test}: " if test else ""
     label = "memory leak? " if kind == "leak" else ""
     return {
-        "kind": kind, "test": test, "metric": metric, "slope": fit.as_dict(),
+        "kind": kind,
+        "test": test,
+        "metric": metric,
+        "slope": fit.as_dict(),
         "message": f"{where}{label}{metric} {what} by {fit.slope:.4g} per run ({fit.slope_pct:+.2f}% of the mean;"
-                   f" {confidence:.0%} interval {fit.low:.4g} .. {fit.high:.4g}, p = {fit.p_value:.3g})",
+        f" {confidence:.0%} interval {fit.low:.4g} .. {fit.high:.4g}, p = {fit.p_value:.3g})",
     }
 
 
@@ -228,8 +273,12 @@ def normality(values: Sequence[float], alpha: float = DEFAULT_ALPHA) -> dict:
     if len(values) < NORMALITY_MIN or max(values) == min(values):
         return {"test": "shapiro-wilk", "statistic": None, "p_value": None, "normal": None}
     result = sps.shapiro(values)
-    return {"test": "shapiro-wilk", "statistic": float(result.statistic), "p_value": float(result.pvalue),
-            "normal": bool(result.pvalue >= alpha)}
+    return {
+        "test": "shapiro-wilk",
+        "statistic": float(result.statistic),
+        "p_value": float(result.pvalue),
+        "normal": bool(result.pvalue >= alpha),
+    }
 
 
 def welch(a: Sequence[float], b: Sequence[float], confidence: float = DEFAULT_CONFIDENCE) -> dict:
@@ -242,18 +291,30 @@ def welch(a: Sequence[float], b: Sequence[float], confidence: float = DEFAULT_CO
     diff = m1 - m2
     if se == 0:
         same = diff == 0
-        return {"difference": diff, "se": 0.0, "t": math.nan if same else math.copysign(math.inf, diff),
-                "df": math.nan, "low": diff, "high": diff,
-                "p_two_sided": 1.0 if same else 0.0,
-                "p_less": 1.0 if diff >= 0 else 0.0, "p_greater": 1.0 if diff <= 0 else 0.0}
-    df = (q1 + q2) ** 2 / (q1 ** 2 / (n1 - 1) + q2 ** 2 / (n2 - 1))
+        return {
+            "difference": diff,
+            "se": 0.0,
+            "t": math.nan if same else math.copysign(math.inf, diff),
+            "df": math.nan,
+            "low": diff,
+            "high": diff,
+            "p_two_sided": 1.0 if same else 0.0,
+            "p_less": 1.0 if diff >= 0 else 0.0,
+            "p_greater": 1.0 if diff <= 0 else 0.0,
+        }
+    df = (q1 + q2) ** 2 / (q1**2 / (n1 - 1) + q2**2 / (n2 - 1))
     t = diff / se
     half = float(sps.t.ppf(0.5 + confidence / 2, df)) * se
     return {
-        "difference": diff, "se": se, "t": t, "df": df, "low": diff - half, "high": diff + half,
+        "difference": diff,
+        "se": se,
+        "t": t,
+        "df": df,
+        "low": diff - half,
+        "high": diff + half,
         "p_two_sided": float(2 * sps.t.sf(abs(t), df)),
-        "p_less": float(sps.t.cdf(t, df)),       # H1: mean(a) < mean(b)
-        "p_greater": float(sps.t.sf(t, df)),     # H1: mean(a) > mean(b)
+        "p_less": float(sps.t.cdf(t, df)),  # H1: mean(a) < mean(b)
+        "p_greater": float(sps.t.sf(t, df)),  # H1: mean(a) > mean(b)
     }
 
 
@@ -262,8 +323,7 @@ def f_test(a: Sequence[float], b: Sequence[float]) -> dict:
     v1, v2 = sample_deviation(a) ** 2, sample_deviation(b) ** 2
     d1, d2 = len(a) - 1, len(b) - 1
     if v2 == 0:
-        return {"F": math.inf if v1 > 0 else math.nan, "df1": d1, "df2": d2,
-                "p_value": 0.0 if v1 > 0 else 1.0}
+        return {"F": math.inf if v1 > 0 else math.nan, "df1": d1, "df2": d2, "p_value": 0.0 if v1 > 0 else 1.0}
     ratio = v1 / v2
     p = 2 * min(sps.f.cdf(ratio, d1, d2), sps.f.sf(ratio, d1, d2))
     return {"F": ratio, "df1": d1, "df2": d2, "p_value": float(min(1.0, p))}
@@ -280,13 +340,21 @@ def levene(a: Sequence[float], b: Sequence[float]) -> dict:
 def mann_whitney(a: Sequence[float], b: Sequence[float]) -> dict:
     """The rank test (two-sided and the two one-sided p-values), for non-normal samples."""
     two = sps.mannwhitneyu(a, b, alternative="two-sided")
-    return {"U": float(two.statistic), "p_two_sided": float(two.pvalue),
-            "p_less": float(sps.mannwhitneyu(a, b, alternative="less").pvalue),
-            "p_greater": float(sps.mannwhitneyu(a, b, alternative="greater").pvalue)}
+    return {
+        "U": float(two.statistic),
+        "p_two_sided": float(two.pvalue),
+        "p_less": float(sps.mannwhitneyu(a, b, alternative="less").pvalue),
+        "p_greater": float(sps.mannwhitneyu(a, b, alternative="greater").pvalue),
+    }
 
 
-def compare(a: Sequence[float], b: Sequence[float], alpha: float = DEFAULT_ALPHA,
-            confidence: float | None = None, names: tuple[str, str] = ("A", "B")) -> dict:
+def compare(
+    a: Sequence[float],
+    b: Sequence[float],
+    alpha: float = DEFAULT_ALPHA,
+    confidence: float | None = None,
+    names: tuple[str, str] = ("A", "B"),
+) -> dict:
     """Do two results differ, by how much, and at what level?
 
     The verdict's alpha holds for independent runs: measured on the same machine one side after the other,
@@ -332,26 +400,42 @@ def compare(a: Sequence[float], b: Sequence[float], alpha: float = DEFAULT_ALPHA
     if differ:
         bigger, smaller = (na, nb) if diff > 0 else (nb, na)
         # 1 − p is not the chance that the difference is real; what holds is the test's level alpha.
-        verdict = (f"{bigger} is larger than {smaller}: mean difference {diff:+.6g} ({relative:+.2f}% of {nb}),"
-                   f" {confidence:.0%} CI {w['low']:+.6g} .. {w['high']:+.6g}; p = {source['p_two_sided']:.3g}"
-                   f" (two-sided, {rests_on}), significant at alpha = {alpha:g}: of equal results measured"
-                   f" independently, at most {alpha:.0%} are declared different")
+        verdict = (
+            f"{bigger} is larger than {smaller}: mean difference {diff:+.6g} ({relative:+.2f}% of {nb}),"
+            f" {confidence:.0%} CI {w['low']:+.6g} .. {w['high']:+.6g}; p = {source['p_two_sided']:.3g}"
+            f" (two-sided, {rests_on}), significant at alpha = {alpha:g}: of equal results measured"
+            f" independently, at most {alpha:.0%} are declared different"
+        )
     else:
-        verdict = (f"{na} and {nb} are indistinguishable at alpha = {alpha:g}: mean difference {diff:+.6g}"
-                   f" ({relative:+.2f}%), {confidence:.0%} CI {w['low']:+.6g} .. {w['high']:+.6g} contains 0"
-                   if w["low"] <= 0 <= w["high"] else
-                   f"{na} and {nb} are indistinguishable at alpha = {alpha:g}: mean difference {diff:+.6g}"
-                   f" ({relative:+.2f}%)")
+        verdict = (
+            f"{na} and {nb} are indistinguishable at alpha = {alpha:g}: mean difference {diff:+.6g}"
+            f" ({relative:+.2f}%), {confidence:.0%} CI {w['low']:+.6g} .. {w['high']:+.6g} contains 0"
+            if w["low"] <= 0 <= w["high"]
+            else f"{na} and {nb} are indistinguishable at alpha = {alpha:g}: mean difference {diff:+.6g}"
+            f" ({relative:+.2f}%)"
+        )
         verdict += f"; p = {source['p_two_sided']:.3g} (two-sided, {rests_on})"
     if not normal_enough:
         verdict += "; a small sample failed the normality check, so the verdict rests on the rank test"
     return {
-        "names": list(names), "alpha": alpha, "confidence": confidence,
+        "names": list(names),
+        "alpha": alpha,
+        "confidence": confidence,
         "summaries": [sa.as_dict(), sb.as_dict()],
-        "welch": w, "hypotheses": hypotheses,
-        "variances": {"f_test": f, "levene": lev, "rests_on": variance_test, "p_value": variance_p,
-                      "differ": variance_p < alpha},
-        "normality": [norm_a, norm_b], "normal_enough": normal_enough,
-        "rank": rank, "rests_on": rests_on, "differ": differ,
-        "relative_difference_pct": relative, "verdict": verdict,
+        "welch": w,
+        "hypotheses": hypotheses,
+        "variances": {
+            "f_test": f,
+            "levene": lev,
+            "rests_on": variance_test,
+            "p_value": variance_p,
+            "differ": variance_p < alpha,
+        },
+        "normality": [norm_a, norm_b],
+        "normal_enough": normal_enough,
+        "rank": rank,
+        "rests_on": rests_on,
+        "differ": differ,
+        "relative_difference_pct": relative,
+        "verdict": verdict,
     }

@@ -7,9 +7,9 @@ but only on the one device named (normally a loop device peakbench made)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 BLKIO = Path("/sys/fs/cgroup/blkio")
 

@@ -36,11 +36,9 @@ from rich.table import Table
 from . import replay as replay_module
 from . import resume as resume_module
 from . import searching, sim
+from . import store as store_module
 from .cluster import engine_for
 from .cluster.report import print_clients
-from .report import command as report_command
-from .sfs import run as sfs_command
-from . import store as store_module
 from .controller import DEFAULT_POLICY, POLICIES, SearchSettings
 from .controller.design import quadratic_terms
 from .controller.surface import describe_error
@@ -50,11 +48,13 @@ from .errors import InputError, RunError, TrialInterrupted
 from .mix import format_mix
 from .output import STDOUT, check_output, opened, write_json
 from .progress import ProgressDisplay
+from .report import command as report_command
+from .sfs import run as sfs_command
 from .surfaceplan import load_plan
 from .sysinfo import peakbench_version, snapshot
 from .table import error_count, print_trial
-from .trials import TrialFailed, TrialRecord, run_trial
 from .targets import check_ours, check_space, parse_target, target_label
+from .trials import TrialFailed, TrialRecord, run_trial
 from .units import MAX_RATE, format_size, parse_duration
 from .workload import ARRIVALS, Workload, canned_names, find_workload, trial_spec
 
@@ -64,8 +64,9 @@ def _console(json_to: Path | None = None) -> Console:
     # Piped output (a log, CI) gets long lines instead of Rich's 80-column default,
     # so tables are not squeezed into ellipses.
     stderr = json_to == STDOUT
-    return Console(stderr=stderr) if (sys.stderr if stderr else sys.stdout).isatty() else Console(stderr=stderr,
-                                                                                                 width=160)
+    return (
+        Console(stderr=stderr) if (sys.stderr if stderr else sys.stdout).isatty() else Console(stderr=stderr, width=160)
+    )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -87,6 +88,7 @@ def _positive_number(unit: str = ""):
         if not (math.isfinite(value) and value > 0):
             raise argparse.ArgumentTypeError(f"{text!r}: must be a finite {what[2:]} above 0")
         return value
+
     return parse
 
 
@@ -146,79 +148,138 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_Version, nargs=0, help="print peakbench's and its engine's versions")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     store_option = _Parser(add_help=False)
-    store_option.add_argument("--db", type=Path, metavar="FILE", default=store_module.DEFAULT_PATH,
-                              help="results store (default ./peakbench.db)")
+    store_option.add_argument(
+        "--db",
+        type=Path,
+        metavar="FILE",
+        default=store_module.DEFAULT_PATH,
+        help="results store (default ./peakbench.db)",
+    )
 
     def add_trial_arguments(command: argparse.ArgumentParser) -> None:
         command.add_argument("workload", metavar="WORKLOAD", help="a canned workload name or a workload .toml file")
-        command.add_argument("--target", required=True, metavar="DIR",
-                             help="a directory, file:///DIR, nfs://SERVER/EXPORT[?options], http://HOST:PORT/, or null://")
-        command.add_argument("--docroot", metavar="DIR",
-                             help="with http://: the directory the server serves; the file set is built there"
-                                  " (default: through the server, with WebDAV PUT and MKCOL)")
+        command.add_argument(
+            "--target",
+            required=True,
+            metavar="DIR",
+            help="a directory, file:///DIR, nfs://SERVER/EXPORT[?options], http://HOST:PORT/, or null://",
+        )
+        command.add_argument(
+            "--docroot",
+            metavar="DIR",
+            help="with http://: the directory the server serves; the file set is built there"
+            " (default: through the server, with WebDAV PUT and MKCOL)",
+        )
         command.add_argument("--rate", required=True, type=_rate, metavar="OPS", help="offered load in ops/s")
-        command.add_argument("--scale", type=_scale, default=1.0, metavar="F",
-                             help="multiply the self-scaled file-set size (default 1)")
+        command.add_argument(
+            "--scale", type=_scale, default=1.0, metavar="F", help="multiply the self-scaled file-set size (default 1)"
+        )
 
     cluster_options = _Parser(add_help=False)
-    cluster_options.add_argument("--clients", type=_whole(1), metavar="N",
-                                 help="run the load from N clients (Dask worker processes on this host, or N"
-                                      " workers of --cluster), each offering its share of --rate")
-    cluster_options.add_argument("--cluster", metavar="ADDR",
-                                 help="an existing Dask scheduler, e.g. tcp://scheduler:8786: every worker is a"
-                                      " load client (the first --clients N if given)")
-    cluster_options.add_argument("--clock-tolerance", type=_positive_ms, default=10.0, metavar="MS",
-                                 help="refuse a distributed start that could be skewed by more (default 10 ms)")
+    cluster_options.add_argument(
+        "--clients",
+        type=_whole(1),
+        metavar="N",
+        help="run the load from N clients (Dask worker processes on this host, or N"
+        " workers of --cluster), each offering its share of --rate",
+    )
+    cluster_options.add_argument(
+        "--cluster",
+        metavar="ADDR",
+        help="an existing Dask scheduler, e.g. tcp://scheduler:8786: every worker is a"
+        " load client (the first --clients N if given)",
+    )
+    cluster_options.add_argument(
+        "--clock-tolerance",
+        type=_positive_ms,
+        default=10.0,
+        metavar="MS",
+        help="refuse a distributed start that could be skewed by more (default 10 ms)",
+    )
 
-    run = commands.add_parser("run", parents=[store_option, cluster_options],
-                              help="prepare the file set and run one trial")
+    run = commands.add_parser(
+        "run", parents=[store_option, cluster_options], help="prepare the file set and run one trial"
+    )
     add_trial_arguments(run)
-    run.add_argument("--warmup", type=_duration, default=5.0, metavar="S",
-                     help="warm-up before measuring (default 5 s)")
-    run.add_argument("--runtime", type=_positive_duration, default=30.0, metavar="S",
-                     help="measured time (default 30 s)")
+    run.add_argument(
+        "--warmup", type=_duration, default=5.0, metavar="S", help="warm-up before measuring (default 5 s)"
+    )
+    run.add_argument(
+        "--runtime", type=_positive_duration, default=30.0, metavar="S", help="measured time (default 30 s)"
+    )
     run.add_argument("--seed", type=_whole(0), default=1, metavar="N", help="op-sequence seed (default 1)")
     run.add_argument("--arrivals", choices=ARRIVALS, help="override the workload's arrival process")
     run.add_argument("--max-outstanding", type=_whole(1), metavar="N", help="cap on requests in flight (default: none)")
     run.add_argument("--json", type=Path, metavar="FILE", help="also write the result to this JSON file")
     run.set_defaults(handler=command_run)
 
-    prepare = commands.add_parser("prepare", parents=[cluster_options],
-                                  help="create or augment the file set only (each client's part with --clients)")
+    prepare = commands.add_parser(
+        "prepare",
+        parents=[cluster_options],
+        help="create or augment the file set only (each client's part with --clients)",
+    )
     add_trial_arguments(prepare)
     prepare.set_defaults(handler=command_prepare)
 
-    search = commands.add_parser("search", parents=[store_option, cluster_options],
-                                 help="find the peak rate to a stated confidence and accuracy")
+    search = commands.add_parser(
+        "search", parents=[store_option, cluster_options], help="find the peak rate to a stated confidence and accuracy"
+    )
     search.add_argument("workload", metavar="WORKLOAD", help="a canned workload name or a workload .toml file")
-    search.add_argument("--target", required=True, metavar="URL",
-                        help="a directory, file:///DIR, null://, http://HOST:PORT/,"
-                             " or a simulated server sim://?capacity=OPS")
-    search.add_argument("--docroot", metavar="DIR",
-                        help="with http://: the directory the server serves; the file set is built there")
-    search.add_argument("--policy", choices=sorted(POLICIES), default=DEFAULT_POLICY,
-                        help=f"how the next test load is chosen (default {DEFAULT_POLICY})")
-    search.add_argument("--quick", action="store_true",
-                        help="short trials and a looser claim (4 s runs, c=90%%, a=85%%) for a first look")
+    search.add_argument(
+        "--target",
+        required=True,
+        metavar="URL",
+        help="a directory, file:///DIR, null://, http://HOST:PORT/, or a simulated server sim://?capacity=OPS",
+    )
+    search.add_argument(
+        "--docroot", metavar="DIR", help="with http://: the directory the server serves; the file set is built there"
+    )
+    search.add_argument(
+        "--policy",
+        choices=sorted(POLICIES),
+        default=DEFAULT_POLICY,
+        help=f"how the next test load is chosen (default {DEFAULT_POLICY})",
+    )
+    search.add_argument(
+        "--quick",
+        action="store_true",
+        help="short trials and a looser claim (4 s runs, c=90%%, a=85%%) for a first look",
+    )
     for option, setting, kind, what in SEARCH_OPTIONS:
-        search.add_argument(option, dest=setting, type=kind, metavar=what.split(":")[0],
-                            help=what.split(":", 1)[1].strip())
-    search.add_argument("--seed-rate", type=_rate, metavar="OPS",
-                        help="start near this load, e.g. the peak of a similar finished search")
-    search.add_argument("--scale", type=_scale, default=1.0, metavar="F",
-                        help="multiply the self-scaled file-set size (default 1)")
-    search.add_argument("--seed", type=_whole(0), metavar="N",
-                        help="first trial's op-sequence seed (default: drawn afresh per search, printed and stored)")
-    search.add_argument("--max-outstanding", type=_whole(1), metavar="N",
-                        help="cap on requests in flight in every trial (default: none), as `run` has it")
+        search.add_argument(
+            option, dest=setting, type=kind, metavar=what.split(":")[0], help=what.split(":", 1)[1].strip()
+        )
+    search.add_argument(
+        "--seed-rate",
+        type=_rate,
+        metavar="OPS",
+        help="start near this load, e.g. the peak of a similar finished search",
+    )
+    search.add_argument(
+        "--scale", type=_scale, default=1.0, metavar="F", help="multiply the self-scaled file-set size (default 1)"
+    )
+    search.add_argument(
+        "--seed",
+        type=_whole(0),
+        metavar="N",
+        help="first trial's op-sequence seed (default: drawn afresh per search, printed and stored)",
+    )
+    search.add_argument(
+        "--max-outstanding",
+        type=_whole(1),
+        metavar="N",
+        help="cap on requests in flight in every trial (default: none), as `run` has it",
+    )
     search.add_argument("--json", type=Path, metavar="FILE", help="also write the search result to this JSON file")
     search.set_defaults(handler=command_search)
 
-    surface = commands.add_parser("surface", parents=[store_option],
-                                  help="map the peak rate over factors (a response surface) from a plan")
+    surface = commands.add_parser(
+        "surface", parents=[store_option], help="map the peak rate over factors (a response surface) from a plan"
+    )
     surface.add_argument("plan", metavar="PLAN.toml", type=Path, help="the surface plan (see peakbench.surfaceplan)")
-    surface.add_argument("--scale", type=_scale, default=1.0, metavar="F",
-                         help="multiply the self-scaled file-set size (default 1)")
+    surface.add_argument(
+        "--scale", type=_scale, default=1.0, metavar="F", help="multiply the self-scaled file-set size (default 1)"
+    )
     surface.add_argument("--seed", type=_whole(0), default=1, metavar="N", help="first trial's op-sequence seed")
     surface.add_argument("--json", type=Path, metavar="FILE", help="also write the surface result to this JSON file")
     surface.set_defaults(handler=command_surface)
@@ -229,57 +290,79 @@ def build_parser() -> argparse.ArgumentParser:
     validate.set_defaults(handler=command_validate)
 
     # `simulate` has its own parser (peakbench.sim.main); main() hands it the rest of the line.
-    commands.add_parser("simulate", add_help=False,
-                        help="run search policies side by side on simulated servers (--help for more)")
+    commands.add_parser(
+        "simulate", add_help=False, help="run search policies side by side on simulated servers (--help for more)"
+    )
 
     workloads = commands.add_parser("workloads", help="the canned workloads")
     workload_commands = workloads.add_subparsers(dest="action", required=True, metavar="ACTION")
     workload_commands.add_parser("list", help="list them").set_defaults(handler=command_workloads_list)
     show = workload_commands.add_parser("show", help="knobs, normalised mix and file-set size of one")
     show.add_argument("workload", metavar="NAME", help="a canned workload name or a workload .toml file")
-    show.add_argument("--rate", type=_rate, default=100.0, metavar="OPS",
-                      help="offered load for the file-set size (default 100)")
+    show.add_argument(
+        "--rate", type=_rate, default=100.0, metavar="OPS", help="offered load for the file-set size (default 100)"
+    )
     show.add_argument("--scale", type=_scale, default=1.0, metavar="F", help="multiply the file-set size (default 1)")
     show.set_defaults(handler=command_workloads_show)
 
     results = commands.add_parser("results", help="what the store holds")
     result_commands = results.add_subparsers(dest="action", required=True, metavar="ACTION")
-    listing = result_commands.add_parser("list", parents=[store_option],
-                                         help="one line per stored job: trials, searches, sfs runs, surfaces, plans")
-    listing.add_argument("--kind", action="append", choices=store_module.JOB_KINDS,
-                         help="only jobs of this kind (repeat for several)")
+    listing = result_commands.add_parser(
+        "list", parents=[store_option], help="one line per stored job: trials, searches, sfs runs, surfaces, plans"
+    )
+    listing.add_argument(
+        "--kind", action="append", choices=store_module.JOB_KINDS, help="only jobs of this kind (repeat for several)"
+    )
     listing.add_argument("--json", type=Path, metavar="FILE", help="the list as JSON (- for standard output)")
     listing.set_defaults(handler=command_results_list)
     show_result = result_commands.add_parser("show", parents=[store_option], help="one trial's table and system")
     show_result.add_argument("id", type=int)
     show_result.set_defaults(handler=command_results_show)
-    export = result_commands.add_parser("export", parents=[store_option],
-                                        help="all trials to CSV (summary) or JSON (everything)")
+    export = result_commands.add_parser(
+        "export", parents=[store_option], help="all trials to CSV (summary) or JSON (everything)"
+    )
     export_to = export.add_mutually_exclusive_group(required=True)
     export_to.add_argument("--csv", type=Path, metavar="FILE")
     export_to.add_argument("--json", type=Path, metavar="FILE")
     export.set_defaults(handler=command_results_export)
 
     from .harness.commands import add_commands as add_harness_commands  # plan run|resume|..., compare
+
     add_harness_commands(commands, _Parser, store_option)
-    sfs_run = commands.add_parser("sfs", parents=[store_option, cluster_options],
-                                  help="run a SPECsfs-style load-point curve from an rc file")
-    sfs_run.add_argument("rcfile", type=Path, metavar="RCFILE",
-                         help="sfs_rc-style file: LOAD, INCR_LOAD, NUM_RUNS, CLIENTS, PROCS, MNT_POINTS, ...")
-    sfs_run.add_argument("--spec-rounding", action="store_true",
-                         help="floor each process's rate as SPEC does (default: split the load exactly)")
+    sfs_run = commands.add_parser(
+        "sfs", parents=[store_option, cluster_options], help="run a SPECsfs-style load-point curve from an rc file"
+    )
+    sfs_run.add_argument(
+        "rcfile",
+        type=Path,
+        metavar="RCFILE",
+        help="sfs_rc-style file: LOAD, INCR_LOAD, NUM_RUNS, CLIENTS, PROCS, MNT_POINTS, ...",
+    )
+    sfs_run.add_argument(
+        "--spec-rounding",
+        action="store_true",
+        help="floor each process's rate as SPEC does (default: split the load exactly)",
+    )
     sfs_run.add_argument("--dry-run", action="store_true", help="print the load points and stop")
     sfs_run.set_defaults(handler=lambda args: sfs_command.command(args, _console(), _engine))
 
-    report = commands.add_parser("report", parents=[store_option],
-                                 help="tables, figures and a self-contained HTML report from the store")
+    report = commands.add_parser(
+        "report", parents=[store_option], help="tables, figures and a self-contained HTML report from the store"
+    )
     report_command.add_arguments(report)
     report.set_defaults(handler=lambda args: report_command.run(args, _console()))
     resume_module.add_command(commands, store_option)
-    replay_module.add_commands(commands, store_option, {
-        "whole": _whole, "rate": _rate, "scale": _scale, "duration": _duration,
-        "positive_duration": _positive_duration,
-    })
+    replay_module.add_commands(
+        commands,
+        store_option,
+        {
+            "whole": _whole,
+            "rate": _rate,
+            "scale": _scale,
+            "duration": _duration,
+            "positive_duration": _positive_duration,
+        },
+    )
     return parser
 
 
@@ -308,15 +391,29 @@ SEARCH_OPTIONS = (
     ("--accuracy", "accuracy", _fraction, "A: accuracy required at the peak (default 0.90)"),
     ("--psat", "psat", _fraction, "P: percentile checked against --lsat (default 95)"),
     ("--lsat", "lsat_ms", _fraction, "MS: saturated when the --psat percentile exceeds this (default 2000)"),
-    ("--max-failed-share", "max_failed_share", _share,
-     ("F: saturated when more than this share of a trial's requests fail: errors, shed (HTTP 503/429,"
-      " NFS3ERR_JUKEBOX), timeouts, cancellations; 0.01 or 1%% (default 1%%)")),
+    (
+        "--max-failed-share",
+        "max_failed_share",
+        _share,
+        (
+            "F: saturated when more than this share of a trial's requests fail: errors, shed (HTTP 503/429,"
+            " NFS3ERR_JUKEBOX), timeouts, cancellations; 0.01 or 1%% (default 1%%)"
+        ),
+    ),
     ("--runlength", "runlength_s", _positive_duration, "S: measured time of a careful trial (default 180 s)"),
-    ("--min-runlength", "min_runlength_s", _positive_duration,
-     "S: shortest careful trial the guided policy may choose from the variance it sees (default runlength/3)"),
+    (
+        "--min-runlength",
+        "min_runlength_s",
+        _positive_duration,
+        "S: shortest careful trial the guided policy may choose from the variance it sees (default runlength/3)",
+    ),
     ("--warmup", "warmup_s", _duration, "S: warm-up before each trial (default 30 s)"),
-    ("--max-runlength", "max_runlength_s", _positive_duration,
-     "S: longest careful trial the guided policy may run where steady state needs it (default the runlength)"),
+    (
+        "--max-runlength",
+        "max_runlength_s",
+        _positive_duration,
+        "S: longest careful trial the guided policy may run where steady state needs it (default the runlength)",
+    ),
     ("--start-rate", "start_load", _rate, "OPS: first test load (default 50)"),
     ("--min-rate", "min_load", _rate, "OPS: lowest load to offer (default 1)"),
     ("--max-rate", "max_load", _rate, "OPS: highest load to offer (default 1,000,000)"),
@@ -343,16 +440,18 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _checked_trial(args: argparse.Namespace, warmup_s: float = 0.0, runtime_s: float = 1.0,
-                   **load) -> tuple[Workload, dict]:
+def _checked_trial(
+    args: argparse.Namespace, warmup_s: float = 0.0, runtime_s: float = 1.0, **load
+) -> tuple[Workload, dict]:
     """Everything about a trial that can be wrong in the input, checked before anything is written."""
     workload = find_workload(args.workload)
     target = parse_target(args.target, getattr(args, "docroot", None))
     check_ours(target)
     # Before the spec, whose file count has a limit too: a set larger than the disk says so first.
     check_space(target, workload.bytes_at(args.rate, args.scale))
-    spec = trial_spec(workload, target, rate=args.rate, scale=args.scale,
-                      warmup_s=warmup_s, runtime_s=runtime_s, **load)
+    spec = trial_spec(
+        workload, target, rate=args.rate, scale=args.scale, warmup_s=warmup_s, runtime_s=runtime_s, **load
+    )
     return workload, spec
 
 
@@ -360,8 +459,11 @@ def _announce(workload: Workload, spec: dict, args: argparse.Namespace) -> None:
     if workload.mix_note:
         print(f"note: {workload.name}: {workload.mix_note}", file=sys.stderr)
     files = spec["fileset"]["files"]
-    print(f"{workload.name} at {args.rate:g} ops/s on {target_label(spec['target'])}: {files} files,"
-          f" about {format_size(workload.bytes_at(args.rate, args.scale))}", file=sys.stderr)
+    print(
+        f"{workload.name} at {args.rate:g} ops/s on {target_label(spec['target'])}: {files} files,"
+        f" about {format_size(workload.bytes_at(args.rate, args.scale))}",
+        file=sys.stderr,
+    )
 
 
 def _prepare(engine: Engine, spec: dict) -> dict:
@@ -376,11 +478,12 @@ def command_prepare(args: argparse.Namespace) -> int:
         _announce(workload, spec, args)
         prepared = _prepare(engine, spec)
     fileset = prepared["fileset"]
-    print(f"file set {fileset['id']} in {target_label(spec['target'])}: {fileset['files']} files,"
-          f" {fileset['dirs']} directories, {fileset['symlinks']} symlinks, {format_size(fileset['bytes'])};"
-          f" {prepared['files_created']} files created, {prepared['files_already_complete']} already there"
-          f" ({prepared['seconds']:.1f} s" + (f", {prepared['clients']} clients" if "clients" in prepared else "")
-          + ")")
+    print(
+        f"file set {fileset['id']} in {target_label(spec['target'])}: {fileset['files']} files,"
+        f" {fileset['dirs']} directories, {fileset['symlinks']} symlinks, {format_size(fileset['bytes'])};"
+        f" {prepared['files_created']} files created, {prepared['files_already_complete']} already there"
+        f" ({prepared['seconds']:.1f} s" + (f", {prepared['clients']} clients" if "clients" in prepared else "") + ")"
+    )
     return 0
 
 
@@ -395,15 +498,23 @@ def _cluster_invocation(args: argparse.Namespace) -> dict:
 
 def _engine(args: argparse.Namespace, workload: Workload):
     """One local engine, or the load clients of --clients / --cluster (a context manager)."""
-    return engine_for(args.clients, args.cluster, shared_fileset=workload.cluster_fileset == "shared",
-                      clock_tolerance_s=args.clock_tolerance / 1e3,
-                      announce=lambda text: print(f"cluster: {text}", file=sys.stderr))
+    return engine_for(
+        args.clients,
+        args.cluster,
+        shared_fileset=workload.cluster_fileset == "shared",
+        clock_tolerance_s=args.clock_tolerance / 1e3,
+        announce=lambda text: print(f"cluster: {text}", file=sys.stderr),
+    )
 
 
 def command_run(args: argparse.Namespace) -> int:
     workload, spec = _checked_trial(
-        args, warmup_s=args.warmup, runtime_s=args.runtime, seed=args.seed,
-        max_outstanding=args.max_outstanding, arrivals=args.arrivals,
+        args,
+        warmup_s=args.warmup,
+        runtime_s=args.runtime,
+        seed=args.seed,
+        max_outstanding=args.max_outstanding,
+        arrivals=args.arrivals,
     )
     check_output(args.json, "--json")
     with _engine(args, workload) as engine:
@@ -415,9 +526,12 @@ def command_run(args: argparse.Namespace) -> int:
 
 def _run_trial(args: argparse.Namespace, workload: Workload, spec: dict, engine, store) -> int:
     _announce(workload, spec, args)
-    record = TrialRecord(workload=workload.name, target=target_label(spec["target"]),
-                         sysinfo=snapshot(spec["target"], engine.version()),
-                         notes=(workload.mix_note,) if workload.mix_note else ())
+    record = TrialRecord(
+        workload=workload.name,
+        target=target_label(spec["target"]),
+        sysinfo=snapshot(spec["target"], engine.version()),
+        notes=(workload.mix_note,) if workload.mix_note else (),
+    )
     console = _console(args.json)
     try:
         stored = run_trial(spec, engine, store, record)
@@ -429,9 +543,14 @@ def _run_trial(args: argparse.Namespace, workload: Workload, spec: dict, engine,
     except TrialInterrupted as stop:
         print_trial(spec, stop.result, console)
         write_json(args.json, json_report(stop.trial_id, workload.name, stop.result))
-        kept = f"stored as interrupted trial {stop.trial_id}" if stop.trial_id is not None else "written beside the store"
-        print(f"peakbench: interrupted after {stop.result['runtime_s']:.1f} of {spec['load']['runtime_s']:g} s measured;"
-              f" what was measured is {kept}", file=sys.stderr)
+        kept = (
+            f"stored as interrupted trial {stop.trial_id}" if stop.trial_id is not None else "written beside the store"
+        )
+        print(
+            f"peakbench: interrupted after {stop.result['runtime_s']:.1f} of {spec['load']['runtime_s']:g} s measured;"
+            f" what was measured is {kept}",
+            file=sys.stderr,
+        )
         return 130
     print_trial(spec, stored.result, console)
     print_clients(stored.result, console)
@@ -458,7 +577,9 @@ def command_validate(args: argparse.Namespace) -> int:
         status = check["status"]
         table.add_row(check["op"], f"[{style[status]}]{status}[/{style[status]}]", check["check"], check["detail"])
     console.print(table)
-    cleanup = "scratch directory removed" if result["cleaned_up"] else f"[red]cleanup failed: {result['cleanup_error']}[/red]"
+    cleanup = (
+        "scratch directory removed" if result["cleaned_up"] else f"[red]cleanup failed: {result['cleanup_error']}[/red]"
+    )
     verdict = "[green]all operations passed[/green]" if result["ok"] else "[bold red]VALIDATION FAILED[/bold red]"
     console.print(f"{verdict}: {result['passed']} passed, {result['failed']} failed; {cleanup}")
     write_json(args.json, result)
@@ -467,8 +588,9 @@ def command_validate(args: argparse.Namespace) -> int:
 
 def _search_settings(args: argparse.Namespace) -> SearchSettings:
     chosen = dict(searching.QUICK) if args.quick else {}
-    chosen.update({setting: getattr(args, setting) for _, setting, _, _ in SEARCH_OPTIONS
-                   if getattr(args, setting) is not None})
+    chosen.update(
+        {setting: getattr(args, setting) for _, setting, _, _ in SEARCH_OPTIONS if getattr(args, setting) is not None}
+    )
     try:
         return SearchSettings(**chosen)
     except ValueError as error:
@@ -481,21 +603,27 @@ def command_search(args: argparse.Namespace) -> int:
     seed = args.seed if args.seed is not None else searching.fresh_seed()
     check_output(args.json, "--json")
     if args.quick:
-        print(f"quick preset: {settings.runlength_s:g} s trials after {settings.warmup_s:g} s warm-up,"
-              f" confidence {settings.confidence:.0%}, accuracy {settings.accuracy:.0%} -- a first look,"
-              f" not a publishable figure", file=sys.stderr)
+        print(
+            f"quick preset: {settings.runlength_s:g} s trials after {settings.warmup_s:g} s warm-up,"
+            f" confidence {settings.confidence:.0%}, accuracy {settings.accuracy:.0%} -- a first look,"
+            f" not a publishable figure",
+            file=sys.stderr,
+        )
     if args.target.startswith("sim://"):
         if args.clients or args.cluster:
-            raise InputError("a simulated server runs in virtual time: --clients and --cluster do not apply",
-                             field="--clients" if args.clients else "--cluster")
+            raise InputError(
+                "a simulated server runs in virtual time: --clients and --cluster do not apply",
+                field="--clients" if args.clients else "--cluster",
+            )
         if args.max_outstanding:
             raise InputError("a simulated server has no requests in flight to cap", field="--max-outstanding")
         try:
             sim.target_from_url(args.target)  # a bad URL is refused before the store is touched
         except ValueError as error:
             raise InputError(str(error), field="--target") from None
-        search_id, result = searching.search_simulated(args.target, settings, args.policy, args.seed_rate, seed,
-                                                       args.db)
+        search_id, result = searching.search_simulated(
+            args.target, settings, args.policy, args.seed_rate, seed, args.db
+        )
     else:
         args.rate = settings.max_load if settings.max_load < 1e6 else settings.start_load
         workload, spec = _checked_trial(args, max_outstanding=args.max_outstanding)
@@ -506,11 +634,27 @@ def command_search(args: argparse.Namespace) -> int:
                 print(f"note: {workload.name}: {workload.mix_note}", file=sys.stderr)
             system = snapshot(spec["target"], engine.version())
             search_id, result = searching.search_engine_target(
-                workload, spec["target"], settings, args.policy, args.db, system, args.scale, seed,
-                args.seed_rate, engine=engine, max_outstanding=args.max_outstanding,
-                invocation={"workload": _workload_reference(args.workload), "target": spec["target"],
-                            "scale": args.scale, "seed": seed, "seed_load": args.seed_rate,
-                            "max_outstanding": args.max_outstanding, **_cluster_invocation(args)})
+                workload,
+                spec["target"],
+                settings,
+                args.policy,
+                args.db,
+                system,
+                args.scale,
+                seed,
+                args.seed_rate,
+                engine=engine,
+                max_outstanding=args.max_outstanding,
+                invocation={
+                    "workload": _workload_reference(args.workload),
+                    "target": spec["target"],
+                    "scale": args.scale,
+                    "seed": seed,
+                    "seed_load": args.seed_rate,
+                    "max_outstanding": args.max_outstanding,
+                    **_cluster_invocation(args),
+                },
+            )
     print_search(result, settings, _console(args.json))
     print(f"search {search_id} and its {result.trials} trials stored in {args.db}", file=sys.stderr)
     write_json(args.json, {"search_id": search_id, **result.to_dict()})
@@ -522,18 +666,29 @@ def print_search(result, settings: SearchSettings, console: Console) -> None:
     for heading in ("load ops/s", "ρ", "class", "mean R ms", "R interval ms", "trials", "cost s", "why"):
         loads.add_column(heading, no_wrap=heading != "why")
     for load in result.loads:
-        interval = (f"{load.ci_low_ms:.2f} .. {load.ci_high_ms:.2f}" if load.ci_low_ms is not None else "-")
-        loads.add_row(f"{load.load:.1f}", f"{load.load_factor:.2f}" if load.load_factor else "-", load.classification,
-                      f"{load.mean_ms:.2f}", interval, str(load.trials), f"{load.cost_s:.1f}", load.reason)
+        interval = f"{load.ci_low_ms:.2f} .. {load.ci_high_ms:.2f}" if load.ci_low_ms is not None else "-"
+        loads.add_row(
+            f"{load.load:.1f}",
+            f"{load.load_factor:.2f}" if load.load_factor else "-",
+            load.classification,
+            f"{load.mean_ms:.2f}",
+            interval,
+            str(load.trials),
+            f"{load.cost_s:.1f}",
+            load.reason,
+        )
     console.print(loads)
     region = (settings.rsat_ms * (1 - settings.width), settings.rsat_ms * (1 + settings.width))
-    console.print(f"peak region: mean response {region[0]:g}-{region[1]:g} ms; policy {result.policy};"
-                  f" {result.trials} trials, {result.cost_seconds:.0f} s of benchmarking")
+    console.print(
+        f"peak region: mean response {region[0]:g}-{region[1]:g} ms; policy {result.policy};"
+        f" {result.trials} trials, {result.cost_seconds:.0f} s of benchmarking"
+    )
     # The message is the result's own account (controller/search.py); the JSON holds the same numbers.
     if result.verdict == "peak":
         console.print(f"[bold]{escape(result.message)}[/bold]")
-        console.print(f"bracketed by tested loads {_or_dash(result.bracket_low)} and"
-                      f" {_or_dash(result.bracket_high)} ops/s")
+        console.print(
+            f"bracketed by tested loads {_or_dash(result.bracket_low)} and {_or_dash(result.bracket_high)} ops/s"
+        )
     else:
         console.print(f"[bold red]no peak: {result.verdict}[/bold red]: {escape(result.message)}")
     if result.seed is not None:
@@ -550,8 +705,11 @@ def command_surface(args: argparse.Namespace) -> int:
     check_output(args.json, "--json")
     store_module.check_compatible(args.db)
     if plan.quick:
-        print(f"quick preset: {plan.settings.runlength_s:g} s trials, confidence {plan.settings.confidence:.0%},"
-              f" accuracy {plan.settings.accuracy:.0%} -- a first look, not a publishable figure", file=sys.stderr)
+        print(
+            f"quick preset: {plan.settings.runlength_s:g} s trials, confidence {plan.settings.confidence:.0%},"
+            f" accuracy {plan.settings.accuracy:.0%} -- a first look, not a publishable figure",
+            file=sys.stderr,
+        )
     surface_id, result = searching.map_planned_surface(plan, workload, args.db, args.scale, args.seed)
     print_surface(result, _console(args.json))
     print(f"surface {surface_id} and its {len(result.outcomes)} searches stored in {args.db}", file=sys.stderr)
@@ -562,30 +720,49 @@ def command_surface(args: argparse.Namespace) -> int:
 def print_surface(result, console: Console) -> None:
     names = [f.name for f in result.factors]
     samples = Table(title="samples (in the order searched)")
-    for heading in (*names, "seeded from ops/s", "peak ops/s", "peak interval ops/s",
-                    f"predicted ops/s ({result.confidence:.0%} prediction interval)", "trials", "cost s", "failure"):
+    for heading in (
+        *names,
+        "seeded from ops/s",
+        "peak ops/s",
+        "peak interval ops/s",
+        f"predicted ops/s ({result.confidence:.0%} prediction interval)",
+        "trials",
+        "cost s",
+        "failure",
+    ):
         samples.add_column(heading, no_wrap=heading != "failure")
     for o in result.outcomes:
         found = o.result is not None and o.failure is None
-        interval = (f"{o.result.ci_low:.1f} .. {o.result.ci_high:.1f}"
-                    if found and o.result.ci_low is not None else "-")
-        samples.add_row(*(f"{o.sample[n]:g}" for n in names), _or_dash(o.seed_load),
-                        _or_dash(o.result.peak_rate if found else None), interval,
-                        _or_dash(o.predicted) + (f" ({o.predicted_low:.1f} .. {o.predicted_high:.1f})"
-                                                 if o.predicted_low is not None else ""),
-                        str(o.result.trials) if o.result else "0",
-                        f"{o.result.cost_seconds:.0f}" if o.result else "0", o.failure or "")
+        interval = f"{o.result.ci_low:.1f} .. {o.result.ci_high:.1f}" if found and o.result.ci_low is not None else "-"
+        samples.add_row(
+            *(f"{o.sample[n]:g}" for n in names),
+            _or_dash(o.seed_load),
+            _or_dash(o.result.peak_rate if found else None),
+            interval,
+            _or_dash(o.predicted)
+            + (f" ({o.predicted_low:.1f} .. {o.predicted_high:.1f})" if o.predicted_low is not None else ""),
+            str(o.result.trials) if o.result else "0",
+            f"{o.result.cost_seconds:.0f}" if o.result else "0",
+            o.failure or "",
+        )
     console.print(samples)
     measured = sum(o.failure is None for o in result.outcomes)
     if result.surface is None:
-        console.print(f"[bold red]no surface[/bold red]: {measured} of {len(result.outcomes)} samples found a peak;"
-                      f" a quadratic in {len(names)} factors needs {len(quadratic_terms(result.factors))}")
+        console.print(
+            f"[bold red]no surface[/bold red]: {measured} of {len(result.outcomes)} samples found a peak;"
+            f" a quadratic in {len(names)} factors needs {len(quadratic_terms(result.factors))}"
+        )
     else:
         fitted = result.surface
-        terms = ", ".join(f"{c:+.4g}·{t}" if t != "1" else f"{c:.4g}" for t, c in zip(fitted.terms, fitted.coefficients))
-        console.print(f"peak rate ≈ {terms} (coded factors in [-1, 1]); "
-                      + describe_error(measured, len(fitted.terms), result.loo_mape, result.loo_samples,
-                                       result.mape, fitted.r_squared))
+        terms = ", ".join(
+            f"{c:+.4g}·{t}" if t != "1" else f"{c:.4g}" for t, c in zip(fitted.terms, fitted.coefficients)
+        )
+        console.print(
+            f"peak rate ≈ {terms} (coded factors in [-1, 1]); "
+            + describe_error(
+                measured, len(fitted.terms), result.loo_mape, result.loo_samples, result.mape, fitted.r_squared
+            )
+        )
     console.print(f"total cost {result.cost_seconds:.0f} s of benchmarking")
 
 
@@ -600,8 +777,10 @@ def command_workloads_list(args: argparse.Namespace) -> int:
     for name in canned_names():
         workload = find_workload(name)
         top_ops = format_mix(dict(sorted(workload.mix.items(), key=lambda item: -item[1])[:3]))
-        console.print(f"[bold]{name}[/bold]  {top_ops}, ...; at 100 ops/s {workload.files_at(100)} files,"
-                      f" {format_size(workload.bytes_at(100))}")
+        console.print(
+            f"[bold]{name}[/bold]  {top_ops}, ...; at 100 ops/s {workload.files_at(100)} files,"
+            f" {format_size(workload.bytes_at(100))}"
+        )
         console.print(f"    {workload.description}", highlight=False)
     console.print("peakbench workloads show NAME [--rate OPS] for the details")
     return 0
@@ -621,16 +800,19 @@ def command_workloads_show(args: argparse.Namespace) -> int:
             text += f"; mean {format_size(workload.mean_file_size)}"
         knobs.add_row(f"fileset.{key}", text)
     scaling = workload.scaling
-    per_op = (f"{scaling.files_per_op:g} files" if scaling.files_per_op is not None
-              else format_size(scaling.bytes_per_op))
+    per_op = (
+        f"{scaling.files_per_op:g} files" if scaling.files_per_op is not None else format_size(scaling.bytes_per_op)
+    )
     knobs.add_row("scaling", f"{per_op} per op/s of offered load, at least {scaling.min_files} files")
     for name, io in (("read", workload.read), ("write", workload.write)):
         knobs.add_row(name, f"{describe_distribution(io['size'], 'size')}, {io['pattern']}")
     knobs.add_row("arrivals", workload.arrivals)
     knobs.add_row("mix", format_mix(workload.mix) + (f"  ({workload.mix_note})" if workload.mix_note else ""))
     console.print(knobs)
-    console.print(f"at {args.rate:g} ops/s (scale {args.scale:g}): {workload.files_at(args.rate, args.scale)} files,"
-                  f" about {format_size(workload.bytes_at(args.rate, args.scale))}")
+    console.print(
+        f"at {args.rate:g} ops/s (scale {args.scale:g}): {workload.files_at(args.rate, args.scale)} files,"
+        f" about {format_size(workload.bytes_at(args.rate, args.scale))}"
+    )
     return 0
 
 
@@ -651,8 +833,16 @@ def command_results_list(args: argparse.Namespace) -> int:
     table.add_column("target", overflow="fold")
     table.add_column("verdict", overflow="fold")
     for job in jobs:
-        table.add_row(job["kind"], str(job["id"]), job["created"][:16].replace("T", " "), job["workload"],
-                      job["status"], job["size"], job["target"], job["verdict"])
+        table.add_row(
+            job["kind"],
+            str(job["id"]),
+            job["created"][:16].replace("T", " "),
+            job["workload"],
+            job["status"],
+            job["size"],
+            job["target"],
+            job["verdict"],
+        )
     _console().print(table)
     return 0
 
@@ -663,8 +853,10 @@ def command_results_show(args: argparse.Namespace) -> int:
     if trial is None:
         raise InputError(f"no trial {args.id} in the store", file=args.db)
     console = _console()
-    console.print(f"[bold]trial {trial['id']}[/bold]: {trial['workload']} at {trial['rate']:g} ops/s"
-                  f" on {trial['target']}, {trial['created']}, {trial['status']}")
+    console.print(
+        f"[bold]trial {trial['id']}[/bold]: {trial['workload']} at {trial['rate']:g} ops/s"
+        f" on {trial['target']}, {trial['created']}, {trial['status']}"
+    )
     for note in trial["notes"]:
         console.print(f"note: {note}")
     if trial["error"]:
@@ -673,18 +865,36 @@ def command_results_show(args: argparse.Namespace) -> int:
         print_trial(trial["spec"], trial["result"], console)
     system = trial["sysinfo"]
     memory = format_size(system["memory_bytes"]) if system.get("memory_bytes") else "?"
-    console.print(f"system: {system.get('os')}, kernel {system.get('kernel')}, {system.get('cpu_count')} x"
-                  f" {system.get('cpu_model')}, {memory} memory, peakbench {system.get('peakbench_version')}")
+    console.print(
+        f"system: {system.get('os')}, kernel {system.get('kernel')}, {system.get('cpu_count')} x"
+        f" {system.get('cpu_model')}, {memory} memory, peakbench {system.get('peakbench_version')}"
+    )
     fs = system.get("target_fs")
     if fs:
-        console.print(f"target file system: {fs['fs_type']} on {fs['device']} at {fs['mount_point']}"
-                      f" ({fs['mount_options']}; {fs['super_options']})")
+        console.print(
+            f"target file system: {fs['fs_type']} on {fs['device']} at {fs['mount_point']}"
+            f" ({fs['mount_options']}; {fs['super_options']})"
+        )
     return 0
 
 
 CSV_COLUMNS = (
-    "id", "created", "workload", "target", "status", "requested_rate", "achieved_rate", "completed",
-    "mean_ms", "stddev_ms", "p50_ms", "p99_ms", "schedule_lag_p99_ms", "generator_saturated", "files", "error",
+    "id",
+    "created",
+    "workload",
+    "target",
+    "status",
+    "requested_rate",
+    "achieved_rate",
+    "completed",
+    "mean_ms",
+    "stddev_ms",
+    "p50_ms",
+    "p99_ms",
+    "schedule_lag_p99_ms",
+    "generator_saturated",
+    "files",
+    "error",
 )
 
 
@@ -700,17 +910,24 @@ def command_results_export(args: argparse.Namespace) -> int:
         for trial in trials:
             result = trial["result"] or {}
             latency = result.get("latency", {})
-            writer.writerow({
-                "id": trial["id"], "created": trial["created"], "workload": trial["workload"],
-                "target": trial["target"], "status": trial["status"], "requested_rate": trial["rate"],
-                "achieved_rate": result.get("achieved_rate"), "completed": result.get("completed"),
-                **{key: latency.get(key) for key in ("mean_ms", "stddev_ms", "p50_ms", "p99_ms")},
-                "schedule_lag_p99_ms": result.get("schedule_lag", {}).get("p99_ms"),
-                "generator_saturated": result.get("generator_saturated"),
-                "files": (trial["spec"].get("fileset") or {}).get("files")  # a replay has no file set
-                         or (trial["result"] or {}).get("replay", {}).get("files"),
-                "error": trial["error"],
-            })
+            writer.writerow(
+                {
+                    "id": trial["id"],
+                    "created": trial["created"],
+                    "workload": trial["workload"],
+                    "target": trial["target"],
+                    "status": trial["status"],
+                    "requested_rate": trial["rate"],
+                    "achieved_rate": result.get("achieved_rate"),
+                    "completed": result.get("completed"),
+                    **{key: latency.get(key) for key in ("mean_ms", "stddev_ms", "p50_ms", "p99_ms")},
+                    "schedule_lag_p99_ms": result.get("schedule_lag", {}).get("p99_ms"),
+                    "generator_saturated": result.get("generator_saturated"),
+                    "files": (trial["spec"].get("fileset") or {}).get("files")  # a replay has no file set
+                    or (trial["result"] or {}).get("replay", {}).get("files"),
+                    "error": trial["error"],
+                }
+            )
     return 0
 
 

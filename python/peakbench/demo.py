@@ -40,8 +40,22 @@ def can_throttle() -> bool:
 def search(target: Path, workload: str, extra: list[str]) -> int:
     # Past the peak every synchronous write holds a sender thread; a cap (about three times what
     # the peak keeps in flight) queues the excess for the disk instead of for new threads.
-    return peakbench(["search", workload, "--target", str(target), "--quick", "--max-outstanding", "128",
-                      "--db", str(DATA / "peakbench.db"), "--json", str(DATA / "search.json"), *extra])
+    return peakbench(
+        [
+            "search",
+            workload,
+            "--target",
+            str(target),
+            "--quick",
+            "--max-outstanding",
+            "128",
+            "--db",
+            str(DATA / "peakbench.db"),
+            "--json",
+            str(DATA / "search.json"),
+            *extra,
+        ]
+    )
 
 
 def report(search_status: int) -> int:
@@ -50,8 +64,19 @@ def report(search_status: int) -> int:
     if search_status not in (0, 1, 3):
         return search_status
     html = DATA / "report.html"
-    written = peakbench(["report", "--db", str(DATA / "peakbench.db"), "--html", str(html),
-                         "--figures", str(DATA / "figures"), "--csv", str(DATA / "tables")])
+    written = peakbench(
+        [
+            "report",
+            "--db",
+            str(DATA / "peakbench.db"),
+            "--html",
+            str(html),
+            "--figures",
+            str(DATA / "figures"),
+            "--csv",
+            str(DATA / "tables"),
+        ]
+    )
     if written == 0:
         print(f"demo: the report is {html.absolute()}  (figures in {DATA / 'figures'}, tables in {DATA / 'tables'})")
     return search_status or written
@@ -59,21 +84,28 @@ def report(search_status: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m peakbench.demo", description=__doc__.split("\n\n")[0])
-    parser.add_argument("workload", nargs="?", default="sync-overwrite",
-                        help="workload to search with (default sync-overwrite)")
+    parser.add_argument(
+        "workload", nargs="?", default="sync-overwrite", help="workload to search with (default sync-overwrite)"
+    )
     parser.add_argument("--iops", type=int, default=200, help="read and write I/Os per second the disk allows")
     args, extra = parser.parse_known_args(argv)
     DATA.mkdir(exist_ok=True)
     if not can_throttle():
         target = DATA / "target"
         target.mkdir(exist_ok=True)
-        print(f"demo: not root (or no blkio/mkfs.ext4): searching the plain directory {target};"
-              " a fast disk may leave the generator as the bottleneck", file=sys.stderr)
+        print(
+            f"demo: not root (or no blkio/mkfs.ext4): searching the plain directory {target};"
+            " a fast disk may leave the generator as the bottleneck",
+            file=sys.stderr,
+        )
         return report(search(target, args.workload, extra))
     fs = fsimage.create(DATA / "ext4", "ext4", size_mb=512, options=SYNC_MOUNT)
     try:
-        print(f"demo: ext4 on {fs.device} ({fs.image}), throttled to {args.iops} read and {args.iops} write"
-              f" I/Os per second, mounted {SYNC_MOUNT} at {fs.mountpoint}", file=sys.stderr)
+        print(
+            f"demo: ext4 on {fs.device} ({fs.image}), throttled to {args.iops} read and {args.iops} write"
+            f" I/Os per second, mounted {SYNC_MOUNT} at {fs.mountpoint}",
+            file=sys.stderr,
+        )
         target = fs.mountpoint / "target"
         target.mkdir()
         with cgroups.throttled_device(fs.device_numbers, read_iops=args.iops, write_iops=args.iops):

@@ -69,8 +69,10 @@ def parse_distribution(value: object, *, field: str, quantity: Quantity, base_di
     allowed = set(KINDS[kind]) | {"kind", "min", "max"} | ({"file", "points"} if kind == "histogram" else set())
     for key in value:
         if key not in allowed:
-            raise InputError(f"unknown key {key!r} for kind {kind} (takes: {', '.join(sorted(allowed - {'kind'}))})",
-                             field=f"{field}.{key}")
+            raise InputError(
+                f"unknown key {key!r} for kind {kind} (takes: {', '.join(sorted(allowed - {'kind'}))})",
+                field=f"{field}.{key}",
+            )
     for key in KINDS[kind]:
         if key not in value:
             raise InputError(f"kind {kind} needs {key!r}", field=field)
@@ -112,7 +114,7 @@ def _amount(value: object, field: str, quantity: Quantity) -> float:
 
 def _histogram_points(value: dict, field: str, quantity: Quantity, base_dir: Path) -> list[list[float]]:
     if ("file" in value) == ("points" in value):
-        raise InputError("a histogram needs either file = \"NAME\" or points = [[value, weight], ...]", field=field)
+        raise InputError('a histogram needs either file = "NAME" or points = [[value, weight], ...]', field=field)
     if "points" in value:
         points = value["points"]
         if not isinstance(points, list) or not points:
@@ -311,6 +313,7 @@ def _continuous(dist: dict):
 
 def describe(dist: dict, quantity: Quantity) -> str:
     """A one-line, human reading of an engine DIST, e.g. "lognormal mean 10.3 KiB, median 1.3 KiB"."""
+
     def show(key, number):
         return format_size(number) if quantity == "size" and key in IN_UNITS else f"{number:g}"
 
@@ -320,8 +323,10 @@ def describe(dist: dict, quantity: Quantity) -> str:
     elif kind == "histogram":
         text = f"histogram of {len(dist['points'])} values, mean {show('mean', mean(dist))}"
     elif kind == "bimodal":
-        text = (f"bimodal {dist['p_first']:g} × ({describe(dist['first'], quantity)})"
-                f" or ({describe(dist['second'], quantity)})")
+        text = (
+            f"bimodal {dist['p_first']:g} × ({describe(dist['first'], quantity)})"
+            f" or ({describe(dist['second'], quantity)})"
+        )
     else:
         text = kind + " " + ", ".join(f"{key} {show(key, dist[key])}" for key in KINDS[kind])
     bounds = [f"{key} {show(key, dist[key])}" for key in ("min", "max") if key in dist]

@@ -83,11 +83,15 @@ class Engine:
         settle(spec["target"])
         return result
 
-    def _call(self, command: str, spec: dict, timeout_s: float, on_progress: Progress | None,
-              expect_result: bool = True) -> dict:
+    def _call(
+        self, command: str, spec: dict, timeout_s: float, on_progress: Progress | None, expect_result: bool = True
+    ) -> dict:
         process = subprocess.Popen(
             [self.path, command, "-"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         if self.on_start is not None:
             self.on_start(process)
@@ -193,8 +197,9 @@ def settle(target: dict, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
     if target["kind"] != "posix":
         return
     try:
-        done = subprocess.run(["sync", "--file-system", target["path"]], capture_output=True, text=True,
-                              timeout=timeout_s)
+        done = subprocess.run(
+            ["sync", "--file-system", target["path"]], capture_output=True, text=True, timeout=timeout_s
+        )
     except subprocess.TimeoutExpired:
         raise RunError(f"{target['path']}: writing back the file system took over {timeout_s:.0f} s") from None
     if done.returncode != 0:

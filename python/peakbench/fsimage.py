@@ -42,8 +42,16 @@ class LoopFilesystem:
 
     def mount(self) -> None:
         self.mountpoint.mkdir(parents=True, exist_ok=True)
-        _run(["mount", "-t", self.fstype, *(["-o", self.options] if self.options else []), self.device,
-              str(self.mountpoint)])
+        _run(
+            [
+                "mount",
+                "-t",
+                self.fstype,
+                *(["-o", self.options] if self.options else []),
+                self.device,
+                str(self.mountpoint),
+            ]
+        )
 
     def unmount(self) -> None:
         _run(["umount", str(self.mountpoint)])

@@ -23,8 +23,14 @@ class HookError(RunError):
 def run_command(argv: Sequence[str], timeout_s: float) -> str:
     """Run `argv`; its output (stdout and stderr together) if it exits 0, else HookError."""
     try:
-        done = subprocess.run(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, timeout=timeout_s)
+        done = subprocess.run(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=timeout_s,
+        )
     except subprocess.TimeoutExpired:
         raise HookError(f"{_shown(argv)} did not finish within {timeout_s:g} s and was stopped") from None
     except OSError as error:
@@ -50,8 +56,9 @@ def configure(step, fill: Callable[[str], str]) -> None:
             return
         except HookError as error:
             if time.monotonic() + READY_RETRY_S >= deadline:
-                raise HookError(f"the server never became ready within {step.ready_timeout_s:g} s "
-                                f"(last probe: {error})") from None
+                raise HookError(
+                    f"the server never became ready within {step.ready_timeout_s:g} s (last probe: {error})"
+                ) from None
         time.sleep(READY_RETRY_S)
 
 

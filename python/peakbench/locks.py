@@ -36,8 +36,10 @@ class StoreLock:
             self.file = None
             if self.job:
                 raise RunError(f"{self.job} in {self.db} is still running ({holder})") from None
-            raise RunError(f"{self.db} is in use by another peakbench plan ({holder});"
-                           " wait for it to finish, or give this plan another --db") from None
+            raise RunError(
+                f"{self.db} is in use by another peakbench plan ({holder});"
+                " wait for it to finish, or give this plan another --db"
+            ) from None
         self.file.seek(0)
         self.file.truncate()
         now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")

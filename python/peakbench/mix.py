@@ -11,9 +11,27 @@ from __future__ import annotations
 import math
 
 OPS = (
-    "null", "getattr", "setattr", "lookup", "access", "readlink", "read", "write",
-    "create", "mkdir", "symlink", "remove", "rmdir", "rename", "link",
-    "readdir", "readdirplus", "fsstat", "fsinfo", "pathconf", "commit",
+    "null",
+    "getattr",
+    "setattr",
+    "lookup",
+    "access",
+    "readlink",
+    "read",
+    "write",
+    "create",
+    "mkdir",
+    "symlink",
+    "remove",
+    "rmdir",
+    "rename",
+    "link",
+    "readdir",
+    "readdirplus",
+    "fsstat",
+    "fsinfo",
+    "pathconf",
+    "commit",
 )
 
 

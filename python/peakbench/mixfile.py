@@ -24,9 +24,30 @@ from .errors import InputError
 
 HEADER = "SFS MIXFILE VERSION 2"
 SPEC_OPS = (
-    "null", "getattr", "setattr", "root", "lookup", "readlink", "read", "wrcache",
-    "write", "create", "remove", "rename", "link", "symlink", "mkdir", "rmdir",
-    "readdir", "fsstat", "access", "commit", "fsinfo", "mknod", "pathconf", "readdirplus",
+    "null",
+    "getattr",
+    "setattr",
+    "root",
+    "lookup",
+    "readlink",
+    "read",
+    "wrcache",
+    "write",
+    "create",
+    "remove",
+    "rename",
+    "link",
+    "symlink",
+    "mkdir",
+    "rmdir",
+    "readdir",
+    "fsstat",
+    "access",
+    "commit",
+    "fsinfo",
+    "mknod",
+    "pathconf",
+    "readdirplus",
 )
 RENAMED = {"root": "null", "wrcache": "null"}
 UNSUPPORTED = {"mknod": "the engine cannot make device nodes or FIFOs"}

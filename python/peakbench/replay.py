@@ -34,8 +34,8 @@ from .output import STDOUT, check_output, write_json
 from .progress import ProgressDisplay
 from .sysinfo import snapshot
 from .table import error_count, print_trial
-from .trials import TrialRecord, run_trial
 from .targets import check_ours, parse_target, target_label
+from .trials import TrialRecord, run_trial
 from .units import format_size, parse_size
 
 SPEC_SCHEMA_V2 = "peakbench.trial-spec/2"
@@ -44,11 +44,25 @@ SIZE_CLASSES = ("<1KiB", "1-10KiB", "10-100KiB", "100KiB-1MiB", ">=1MiB")
 DEFAULT_CLIENTS = 64  # two client machines with 32 clients each, in the paper
 
 
-def replay_spec(target: dict, log: Path, *, fmt: str = "combined", dataset_bytes: int | None = None,
-                clients: int | None = None, rate: float | None = None, timed: bool = False, speed: float = 1.0,
-                arrivals: str = "uniform", warmup_s: float = 0.0, runtime_s: float = 10.0, loop: bool = True,
-                all_statuses: bool = False, seed: int = 1, drain_timeout_s: float = 10.0,
-                max_outstanding: int | None = None) -> dict:
+def replay_spec(
+    target: dict,
+    log: Path,
+    *,
+    fmt: str = "combined",
+    dataset_bytes: int | None = None,
+    clients: int | None = None,
+    rate: float | None = None,
+    timed: bool = False,
+    speed: float = 1.0,
+    arrivals: str = "uniform",
+    warmup_s: float = 0.0,
+    runtime_s: float = 10.0,
+    loop: bool = True,
+    all_statuses: bool = False,
+    seed: int = 1,
+    drain_timeout_s: float = 10.0,
+    max_outstanding: int | None = None,
+) -> dict:
     """The engine's TrialSpec (version 2) for one replay trial."""
     if timed:
         clients = None
@@ -58,11 +72,24 @@ def replay_spec(target: dict, log: Path, *, fmt: str = "combined", dataset_bytes
         "schema": SPEC_SCHEMA_V2,
         "target": target,
         "seed": seed,
-        "load": {"rate": rate or 0.0, "arrivals": arrivals, "warmup_s": warmup_s, "runtime_s": runtime_s,
-                 "clients": clients if rate is None else None, "max_outstanding": max_outstanding,
-                 "drain_timeout_s": drain_timeout_s},
-        "replay": {"log": str(Path(log).absolute()), "format": fmt, "dataset_bytes": dataset_bytes, "loop": loop,
-                   "timing": "log" if timed else "rate", "speed": speed, "all_statuses": all_statuses},
+        "load": {
+            "rate": rate or 0.0,
+            "arrivals": arrivals,
+            "warmup_s": warmup_s,
+            "runtime_s": runtime_s,
+            "clients": clients if rate is None else None,
+            "max_outstanding": max_outstanding,
+            "drain_timeout_s": drain_timeout_s,
+        },
+        "replay": {
+            "log": str(Path(log).absolute()),
+            "format": fmt,
+            "dataset_bytes": dataset_bytes,
+            "loop": loop,
+            "timing": "log" if timed else "rate",
+            "speed": speed,
+            "all_statuses": all_statuses,
+        },
     }
 
 
@@ -87,41 +114,89 @@ def _sizes(text: str) -> list[int]:
 
 def add_commands(commands, store_option, parsers) -> None:
     """Register `replay` and `tracegen` on the peakbench command (`parsers`: the CLI's argument types)."""
-    replay = commands.add_parser("replay", parents=[store_option],
-                                 help="replay a web server's access log against a target")
+    replay = commands.add_parser(
+        "replay", parents=[store_option], help="replay a web server's access log against a target"
+    )
     replay.add_argument("log", type=Path, metavar="ACCESS_LOG", help="the log (gzip-compressed is fine)")
     replay.add_argument("--target", metavar="URL", help="http://HOST:PORT/ or a directory (a built docroot)")
-    replay.add_argument("--build-docroot", type=Path, metavar="DIR",
-                        help="instead of replaying: create the document tree the log implies in DIR")
-    replay.add_argument("--format", default="combined", metavar="FMT",
-                        help="combined (default), common, or a format string (Apache %%h %%t \"%%r\" %%>s %%b,"
-                             " or nginx $remote_addr [$time_local] \"$request\" $status $body_bytes_sent)")
+    replay.add_argument(
+        "--build-docroot",
+        type=Path,
+        metavar="DIR",
+        help="instead of replaying: create the document tree the log implies in DIR",
+    )
+    replay.add_argument(
+        "--format",
+        default="combined",
+        metavar="FMT",
+        help='combined (default), common, or a format string (Apache %%h %%t "%%r" %%>s %%b,'
+        ' or nginx $remote_addr [$time_local] "$request" $status $body_bytes_sent)',
+    )
     how = replay.add_mutually_exclusive_group()
-    how.add_argument("--clients", type=parsers["whole"](1), metavar="N",
-                     help=f"closed loop with N clients (the default, N={DEFAULT_CLIENTS})")
+    how.add_argument(
+        "--clients",
+        type=parsers["whole"](1),
+        metavar="N",
+        help=f"closed loop with N clients (the default, N={DEFAULT_CLIENTS})",
+    )
     how.add_argument("--rate", type=parsers["rate"], metavar="OPS", help="open loop at this many requests/s")
     how.add_argument("--timed", action="store_true", help="send at the log's own times (see --speed)")
-    replay.add_argument("--speed", type=parsers["scale"], default=1.0, metavar="F",
-                        help="with --timed: replay F times faster than the log (default 1)")
-    replay.add_argument("--arrivals", choices=("uniform", "poisson"), default="uniform",
-                        help="with --rate: uniform (metronome, default) or poisson")
-    replay.add_argument("--dataset-size", type=_sizes, metavar="SIZE[,SIZE...]",
-                        help="keep the log's prefix whose distinct files total SIZE; several make a sweep")
-    replay.add_argument("--no-loop", dest="loop", action="store_false",
-                        help="replay the log once instead of looping until the run ends")
-    replay.add_argument("--all-statuses", action="store_true",
-                        help="replay unsuccessful GETs and HEADs too (default: 2xx and 304 only)")
-    replay.add_argument("--docroot", type=Path, metavar="DIR",
-                        help="the directory an http:// target serves: build the log's files there first")
-    replay.add_argument("--prepare", action="store_true",
-                        help="build the log's files through the target first (WebDAV PUT, or in --docroot)")
+    replay.add_argument(
+        "--speed",
+        type=parsers["scale"],
+        default=1.0,
+        metavar="F",
+        help="with --timed: replay F times faster than the log (default 1)",
+    )
+    replay.add_argument(
+        "--arrivals",
+        choices=("uniform", "poisson"),
+        default="uniform",
+        help="with --rate: uniform (metronome, default) or poisson",
+    )
+    replay.add_argument(
+        "--dataset-size",
+        type=_sizes,
+        metavar="SIZE[,SIZE...]",
+        help="keep the log's prefix whose distinct files total SIZE; several make a sweep",
+    )
+    replay.add_argument(
+        "--no-loop", dest="loop", action="store_false", help="replay the log once instead of looping until the run ends"
+    )
+    replay.add_argument(
+        "--all-statuses", action="store_true", help="replay unsuccessful GETs and HEADs too (default: 2xx and 304 only)"
+    )
+    replay.add_argument(
+        "--docroot",
+        type=Path,
+        metavar="DIR",
+        help="the directory an http:// target serves: build the log's files there first",
+    )
+    replay.add_argument(
+        "--prepare",
+        action="store_true",
+        help="build the log's files through the target first (WebDAV PUT, or in --docroot)",
+    )
     replay.add_argument("--warmup", type=parsers["duration"], default=2.0, metavar="S", help="default 2 s")
-    replay.add_argument("--runtime", type=parsers["positive_duration"], default=30.0, metavar="S",
-                        help="measured time per trial (default 30 s)")
-    replay.add_argument("--max-outstanding", type=parsers["whole"](1), metavar="N",
-                        help="with --rate or --timed: cap on requests in flight")
-    replay.add_argument("--timeout", type=parsers["positive_duration"], metavar="S",
-                        help="per-request timeout of an http:// target (default 10 s)")
+    replay.add_argument(
+        "--runtime",
+        type=parsers["positive_duration"],
+        default=30.0,
+        metavar="S",
+        help="measured time per trial (default 30 s)",
+    )
+    replay.add_argument(
+        "--max-outstanding",
+        type=parsers["whole"](1),
+        metavar="N",
+        help="with --rate or --timed: cap on requests in flight",
+    )
+    replay.add_argument(
+        "--timeout",
+        type=parsers["positive_duration"],
+        metavar="S",
+        help="per-request timeout of an http:// target (default 10 s)",
+    )
     replay.add_argument("--seed", type=parsers["whole"](0), default=1, metavar="N")
     replay.add_argument("--json", type=Path, metavar="FILE", help="also write the results to this JSON file")
     replay.set_defaults(handler=command_replay)
@@ -140,8 +215,9 @@ def add_commands(commands, store_option, parsers) -> None:
 def command_tracegen(args: argparse.Namespace) -> int:
     if not args.out.absolute().parent.is_dir():
         raise InputError(f"{args.out}: its directory does not exist")
-    shape = tracegen.TraceShape(requests=args.requests, files=args.files, rate=args.rate, alpha=args.alpha,
-                                format=args.format, seed=args.seed)
+    shape = tracegen.TraceShape(
+        requests=args.requests, files=args.files, rate=args.rate, alpha=args.alpha, format=args.format, seed=args.seed
+    )
     tracegen.write(args.out, shape)
     print(f"{args.out}: {args.requests} requests over {args.files} files", file=sys.stderr)
     return 0
@@ -157,15 +233,19 @@ def _check_log(log: Path) -> None:
 def report_parse(summary: dict, stream=sys.stderr) -> None:
     """What the log held and what was left out: never silent about unparseable lines."""
     skipped = summary["skipped"]
-    print(f"replay: {summary['log']}: {summary['lines']:,} lines, {summary['replayable']:,} replayable;"
-          f" skipped {skipped['unparseable']:,} unparseable, {skipped['method']:,} not GET/HEAD,"
-          f" {skipped['status']:,} unsuccessful, {skipped['path']:,} bad paths", file=stream)
+    print(
+        f"replay: {summary['log']}: {summary['lines']:,} lines, {summary['replayable']:,} replayable;"
+        f" skipped {skipped['unparseable']:,} unparseable, {skipped['method']:,} not GET/HEAD,"
+        f" {skipped['status']:,} unsuccessful, {skipped['path']:,} bad paths",
+        file=stream,
+    )
     for bad in summary.get("first_unparseable", []):
         print(f"  line {bad['line']}: {bad['error']}: {bad['text']}", file=stream)
     kept = f"{summary['requests']:,} requests over {summary['files']:,} files ({format_size(summary['dataset_bytes'])})"
     if summary["truncated"]:
-        kept += (f", the prefix of the log's {summary['log_files']:,} files"
-                 f" ({format_size(summary['log_dataset_bytes'])})")
+        kept += (
+            f", the prefix of the log's {summary['log_files']:,} files ({format_size(summary['log_dataset_bytes'])})"
+        )
     print(f"replay: {kept}", file=stream)
 
 
@@ -176,8 +256,9 @@ def command_replay(args: argparse.Namespace) -> int:
         if args.target:
             raise InputError("--build-docroot builds a directory; give no --target", field="--build-docroot")
         if len(sizes) > 1:
-            raise InputError("--build-docroot takes one --dataset-size (the largest builds them all)",
-                             field="--dataset-size")
+            raise InputError(
+                "--build-docroot takes one --dataset-size (the largest builds them all)", field="--dataset-size"
+            )
         return build_docroot(args.build_docroot, args.log, args.format, sizes[0])
     if not args.target:
         raise InputError("give --target URL (or --build-docroot DIR)", field="--target")
@@ -196,10 +277,26 @@ def command_replay(args: argparse.Namespace) -> int:
     check_output(args.json, "--json")
     store_module.check_compatible(args.db)
     engine = Engine()
-    specs = [replay_spec(target, args.log, fmt=args.format, dataset_bytes=size, clients=args.clients, rate=args.rate,
-                         timed=args.timed, speed=args.speed, arrivals=args.arrivals, warmup_s=args.warmup,
-                         runtime_s=args.runtime, loop=args.loop, all_statuses=args.all_statuses, seed=args.seed,
-                         max_outstanding=args.max_outstanding) for size in sizes]
+    specs = [
+        replay_spec(
+            target,
+            args.log,
+            fmt=args.format,
+            dataset_bytes=size,
+            clients=args.clients,
+            rate=args.rate,
+            timed=args.timed,
+            speed=args.speed,
+            arrivals=args.arrivals,
+            warmup_s=args.warmup,
+            runtime_s=args.runtime,
+            loop=args.loop,
+            all_statuses=args.all_statuses,
+            seed=args.seed,
+            max_outstanding=args.max_outstanding,
+        )
+        for size in sizes
+    ]
     engine.validate(specs[0])
     system = snapshot(target, engine.version())
     workload = f"replay:{args.log.name}"
@@ -211,13 +308,17 @@ def command_replay(args: argparse.Namespace) -> int:
             stored = run_trial(spec, engine, store, record, prepare=prepare, phase="replay")
             result, trial_id = stored.result, stored.trial_id
             if trial_id is None:
-                print(f"peakbench: {stored.store_error}; the trial was written to {stored.saved_to} instead",
-                      file=sys.stderr)
+                print(
+                    f"peakbench: {stored.store_error}; the trial was written to {stored.saved_to} instead",
+                    file=sys.stderr,
+                )
             if spec is specs[0]:
                 report_parse(result["replay"])
             size = spec["replay"]["dataset_bytes"]
-            console.print(f"[bold]trial {trial_id}[/bold]: {mode_text(spec)}"
-                          + (f", data set {format_size(size)}" if size else ""))
+            console.print(
+                f"[bold]trial {trial_id}[/bold]: {mode_text(spec)}"
+                + (f", data set {format_size(size)}" if size else "")
+            )
             print_trial({**spec, "mix": result.get("mix_actual", {})}, result, console)
             console.print(class_table(result))
             ops = {name: {**op, "error_count": error_count(op)} for name, op in result["ops"].items()}
@@ -232,13 +333,21 @@ def class_table(result: dict) -> Table:
     table = Table(title="per request class (size served by the log, outcome); latency in ms")
     for heading in ("class", "count", "MB", "mean", "p50", "p99", "max"):
         table.add_column(heading, justify="left" if heading == "class" else "right")
+
     def order(name: str) -> tuple:
         method, size, outcome = name.split(" ", 2)
         return method, SIZE_CLASSES.index(size) if size in SIZE_CLASSES else 99, outcome
 
     for name, c in sorted(result.get("classes", {}).items(), key=lambda item: order(item[0])):
-        table.add_row(name, str(c["count"]), f"{c['bytes'] / 1e6:.2f}", f"{c['mean_ms']:.3f}", f"{c['p50_ms']:.3f}",
-                      f"{c['p99_ms']:.3f}", f"{c['max_ms']:.3f}")
+        table.add_row(
+            name,
+            str(c["count"]),
+            f"{c['bytes'] / 1e6:.2f}",
+            f"{c['mean_ms']:.3f}",
+            f"{c['p50_ms']:.3f}",
+            f"{c['p99_ms']:.3f}",
+            f"{c['max_ms']:.3f}",
+        )
     return table
 
 
@@ -249,9 +358,16 @@ def sweep_table(rows: list[dict]) -> Table:
         table.add_column(heading, justify="right")
     for row in rows:
         errors = sum(error_count(op) for op in row["ops"].values())
-        table.add_row(str(row["trial_id"]), format_size(row["replay"]["dataset_bytes"]), str(row["replay"]["files"]),
-                      f"{row['output_mbit_s']:.1f}", f"{row['achieved_rate']:.1f}",
-                      f"{row['latency']['mean_ms']:.3f}", f"{row['latency']['p99_ms']:.3f}", str(errors))
+        table.add_row(
+            str(row["trial_id"]),
+            format_size(row["replay"]["dataset_bytes"]),
+            str(row["replay"]["files"]),
+            f"{row['output_mbit_s']:.1f}",
+            f"{row['achieved_rate']:.1f}",
+            f"{row['latency']['mean_ms']:.3f}",
+            f"{row['latency']['p99_ms']:.3f}",
+            str(errors),
+        )
     return table
 
 
@@ -284,6 +400,8 @@ def build_docroot(directory: Path, log: Path, fmt: str, dataset_bytes: int | Non
             subprocess.run(["rm", "-rf", "--", str(building)], check=False, timeout=600)
         raise
     report_parse(done["replay"])
-    print(f"docroot {directory}: {done['docroot']['files']:,} files, {format_size(done['docroot']['bytes'])};"
-          f" {done['files_created']:,} written ({done['seconds']:.1f} s)")
+    print(
+        f"docroot {directory}: {done['docroot']['files']:,} files, {format_size(done['docroot']['bytes'])};"
+        f" {done['files_created']:,} written ({done['seconds']:.1f} s)"
+    )
     return 0

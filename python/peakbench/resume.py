@@ -38,10 +38,14 @@ RESUMABLE = ("search", "sfs", "plan")
 
 
 def add_command(commands, store_option) -> None:
-    resume = commands.add_parser("resume", parents=[store_option],
-                                 help="finish an interrupted search, sfs run or plan, repeating no finished trial")
-    resume.add_argument("job", nargs="?", metavar="JOB",
-                        help="search:ID, sfs:ID or plan:ID (default: the newest unfinished one)")
+    resume = commands.add_parser(
+        "resume",
+        parents=[store_option],
+        help="finish an interrupted search, sfs run or plan, repeating no finished trial",
+    )
+    resume.add_argument(
+        "job", nargs="?", metavar="JOB", help="search:ID, sfs:ID or plan:ID (default: the newest unfinished one)"
+    )
     resume.set_defaults(handler=command_resume)
 
 
@@ -97,11 +101,16 @@ class ResumedTrials:
         trial = self.stored.popleft()
         ran = trial["spec"]["load"]
         warmup_s = self.live.settings.warmup_s if warmup_s is None else warmup_s
-        if not (same_load(ran["rate"], load) and abs(ran["runtime_s"] - runlength_s) <= 1e-6 * runlength_s
-                and abs(ran["warmup_s"] - warmup_s) <= 1e-6 * max(warmup_s, 1.0)):
-            raise RunError(f"search {self.search_id} cannot be resumed: its controller now asks for {load:g} ops/s"
-                           f" for {runlength_s:g} s after {warmup_s:g} s where its stored trial {trial['id']} ran"
-                           f" {ran['rate']:g} ops/s for {ran['runtime_s']:g} s after {ran['warmup_s']:g} s (was it started by another peakbench version?)")
+        if not (
+            same_load(ran["rate"], load)
+            and abs(ran["runtime_s"] - runlength_s) <= 1e-6 * runlength_s
+            and abs(ran["warmup_s"] - warmup_s) <= 1e-6 * max(warmup_s, 1.0)
+        ):
+            raise RunError(
+                f"search {self.search_id} cannot be resumed: its controller now asks for {load:g} ops/s"
+                f" for {runlength_s:g} s after {warmup_s:g} s where its stored trial {trial['id']} ran"
+                f" {ran['rate']:g} ops/s for {ran['runtime_s']:g} s after {ran['warmup_s']:g} s (was it started by another peakbench version?)"
+            )
         return searching.observation_of(trial["result"], load, self.live.settings.psat, trial["cost_s"] or 0.0)
 
 
@@ -109,8 +118,11 @@ def resume_search(store: store_module.Store, search_id: int):
     search = store.search(search_id)
     invocation = search["invocation"]
     if invocation is None:
-        raise InputError(f"search {search_id} was not stored with what a resume needs (a simulated search, part"
-                         " of a surface, or from an older peakbench): run it again", file=store.path)
+        raise InputError(
+            f"search {search_id} was not stored with what a resume needs (a simulated search, part"
+            " of a surface, or from an older peakbench): run it again",
+            file=store.path,
+        )
     settings = SearchSettings.from_stored(search["settings"])
     workload = find_workload(invocation["workload"])
     trials = store.search_trials(search_id)
@@ -119,11 +131,28 @@ def resume_search(store: store_module.Store, search_id: int):
     print(f"search {search_id}: resuming with {len(done)} stored trials", file=sys.stderr, flush=True)
     store.reopen("search", search_id)
     with _engine(invocation, workload) as engine:
-        live = searching.EngineTrials(workload, invocation["target"], engine, store, search_id, settings,
-                                      snapshot(invocation["target"], engine.version()), invocation["scale"],
-                                      invocation["seed"], invocation["max_outstanding"], trials_run=len(trials))
-        return searching.continue_search(store, search_id, ResumedTrials(search_id, done, live), settings,
-                                         search["policy"], invocation["seed_load"], invocation["seed"])
+        live = searching.EngineTrials(
+            workload,
+            invocation["target"],
+            engine,
+            store,
+            search_id,
+            settings,
+            snapshot(invocation["target"], engine.version()),
+            invocation["scale"],
+            invocation["seed"],
+            invocation["max_outstanding"],
+            trials_run=len(trials),
+        )
+        return searching.continue_search(
+            store,
+            search_id,
+            ResumedTrials(search_id, done, live),
+            settings,
+            search["policy"],
+            invocation["seed_load"],
+            invocation["seed"],
+        )
 
 
 def resume_sfs(store: store_module.Store, run_id: int) -> None:
@@ -131,17 +160,24 @@ def resume_sfs(store: store_module.Store, run_id: int) -> None:
     settings = record["settings"]
     chosen = sfs_run.plan(Path(settings["rcfile"]), settings["spec_rounding"])
     if chosen.loads != settings["loads"]:
-        raise InputError(f"sfs run {run_id} cannot be resumed: its rc file now gives the load points"
-                         f" {' '.join(f'{load:g}' for load in chosen.loads)} where the run has"
-                         f" {' '.join(f'{load:g}' for load in settings['loads'])}", file=settings["rcfile"])
+        raise InputError(
+            f"sfs run {run_id} cannot be resumed: its rc file now gives the load points"
+            f" {' '.join(f'{load:g}' for load in chosen.loads)} where the run has"
+            f" {' '.join(f'{load:g}' for load in settings['loads'])}",
+            file=settings["rcfile"],
+        )
     done = frozenset(sfs_run.point_key(t["rate"]) for t in store.sfs_run_trials(run_id) if t["status"] == "done")
     _check_not_running(store, f"sfs {run_id}")
-    print(f"sfs run {run_id}: resuming with {len(done)} of {len(chosen.loads)} load points done",
-          file=sys.stderr, flush=True)
+    print(
+        f"sfs run {run_id}: resuming with {len(done)} of {len(chosen.loads)} load points done",
+        file=sys.stderr,
+        flush=True,
+    )
     store.reopen("sfs", run_id)
     with _engine(record["invocation"] or {}, chosen.workload) as engine:
-        sfs_run.run_points(store, run_id, chosen, sfs_run.point_specs(chosen), engine,
-                           snapshot(chosen.target, engine.version()), done)
+        sfs_run.run_points(
+            store, run_id, chosen, sfs_run.point_specs(chosen), engine, snapshot(chosen.target, engine.version()), done
+        )
 
 
 def _check_not_running(store: store_module.Store, job: str) -> None:
@@ -151,7 +187,10 @@ def _check_not_running(store: store_module.Store, job: str) -> None:
 
 
 def _engine(invocation: dict, workload):
-    return engine_for(invocation.get("clients"), invocation.get("cluster"),
-                      shared_fileset=workload.cluster_fileset == "shared",
-                      clock_tolerance_s=invocation.get("clock_tolerance_ms", 10.0) / 1e3,
-                      announce=lambda text: print(f"cluster: {text}", file=sys.stderr))
+    return engine_for(
+        invocation.get("clients"),
+        invocation.get("cluster"),
+        shared_fileset=workload.cluster_fileset == "shared",
+        clock_tolerance_s=invocation.get("clock_tolerance_ms", 10.0) / 1e3,
+        announce=lambda text: print(f"cluster: {text}", file=sys.stderr),
+    )

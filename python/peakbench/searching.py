@@ -12,9 +12,8 @@ from pathlib import Path
 
 from hdrh.histogram import HdrHistogram
 
-from . import sim
+from . import hooks, sim
 from . import store as store_module
-from . import hooks
 from .controller import Observation, SearchResult, SearchSettings, find_peak
 from .controller.design import Sample
 from .controller.observation import Outcomes
@@ -33,8 +32,18 @@ from .workload import Workload, trial_spec
 # checked against a dense sweep (BENCHMARKS §7).
 # Near saturation the guided policy lengthens careful trials (and warm-up) for steady state up to 45 s
 # (max_runlength_s: controller/steady.py), so the main job stays within a few minutes.
-QUICK = dict(runlength_s=4.0, min_runlength_s=4.0, max_runlength_s=45.0, warmup_s=1.0, scout_runlength_s=1.0,
-             confidence=0.90, accuracy=0.85, start_load=100.0, max_trials=12, max_total_trials=80)
+QUICK = dict(
+    runlength_s=4.0,
+    min_runlength_s=4.0,
+    max_runlength_s=45.0,
+    warmup_s=1.0,
+    scout_runlength_s=1.0,
+    confidence=0.90,
+    accuracy=0.85,
+    start_load=100.0,
+    max_trials=12,
+    max_total_trials=80,
+)
 
 
 def percentile_ms(result: dict, percentile: float) -> float:
@@ -87,12 +96,23 @@ class EngineTrials:
     def __call__(self, load: float, runlength_s: float, warmup_s: float | None = None) -> Observation:
         # Each trial gets its own seed: repeated trials must be independent samples.
         warmup_s = self.settings.warmup_s if warmup_s is None else warmup_s
-        spec = trial_spec(self.workload, self.target, rate=load, warmup_s=warmup_s,
-                          runtime_s=runlength_s, seed=self.seed + self.trials_run, scale=self.scale,
-                          max_outstanding=self.max_outstanding)
+        spec = trial_spec(
+            self.workload,
+            self.target,
+            rate=load,
+            warmup_s=warmup_s,
+            runtime_s=runlength_s,
+            seed=self.seed + self.trials_run,
+            scale=self.scale,
+            max_outstanding=self.max_outstanding,
+        )
         self.trials_run += 1
-        record = TrialRecord(workload=self.workload.name, target=target_label(self.target), sysinfo=self.sysinfo,
-                             search_id=self.search_id)
+        record = TrialRecord(
+            workload=self.workload.name,
+            target=target_label(self.target),
+            sysinfo=self.sysinfo,
+            search_id=self.search_id,
+        )
         stored = run_trial(spec, self.engine, self.store, record)
         if stored.trial_id is None:  # a search must not go on from a trial the store has not got
             raise RunError(f"{stored.store_error}; the trial was written to {stored.saved_to} instead")
@@ -101,7 +121,7 @@ class EngineTrials:
 
 def fresh_seed() -> int:
     """A search's own seed, so repeated searches do not replay the same arrival sequences."""
-    return secrets.randbelow(2 ** 31)
+    return secrets.randbelow(2**31)
 
 
 def progress_printer(stream=sys.stderr) -> Callable[[float, int, float | None], None]:
@@ -112,33 +132,57 @@ def progress_printer(stream=sys.stderr) -> Callable[[float, int, float | None], 
     return show
 
 
-def search_engine_target(workload: Workload, target: dict, settings: SearchSettings, policy: str, db: Path,
-                         sysinfo: dict, scale: float, seed: int, seed_load: float | None,
-                         engine: Engine | None = None, max_outstanding: int | None = None,
-                         invocation: dict | None = None) -> tuple[int, SearchResult]:
+def search_engine_target(
+    workload: Workload,
+    target: dict,
+    settings: SearchSettings,
+    policy: str,
+    db: Path,
+    sysinfo: dict,
+    scale: float,
+    seed: int,
+    seed_load: float | None,
+    engine: Engine | None = None,
+    max_outstanding: int | None = None,
+    invocation: dict | None = None,
+) -> tuple[int, SearchResult]:
     """A search against a real target; returns the stored search's id and its result.
 
     `engine` runs the trials: one local Engine by default, or a cluster.DistributedEngine;
     `max_outstanding` caps the requests in flight in every trial; `invocation` is what
     `peakbench resume` needs to finish the search if this process dies."""
     with store_module.Store(db) as store:
-        search_id = store.add_search(workload=workload.name, target=target_label(target), policy=policy,
-                                     settings=dataclasses.asdict(settings), invocation=invocation)
-        trials = EngineTrials(workload, target, engine or Engine(), store, search_id, settings, sysinfo, scale, seed,
-                              max_outstanding)
+        search_id = store.add_search(
+            workload=workload.name,
+            target=target_label(target),
+            policy=policy,
+            settings=dataclasses.asdict(settings),
+            invocation=invocation,
+        )
+        trials = EngineTrials(
+            workload, target, engine or Engine(), store, search_id, settings, sysinfo, scale, seed, max_outstanding
+        )
         return search_id, continue_search(store, search_id, trials, settings, policy, seed_load, seed)
 
 
-def continue_search(store: store_module.Store, search_id: int, run_trial, settings: SearchSettings, policy: str,
-                    seed_load: float | None, seed: int) -> SearchResult:
+def continue_search(
+    store: store_module.Store,
+    search_id: int,
+    run_trial,
+    settings: SearchSettings,
+    policy: str,
+    seed_load: float | None,
+    seed: int,
+) -> SearchResult:
     """Run a stored search to its end (or on from where it stopped: resume.py), holding its job lock,
     so that `peakbench resume` can tell it is alive; its result (with the search's `seed`) or its
     failure is stored."""
     with StoreLock(store.path, f"search {search_id}") as lock:
         lock.acquire("running the search")
         try:
-            result = dataclasses.replace(find_peak(run_trial, settings, policy, seed_load, progress_printer()),
-                                         seed=seed)
+            result = dataclasses.replace(
+                find_peak(run_trial, settings, policy, seed_load, progress_printer()), seed=seed
+            )
         except BaseException as error:
             store.finish_search(search_id, error=str(error) or type(error).__name__)
             raise
@@ -146,20 +190,22 @@ def continue_search(store: store_module.Store, search_id: int, run_trial, settin
     return result
 
 
-def search_simulated(url: str, settings: SearchSettings, policy: str, seed_load: float | None, seed: int,
-                     db: Path) -> tuple[int, SearchResult]:
+def search_simulated(
+    url: str, settings: SearchSettings, policy: str, seed_load: float | None, seed: int, db: Path
+) -> tuple[int, SearchResult]:
     """A search against sim://, in virtual time; stored like any search (its trace holds every trial,
     and there are no engine trials to store)."""
-    trials = sim.target_from_url(url, warmup_s=settings.warmup_s, psat=settings.psat, rsat_ms=settings.rsat_ms,
-                                 seed=seed)
+    trials = sim.target_from_url(
+        url, warmup_s=settings.warmup_s, psat=settings.psat, rsat_ms=settings.rsat_ms, seed=seed
+    )
     with store_module.Store(db) as store:
-        search_id = store.add_search(workload="sim", target=url, policy=policy,
-                                     settings=dataclasses.asdict(settings))
+        search_id = store.add_search(workload="sim", target=url, policy=policy, settings=dataclasses.asdict(settings))
         return search_id, continue_search(store, search_id, trials, settings, policy, seed_load, seed)
 
 
-def map_planned_surface(plan: SurfacePlan, workload: Workload, db: Path, scale: float = 1.0,
-                        seed: int = 1) -> tuple[int, SurfaceResult]:
+def map_planned_surface(
+    plan: SurfacePlan, workload: Workload, db: Path, scale: float = 1.0, seed: int = 1
+) -> tuple[int, SurfaceResult]:
     """Every sample of a surface plan: configure, search its peak, fit the surface; all of it stored.
 
     A sample whose configure command fails, whose server never becomes ready or
@@ -173,28 +219,43 @@ def map_planned_surface(plan: SurfacePlan, workload: Workload, db: Path, scale: 
 
         def trials_for(sample: Sample):
             url = plan.fill(plan.target, sample)
-            search_id = store.add_search(workload=workload.name, target=url, policy=plan.policy,
-                                         settings=dataclasses.asdict(settings), surface_id=surface_id,
-                                         sample=sample)
+            search_id = store.add_search(
+                workload=workload.name,
+                target=url,
+                policy=plan.policy,
+                settings=dataclasses.asdict(settings),
+                surface_id=surface_id,
+                sample=sample,
+            )
             searches.append((sample, search_id))
             if plan.configure is not None:
                 hooks.configure(plan.configure, lambda word: plan.fill(word, sample))
             if url.startswith("sim://"):
-                return sim.target_from_url(url, warmup_s=settings.warmup_s, psat=settings.psat,
-                                           rsat_ms=settings.rsat_ms, seed=seed + search_id)
+                return sim.target_from_url(
+                    url, warmup_s=settings.warmup_s, psat=settings.psat, rsat_ms=settings.rsat_ms, seed=seed + search_id
+                )
             target = parse_target(url)
             check_ours(target)
             engine = Engine()
-            return EngineTrials(workload, target, engine, store, search_id, settings,
-                                snapshot(target, engine.version()), scale, seed)
+            return EngineTrials(
+                workload, target, engine, store, search_id, settings, snapshot(target, engine.version()), scale, seed
+            )
 
         def announce(sample: Sample):
             print(f"surface  sample {', '.join(f'{k}={v:g}' for k, v in sample.items())}", file=sys.stderr, flush=True)
             return progress_printer()
 
         try:
-            result = map_surface(plan.factors, plan.samples, trials_for, settings, plan.policy,
-                                 seeding=plan.seeding, fail_fast=plan.fail_fast, progress=announce)
+            result = map_surface(
+                plan.factors,
+                plan.samples,
+                trials_for,
+                settings,
+                plan.policy,
+                seeding=plan.seeding,
+                fail_fast=plan.fail_fast,
+                progress=announce,
+            )
         except BaseException as error:
             store.finish_surface(surface_id, error=str(error) or type(error).__name__)
             if isinstance(error, RuntimeError) and not isinstance(error, RunError):  # fail_fast's stop

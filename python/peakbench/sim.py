@@ -41,7 +41,7 @@ from .controller.design import Factor, Sample, d_optimal, full_factorial
 from .controller.observation import Observation
 from .controller.policies import DEFAULT_POLICY, policy_named
 from .controller.result import PEAK, SearchResult
-from .controller.surface import QuadraticSurface, mape, map_surface
+from .controller.surface import QuadraticSurface, map_surface, mape
 
 OVERLOADED = 0.98  # utilisation past which the server is treated as overloaded
 MAX_TRIAL_CV = 1.0  # the trial-to-trial variation is capped here
@@ -85,8 +85,7 @@ class SimulatedServer:
         utilisation = load / self.capacity
         return self.service_ms / (1 - utilisation) if utilisation < 1 else math.inf
 
-    def trial(self, load: float, runlength_s: float, warmup_s: float, psat: float,
-              rng: random.Random) -> Observation:
+    def trial(self, load: float, runlength_s: float, warmup_s: float, psat: float, rng: random.Random) -> Observation:
         if self.queue:
             return self.queue_trial(load, runlength_s, warmup_s, psat, rng)
         utilisation = load / self.capacity
@@ -94,23 +93,28 @@ class SimulatedServer:
         driven = min(load, self.generator_limit)
         if utilisation < OVERLOADED:
             count = max(load * runlength_s, 1.0)
-            queueing = utilisation * (2 + 5 * utilisation - 4 * utilisation ** 2 + utilisation ** 3)
-            cv2 = self.noise ** 2 * queueing / ((1 - utilisation) ** 2 * count) + self.floor_cv ** 2
-            mean = self.service_ms / (1 - utilisation) * _unit_lognormal(rng, min(cv2, MAX_TRIAL_CV ** 2))
+            queueing = utilisation * (2 + 5 * utilisation - 4 * utilisation**2 + utilisation**3)
+            cv2 = self.noise**2 * queueing / ((1 - utilisation) ** 2 * count) + self.floor_cv**2
+            mean = self.service_ms / (1 - utilisation) * _unit_lognormal(rng, min(cv2, MAX_TRIAL_CV**2))
             achieved = driven
         else:
             backlog_s = max(load - self.capacity, 0.0) * (warmup_s + runlength_s / 2) / self.capacity
-            mean = (self.service_ms / (1 - OVERLOADED) + 1000 * backlog_s) * _unit_lognormal(rng, 0.05 ** 2)
+            mean = (self.service_ms / (1 - OVERLOADED) + 1000 * backlog_s) * _unit_lognormal(rng, 0.05**2)
             achieved = min(driven, self.capacity)
         # Sojourn times of M/M/1 are exponential: the p-th percentile is −ln(1 − p)·mean.
         percentile = -math.log(1 - psat / 100) * mean
-        return Observation(requested_rate=load, achieved_rate=achieved, mean_ms=mean,
-                           percentile_ms=percentile, generator_saturated=load > self.generator_limit,
-                           cost_s=cost)
+        return Observation(
+            requested_rate=load,
+            achieved_rate=achieved,
+            mean_ms=mean,
+            percentile_ms=percentile,
+            generator_saturated=load > self.generator_limit,
+            cost_s=cost,
+        )
 
-
-    def queue_trial(self, load: float, runlength_s: float, warmup_s: float, psat: float,
-                    rng: random.Random) -> Observation:
+    def queue_trial(
+        self, load: float, runlength_s: float, warmup_s: float, psat: float, rng: random.Random
+    ) -> Observation:
         """One trial of the queue from empty (see the module's doc), measured over [warm-up, end)."""
         import numpy  # here, not at the top: only queue trials need it
 
@@ -123,20 +127,26 @@ class SimulatedServer:
         steps = numpy.concatenate(([0.0], services[:-1] - numpy.diff(arrivals))) if arrivals.size else arrivals
         walk = numpy.cumsum(steps)
         sojourns = walk - numpy.minimum.accumulate(numpy.minimum(walk, 0.0)) + services
-        responses_ms = sojourns * self.capacity * self.service_ms * _unit_lognormal(rng, self.floor_cv ** 2)
+        responses_ms = sojourns * self.capacity * self.service_ms * _unit_lognormal(rng, self.floor_cv**2)
         measured = (arrivals >= warmup_s) & (arrivals < end)
         departures = arrivals + sojourns
         completed = numpy.count_nonzero((departures >= warmup_s) & (departures < end))
         window = responses_ms[measured]
         quarters = numpy.minimum(((arrivals[measured] - warmup_s) / runlength_s * 4).astype(int), 3)
-        quarter_means = tuple(float(window[quarters == q].mean()) if numpy.any(quarters == q) else None
-                              for q in range(4))
+        quarter_means = tuple(
+            float(window[quarters == q].mean()) if numpy.any(quarters == q) else None for q in range(4)
+        )
         mean = float(window.mean()) if window.size else 0.0
-        return Observation(requested_rate=load, achieved_rate=completed / runlength_s, mean_ms=mean,
-                           percentile_ms=float(numpy.percentile(window, psat)) if window.size else 0.0,
-                           generator_saturated=load > self.generator_limit,
-                           cost_s=end + self.overhead_s, offered_rate=window.size / runlength_s,
-                           quarter_means_ms=quarter_means)
+        return Observation(
+            requested_rate=load,
+            achieved_rate=completed / runlength_s,
+            mean_ms=mean,
+            percentile_ms=float(numpy.percentile(window, psat)) if window.size else 0.0,
+            generator_saturated=load > self.generator_limit,
+            cost_s=end + self.overhead_s,
+            offered_rate=window.size / runlength_s,
+            quarter_means_ms=quarter_means,
+        )
 
 
 def _unit_lognormal(rng: random.Random, cv2: float) -> float:
@@ -156,11 +166,13 @@ class SimulatedTarget:
         self.rng = random.Random(seed)
 
     def __call__(self, load: float, runlength_s: float, warmup_s: float | None = None) -> Observation:
-        return self.server.trial(load, runlength_s, self.warmup_s if warmup_s is None else warmup_s, self.psat,
-                                 self.rng)
+        return self.server.trial(
+            load, runlength_s, self.warmup_s if warmup_s is None else warmup_s, self.psat, self.rng
+        )
 
 
 # -- R̄ intervals near saturation -------------------------------------------------
+
 
 @dataclasses.dataclass(frozen=True)
 class ResponseCoverage:
@@ -178,9 +190,17 @@ class ResponseCoverage:
     steady_coverage: float | None  # lognormal coverage among the others (None if none), the ones a search uses
 
 
-def response_coverage(utilisation: float, runlength_s: float, warmup_s: float, trials: int, repeats: int,
-                      confidence: float = 0.95, seed: int = 0, capacity: float = 200.0,
-                      service_ms: float = 5.0) -> ResponseCoverage:
+def response_coverage(
+    utilisation: float,
+    runlength_s: float,
+    warmup_s: float,
+    trials: int,
+    repeats: int,
+    confidence: float = 0.95,
+    seed: int = 0,
+    capacity: float = 200.0,
+    service_ms: float = 5.0,
+) -> ResponseCoverage:
     """Coverage of R̄'s intervals at one load of a simulated queue (`queue=1`), from empty each trial."""
     from .controller.search import trials_still_rising
     from .controller.statistics import response_interval, t_interval
@@ -204,15 +224,29 @@ def response_coverage(utilisation: float, runlength_s: float, warmup_s: float, t
         else:
             steady += 1
             steady_covered += interval.low <= truth <= interval.high
-    return ResponseCoverage(utilisation, runlength_s, warmup_s, trials, repeats, covered / repeats,
-                            t_covered / repeats, below / repeats, rising / repeats,
-                            steady_covered / steady if steady else None)
+    return ResponseCoverage(
+        utilisation,
+        runlength_s,
+        warmup_s,
+        trials,
+        repeats,
+        covered / repeats,
+        t_covered / repeats,
+        below / repeats,
+        rising / repeats,
+        steady_covered / steady if steady else None,
+    )
 
 
 # Near saturation: long trials after a long warm-up, short ones (the quick preset's 4 s after 1 s), and
 # very near capacity, where a short warm-up leaves the queue filling through the trial.
-RESPONSE_REGIMES = ((0.875, 180.0, 30.0, 4), (0.95, 20.0, 5.0, 4), (0.95, 4.0, 1.0, 8), (0.98, 20.0, 5.0, 4),
-                    (0.98, 4.0, 1.0, 8))
+RESPONSE_REGIMES = (
+    (0.875, 180.0, 30.0, 4),
+    (0.95, 20.0, 5.0, 4),
+    (0.95, 4.0, 1.0, 8),
+    (0.98, 20.0, 5.0, 4),
+    (0.98, 4.0, 1.0, 8),
+)
 
 
 # -- the claims' coverage (peakbench simulate --coverage) ------------------------
@@ -227,14 +261,25 @@ class Coverage:
     responses: list[ResponseCoverage]
 
 
-def coverage(policies: Sequence[str], n_samples: int, settings: SearchSettings, seed: int, seeded: bool,
-             peak_range: tuple[float, float], options: dict) -> Coverage:
+def coverage(
+    policies: Sequence[str],
+    n_samples: int,
+    settings: SearchSettings,
+    seed: int,
+    seeded: bool,
+    peak_range: tuple[float, float],
+    options: dict,
+) -> Coverage:
     """The peak claims over `n_samples` searches per policy on the population (with `options`) and on a
     noisier one, and R̄'s intervals near saturation."""
-    searches = [simulate(policies, n_samples, settings, seed, seeded, peak_range, **population_options)
-                for population_options in (options, {**options, **NOISIER})]
-    responses = [response_coverage(u, runlength, warmup, trials, RESPONSE_REPEATS, settings.confidence, seed)
-                 for u, runlength, warmup, trials in RESPONSE_REGIMES]
+    searches = [
+        simulate(policies, n_samples, settings, seed, seeded, peak_range, **population_options)
+        for population_options in (options, {**options, **NOISIER})
+    ]
+    responses = [
+        response_coverage(u, runlength, warmup, trials, RESPONSE_REPEATS, settings.confidence, seed)
+        for u, runlength, warmup, trials in RESPONSE_REGIMES
+    ]
     return Coverage(searches, responses)
 
 
@@ -244,21 +289,31 @@ def format_coverage(result: Coverage) -> str:
     for report in result.searches:
         population = ", ".join(f"{k} {v:g}" for k, v in report.server_options.items()) or "default"
         for f in report.figures:
-            lines.append(f"{population:<24} {f.policy:<10} {f.samples:>5} {f.peaks_found:>6} "
-                         f"{f.peak_ci_coverage:8.1%} {f.within_accuracy:9.1%} {f.mean_cost_s:8.0f}")
-    lines.append(f"λ in CI: searches whose interval of the peak rate holds the true peak (claimed {confidence:.0%}); "
-                 "within a: whose peak rate is within 1 − a of it; a search without that claim counts as a miss")
+            lines.append(
+                f"{population:<24} {f.policy:<10} {f.samples:>5} {f.peaks_found:>6} "
+                f"{f.peak_ci_coverage:8.1%} {f.within_accuracy:9.1%} {f.mean_cost_s:8.0f}"
+            )
+    lines.append(
+        f"λ in CI: searches whose interval of the peak rate holds the true peak (claimed {confidence:.0%}); "
+        "within a: whose peak rate is within 1 − a of it; a search without that claim counts as a miss"
+    )
     lines.append("")
-    lines.append(f"{'ρ':>5} {'run s':>6} {'warm s':>6} {'trials':>6} {'n':>5} {'Cox':>6} {'t':>6} {'t<0':>6} "
-                 f"{'rising':>7} {'Cox|steady':>10}")
+    lines.append(
+        f"{'ρ':>5} {'run s':>6} {'warm s':>6} {'trials':>6} {'n':>5} {'Cox':>6} {'t':>6} {'t<0':>6} "
+        f"{'rising':>7} {'Cox|steady':>10}"
+    )
     for r in result.responses:
         steady = f"{r.steady_coverage:10.1%}" if r.steady_coverage is not None else f"{'-':>10}"
-        lines.append(f"{r.utilisation:5.3f} {r.runlength_s:6g} {r.warmup_s:6g} {r.trials:6d} {r.repeats:5d} "
-                     f"{r.lognormal_coverage:6.1%} {r.t_coverage:6.1%} {r.t_below_zero:6.1%} {r.rising:7.1%} {steady}")
-    lines.append(f"R̄ intervals at load factor ρ of a simulated M/M/1 queue (from empty each trial): Cox: the "
-                 f"search's lognormal interval, t: Student's t of the raw means, each at {confidence:.0%} over "
-                 "`trials` trials; t<0: t-intervals reaching below zero; rising: intervals whose trials the search "
-                 "finds still rising; Cox|steady: Cox's coverage among the others")
+        lines.append(
+            f"{r.utilisation:5.3f} {r.runlength_s:6g} {r.warmup_s:6g} {r.trials:6d} {r.repeats:5d} "
+            f"{r.lognormal_coverage:6.1%} {r.t_coverage:6.1%} {r.t_below_zero:6.1%} {r.rising:7.1%} {steady}"
+        )
+    lines.append(
+        f"R̄ intervals at load factor ρ of a simulated M/M/1 queue (from empty each trial): Cox: the "
+        f"search's lognormal interval, t: Student's t of the raw means, each at {confidence:.0%} over "
+        "`trials` trials; t<0: t-intervals reaching below zero; rising: intervals whose trials the search "
+        "finds still rising; Cox|steady: Cox's coverage among the others"
+    )
     return "\n".join(lines)
 
 
@@ -286,23 +341,30 @@ SURFACES = {
     surface.name: surface
     for surface in (
         SimulatedSurface(
-            "db-tp", "disk-bound: more disks help only with enough nfsds to keep them busy",
+            "db-tp",
+            "disk-bound: more disks help only with enough nfsds to keep them busy",
             (DISKS, NFSDS),
-            lambda s: 40 + 110 * s["disks"] * (1 - math.exp(-s["nfsds"] / (1.5 * s["disks"])))),
+            lambda s: 40 + 110 * s["disks"] * (1 - math.exp(-s["nfsds"] / (1.5 * s["disks"]))),
+        ),
         SimulatedSurface(
-            "web-server", "CPU- and cache-bound: nfsds matter, disks a little",
+            "web-server",
+            "CPU- and cache-bound: nfsds matter, disks a little",
             (DISKS, NFSDS),
-            lambda s: 1800 * (1 - 0.7 * math.exp(-s["nfsds"] / 6)) * (1 + 0.08 * (s["disks"] - 1))),
+            lambda s: 1800 * (1 - 0.7 * math.exp(-s["nfsds"] / 6)) * (1 + 0.08 * (s["disks"] - 1)),
+        ),
         SimulatedSurface(
-            "mail", "small files, many directories: gentle gains from both",
+            "mail",
+            "small files, many directories: gentle gains from both",
             (DISKS, NFSDS),
-            lambda s: 260 + 45 * s["disks"] + 30 * math.log2(s["nfsds"]) - 2 * math.log2(s["nfsds"]) ** 2),
+            lambda s: 260 + 45 * s["disks"] + 30 * math.log2(s["nfsds"]) - 2 * math.log2(s["nfsds"]) ** 2,
+        ),
     )
 }
 
 
-def target_from_url(url: str, warmup_s: float = 30.0, psat: float = 95.0, rsat_ms: float = 40.0,
-                    seed: int = 0) -> SimulatedTarget:
+def target_from_url(
+    url: str, warmup_s: float = 30.0, psat: float = 95.0, rsat_ms: float = 40.0, seed: int = 0
+) -> SimulatedTarget:
     """The simulated target a `sim://` URL names (see the module's doc)."""
     parts = urlsplit(url)
     if parts.scheme != "sim":
@@ -325,8 +387,7 @@ def target_from_url(url: str, warmup_s: float = 30.0, psat: float = 95.0, rsat_m
     else:
         if "capacity" not in params:
             raise ValueError("sim:// needs capacity=OPS (and optionally service_ms=MS)")
-        server = SimulatedServer(capacity=params.pop("capacity"), service_ms=params.pop("service_ms", 5.0),
-                                 **options)
+        server = SimulatedServer(capacity=params.pop("capacity"), service_ms=params.pop("service_ms", 5.0), **options)
     if params:
         raise ValueError(f"sim: unknown parameter(s) {', '.join(params)}")
     return SimulatedTarget(server, warmup_s, psat, seed)
@@ -338,9 +399,14 @@ PEAK_RANGE = (250.0, 4000.0)  # true peaks of the simulated population, ops/s (l
 SERVICE_RANGE_MS = (2.0, 12.0)  # zero-load response times of the population (uniform)
 
 
-def population(n_samples: int, seed: int, rsat_ms: float = 40.0,
-               peak_range: tuple[float, float] = PEAK_RANGE,
-               service_range: tuple[float, float] = SERVICE_RANGE_MS, **options) -> list[SimulatedServer]:
+def population(
+    n_samples: int,
+    seed: int,
+    rsat_ms: float = 40.0,
+    peak_range: tuple[float, float] = PEAK_RANGE,
+    service_range: tuple[float, float] = SERVICE_RANGE_MS,
+    **options,
+) -> list[SimulatedServer]:
     """Simulated servers of varied peak rates and curve shapes, the same for a seed;
     `options` (noise, floor_cv, queue) apply to every one."""
     rng = random.Random(seed)
@@ -383,9 +449,15 @@ class SimulationReport:
         return dataclasses.asdict(self)
 
 
-def simulate(policies: Sequence[str] = ("guided", "binsearch", "model", "linear"), n_samples: int = 50,
-             settings: SearchSettings | None = None, seed: int = 0, seeded: bool = False,
-             peak_range: tuple[float, float] = PEAK_RANGE, **server_options) -> SimulationReport:
+def simulate(
+    policies: Sequence[str] = ("guided", "binsearch", "model", "linear"),
+    n_samples: int = 50,
+    settings: SearchSettings | None = None,
+    seed: int = 0,
+    seeded: bool = False,
+    peak_range: tuple[float, float] = PEAK_RANGE,
+    **server_options,
+) -> SimulationReport:
     """Run each policy on the same simulated servers (and the same noise streams) and compare.
 
     `seeded`: start each search from a seed within ±20% of the true peak, as a
@@ -401,9 +473,15 @@ def simulate(policies: Sequence[str] = ("guided", "binsearch", "model", "linear"
     starts = [s.true_peak(settings.rsat_ms) * seeds.uniform(0.8, 1.2) if seeded else None for s in servers]
     figures = []
     for name in policies:
-        results = [find_peak(SimulatedTarget(server, settings.warmup_s, settings.psat, seed * 100_003 + i),
-                             settings, name, seed_load=starts[i])
-                   for i, server in enumerate(servers)]
+        results = [
+            find_peak(
+                SimulatedTarget(server, settings.warmup_s, settings.psat, seed * 100_003 + i),
+                settings,
+                name,
+                seed_load=starts[i],
+            )
+            for i, server in enumerate(servers)
+        ]
         figures.append(_figures(name, servers, results, settings))
     return SimulationReport(settings, seed, seeded, peak_range, figures, server_options)
 
@@ -411,35 +489,48 @@ def simulate(policies: Sequence[str] = ("guided", "binsearch", "model", "linear"
 NEAR_SATURATION = 0.9  # the load factor from which stated R̄ intervals are counted apart
 
 
-def _figures(policy: str, servers: list[SimulatedServer], results: list[SearchResult],
-             settings: SearchSettings) -> PolicyFigures:
+def _figures(
+    policy: str, servers: list[SimulatedServer], results: list[SearchResult], settings: SearchSettings
+) -> PolicyFigures:
     truths = [s.true_peak(settings.rsat_ms) for s in servers]
     found = [(r, t) for r, t in zip(results, truths) if r.verdict == PEAK]
     within = sum(abs(r.peak_rate - t) / t <= 1 - settings.accuracy for r, t in found)
     covered = sum(r.ci_low is not None and r.ci_low <= t <= r.ci_high for r, t in found)
     # Peaks located by a bracket (a cliff) claim no interval of R̄.
-    with_interval = [(r, server) for r, server in zip(results, servers)
-                     if r.verdict == PEAK and r.response_ci_low_ms is not None]
-    response_covered = sum(r.response_ci_low_ms <= server.mean_response_ms(r.measured_load) <= r.response_ci_high_ms
-                           for r, server in with_interval)
-    stated = [load.ci_low_ms <= server.mean_response_ms(load.load) <= load.ci_high_ms
-              for r, server in zip(results, servers) for load in r.loads
-              if load.ci_low_ms is not None and load.load >= NEAR_SATURATION * server.capacity]
+    with_interval = [
+        (r, server) for r, server in zip(results, servers) if r.verdict == PEAK and r.response_ci_low_ms is not None
+    ]
+    response_covered = sum(
+        r.response_ci_low_ms <= server.mean_response_ms(r.measured_load) <= r.response_ci_high_ms
+        for r, server in with_interval
+    )
+    stated = [
+        load.ci_low_ms <= server.mean_response_ms(load.load) <= load.ci_high_ms
+        for r, server in zip(results, servers)
+        for load in r.loads
+        if load.ci_low_ms is not None and load.load >= NEAR_SATURATION * server.capacity
+    ]
     failures: dict[str, int] = {}
     for r in results:
         if r.verdict != PEAK:
             failures[r.verdict] = failures.get(r.verdict, 0) + 1
     total = sum(r.cost_seconds for r in results)
     return PolicyFigures(
-        policy=policy, samples=len(results), total_cost_s=total, mean_cost_s=total / len(results),
+        policy=policy,
+        samples=len(results),
+        total_cost_s=total,
+        mean_cost_s=total / len(results),
         mean_trials=sum(r.trials for r in results) / len(results),
         mean_loads=sum(len(r.loads) for r in results) / len(results),
-        peaks_found=len(found), within_accuracy=within / len(results),
+        peaks_found=len(found),
+        within_accuracy=within / len(results),
         response_ci_coverage=response_covered / len(with_interval) if with_interval else 0.0,
         peak_ci_coverage=covered / len(results),
         mean_accuracy=sum(r.accuracy for r, _ in found) / len(found) if found else 0.0,
-        failures=failures, near_saturation_intervals=len(stated),
-        near_saturation_coverage=sum(stated) / len(stated) if stated else None)
+        failures=failures,
+        near_saturation_intervals=len(stated),
+        near_saturation_coverage=sum(stated) / len(stated) if stated else None,
+    )
 
 
 def format_report(report: SimulationReport) -> str:
@@ -447,26 +538,33 @@ def format_report(report: SimulationReport) -> str:
     base = next((f for f in report.figures if f.policy == DEFAULT_POLICY), report.figures[0])
     low, high = report.peak_range
     options = "".join(f", {k} {v:g}" for k, v in report.server_options.items())
-    lines = [f"{report.figures[0].samples} simulated servers{options}, true peaks {low:g}–{high:g} ops/s, seed {report.seed}"
-             f"{', seeded within ±20% of the peak' if report.seeded else ''}; target: peak within "
-             f"{1 - s.accuracy:.0%} of the truth at {s.confidence:.0%} confidence; runlength {s.runlength_s:g} s, "
-             f"warm-up {s.warmup_s:g} s",
-             f"{'policy':<10} {'total h':>8} {'mean s':>8} {'vs ' + base.policy:>10} {'trials':>7} {'loads':>6} "
-             f"{'within':>7} {'R-CI':>6} {'λ-CI':>6} {'R-acc':>6}  failures"]
+    lines = [
+        f"{report.figures[0].samples} simulated servers{options}, true peaks {low:g}–{high:g} ops/s, seed {report.seed}"
+        f"{', seeded within ±20% of the peak' if report.seeded else ''}; target: peak within "
+        f"{1 - s.accuracy:.0%} of the truth at {s.confidence:.0%} confidence; runlength {s.runlength_s:g} s, "
+        f"warm-up {s.warmup_s:g} s",
+        f"{'policy':<10} {'total h':>8} {'mean s':>8} {'vs ' + base.policy:>10} {'trials':>7} {'loads':>6} "
+        f"{'within':>7} {'R-CI':>6} {'λ-CI':>6} {'R-acc':>6}  failures",
+    ]
     for f in report.figures:
         failures = ", ".join(f"{k} {v}" for k, v in sorted(f.failures.items())) or "-"
-        lines.append(f"{f.policy:<10} {f.total_cost_s / 3600:8.1f} {f.mean_cost_s:8.0f} "
-                     f"{f.total_cost_s / base.total_cost_s:9.2f}x {f.mean_trials:7.1f} {f.mean_loads:6.1f} "
-                     f"{f.within_accuracy:7.1%} {f.response_ci_coverage:6.1%} {f.peak_ci_coverage:6.1%} "
-                     f"{f.mean_accuracy:6.1%}  {failures}")
-    lines.append("within: share of servers whose found peak is within the accuracy of the true peak; "
-                 "R-CI: share of found peaks whose interval of R̄ holds the true mean response there; "
-                 "λ-CI: share of servers whose peak-rate interval holds the true peak (no claim counts as a miss); "
-                 "R-acc: mean accuracy of R̄ at the peak")
+        lines.append(
+            f"{f.policy:<10} {f.total_cost_s / 3600:8.1f} {f.mean_cost_s:8.0f} "
+            f"{f.total_cost_s / base.total_cost_s:9.2f}x {f.mean_trials:7.1f} {f.mean_loads:6.1f} "
+            f"{f.within_accuracy:7.1%} {f.response_ci_coverage:6.1%} {f.peak_ci_coverage:6.1%} "
+            f"{f.mean_accuracy:6.1%}  {failures}"
+        )
+    lines.append(
+        "within: share of servers whose found peak is within the accuracy of the true peak; "
+        "R-CI: share of found peaks whose interval of R̄ holds the true mean response there; "
+        "λ-CI: share of servers whose peak-rate interval holds the true peak (no claim counts as a miss); "
+        "R-acc: mean accuracy of R̄ at the peak"
+    )
     return "\n".join(lines)
 
 
 # -- response surfaces over the simulator -----------------------------------------
+
 
 @dataclasses.dataclass(frozen=True)
 class SurfaceFigures:
@@ -477,18 +575,20 @@ class SurfaceFigures:
     failures: int
 
 
-def simulate_surface(name: str, n_samples: int, settings: SearchSettings | None = None, seed: int = 0,
-                     policy: str = DEFAULT_POLICY) -> SurfaceFigures:
+def simulate_surface(
+    name: str, n_samples: int, settings: SearchSettings | None = None, seed: int = 0, policy: str = DEFAULT_POLICY
+) -> SurfaceFigures:
     """Fit a simulated surface from n D-optimal samples of its full factorial; MAPE over all of it."""
     settings = settings or SearchSettings()
     surface = SURFACES[name]
     candidates = full_factorial(surface.factors)
     chosen = d_optimal(surface.factors, n_samples, candidates)
-    counter = iter(range(10 ** 9))
+    counter = iter(range(10**9))
 
     def runner(sample: Sample) -> SimulatedTarget:
-        return SimulatedTarget(surface.server(sample, settings.rsat_ms), settings.warmup_s, settings.psat,
-                               seed * 1_000_003 + next(counter))
+        return SimulatedTarget(
+            surface.server(sample, settings.rsat_ms), settings.warmup_s, settings.psat, seed * 1_000_003 + next(counter)
+        )
 
     mapped = map_surface(surface.factors, chosen, runner, settings, policy)
     failures = sum(o.failure is not None for o in mapped.outcomes)
@@ -501,6 +601,7 @@ def simulate_surface(name: str, n_samples: int, settings: SearchSettings | None 
 
 # -- peakbench simulate ---------------------------------------------------------
 
+
 def _peak_range(text: str) -> tuple[float, float]:
     try:
         low, high = (float(w) for w in text.split(","))
@@ -512,55 +613,84 @@ def _peak_range(text: str) -> tuple[float, float]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="peakbench simulate",
-                                     description="Run peak-search policies side by side on simulated servers.")
-    parser.add_argument("--policies", default="guided,binsearch,model,linear",
-                        help="comma-separated policies (default: %(default)s)")
+    parser = argparse.ArgumentParser(
+        prog="peakbench simulate", description="Run peak-search policies side by side on simulated servers."
+    )
+    parser.add_argument(
+        "--policies", default="guided,binsearch,model,linear", help="comma-separated policies (default: %(default)s)"
+    )
     parser.add_argument("--samples", type=int, default=50, help="simulated servers (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--seeded", action="store_true", help="start each search near the true peak")
-    parser.add_argument("--peaks", default=f"{PEAK_RANGE[0]:g},{PEAK_RANGE[1]:g}",
-                        help="range of true peak rates, LOW,HIGH ops/s (log-uniform; default: %(default)s)")
+    parser.add_argument(
+        "--peaks",
+        default=f"{PEAK_RANGE[0]:g},{PEAK_RANGE[1]:g}",
+        help="range of true peak rates, LOW,HIGH ops/s (log-uniform; default: %(default)s)",
+    )
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--accuracy", type=float, default=0.90)
     parser.add_argument("--runlength", type=float, default=180.0, help="seconds per careful trial")
-    parser.add_argument("--min-runlength", type=float, default=None,
-                        help="shortest careful trial the guided policy may choose (default: runlength/3)")
-    parser.add_argument("--equal-runlength", action="store_true",
-                        help="every policy's careful trials run the full runlength (compares at equal trial length)")
+    parser.add_argument(
+        "--min-runlength",
+        type=float,
+        default=None,
+        help="shortest careful trial the guided policy may choose (default: runlength/3)",
+    )
+    parser.add_argument(
+        "--equal-runlength",
+        action="store_true",
+        help="every policy's careful trials run the full runlength (compares at equal trial length)",
+    )
     parser.add_argument("--noise", type=float, default=1.0, help="multiplies every server's queueing noise")
     parser.add_argument("--floor-cv", type=float, default=0.02, help="every server's runlength-free variation")
-    parser.add_argument("--queue", action="store_true",
-                        help="simulate each trial's queue from empty (transient included) instead of the analytic model")
-    parser.add_argument("--coverage", action="store_true",
-                        help="the claims' coverage: --samples searches per policy on the population and on a noisier "
-                             "one (noise 2, floor_cv 0.05), and R̄ intervals near saturation (1,000 per regime)")
+    parser.add_argument(
+        "--queue",
+        action="store_true",
+        help="simulate each trial's queue from empty (transient included) instead of the analytic model",
+    )
+    parser.add_argument(
+        "--coverage",
+        action="store_true",
+        help="the claims' coverage: --samples searches per policy on the population and on a noisier "
+        "one (noise 2, floor_cv 0.05), and R̄ intervals near saturation (1,000 per regime)",
+    )
     parser.add_argument("--warmup", type=float, default=30.0, help="seconds of warm-up per trial")
-    parser.add_argument("--surfaces", action="store_true",
-                        help="also fit the simulated surfaces from 6, 8 and 10 D-optimal samples of 32")
+    parser.add_argument(
+        "--surfaces",
+        action="store_true",
+        help="also fit the simulated surfaces from 6, 8 and 10 D-optimal samples of 32",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
     try:
-        settings = SearchSettings(confidence=args.confidence, accuracy=args.accuracy,
-                                  runlength_s=args.runlength,
-                                  min_runlength_s=args.runlength if args.equal_runlength else args.min_runlength,
-                                  warmup_s=args.warmup)
+        settings = SearchSettings(
+            confidence=args.confidence,
+            accuracy=args.accuracy,
+            runlength_s=args.runlength,
+            min_runlength_s=args.runlength if args.equal_runlength else args.min_runlength,
+            warmup_s=args.warmup,
+        )
         peak_range = _peak_range(args.peaks)
         policies = [p.strip() for p in args.policies.split(",") if p.strip()]
         options = {"noise": args.noise, "floor_cv": args.floor_cv, **({"queue": True} if args.queue else {})}
         if args.coverage:
-            print(format_coverage(coverage(policies, args.samples, settings, args.seed, args.seeded, peak_range,
-                                           options)))
+            print(
+                format_coverage(coverage(policies, args.samples, settings, args.seed, args.seeded, peak_range, options))
+            )
             return 0
         report = simulate(policies, args.samples, settings, args.seed, args.seeded, peak_range, **options)
-        surfaces = ([simulate_surface(name, n, settings, args.seed) for name in SURFACES for n in (6, 8, 10)]
-                    if args.surfaces else [])
+        surfaces = (
+            [simulate_surface(name, n, settings, args.seed) for name in SURFACES for n in (6, 8, 10)]
+            if args.surfaces
+            else []
+        )
     except ValueError as error:
         print(f"peakbench simulate: {error}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps({"policies": report.to_dict(), "surfaces": [dataclasses.asdict(f) for f in surfaces]},
-                         indent=2))
+        print(
+            json.dumps({"policies": report.to_dict(), "surfaces": [dataclasses.asdict(f) for f in surfaces]}, indent=2)
+        )
         return 0
     print(format_report(report))
     if surfaces:

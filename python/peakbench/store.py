@@ -143,8 +143,25 @@ MIGRATIONS = [
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 JOB_KINDS = ("trial", "search", "sfs", "surface", "plan")  # what `results list` shows
-JSON_COLUMNS = ("notes", "spec", "result", "sysinfo", "settings", "plan", "sample", "sources", "vars", "metrics",
-                "threads", "hooks", "cache", "monitor", "trial_ids", "detail", "invocation")
+JSON_COLUMNS = (
+    "notes",
+    "spec",
+    "result",
+    "sysinfo",
+    "settings",
+    "plan",
+    "sample",
+    "sources",
+    "vars",
+    "metrics",
+    "threads",
+    "hooks",
+    "cache",
+    "monitor",
+    "trial_ids",
+    "detail",
+    "invocation",
+)
 
 
 def check_compatible(path: Path) -> None:
@@ -212,9 +229,12 @@ class Store:
                 self.connection.row_factory = sqlite3.Row
                 version = _check_version(self.connection, self.path)
                 if version < SCHEMA_VERSION:
-                    raise InputError(f"the store has schema version {version}, older than this peakbench's"
-                                     f" ({SCHEMA_VERSION}), and is opened read-only: run any writing command on"
-                                     " it once (or on a writable copy) to upgrade it", file=self.path)
+                    raise InputError(
+                        f"the store has schema version {version}, older than this peakbench's"
+                        f" ({SCHEMA_VERSION}), and is opened read-only: run any writing command on"
+                        " it once (or on a writable copy) to upgrade it",
+                        file=self.path,
+                    )
                 return
             # Autocommit mode: transactions are opened explicitly, so that schema
             # changes (which sqlite3 would otherwise commit one by one) are atomic too.
@@ -261,48 +281,106 @@ class Store:
                     self.connection.execute(statement)
             self.connection.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
 
-    def add_trial(self, *, workload: str, target: str, spec: dict, sysinfo: dict, result: dict | None = None,
-                  error: str | None = None, notes: list[str] = (), search_id: int | None = None,
-                  sfs_run_id: int | None = None, cost_s: float | None = None, interrupted: bool = False) -> int:
+    def add_trial(
+        self,
+        *,
+        workload: str,
+        target: str,
+        spec: dict,
+        sysinfo: dict,
+        result: dict | None = None,
+        error: str | None = None,
+        notes: list[str] = (),
+        search_id: int | None = None,
+        sfs_run_id: int | None = None,
+        cost_s: float | None = None,
+        interrupted: bool = False,
+    ) -> int:
         """Store one trial (done if it has a result, failed otherwise, interrupted if its result covers
         only part of its window); returns its id."""
         with self._transaction():  # the whole trial or nothing
-            return self.insert_trial(workload=workload, target=target, spec=spec, sysinfo=sysinfo, result=result,
-                                     error=error, notes=notes, search_id=search_id, sfs_run_id=sfs_run_id,
-                                     cost_s=cost_s, interrupted=interrupted)
+            return self.insert_trial(
+                workload=workload,
+                target=target,
+                spec=spec,
+                sysinfo=sysinfo,
+                result=result,
+                error=error,
+                notes=notes,
+                search_id=search_id,
+                sfs_run_id=sfs_run_id,
+                cost_s=cost_s,
+                interrupted=interrupted,
+            )
 
     def transaction(self):
         """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on any exception): for writes that must land together."""
         return self._transaction()
 
-    def insert_trial(self, *, workload: str, target: str, spec: dict, sysinfo: dict, result: dict | None = None,
-                     error: str | None = None, notes: list[str] = (), search_id: int | None = None,
-                     sfs_run_id: int | None = None, cost_s: float | None = None, interrupted: bool = False) -> int:
+    def insert_trial(
+        self,
+        *,
+        workload: str,
+        target: str,
+        spec: dict,
+        sysinfo: dict,
+        result: dict | None = None,
+        error: str | None = None,
+        notes: list[str] = (),
+        search_id: int | None = None,
+        sfs_run_id: int | None = None,
+        cost_s: float | None = None,
+        interrupted: bool = False,
+    ) -> int:
         """add_trial's INSERT, inside a transaction the caller holds (see transaction())."""
         cursor = self.connection.execute(
             "INSERT INTO trials (created, workload, target, rate, status, error, notes, spec, result, sysinfo,"
             " search_id, sfs_run_id, cost_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                _now(), workload, target, spec["load"]["rate"],
-                "interrupted" if interrupted else "done" if result is not None else "failed", error,
-                json.dumps(list(notes)), json.dumps(spec),
-                json.dumps(result) if result is not None else None, json.dumps(sysinfo), search_id,
-                sfs_run_id, cost_s,
+                _now(),
+                workload,
+                target,
+                spec["load"]["rate"],
+                "interrupted" if interrupted else "done" if result is not None else "failed",
+                error,
+                json.dumps(list(notes)),
+                json.dumps(spec),
+                json.dumps(result) if result is not None else None,
+                json.dumps(sysinfo),
+                search_id,
+                sfs_run_id,
+                cost_s,
             ),
         )
         return cursor.lastrowid
 
-    def add_search(self, *, workload: str, target: str, policy: str, settings: dict,
-                   surface_id: int | None = None, sample: dict | None = None, invocation: dict | None = None) -> int:
+    def add_search(
+        self,
+        *,
+        workload: str,
+        target: str,
+        policy: str,
+        settings: dict,
+        surface_id: int | None = None,
+        sample: dict | None = None,
+        invocation: dict | None = None,
+    ) -> int:
         """Open a search before its first trial, so every trial can point at it; returns its id.
         `invocation`: what `peakbench resume` needs to continue it (None: it cannot be resumed)."""
         with self._transaction():
             cursor = self.connection.execute(
                 "INSERT INTO searches (created, workload, target, policy, settings, status, surface_id, sample,"
                 " invocation) VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?)",
-                (_now(), workload, target, policy, json.dumps(settings), surface_id,
-                 json.dumps(sample) if sample is not None else None,
-                 json.dumps(invocation) if invocation is not None else None),
+                (
+                    _now(),
+                    workload,
+                    target,
+                    policy,
+                    json.dumps(settings),
+                    surface_id,
+                    json.dumps(sample) if sample is not None else None,
+                    json.dumps(invocation) if invocation is not None else None,
+                ),
             )
         return cursor.lastrowid
 
@@ -319,7 +397,8 @@ class Store:
         """Open a surface before its first sample, so every sample's search can point at it."""
         with self._transaction():
             cursor = self.connection.execute(
-                "INSERT INTO surfaces (created, plan, status) VALUES (?, ?, 'running')", (_now(), json.dumps(plan)))
+                "INSERT INTO surfaces (created, plan, status) VALUES (?, ?, 'running')", (_now(), json.dumps(plan))
+            )
         return cursor.lastrowid
 
     def finish_surface(self, surface_id: int, *, result: dict | None = None, error: str | None = None) -> None:
@@ -345,8 +424,12 @@ class Store:
         with self._transaction():
             self.connection.execute(
                 f"UPDATE {table} SET status = ?, result = ?, error = ? WHERE id = ?",
-                ("done" if result is not None else "failed", json.dumps(result) if result is not None else None,
-                 error, row_id),
+                (
+                    "done" if result is not None else "failed",
+                    json.dumps(result) if result is not None else None,
+                    error,
+                    row_id,
+                ),
             )
 
     def searches(self) -> list[dict]:
@@ -364,15 +447,22 @@ class Store:
             cursor = self.connection.execute(
                 "INSERT INTO sfs_runs (created, workload, target, settings, status, invocation)"
                 " VALUES (?, ?, ?, ?, 'running', ?)",
-                (_now(), workload, target, json.dumps(settings),
-                 json.dumps(invocation) if invocation is not None else None),
+                (
+                    _now(),
+                    workload,
+                    target,
+                    json.dumps(settings),
+                    json.dumps(invocation) if invocation is not None else None,
+                ),
             )
         return cursor.lastrowid
 
     def finish_sfs_run(self, run_id: int, *, error: str | None = None) -> None:
         with self._transaction():
-            self.connection.execute("UPDATE sfs_runs SET status = ?, error = ? WHERE id = ?",
-                                    ("done" if error is None else "failed", error, run_id))
+            self.connection.execute(
+                "UPDATE sfs_runs SET status = ?, error = ? WHERE id = ?",
+                ("done" if error is None else "failed", error, run_id),
+            )
 
     def sfs_runs(self) -> list[dict]:
         return self._rows("SELECT * FROM sfs_runs ORDER BY id")
@@ -396,30 +486,51 @@ class Store:
         if "trial" in kinds:
             for trial in self._rows("SELECT * FROM trials WHERE search_id IS NULL AND sfs_run_id IS NULL ORDER BY id"):
                 result = trial["result"]
-                verdict = (f"achieved {result['achieved_rate']:.1f} of {trial['rate']:g} ops/s" if result
-                           else trial["error"] or "")
+                verdict = (
+                    f"achieved {result['achieved_rate']:.1f} of {trial['rate']:g} ops/s"
+                    if result
+                    else trial["error"] or ""
+                )
                 jobs.append(_job("trial", trial, trial["workload"], trial["target"], verdict))
         if "search" in kinds:
             for search in self.searches():
                 result = search["result"]
-                verdict = (result["message"] if result else search["error"] or "")
-                trials = self.connection.execute("SELECT count(*) FROM trials WHERE search_id = ?",
-                                                 (search["id"],)).fetchone()[0]
+                verdict = result["message"] if result else search["error"] or ""
+                trials = self.connection.execute(
+                    "SELECT count(*) FROM trials WHERE search_id = ?", (search["id"],)
+                ).fetchone()[0]
                 size = f"{trials} trials" if trials or not result else f"{result['trials']} simulated trials"
                 jobs.append(_job("search", search, search["workload"], search["target"], verdict, size))
         if "sfs" in kinds:
             for run in self.sfs_runs():
-                done = self.connection.execute("SELECT count(*) FROM trials WHERE sfs_run_id = ? AND status = 'done'",
-                                               (run["id"],)).fetchone()[0]
+                done = self.connection.execute(
+                    "SELECT count(*) FROM trials WHERE sfs_run_id = ? AND status = 'done'", (run["id"],)
+                ).fetchone()[0]
                 planned = len(run["settings"].get("loads", []))
-                jobs.append(_job("sfs", run, run["workload"], run["target"], run["error"] or "",
-                                 f"{done} of {planned} load points"))
+                jobs.append(
+                    _job(
+                        "sfs",
+                        run,
+                        run["workload"],
+                        run["target"],
+                        run["error"] or "",
+                        f"{done} of {planned} load points",
+                    )
+                )
         if "surface" in kinds:
             for surface in self.surfaces():
                 plan = surface["plan"]
                 verdict = surface["error"] or ""
-                jobs.append(_job("surface", surface, plan.get("workload", ""), plan.get("target", ""), verdict,
-                                 f"{len(self.surface_searches(surface['id']))} samples"))
+                jobs.append(
+                    _job(
+                        "surface",
+                        surface,
+                        plan.get("workload", ""),
+                        plan.get("target", ""),
+                        verdict,
+                        f"{len(self.surface_searches(surface['id']))} samples",
+                    )
+                )
         if "plan" in kinds:
             for plan in self.plans():
                 jobs.append(_job("plan", plan, plan["name"], plan["path"], plan["error"] or ""))
@@ -434,8 +545,16 @@ class Store:
 
 
 def _job(kind: str, row: dict, workload: str, target: str, verdict: str, size: str = "") -> dict:
-    return {"kind": kind, "id": row["id"], "created": row["created"], "workload": workload, "target": target,
-            "status": row["status"], "size": size, "verdict": verdict}
+    return {
+        "kind": kind,
+        "id": row["id"],
+        "created": row["created"],
+        "workload": workload,
+        "target": target,
+        "status": row["status"],
+        "size": size,
+        "verdict": verdict,
+    }
 
 
 def _now() -> str:

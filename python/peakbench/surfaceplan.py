@@ -104,9 +104,19 @@ def _parse(document: dict, path: Path, quick_settings: dict) -> SurfacePlan:
         _check_template(template, factors, field)
     quick, settings = _settings(_table(document, "search"), quick_settings)
     configure = _configure(_table(document, "configure"), factors)
-    plan = SurfacePlan(path, workload, target, policy, factors, _design(_table(document, "design"), factors),
-                       settings, quick, configure, _boolean(document, "fail_fast", False),
-                       _boolean(document, "seeding", True))
+    plan = SurfacePlan(
+        path,
+        workload,
+        target,
+        policy,
+        factors,
+        _design(_table(document, "design"), factors),
+        settings,
+        quick,
+        configure,
+        _boolean(document, "fail_fast", False),
+        _boolean(document, "seeding", True),
+    )
     _check_sim_targets(plan)
     return plan
 
@@ -145,7 +155,7 @@ def _factors(value: object) -> tuple[Factor, ...]:
             elif isinstance(levels, list) and not any(isinstance(v, bool) for v in levels):
                 factor = Factor(name, tuple(levels), table.get("scale", "linear"))
             else:
-                raise ValueError(f"factor {name}: levels must be a list of numbers or a string such as \"1,2,4\"")
+                raise ValueError(f'factor {name}: levels must be a list of numbers or a string such as "1,2,4"')
         except ValueError as error:
             field = "scale" if "scale" in str(error) else "levels"
             raise InputError(str(error), field=f"{where}.{field}") from None
@@ -161,15 +171,22 @@ def _design(table: dict, factors: tuple[Factor, ...]) -> tuple[Sample, ...]:
     # Counted before any combination is made: 10 factors of 10 levels are 10^10 of them.
     combinations = math.prod(len(factor.levels) for factor in factors)
     if kind == "full-factorial" and combinations > MAX_SAMPLES:
-        raise InputError(f"a full factorial of these levels is {combinations:,} searches, more than {MAX_SAMPLES:,};"
-                         " use kind = \"d-optimal\" or fewer levels", field="design.kind")
+        raise InputError(
+            f"a full factorial of these levels is {combinations:,} searches, more than {MAX_SAMPLES:,};"
+            ' use kind = "d-optimal" or fewer levels',
+            field="design.kind",
+        )
     if combinations > MAX_CANDIDATES:
-        raise InputError(f"the levels make {combinations:,} combinations for the D-optimal choice, more than"
-                         f" {MAX_CANDIDATES:,}; use fewer levels", field="factors")
+        raise InputError(
+            f"the levels make {combinations:,} combinations for the D-optimal choice, more than"
+            f" {MAX_CANDIDATES:,}; use fewer levels",
+            field="factors",
+        )
     if kind == "full-factorial":
         if "samples" in table:
-            raise InputError("a full factorial runs every combination of levels; samples is for d-optimal",
-                             field="design.samples")
+            raise InputError(
+                "a full factorial runs every combination of levels; samples is for d-optimal", field="design.samples"
+            )
         return tuple(full_factorial(factors))
     count = table.get("samples")
     if isinstance(count, bool) or not isinstance(count, int):

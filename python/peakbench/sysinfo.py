@@ -74,8 +74,11 @@ def disks(partitions_text: str | None = None, sys_block: Path = Path("/sys/block
         disk_dir = sys_block / name
         if disk_dir.is_dir():
             entry = {"name": name, "size_bytes": blocks * 1024, "partitions": []}
-            for attribute, key in (("device/model", "model"), ("queue/rotational", "rotational"),
-                                   ("loop/backing_file", "backing_file")):
+            for attribute, key in (
+                ("device/model", "model"),
+                ("queue/rotational", "rotational"),
+                ("loop/backing_file", "backing_file"),
+            ):
                 try:
                     entry[key] = (disk_dir / attribute).read_text().strip()
                 except OSError:

@@ -45,8 +45,21 @@ def op_table(spec: dict, result: dict) -> Table:
     mix = spec.get("mix", {})
     total_ms = sum(op.get("total_ms", 0.0) for op in ops.values()) or 1.0
     table = Table(title="per-operation breakdown (latency in ms, from the intended send time)")
-    for heading in ("op", "mix %", "count", "mean", "stddev", "p50", "p99", "% time", "errors", "shed", "timeouts",
-                    "cancelled", "failed %"):
+    for heading in (
+        "op",
+        "mix %",
+        "count",
+        "mean",
+        "stddev",
+        "p50",
+        "p99",
+        "% time",
+        "errors",
+        "shed",
+        "timeouts",
+        "cancelled",
+        "failed %",
+    ):
         table.add_column(heading, justify="left" if heading == "op" else "right")
     # Mix order, largest first, then anything the engine reports that was not asked for.
     names = sorted(mix, key=lambda name: -mix[name]) + sorted(set(ops) - set(mix))
@@ -76,77 +89,120 @@ def summary_lines(spec: dict, result: dict) -> list[Text]:
     load = spec.get("load", {})
     window = f"warm-up {result.get('warmup_s', 0):g} s, measured {result.get('runtime_s', 0):g} s"
     if requested is None:  # closed loop: no offered rate
-        lines.append(Text(f"closed loop with {result.get('clients')} clients: achieved (successful) {achieved:.1f}"
-                          f" ops/s  [{window}]"))
+        lines.append(
+            Text(
+                f"closed loop with {result.get('clients')} clients: achieved (successful) {achieved:.1f}"
+                f" ops/s  [{window}]"
+            )
+        )
     else:
-        lines.append(Text(
-            f"offered {requested:.1f} ops/s, achieved (successful) {achieved:.1f} ops/s"
-            f" ({achieved / requested * 100 if requested else 0:.1f}%)"
-            f"  [{load.get('arrivals', 'uniform')} arrivals, {window}]"
-        ))
+        lines.append(
+            Text(
+                f"offered {requested:.1f} ops/s, achieved (successful) {achieved:.1f} ops/s"
+                f" ({achieved / requested * 100 if requested else 0:.1f}%)"
+                f"  [{load.get('arrivals', 'uniform')} arrivals, {window}]"
+            )
+        )
     counts = outcomes(result)
     requests = sum(counts[k] for k in ("succeeded", "errors", "shed", "timeouts", "cancelled"))
     if requests:
         completed = f" ({result['completed_rate']:.1f} ops/s completed)" if "completed_rate" in result else ""
-        lines.append(Text(
-            f"window's {requests} requests{completed}: {counts['succeeded']} succeeded, errors {_count_share(counts['errors'], requests)},"
-            f" shed {_count_share(counts['shed'], requests)}, timeouts {_count_share(counts['timeouts'], requests)},"
-            f" cancelled {_count_share(counts['cancelled'], requests)}",
-            style="red" if counts["failed_share"] else ""))
+        lines.append(
+            Text(
+                f"window's {requests} requests{completed}: {counts['succeeded']} succeeded, errors {_count_share(counts['errors'], requests)},"
+                f" shed {_count_share(counts['shed'], requests)}, timeouts {_count_share(counts['timeouts'], requests)},"
+                f" cancelled {_count_share(counts['cancelled'], requests)}",
+                style="red" if counts["failed_share"] else "",
+            )
+        )
         if counts["shed"]:
-            lines.append(Text(f"the target shed {counts['shed']} requests ({SHED_LABEL}): it is saturated at this rate",
-                              style="yellow"))
+            lines.append(
+                Text(
+                    f"the target shed {counts['shed']} requests ({SHED_LABEL}): it is saturated at this rate",
+                    style="yellow",
+                )
+            )
     if result.get("bytes"):
         lines.append(Text(f"output {result['output_mbit_s']:.2f} Mb/s ({result['bytes']:,} bytes in the window)"))
     latency = result["latency"]
     samples = latency.get("count", result.get("completed", 0))
-    lines.append(Text(
-        f"latency mean {_ms(latency['mean_ms'])} ± {_ms(latency['stddev_ms'])} ms (n={samples}),"
-        f" p50 {_ms(latency['p50_ms'])} ms, p99 {_ms(latency['p99_ms'])} ms"
-    ))
+    lines.append(
+        Text(
+            f"latency mean {_ms(latency['mean_ms'])} ± {_ms(latency['stddev_ms'])} ms (n={samples}),"
+            f" p50 {_ms(latency['p50_ms'])} ms, p99 {_ms(latency['p99_ms'])} ms"
+        )
+    )
     moderation = result.get("receive_moderation", {})
     if moderation.get("holds"):
-        policy = (f"{moderation['hold_fraction_of_latency']:.0%} of the observed latency, at most"
-                  f" {moderation['hold_cap_us']:g} µs" if moderation["mode"] == "adaptive" else f"{moderation['hold_us']:g} µs")
-        lines.append(Text(f"receive moderation ({moderation['mode']}, {policy}, while 8+ calls were in flight):"
-                          f" {moderation['holds']:,} of {moderation['reads']:,} reads held replies back, mean"
-                          f" {moderation['mean_hold_us']:.0f} µs, max {moderation['max_hold_us']:.0f} µs"
-                          " (the latencies include it)", style="yellow"))
+        policy = (
+            f"{moderation['hold_fraction_of_latency']:.0%} of the observed latency, at most"
+            f" {moderation['hold_cap_us']:g} µs"
+            if moderation["mode"] == "adaptive"
+            else f"{moderation['hold_us']:g} µs"
+        )
+        lines.append(
+            Text(
+                f"receive moderation ({moderation['mode']}, {policy}, while 8+ calls were in flight):"
+                f" {moderation['holds']:,} of {moderation['reads']:,} reads held replies back, mean"
+                f" {moderation['mean_hold_us']:.0f} µs, max {moderation['max_hold_us']:.0f} µs"
+                " (the latencies include it)",
+                style="yellow",
+            )
+        )
     lag = result["schedule_lag"]
-    lines.append(Text(
-        f"schedule lag mean {_ms(lag.get('mean_ms'))} ms, p99 {_ms(lag.get('p99_ms'))} ms,"
-        f" max {_ms(lag.get('max_ms'))} ms"
-    ))
+    lines.append(
+        Text(
+            f"schedule lag mean {_ms(lag.get('mean_ms'))} ms, p99 {_ms(lag.get('p99_ms'))} ms,"
+            f" max {_ms(lag.get('max_ms'))} ms"
+        )
+    )
     failures = [
         f"{name} {kind}×{count}"
         for name, op in sorted(result.get("ops", {}).items())
-        for kind, count in sorted({**op.get("errors", {}), "shed": op.get("shed", 0), "timeout": op.get("timeouts", 0),
-                                   "cancelled": op.get("cancellations", 0)}.items())
+        for kind, count in sorted(
+            {
+                **op.get("errors", {}),
+                "shed": op.get("shed", 0),
+                "timeout": op.get("timeouts", 0),
+                "cancelled": op.get("cancellations", 0),
+            }.items()
+        )
         if count
     ]
     if failures:
         lines.append(Text("errors: " + ", ".join(failures), style="red"))
-    retransmitted = [f"{name} ×{op['retransmissions']}" for name, op in sorted(result.get("ops", {}).items())
-                     if op.get("retransmissions")]
+    retransmitted = [
+        f"{name} ×{op['retransmissions']}"
+        for name, op in sorted(result.get("ops", {}).items())
+        if op.get("retransmissions")
+    ]
     if retransmitted:
         lines.append(Text("retransmissions: " + ", ".join(retransmitted), style="yellow"))
     outstanding = result.get("outstanding") or {}
     if outstanding.get("cap_bound"):
-        lines.append(Text(
-            f"the cap of {outstanding['cap']} outstanding requests held back {outstanding['cap_bound']} sends;"
-            " their latency includes that wait", style="yellow",
-        ))
+        lines.append(
+            Text(
+                f"the cap of {outstanding['cap']} outstanding requests held back {outstanding['cap_bound']} sends;"
+                " their latency includes that wait",
+                style="yellow",
+            )
+        )
     if result.get("generator_saturated"):
         reason = result.get("saturation_reason") or "the schedule lag kept growing"
-        lines.append(Text(
-            f"WARNING: THE LOAD GENERATOR SATURATED ({reason}). These numbers measure peakbench's"
-            " limit on this machine, not the target's.", style="bold white on red",
-        ))
+        lines.append(
+            Text(
+                f"WARNING: THE LOAD GENERATOR SATURATED ({reason}). These numbers measure peakbench's"
+                " limit on this machine, not the target's.",
+                style="bold white on red",
+            )
+        )
     elif requested is not None and achieved < 0.95 * offered_rate(result):
-        lines.append(Text(
-            "the target completed under 95% of the offered load successfully: it is probably saturated at this rate",
-            style="yellow",
-        ))
+        lines.append(
+            Text(
+                "the target completed under 95% of the offered load successfully: it is probably saturated at this rate",
+                style="yellow",
+            )
+        )
     return lines
 
 

@@ -34,9 +34,13 @@ NFS_OPTIONS = {
     "max_outstanding": ("max_outstanding", "count", "cap on RPCs in flight (default: none)"),
     "timeout": ("timeout_ms", "duration", "per-attempt RPC timeout, e.g. 500ms, 5s (default 5s)"),
     "retrans": ("retrans", "retrans", "retransmissions before a call times out (default 2)"),
-    "recv_wait": ("recv_wait_us", "wait", "receive moderation: with 8+ calls in flight, wait this long after a read"
-                  " that found few replies, e.g. 100us, or 0 for off (default: a tenth of the observed latency,"
-                  " at most 200us; the result reports what was held)"),
+    "recv_wait": (
+        "recv_wait_us",
+        "wait",
+        "receive moderation: with 8+ calls in flight, wait this long after a read"
+        " that found few replies, e.g. 100us, or 0 for off (default: a tenth of the observed latency,"
+        " at most 200us; the result reports what was held)",
+    ),
 }
 MAX_RECV_WAIT_US = 1000  # the engine's limit (spec.rs)
 
@@ -54,10 +58,18 @@ def _nfs_number(text: str, name: str, kind: str, label: str) -> float | int:
         except InputError:
             micros = None
         if micros is None or micros > MAX_RECV_WAIT_US:
-            raise InputError(f"{label}: {name}={text} must be 0 to {MAX_RECV_WAIT_US}us (e.g. 100us, 0.2ms)", field=FIELD)
+            raise InputError(
+                f"{label}: {name}={text} must be 0 to {MAX_RECV_WAIT_US}us (e.g. 100us, 0.2ms)", field=FIELD
+            )
         return micros
-    bounds = {"port": (1, 65535), "id": (0, 2**32 - 1), "xfer": (512, 1 << 20), "conns": (1, 1024),
-              "count": (1, 2**32), "retrans": (0, 100)}[kind]
+    bounds = {
+        "port": (1, 65535),
+        "id": (0, 2**32 - 1),
+        "xfer": (512, 1 << 20),
+        "conns": (1, 1024),
+        "count": (1, 2**32),
+        "retrans": (0, 100),
+    }[kind]
     try:
         value = int(text)
     except ValueError:

@@ -44,8 +44,11 @@ def syntax_error(path: Path, error: tomllib.TOMLDecodeError, text: str) -> Input
     if match is None:
         end = re.search(r"\s*\(at end of document\)$", str(error))
         if end is not None:
-            return InputError(f"invalid TOML: {str(error)[: end.start()]} (at the end of the file)", file=path,
-                              line=len(text.splitlines()) or 1)
+            return InputError(
+                f"invalid TOML: {str(error)[: end.start()]} (at the end of the file)",
+                file=path,
+                line=len(text.splitlines()) or 1,
+            )
         return InputError(f"invalid TOML: {error}", file=path)
     message = str(error)[: match.start()].rstrip()
     return InputError(f"invalid TOML: {message} (column {match.group(2)})", file=path, line=int(match.group(1)))

@@ -51,14 +51,14 @@ class _Scanner:
             # a closing delimiter may be followed by up to two more quotes that belong to the string
             while self.text.startswith(quote, end + 3):
                 end += 1
-            value = self.text[self.i:end]
+            value = self.text[self.i : end]
             self.advance(end + 3 - self.i)
             return value
         self.advance()
         out = []
         while self.i < len(self.text) and self.peek() != quote and self.peek() != "\n":
             if quote == '"' and self.peek() == "\\":
-                out.append(self.text[self.i:self.i + 2])
+                out.append(self.text[self.i : self.i + 2])
                 self.advance(2)
                 continue
             out.append(self.peek())
@@ -76,7 +76,7 @@ class _Scanner:
                 start = self.i
                 while self.i < len(self.text) and (self.peek().isalnum() or self.peek() in "_-"):
                     self.i += 1
-                parts.append(self.text[start:self.i])
+                parts.append(self.text[start : self.i])
             self.skip_blank(newlines=False)
             if self.peek() == ".":
                 self.advance()

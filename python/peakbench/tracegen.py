@@ -60,7 +60,7 @@ def file_table(shape: TraceShape, rng: random.Random) -> tuple[list[str], list[i
         sizes.append(int(min(shape.max_size, rng.lognormvariate(mu, sigma))))
     ranks = list(range(1, shape.files + 1))
     rng.shuffle(ranks)
-    weights = [r ** -shape.alpha for r in ranks]
+    weights = [r**-shape.alpha for r in ranks]
     total = sum(weights)
     cumulative, acc = [], 0.0
     for w in weights:

@@ -60,8 +60,9 @@ class TrialFailed(RunError):
         self.partial = partial  # what the clients that finished measured, if any
 
 
-def run_trial(spec: dict, engine, store: Store, record: TrialRecord, *, prepare: bool = True,
-              phase: str = "run") -> StoredTrial:
+def run_trial(
+    spec: dict, engine, store: Store, record: TrialRecord, *, prepare: bool = True, phase: str = "run"
+) -> StoredTrial:
     """Prepare (unless told not to), run and store one trial; see the module's docstring."""
     started = time.monotonic()
     try:
@@ -75,17 +76,29 @@ def run_trial(spec: dict, engine, store: Store, record: TrialRecord, *, prepare:
         partial = lost.trial.result
         notes = record.notes
         if partial is not None:
-            notes += ("partial results of the clients that finished: " + ", ".join(
-                f"{c['name']} achieved {c['achieved_rate']:.1f} of {c['requested_rate']:.1f} ops/s"
-                for c in partial["clients"]),)
+            notes += (
+                "partial results of the clients that finished: "
+                + ", ".join(
+                    f"{c['name']} achieved {c['achieved_rate']:.1f} of {c['requested_rate']:.1f} ops/s"
+                    for c in partial["clients"]
+                ),
+            )
         trial_id = _store_failure(store, spec, dataclasses.replace(record, notes=notes), str(lost))
         raise TrialFailed(f"{lost}{_stored_as(trial_id)}", trial_id, partial) from None
     except RunError as error:
         trial_id = _store_failure(store, spec, record, str(error))
         raise TrialFailed(f"{error}{_stored_as(trial_id)}", trial_id) from None
     except TrialInterrupted as stop:  # what the window measured before Ctrl-C is kept, marked so
-        stop.trial_id = _keep(store, {"spec": spec, "result": stop.result, "cost_s": time.monotonic() - started,
-                                      "interrupted": True, **record.fields()})
+        stop.trial_id = _keep(
+            store,
+            {
+                "spec": spec,
+                "result": stop.result,
+                "cost_s": time.monotonic() - started,
+                "interrupted": True,
+                **record.fields(),
+            },
+        )
         raise
     cost_s = time.monotonic() - started
     try:
@@ -128,5 +141,6 @@ def save_unstored(store_path: Path, trial: dict) -> Path:
             return path
         except OSError:
             continue
-    raise RunError("the trial could be stored nowhere: the store, the working directory and the temporary"
-                   " directory all refused it")
+    raise RunError(
+        "the trial could be stored nowhere: the store, the working directory and the temporary directory all refused it"
+    )

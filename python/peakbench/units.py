@@ -18,9 +18,16 @@ from .errors import InputError
 
 # "" is the plain number written as a string, e.g. "4096".
 SIZE_UNITS = {
-    "": 1, "b": 1,
-    "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
-    "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
+    "": 1,
+    "b": 1,
+    "kb": 1000,
+    "mb": 1000**2,
+    "gb": 1000**3,
+    "tb": 1000**4,
+    "kib": 1024,
+    "mib": 1024**2,
+    "gib": 1024**3,
+    "tib": 1024**4,
 }
 DURATION_UNITS = {"": 1.0, "us": 1e-6, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 MAX_DURATION_S = 30 * 86400.0
@@ -69,10 +76,10 @@ def parse_duration(value: object, field: str | None = None) -> float:
     elif isinstance(value, str):
         number, unit = _split(value) or (0.0, "?")
         if unit not in DURATION_UNITS:
-            raise InputError(f"{value!r} is not a duration; write e.g. 30, \"30s\", \"2m\"", field=field)
+            raise InputError(f'{value!r} is not a duration; write e.g. 30, "30s", "2m"', field=field)
         seconds = number * DURATION_UNITS[unit]
     else:
-        raise InputError(f"{value!r} is not a duration; write e.g. 30, \"30s\", \"2m\"", field=field)
+        raise InputError(f'{value!r} is not a duration; write e.g. 30, "30s", "2m"', field=field)
     if not math.isfinite(seconds) or seconds < 0:
         raise InputError(f"duration {value!r} must be a finite number >= 0", field=field)
     if seconds > MAX_DURATION_S:

@@ -58,9 +58,13 @@ CANNED_DIR = Path(__file__).parent / "workloads"
 TABLES = ("fileset", "scaling", "mix", "read", "write", "load", "cluster")
 TOP_KEYS = ("name", "description", "source", *TABLES)
 FILESET_DISTS = {  # key -> what its samples measure
-    "files_per_dir": "count", "dirs_per_dir": "count", "symlinks_per_dir": "count",
+    "files_per_dir": "count",
+    "dirs_per_dir": "count",
+    "symlinks_per_dir": "count",
     "file_sizes": "size",
-    "file_popularity": "popularity", "dir_popularity": "popularity", "symlink_popularity": "popularity",
+    "file_popularity": "popularity",
+    "dir_popularity": "popularity",
+    "symlink_popularity": "popularity",
 }
 FILESET_KEYS = (*FILESET_DISTS, "max_depth", "active_fraction", "seed")
 FILESET_REQUIRED = ("files_per_dir", "dirs_per_dir", "max_depth", "file_sizes")
@@ -113,8 +117,11 @@ class Workload:
 
     def _refuse(self, rate: float, scale: float, wanted: float) -> InputError:
         count = f"{wanted:.3g} files" if math.isfinite(wanted) else "more files than a float can count"
-        return InputError(f"at {rate:g} ops/s and scale {scale:g} the file set would have {count}, more than the"
-                          f" engine's {MAX_FILES:,}; lower the rate or the scale", file=self.path)
+        return InputError(
+            f"at {rate:g} ops/s and scale {scale:g} the file set would have {count}, more than the"
+            f" engine's {MAX_FILES:,}; lower the rate or the scale",
+            file=self.path,
+        )
 
     def files_at(self, rate: float, scale: float = 1.0) -> int:
         """Self-scaling: the file count for an offered load of `rate` ops/s."""
@@ -250,17 +257,21 @@ def _parse_scaling(table: dict) -> Scaling:
     if "files_per_op" in table:
         files_per_op = _positive_number(table["files_per_op"], "scaling.files_per_op")
         if files_per_op > MAX_FILES_PER_OP:
-            raise InputError(f"must be at most {MAX_FILES_PER_OP:,} files per op/s (got {files_per_op:g})",
-                             field="scaling.files_per_op")
+            raise InputError(
+                f"must be at most {MAX_FILES_PER_OP:,} files per op/s (got {files_per_op:g})",
+                field="scaling.files_per_op",
+            )
     else:
         bytes_per_op = parse_size(table["bytes_per_op"], "scaling.bytes_per_op")
         if not 0 < bytes_per_op <= MAX_BYTES_PER_OP:
-            raise InputError(f"must be above 0 and at most 1 TiB per op/s (got {bytes_per_op:g} bytes)",
-                             field="scaling.bytes_per_op")
+            raise InputError(
+                f"must be above 0 and at most 1 TiB per op/s (got {bytes_per_op:g} bytes)", field="scaling.bytes_per_op"
+            )
     min_files = table.get("min_files", 1)
     if isinstance(min_files, bool) or not isinstance(min_files, int) or not 1 <= min_files <= MAX_FILES:
-        raise InputError(f"must be a whole number from 1 to {MAX_FILES:,} (got {min_files!r})",
-                         field="scaling.min_files")
+        raise InputError(
+            f"must be a whole number from 1 to {MAX_FILES:,} (got {min_files!r})", field="scaling.min_files"
+        )
     return Scaling(files_per_op, bytes_per_op, min_files)
 
 

@@ -23,19 +23,46 @@ per-client runs, verdict) without raising for a lost client. See fanout.py.
 
 from .clock import ClockOffset, check_skew, measure_offsets
 from .connection import LoadClient, LoadCluster, connect
-from .fanout import (COMPLETE, FAILED, LOST, ClientRun, ClientsLost, DistributedEngine, DistributedTrial,
-                     client_specs, engine_for)
+from .fanout import (
+    COMPLETE,
+    FAILED,
+    LOST,
+    ClientRun,
+    ClientsLost,
+    DistributedEngine,
+    DistributedTrial,
+    client_specs,
+    engine_for,
+)
 from .merge import merge_results
 
-__all__ = ["COMPLETE", "FAILED", "LOST", "ClientRun", "ClientsLost", "ClockOffset", "DistributedEngine",
-           "DistributedTrial", "LoadClient", "engine_for", "LoadCluster", "check_skew", "client_specs", "connect",
-           "map_surface_on_pool", "measure_offsets", "merge_results", "PoolResult"]
+__all__ = [
+    "COMPLETE",
+    "FAILED",
+    "LOST",
+    "ClientRun",
+    "ClientsLost",
+    "ClockOffset",
+    "DistributedEngine",
+    "DistributedTrial",
+    "LoadClient",
+    "engine_for",
+    "LoadCluster",
+    "check_skew",
+    "client_specs",
+    "connect",
+    "map_surface_on_pool",
+    "measure_offsets",
+    "merge_results",
+    "PoolResult",
+]
 
 
 def __getattr__(name: str):
-    # The pool needs the controller (statsmodels, scipy): imported on use, so that workers,
+    # The pool needs the controller (scipy): imported on use, so that workers,
     # which import this package to run an engine, start in a fraction of a second.
     if name in ("PoolResult", "map_surface_on_pool"):
         from . import pool
+
         return getattr(pool, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

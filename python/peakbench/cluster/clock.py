@@ -43,8 +43,11 @@ class ClockOffset:
         return self.offset_s if abs(self.offset_s) > self.uncertainty_s else 0.0
 
     def to_dict(self) -> dict:
-        return {"offset_ms": self.offset_s * 1e3, "uncertainty_ms": self.uncertainty_s * 1e3,
-                "corrected_ms": self.correction_s * 1e3}
+        return {
+            "offset_ms": self.offset_s * 1e3,
+            "uncertainty_ms": self.uncertainty_s * 1e3,
+            "corrected_ms": self.correction_s * 1e3,
+        }
 
 
 def worker_clock() -> float:
@@ -85,18 +88,25 @@ def check_skew(offsets: Sequence[ClockOffset], tolerance_s: float, compensate: b
         worst = sorted(offsets, key=lambda o: -abs(o.offset_s))[:2]
         detail = ", ".join(f"{o.client} {o.offset_s * 1e3:+.1f} ms" for o in worst)
         why = f"the clients' clocks disagree ({detail} against the controller's)"
-    raise RunError(f"refused: a start skewed by up to {bound * 1e3:.1f} ms, beyond the tolerance of"
-                   f" {tolerance_s * 1e3:g} ms: {why}")
+    raise RunError(
+        f"refused: a start skewed by up to {bound * 1e3:.1f} ms, beyond the tolerance of"
+        f" {tolerance_s * 1e3:g} ms: {why}"
+    )
 
 
-def measure_offsets(cluster, clock: Callable[[], float] = worker_clock, now: Callable[[], float] = time.time,
-                    good_enough_s: float = DEFAULT_TOLERANCE_S / 4) -> list[ClockOffset]:
+def measure_offsets(
+    cluster,
+    clock: Callable[[], float] = worker_clock,
+    now: Callable[[], float] = time.time,
+    good_enough_s: float = DEFAULT_TOLERANCE_S / 4,
+) -> list[ClockOffset]:
     """Each load client's offset (in client order). `clock` runs on the workers (tests pass a skewed one)."""
     offsets = []
     for load_client in cluster.clients:
         samples: list[tuple[float, float, float]] = []
         while len(samples) < MIN_ROUNDS or (
-                len(samples) < MAX_ROUNDS and estimate(load_client.name, samples).uncertainty_s > good_enough_s):
+            len(samples) < MAX_ROUNDS and estimate(load_client.name, samples).uncertainty_s > good_enough_s
+        ):
             t0 = now()
             answers = cluster.client.run(clock, workers=[load_client.worker])
             t1 = now()

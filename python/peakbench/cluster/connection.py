@@ -72,11 +72,16 @@ def version_mismatches(controller: dict, workers: dict[str, dict]) -> list[str]:
     problems = []
     for address, found in sorted(workers.items()):
         if isinstance(found, BaseException):
-            problems.append(f"worker {address} could not run peakbench ({type(found).__name__}: {found});"
-                            f" install the same peakbench on every worker")
+            problems.append(
+                f"worker {address} could not run peakbench ({type(found).__name__}: {found});"
+                f" install the same peakbench on every worker"
+            )
             continue
-        differ = [f"{key} {found.get(key)} (controller {controller[key]})" for key in MUST_MATCH
-                  if found.get(key) != controller[key]]
+        differ = [
+            f"{key} {found.get(key)} (controller {controller[key]})"
+            for key in MUST_MATCH
+            if found.get(key) != controller[key]
+        ]
         if differ:
             problems.append(f"worker {address} on {found.get('host')} has " + ", ".join(differ))
     return problems
@@ -125,7 +130,7 @@ class LoadCluster:
 def _main_module_hidden():
     """Spawned worker processes re-import the controller's __main__ (multiprocessing's spawn
     does, to find functions defined there). For `python -m peakbench.cli` that is the whole
-    CLI with statsmodels and scipy, seconds per worker on two cores; the workers only run
+    CLI with scipy, seconds per worker on two cores; the workers only run
     functions of peakbench.cluster, so they are started without it."""
     main = sys.modules.get("__main__")
     saved = {key: getattr(main, key) for key in ("__spec__", "__file__") if hasattr(main, key)}
@@ -140,13 +145,27 @@ def _main_module_hidden():
 
 def _quiet_dask() -> None:
     # A closing cluster logs connection resets and heartbeats at WARNING; the user needs none of it.
-    for name in ("distributed", "distributed.nanny", "distributed.scheduler", "distributed.worker",
-                 "distributed.core", "distributed.comm", "distributed.client", "distributed.batched"):
+    for name in (
+        "distributed",
+        "distributed.nanny",
+        "distributed.scheduler",
+        "distributed.worker",
+        "distributed.core",
+        "distributed.comm",
+        "distributed.client",
+        "distributed.batched",
+    ):
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
-def connect(clients: int | None = None, address: str | None = None, *, timeout_s: float = CONNECT_TIMEOUT_S,
-            check_versions: bool = True, worker_env: dict | None = None) -> LoadCluster:
+def connect(
+    clients: int | None = None,
+    address: str | None = None,
+    *,
+    timeout_s: float = CONNECT_TIMEOUT_S,
+    check_versions: bool = True,
+    worker_env: dict | None = None,
+) -> LoadCluster:
     """A LocalCluster of `clients` worker processes, or the workers of the scheduler at `address`."""
     if clients is None and address is None:
         raise InputError("give a number of clients or a scheduler address", field="--clients")
@@ -157,12 +176,19 @@ def connect(clients: int | None = None, address: str | None = None, *, timeout_s
 
     _quiet_dask()
     local = None
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0,
-                          "distributed.comm.timeouts.connect": f"{timeout_s}s"}):
+    with dask.config.set(
+        {"distributed.scheduler.allowed-failures": 0, "distributed.comm.timeouts.connect": f"{timeout_s}s"}
+    ):
         if address is None:
             with _main_module_hidden():
-                local = LocalCluster(n_workers=clients, threads_per_worker=1, processes=True,
-                                     dashboard_address=":0", silence_logs=logging.ERROR, env=worker_env or {})
+                local = LocalCluster(
+                    n_workers=clients,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=":0",
+                    silence_logs=logging.ERROR,
+                    env=worker_env or {},
+                )
             client = Client(local, timeout=timeout_s)
         else:
             client = _reach(address, timeout_s)
@@ -182,8 +208,12 @@ def connect(clients: int | None = None, address: str | None = None, *, timeout_s
             if problems:
                 raise RunError("refused before any load started: " + "; ".join(problems))
         load_clients = [
-            LoadClient(f"client-{i}", address_, _field(found.get(address_), "host", address_),
-                       _field(found.get(address_), "pid", 0))
+            LoadClient(
+                f"client-{i}",
+                address_,
+                _field(found.get(address_), "host", address_),
+                _field(found.get(address_), "pid", 0),
+            )
             for i, address_ in enumerate(workers)
         ]
         return LoadCluster(client, load_clients, local, found)
@@ -218,6 +248,8 @@ def _reach(address: str, timeout_s: float):
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         if len(reason) > 160:
             reason = reason[:157] + "..."
-        raise RunError(f"cannot reach the Dask scheduler at {address} (gave up after {waited:.0f} s: {reason})") from None
+        raise RunError(
+            f"cannot reach the Dask scheduler at {address} (gave up after {waited:.0f} s: {reason})"
+        ) from None
     except ValueError as error:
         raise InputError(f"{address}: not a scheduler address ({error})", field="--cluster") from None

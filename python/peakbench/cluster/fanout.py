@@ -59,8 +59,21 @@ from .merge import merge_results
 
 SPEC_SCHEMA_V2 = "peakbench.trial-spec/2"
 SEED_STRIDE = 1_000_003
-READ_ONLY_OPS = frozenset({"null", "getattr", "lookup", "access", "readlink", "read", "readdir", "readdirplus",
-                           "fsstat", "fsinfo", "pathconf"})
+READ_ONLY_OPS = frozenset(
+    {
+        "null",
+        "getattr",
+        "lookup",
+        "access",
+        "readlink",
+        "read",
+        "readdir",
+        "readdirplus",
+        "fsstat",
+        "fsinfo",
+        "pathconf",
+    }
+)
 DEFAULT_START_LEAD_S = 1.0
 POLL_S = 0.2
 PROGRESS_S = 1.0
@@ -71,11 +84,15 @@ COMPLETE, LOST, FAILED = "complete", "lost-clients", "failed-clients"
 
 # ------------------------------------------------------------------ the split (pure)
 
+
 def check_shareable(spec: dict) -> None:
     writes = sorted(op for op, share in spec["mix"].items() if share > 0 and op not in READ_ONLY_OPS)
     if writes:
-        raise InputError(f"a file set shared by several clients needs a read-only mix; this one has"
-                         f" {', '.join(writes)} (use a per-client file set)", field="cluster.fileset")
+        raise InputError(
+            f"a file set shared by several clients needs a read-only mix; this one has"
+            f" {', '.join(writes)} (use a per-client file set)",
+            field="cluster.fileset",
+        )
 
 
 def client_specs(spec: dict, n: int, shared_fileset: bool = False) -> list[dict]:
@@ -88,12 +105,14 @@ def client_specs(spec: dict, n: int, shared_fileset: bool = False) -> list[dict]
     specs = []
     for i in range(n):
         part = {**spec, "schema": SPEC_SCHEMA_V2, "seed": spec.get("seed", 0) + i * SEED_STRIDE}
-        part["load"] = {**spec["load"], "rate": spec["load"]["rate"] / n,
-                        "max_outstanding": math.ceil(cap / n) if cap else cap}
+        part["load"] = {
+            **spec["load"],
+            "rate": spec["load"]["rate"] / n,
+            "max_outstanding": math.ceil(cap / n) if cap else cap,
+        }
         if not shared_fileset:
             fileset = spec["fileset"]
-            part["fileset"] = {**fileset, "files": math.ceil(fileset["files"] / n),
-                               "seed": fileset.get("seed", 0) + i}
+            part["fileset"] = {**fileset, "files": math.ceil(fileset["files"] / n), "seed": fileset.get("seed", 0) + i}
         part.pop("start_at_unix_s", None)
         specs.append(part)
     return specs
@@ -103,8 +122,10 @@ def start_instants(start_at: float, offsets: list[ClockOffset], spec: dict, comp
     """Each client's start_at_unix_s, in its own clock: one instant, interleaved for uniform arrivals."""
     rate = spec["load"]["rate"]
     uniform = spec["load"].get("arrivals", "uniform") == "uniform"
-    return [start_at + (o.correction_s if compensate else 0.0) + (i / rate if uniform else 0.0)
-            for i, o in enumerate(offsets)]
+    return [
+        start_at + (o.correction_s if compensate else 0.0) + (i / rate if uniform else 0.0)
+        for i, o in enumerate(offsets)
+    ]
 
 
 def default_start_lead_s(spec: dict) -> float:
@@ -173,6 +194,7 @@ def stop_engines_on_worker(keys: list[str]) -> int:
 
 # ------------------------------------------------------------------ outcomes
 
+
 @dataclasses.dataclass
 class ClientRun:
     name: str
@@ -185,11 +207,19 @@ class ClientRun:
     clock: ClockOffset | None = None
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "worker": self.worker, "host": self.host, "lost": self.lost, "error": self.error,
-                "clock": self.clock.to_dict() if self.clock else None,
-                "rate": self.spec["load"]["rate"], "seed": self.spec.get("seed"),
-                "start_at_unix_s": self.spec.get("start_at_unix_s"), "fileset": self.spec["fileset"].get("seed"),
-                "files": self.spec["fileset"]["files"]}
+        return {
+            "name": self.name,
+            "worker": self.worker,
+            "host": self.host,
+            "lost": self.lost,
+            "error": self.error,
+            "clock": self.clock.to_dict() if self.clock else None,
+            "rate": self.spec["load"]["rate"],
+            "seed": self.spec.get("seed"),
+            "start_at_unix_s": self.spec.get("start_at_unix_s"),
+            "fileset": self.spec["fileset"].get("seed"),
+            "files": self.spec["fileset"]["files"],
+        }
 
 
 @dataclasses.dataclass
@@ -213,8 +243,14 @@ class DistributedTrial:
         return self.verdict == COMPLETE
 
     def to_dict(self) -> dict:
-        return {"verdict": self.verdict, "message": self.message, "lost": self.lost, "failed": self.failed,
-                "clients": [c.to_dict() for c in self.clients], "result": self.result}
+        return {
+            "verdict": self.verdict,
+            "message": self.message,
+            "lost": self.lost,
+            "failed": self.failed,
+            "clients": [c.to_dict() for c in self.clients],
+            "result": self.result,
+        }
 
 
 class ClientsLost(RunError):
@@ -239,12 +275,21 @@ def verdict_of(runs: list[ClientRun]) -> tuple[str, str]:
 
 # ------------------------------------------------------------------ the engine over many clients
 
+
 class DistributedEngine:
     """The interface of peakbench.engine.Engine, over every load client of a LoadCluster."""
 
-    def __init__(self, cluster, *, shared_fileset: bool = False, clock_tolerance_s: float = DEFAULT_TOLERANCE_S,
-                 compensate_clocks: bool = True, start_lead_s: float | None = None,
-                 clock: Callable[[], float] = worker_clock, poll_s: float = POLL_S):
+    def __init__(
+        self,
+        cluster,
+        *,
+        shared_fileset: bool = False,
+        clock_tolerance_s: float = DEFAULT_TOLERANCE_S,
+        compensate_clocks: bool = True,
+        start_lead_s: float | None = None,
+        clock: Callable[[], float] = worker_clock,
+        poll_s: float = POLL_S,
+    ):
         self.cluster = cluster
         self.shared_fileset = shared_fileset
         self.clock_tolerance_s = clock_tolerance_s
@@ -270,19 +315,35 @@ class DistributedEngine:
         clients = self.cluster.clients[:1] if self.shared_fileset else self.cluster.clients
         prepared = []
         for load_client, part in zip(clients, specs):
-            future = self.cluster.client.submit(prepare_on_worker, part, key=f"peakbench-prepare-{load_client.name}-"
-                                                f"{uuid.uuid4().hex[:8]}", workers=[load_client.worker],
-                                                allow_other_workers=False, pure=False, retries=0)
+            future = self.cluster.client.submit(
+                prepare_on_worker,
+                part,
+                key=f"peakbench-prepare-{load_client.name}-{uuid.uuid4().hex[:8]}",
+                workers=[load_client.worker],
+                allow_other_workers=False,
+                pure=False,
+                retries=0,
+            )
             run = ClientRun(load_client.name, load_client.worker, load_client.host, part)
-            self._gather({load_client.name: future}, {load_client.name: run}, prepare_timeout(part) + MARGIN_S,
-                         on_progress, phase="prepare")
+            self._gather(
+                {load_client.name: future},
+                {load_client.name: run},
+                prepare_timeout(part) + MARGIN_S,
+                on_progress,
+                phase="prepare",
+            )
             if run.result is None:
                 what = "lost" if run.lost else "failed"
                 raise RunError(f"prepare on {run.name} ({run.worker}) {what}: {run.error}")
             prepared.append(run.result)
             if on_progress is not None:
-                on_progress({"phase": "prepare", "done": sum(p["fileset"]["files"] for p in prepared),
-                             "total": sum(s["fileset"]["files"] for s in specs[:len(clients)])})
+                on_progress(
+                    {
+                        "phase": "prepare",
+                        "done": sum(p["fileset"]["files"] for p in prepared),
+                        "total": sum(s["fileset"]["files"] for s in specs[: len(clients)]),
+                    }
+                )
         return _merge_prepared(prepared, self.shared_fileset)
 
     def run(self, spec: dict, on_progress=None) -> dict:
@@ -309,16 +370,25 @@ class DistributedEngine:
             cluster.client.subscribe_topic(topic, lambda event: latest.__setitem__(event[1]["client"], event[1]))
         for load_client, part, offset, instant in zip(cluster.clients, specs, offsets, instants):
             part["start_at_unix_s"] = instant
-            runs[load_client.name] = ClientRun(load_client.name, load_client.worker, load_client.host, part,
-                                               clock=offset)
+            runs[load_client.name] = ClientRun(
+                load_client.name, load_client.worker, load_client.host, part, clock=offset
+            )
             futures[load_client.name] = cluster.client.submit(
-                run_on_worker, part, load_client.name, topic,
+                run_on_worker,
+                part,
+                load_client.name,
+                topic,
                 key=f"peakbench-run-{load_client.name}-{uuid.uuid4().hex[:8]}",
-                workers=[load_client.worker], allow_other_workers=False, pure=False, retries=0)
+                workers=[load_client.worker],
+                allow_other_workers=False,
+                pure=False,
+                retries=0,
+            )
         deadline_s = lead + run_timeout(specs[0]) + MARGIN_S
         try:
-            self._gather(futures, runs, deadline_s, on_progress, phase="run", start_at=start_at, spec=spec,
-                         latest=latest)
+            self._gather(
+                futures, runs, deadline_s, on_progress, phase="run", start_at=start_at, spec=spec, latest=latest
+            )
         finally:
             if topic is not None:
                 cluster.client.unsubscribe_topic(topic)
@@ -329,9 +399,12 @@ class DistributedEngine:
         merged = None
         if finished:
             started = time.perf_counter()
-            merged = merge_results([r.result for r in finished], [r.name for r in finished],
-                                   shared_fileset=self.shared_fileset,
-                                   late_tolerance_ms=self.clock_tolerance_s * 1e3)
+            merged = merge_results(
+                [r.result for r in finished],
+                [r.name for r in finished],
+                shared_fileset=self.shared_fileset,
+                late_tolerance_ms=self.clock_tolerance_s * 1e3,
+            )
             merge_s = time.perf_counter() - started
             merged["cluster"] = {
                 "clients": len(ordered),
@@ -349,8 +422,17 @@ class DistributedEngine:
             }
         return DistributedTrial(spec, ordered, merged, verdict, message)
 
-    def _gather(self, futures: dict, runs: dict, deadline_s: float, on_progress, phase: str,
-                start_at: float | None = None, spec: dict | None = None, latest: dict | None = None) -> None:
+    def _gather(
+        self,
+        futures: dict,
+        runs: dict,
+        deadline_s: float,
+        on_progress,
+        phase: str,
+        start_at: float | None = None,
+        spec: dict | None = None,
+        latest: dict | None = None,
+    ) -> None:
         """Wait for every future; a client whose worker leaves, or that is silent past the deadline, is lost."""
         from distributed import wait
 
@@ -381,8 +463,12 @@ class DistributedEngine:
                         runs[name].error = f"no result within {deadline_s:.0f} s"
                         future.cancel()
                     pending.clear()
-                if (on_progress is not None and start_at is not None and spec is not None
-                        and time.monotonic() >= next_progress):
+                if (
+                    on_progress is not None
+                    and start_at is not None
+                    and spec is not None
+                    and time.monotonic() >= next_progress
+                ):
                     next_progress += PROGRESS_S
                     on_progress(progress_event(spec, start_at, len(pending), len(futures), latest or {}))
         except BaseException:
@@ -390,8 +476,12 @@ class DistributedEngine:
                 future.cancel()
             if pending:  # interrupted: the engines still running on the workers stop too
                 try:
-                    self.cluster.client.run(stop_engines_on_worker, [f.key for f in pending.values()],
-                                            workers=[runs[n].worker for n in pending], on_error="ignore")
+                    self.cluster.client.run(
+                        stop_engines_on_worker,
+                        [f.key for f in pending.values()],
+                        workers=[runs[n].worker for n in pending],
+                        on_error="ignore",
+                    )
                 except Exception:
                     pass
             raise
@@ -473,8 +563,14 @@ def _merge_prepared(prepared: list[dict], shared: bool) -> dict:
 
 
 @contextlib.contextmanager
-def engine_for(clients: int | None = None, address: str | None = None, *, shared_fileset: bool = False,
-               clock_tolerance_s: float = DEFAULT_TOLERANCE_S, announce: Callable[[str], None] | None = None):
+def engine_for(
+    clients: int | None = None,
+    address: str | None = None,
+    *,
+    shared_fileset: bool = False,
+    clock_tolerance_s: float = DEFAULT_TOLERANCE_S,
+    announce: Callable[[str], None] | None = None,
+):
     """The engine a command uses: one local Engine, or a DistributedEngine over a cluster it connects
     (and closes on exit). `run` and `search` use this; `sfs` and plans should too."""
     if clients is None and address is None:

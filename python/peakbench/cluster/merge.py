@@ -30,7 +30,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-
 from hdrh.histogram import HdrHistogram
 
 from ..engine import outcomes
@@ -134,8 +133,9 @@ def merge_op(ops: Sequence[dict]) -> dict:
 
 def merge_outcomes(results: Sequence[dict]) -> dict:
     """The clients' outcomes added, failed_share recomputed from the sums."""
-    counts = {key: sum(outcomes(r)[key] for r in results)
-              for key in ("succeeded", "errors", "shed", "timeouts", "cancelled")}
+    counts = {
+        key: sum(outcomes(r)[key] for r in results) for key in ("succeeded", "errors", "shed", "timeouts", "cancelled")
+    }
     total = sum(counts.values())
     return {**counts, "failed_share": (total - counts["succeeded"]) / total if total else 0.0}
 
@@ -147,8 +147,12 @@ def _latency_quarters(results: Sequence[dict]) -> dict:
     if not all("quarters_count" in lat and "quarters_mean_ms" in lat for lat in latencies):
         return {}
     counts = [sum(lat["quarters_count"][i] for lat in latencies) for i in range(4)]
-    means = [sum(lat["quarters_mean_ms"][i] * lat["quarters_count"][i] for lat in latencies) / counts[i]
-             if counts[i] else 0.0 for i in range(4)]
+    means = [
+        sum(lat["quarters_mean_ms"][i] * lat["quarters_count"][i] for lat in latencies) / counts[i]
+        if counts[i]
+        else 0.0
+        for i in range(4)
+    ]
     return {"quarters_mean_ms": means, "quarters_count": counts}
 
 
@@ -196,8 +200,9 @@ def _weighted_quarters(results: Sequence[dict]) -> list[float]:
     return [sum(w * q[i] for w, q in zip(weights, quarters)) / total for i in range(4)]
 
 
-def merge_results(results: Sequence[dict], names: Sequence[str], *, shared_fileset: bool = False,
-                  late_tolerance_ms: float = 10.0) -> dict:
+def merge_results(
+    results: Sequence[dict], names: Sequence[str], *, shared_fileset: bool = False, late_tolerance_ms: float = 10.0
+) -> dict:
     """One TrialResult over the clients' results (in the same order as `names`)."""
     if not results:
         raise ValueError("nothing to merge: no client returned a result")
@@ -242,12 +247,19 @@ def merge_results(results: Sequence[dict], names: Sequence[str], *, shared_files
         "runtime_s": first.get("runtime_s"),
         "ops": ops,
         "latency": latency,
-        "schedule_lag": {"mean_ms": lag["mean_ms"], "p99_ms": lag["p99_ms"], "max_ms": lag["max_ms"],
-                         "hist": lag["hist"], "quarters_mean_ms": _weighted_quarters(results)},
+        "schedule_lag": {
+            "mean_ms": lag["mean_ms"],
+            "p99_ms": lag["p99_ms"],
+            "max_ms": lag["max_ms"],
+            "hist": lag["hist"],
+            "quarters_mean_ms": _weighted_quarters(results),
+        },
         "generator_saturated": bool(saturated),
         "saturation_reason": (
             "; ".join(f"{s['name']}: {s['lagged'][0]}" for s in summaries if s["generator_saturated"])
-            if saturated else None),
+            if saturated
+            else None
+        ),
         "outstanding": {
             "cap": None if all(c is None for c in caps) else sum(c or 0 for c in caps),
             "cap_bound": sum(o.get("cap_bound", 0) for o in outstanding),

@@ -52,12 +52,18 @@ class PoolResult(Generic[Server]):
     wall_seconds: float
 
 
-def map_surface_on_pool(factors: Sequence[Factor], samples: Sequence[Sample], servers: Sequence[Server],
-                        trial_runner_for: Callable[[Sample, Server], RunTrial],
-                        settings: SearchSettings | None = None, policy: str = DEFAULT_POLICY,
-                        seeding: bool = True, fail_fast: bool = False,
-                        release: Callable[[Sample, Server], None] | None = None,
-                        progress: Callable[[Sample], Progress | None] | None = None) -> PoolResult:
+def map_surface_on_pool(
+    factors: Sequence[Factor],
+    samples: Sequence[Sample],
+    servers: Sequence[Server],
+    trial_runner_for: Callable[[Sample, Server], RunTrial],
+    settings: SearchSettings | None = None,
+    policy: str = DEFAULT_POLICY,
+    seeding: bool = True,
+    fail_fast: bool = False,
+    release: Callable[[Sample, Server], None] | None = None,
+    progress: Callable[[Sample], Progress | None] | None = None,
+) -> PoolResult:
     """Search every sample's peak, one sample per server at a time, and fit the surface."""
     if not servers:
         raise ValueError("the pool has no server")
@@ -86,8 +92,13 @@ def map_surface_on_pool(factors: Sequence[Factor], samples: Sequence[Sample], se
             if stop.is_set():
                 return
             try:
-                result = find_peak(trial_runner_for(sample, server), settings, policy, seed_load=seed,
-                                   progress=progress(sample) if progress else None)
+                result = find_peak(
+                    trial_runner_for(sample, server),
+                    settings,
+                    policy,
+                    seed_load=seed,
+                    progress=progress(sample) if progress else None,
+                )
             except Exception as error:  # the configure hook or a readiness check failed
                 if fail_fast:
                     stop.set()

@@ -11,20 +11,39 @@ def client_table(result: dict) -> Table:
     cluster = result.get("cluster", {})
     clock = cluster.get("clock", {})
     hosts = cluster.get("hosts", {})
-    table = Table(title=f"per client ({len(result.get('clients', []))} of {cluster.get('clients', '?')} finished;"
-                        f" latency in ms)")
-    for heading in ("client", "host", "offered", "achieved", "sent", "unsent", "errors", "mean", "p99",
-                    "lag p99", "clock offset", "late start", "kept up"):
+    table = Table(
+        title=f"per client ({len(result.get('clients', []))} of {cluster.get('clients', '?')} finished; latency in ms)"
+    )
+    for heading in (
+        "client",
+        "host",
+        "offered",
+        "achieved",
+        "sent",
+        "unsent",
+        "errors",
+        "mean",
+        "p99",
+        "lag p99",
+        "clock offset",
+        "late start",
+        "kept up",
+    ):
         table.add_column(heading, justify="left" if heading in ("client", "host", "kept up") else "right")
     for client in result.get("clients", []):
         offset = clock.get(client["name"], {})
         lagged = client.get("lagged", [])
         table.add_row(
-            client["name"], hosts.get(client["name"], "-"),
-            f"{client['requested_rate']:.1f}", f"{client['achieved_rate']:.1f}",
-            str(client["sent"]), str(client["unsent"]),
+            client["name"],
+            hosts.get(client["name"], "-"),
+            f"{client['requested_rate']:.1f}",
+            f"{client['achieved_rate']:.1f}",
+            str(client["sent"]),
+            str(client["unsent"]),
             Text(str(client["errors"]), style="bold red" if client["errors"] else ""),
-            f"{client['mean_ms']:.3f}", f"{client['p99_ms']:.3f}", f"{client['lag_p99_ms']:.3f}",
+            f"{client['mean_ms']:.3f}",
+            f"{client['p99_ms']:.3f}",
+            f"{client['lag_p99_ms']:.3f}",
             f"{offset['offset_ms']:+.2f} ±{offset['uncertainty_ms']:.2f}" if offset else "-",
             f"{client['start_late_ms']:.2f}",
             Text("no" if lagged else "yes", style="bold red" if lagged else ""),
@@ -37,14 +56,19 @@ def summary_lines(result: dict) -> list[Text]:
     lines = []
     skew = cluster.get("start_skew_ms")
     if skew is not None:
-        lines.append(Text(f"start skew {skew:.3f} ms (bound from the clock check {cluster.get('skew_bound_ms', 0):.2f}"
-                          f" ms); results merged in {cluster.get('merge_s', 0) * 1e3:.0f} ms"))
+        lines.append(
+            Text(
+                f"start skew {skew:.3f} ms (bound from the clock check {cluster.get('skew_bound_ms', 0):.2f}"
+                f" ms); results merged in {cluster.get('merge_s', 0) * 1e3:.0f} ms"
+            )
+        )
     for client in result.get("clients", []):
         for reason in client.get("lagged", []):
             lines.append(Text(f"{client['name']} lagged its schedule: {reason}", style="bold yellow"))
     for name in cluster.get("lost", []):
-        lines.append(Text(f"{name} was lost mid-trial: the figures above are the other clients' only",
-                          style="bold red"))
+        lines.append(
+            Text(f"{name} was lost mid-trial: the figures above are the other clients' only", style="bold red")
+        )
     for name in cluster.get("failed", []):
         lines.append(Text(f"{name} failed: the figures above are the other clients' only", style="bold red"))
     return lines

@@ -61,29 +61,27 @@ def coded(factors: Sequence[Factor], sample: Sample) -> list[float]:
 
 def quadratic_terms(factors: Sequence[Factor]) -> list[str]:
     names = [f.name for f in factors]
-    return (["1"] + names + [f"{n}^2" for n in names]
-            + [f"{a}*{b}" for a, b in itertools.combinations(names, 2)])
+    return ["1"] + names + [f"{n}^2" for n in names] + [f"{a}*{b}" for a, b in itertools.combinations(names, 2)]
 
 
 def quadratic_row(codes: Sequence[float]) -> list[float]:
     """The quadratic model's regressors for one coded sample, in quadratic_terms order."""
-    return ([1.0] + list(codes) + [x * x for x in codes]
-            + [a * b for a, b in itertools.combinations(codes, 2)])
+    return [1.0] + list(codes) + [x * x for x in codes] + [a * b for a, b in itertools.combinations(codes, 2)]
 
 
 def full_factorial(factors: Sequence[Factor]) -> list[Sample]:
-    return [dict(zip((f.name for f in factors), levels))
-            for levels in itertools.product(*(f.levels for f in factors))]
+    return [dict(zip((f.name for f in factors), levels)) for levels in itertools.product(*(f.levels for f in factors))]
 
 
-def d_optimal(factors: Sequence[Factor], n_samples: int,
-              candidates: Sequence[Sample] | None = None) -> list[Sample]:
+def d_optimal(factors: Sequence[Factor], n_samples: int, candidates: Sequence[Sample] | None = None) -> list[Sample]:
     """The n_samples of `candidates` (default: the full factorial) that are D-optimal for a quadratic."""
     candidates = list(candidates) if candidates is not None else full_factorial(factors)
     terms = len(quadratic_terms(factors))
     if not terms <= n_samples <= len(candidates):
-        raise ValueError(f"a D-optimal design for a quadratic in {len(factors)} factors needs between "
-                         f"{terms} and {len(candidates)} samples (got {n_samples})")
+        raise ValueError(
+            f"a D-optimal design for a quadratic in {len(factors)} factors needs between "
+            f"{terms} and {len(candidates)} samples (got {n_samples})"
+        )
     from pyDOE3.doe_optimal import optimal_design  # here, not at the top: it pulls in scipy
 
     codes = np.array([coded(factors, s) for s in candidates])

@@ -58,15 +58,13 @@ class SearchHistory:
         records = [r for r in self.records if r.settled or not settled_only]
         above = [r for r in records if r.classification == ABOVE]
         high = min(above, key=lambda r: r.load) if above else None
-        below = [r for r in records
-                 if r.classification == BELOW and (high is None or r.load < high.load)]
+        below = [r for r in records if r.classification == BELOW and (high is None or r.load < high.load)]
         low = max(below, key=lambda r: r.load) if below else None
         return low, high
 
     def curve_points(self) -> list[tuple[float, float]]:
         """(load, R̄) of the loads on the response curve (not saturated by a one-trial signal)."""
-        return [(r.load, r.mean_ms) for r in self.records
-                if r.on_curve and math.isfinite(r.mean_ms) and r.mean_ms > 0]
+        return [(r.load, r.mean_ms) for r in self.records if r.on_curve and math.isfinite(r.mean_ms) and r.mean_ms > 0]
 
 
 def same_load(a: float, b: float) -> bool:

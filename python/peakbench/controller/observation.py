@@ -72,9 +72,11 @@ def saturation_signal(observation: Observation, settings: SearchSettings) -> str
             if observation.shed_share > 0:
                 what += f" ({_share(observation.shed_share)} shed: the server said it was overloaded)"
         else:
-            what = (f"{_share(observation.failed_share)} of the window's {o.requests} requests failed:"
-                    f" {o.shed} shed ({observation.shed_label}), {o.errors} errors, {o.timeouts} timeouts,"
-                    f" {o.cancelled} cancelled")
+            what = (
+                f"{_share(observation.failed_share)} of the window's {o.requests} requests failed:"
+                f" {o.shed} shed ({observation.shed_label}), {o.errors} errors, {o.timeouts} timeouts,"
+                f" {o.cancelled} cancelled"
+            )
         return f"{what} (more than the {_share(settings.max_failed_share)} allowed)"
     if observation.percentile_ms > settings.lsat_ms:
         return f"p{settings.psat:g} {observation.percentile_ms:.0f} ms above {settings.lsat_ms:g} ms"

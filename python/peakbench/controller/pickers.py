@@ -117,8 +117,9 @@ class BracketedSecant:
         width = high.load - low.load
         self.bracket_widths.append(width)
         stalled = len(self.bracket_widths) >= 3 and width > 0.5 * self.bracket_widths[-3]
-        inside = (prediction is not None
-                  and low.load + self.margin * width <= prediction <= high.load - self.margin * width)
+        inside = (
+            prediction is not None and low.load + self.margin * width <= prediction <= high.load - self.margin * width
+        )
         if stalled or not inside:
             return (low.load + high.load) / 2
         return prediction

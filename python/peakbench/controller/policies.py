@@ -30,12 +30,25 @@ class Policy:
 POLICIES = {
     policy.name: policy
     for policy in (
-        Policy("guided", "ours: scout trials far from the peak, secant steps kept inside the bracket, "
-               "careful trials as long as the noise seen needs", BracketedSecant, scout=True, adapts_runlength=True),
+        Policy(
+            "guided",
+            "ours: scout trials far from the peak, secant steps kept inside the bracket, "
+            "careful trials as long as the noise seen needs",
+            BracketedSecant,
+            scout=True,
+            adapts_runlength=True,
+        ),
         Policy("binsearch", "paper Algorithm 3: double, then bisect", Binsearch, scout=False, adapts_runlength=False),
-        Policy("model", "paper Algorithm 4: R = 1/(a − bλ) through the newest point and the nearest to Rsat",
-               ModelGuided, scout=False, adapts_runlength=False),
-        Policy("linear", "the strawman: fixed step of start_load, then bisect", Linear, scout=False, adapts_runlength=False),
+        Policy(
+            "model",
+            "paper Algorithm 4: R = 1/(a − bλ) through the newest point and the nearest to Rsat",
+            ModelGuided,
+            scout=False,
+            adapts_runlength=False,
+        ),
+        Policy(
+            "linear", "the strawman: fixed step of start_load, then bisect", Linear, scout=False, adapts_runlength=False
+        ),
     )
 }
 DEFAULT_POLICY = "guided"

@@ -40,5 +40,5 @@ def careful_runlength(settings: SearchSettings, variance_seconds: Iterable[float
     observed = max(variance_seconds, default=0.0)
     allowed = (math.atanh(1 - settings.accuracy) / t_quantile(settings.confidence, pilot - 1)) ** 2
     # s² solving s²/p + s⁴/(2(p−1)) = allowed
-    target_variance = (pilot - 1) * (math.sqrt(1 / pilot ** 2 + 2 * allowed / (pilot - 1)) - 1 / pilot)
+    target_variance = (pilot - 1) * (math.sqrt(1 / pilot**2 + 2 * allowed / (pilot - 1)) - 1 / pilot)
     return min(max(observed / target_variance, settings.min_runlength), settings.runlength_s)

@@ -103,9 +103,13 @@ class _Stopped(Exception):
         self.message = message
 
 
-def find_peak(run_trial: RunTrial, settings: SearchSettings | None = None,
-              policy: str | Policy = DEFAULT_POLICY, seed_load: float | None = None,
-              progress: Progress | None = None) -> SearchResult:
+def find_peak(
+    run_trial: RunTrial,
+    settings: SearchSettings | None = None,
+    policy: str | Policy = DEFAULT_POLICY,
+    seed_load: float | None = None,
+    progress: Progress | None = None,
+) -> SearchResult:
     """Search the peak rate; `seed_load` starts there instead of settings.start_load."""
     settings = settings or SearchSettings()
     if isinstance(policy, str):
@@ -116,8 +120,7 @@ def find_peak(run_trial: RunTrial, settings: SearchSettings | None = None,
 
 
 class _Search:
-    def __init__(self, run_trial: RunTrial, settings: SearchSettings, policy: Policy,
-                 progress: Progress | None):
+    def __init__(self, run_trial: RunTrial, settings: SearchSettings, policy: Policy, progress: Progress | None):
         self.run_trial = run_trial
         self.settings = settings
         self.policy = policy
@@ -164,10 +167,16 @@ class _Search:
         if self.peak_rate_interval(peak) is not None:
             return
         s = self.settings
-        below = [r for r in self.history.records
-                 if r.on_curve and 0 < r.mean_ms < s.region_low_ms and not same_load(r.load, peak.load)]
-        load = (min(below, key=lambda r: abs(math.log(r.mean_ms / s.rsat_ms))).load if below
-                else self.clamp(peak.load * 0.8))
+        below = [
+            r
+            for r in self.history.records
+            if r.on_curve and 0 < r.mean_ms < s.region_low_ms and not same_load(r.load, peak.load)
+        ]
+        load = (
+            min(below, key=lambda r: abs(math.log(r.mean_ms / s.rsat_ms))).load
+            if below
+            else self.clamp(peak.load * 0.8)
+        )
         if same_load(load, peak.load):
             return
         runlength, warmup = self.careful_runlength(STEIN_PILOT), self.careful_warmup()
@@ -185,10 +194,19 @@ class _Search:
                 if self.unsteady_needs(load, interval, runlength, warmup) is not None:
                     return
                 side = BELOW if interval.mean < s.rsat_ms else ABOVE
-                self.history.add(LoadRecord(load, side, interval.mean, interval, True, False,
-                                            f"{self.describe(interval)}, measured for the slope at the peak",
-                                            settled=interval.high < s.region_low_ms or interval.low > s.region_high_ms,
-                                            means_ms=tuple(means)))
+                self.history.add(
+                    LoadRecord(
+                        load,
+                        side,
+                        interval.mean,
+                        interval,
+                        True,
+                        False,
+                        f"{self.describe(interval)}, measured for the slope at the peak",
+                        settled=interval.high < s.region_low_ms or interval.low > s.region_high_ms,
+                        means_ms=tuple(means),
+                    )
+                )
                 if self.peak_rate_interval(peak) is not None:
                     return
         except _Stopped:
@@ -197,21 +215,27 @@ class _Search:
     def stop_at_the_limits(self, record: LoadRecord) -> None:
         s = self.settings
         if record.classification == BELOW and record.load >= s.max_load * (1 - 1e-9):
-            raise _Stopped(verdicts.NOT_SATURATED,
-                           f"not saturated up to the maximum rate {s.max_load:g} ops/s "
-                           f"(R̄ {record.mean_ms:.1f} ms, below {s.region_low_ms:g} ms); "
-                           "raise the maximum rate (--max-rate) to find the peak")
+            raise _Stopped(
+                verdicts.NOT_SATURATED,
+                f"not saturated up to the maximum rate {s.max_load:g} ops/s "
+                f"(R̄ {record.mean_ms:.1f} ms, below {s.region_low_ms:g} ms); "
+                "raise the maximum rate (--max-rate) to find the peak",
+            )
         if record.classification == ABOVE and record.load <= s.min_load * (1 + 1e-9):
-            raise _Stopped(verdicts.SATURATED_AT_MIN,
-                           f"already saturated at the lowest rate {s.min_load:g} ops/s ({record.reason}); "
-                           "lower the minimum rate (--min-rate) or check the target")
+            raise _Stopped(
+                verdicts.SATURATED_AT_MIN,
+                f"already saturated at the lowest rate {s.min_load:g} ops/s ({record.reason}); "
+                "lower the minimum rate (--min-rate) or check the target",
+            )
 
     def next_step(self, picker) -> tuple[float, bool]:
         """The next load, and whether it is a careful re-check of a scout-decided one."""
         if len(self.history.records) >= self.settings.max_loads:
-            raise _Stopped(verdicts.LOAD_LIMIT,
-                           f"no peak after {self.settings.max_loads} test loads (the limit): the response curve "
-                           "does not settle; lengthen the runlength or widen the peak region")
+            raise _Stopped(
+                verdicts.LOAD_LIMIT,
+                f"no peak after {self.settings.max_loads} test loads (the limit): the response curve "
+                "does not settle; lengthen the runlength or widen the peak region",
+            )
         low, high = self.history.bracket()
         if low is not None and high is not None and bracket_accuracy(low.load, high.load) >= self.settings.accuracy:
             scouted = [r for r in (low, high) if r.scouted]
@@ -220,9 +244,13 @@ class _Search:
             # Only loads that settled their side can bound a claim; while those are too far
             # apart, keep looking inside the bracket, where loads off the knee vary less.
             settled_low, settled_high = self.history.bracket(settled_only=True)
-            if (settled_low is not None and settled_high is not None
-                    and not settled_low.scouted and not settled_high.scouted
-                    and bracket_accuracy(settled_low.load, settled_high.load) >= self.settings.accuracy):
+            if (
+                settled_low is not None
+                and settled_high is not None
+                and not settled_low.scouted
+                and not settled_high.scouted
+                and bracket_accuracy(settled_low.load, settled_high.load) >= self.settings.accuracy
+            ):
                 raise _Cliff(settled_low, settled_high)
             probe = self.knee_probe()
             if probe is not None:
@@ -231,17 +259,21 @@ class _Search:
             scouted = [r for r in (low, high) if r.scouted]
             if scouted:
                 return scouted[0].load, True
-            raise _Stopped(verdicts.NOISY,
-                           f"no load lands in the peak region: R̄ goes from {low.mean_ms:.1f} ms at "
-                           f"{low.load:g} ops/s to {high.mean_ms:.1f} ms at {high.load:g} ops/s; "
-                           "lengthen the runlength or widen the peak region (--width)")
+            raise _Stopped(
+                verdicts.NOISY,
+                f"no load lands in the peak region: R̄ goes from {low.mean_ms:.1f} ms at "
+                f"{low.load:g} ops/s to {high.mean_ms:.1f} ms at {high.load:g} ops/s; "
+                "lengthen the runlength or widen the peak region (--width)",
+            )
         proposal = self.clamp(picker.next_load(self.history))
         if self.history.tested(proposal):
             proposal = self.clamp(bisection_step(self.history))
         if self.history.tested(proposal):
-            raise _Stopped(verdicts.NOISY,
-                           f"the search cannot move on from {proposal:g} ops/s: its results contradict "
-                           "each other; lengthen the runlength or allow more trials")
+            raise _Stopped(
+                verdicts.NOISY,
+                f"the search cannot move on from {proposal:g} ops/s: its results contradict "
+                "each other; lengthen the runlength or allow more trials",
+            )
         return proposal, False
 
     def knee_probe(self) -> float | None:
@@ -293,11 +325,9 @@ class _Search:
         if signal is not None:
             return LoadRecord(load, ABOVE, mean, None, False, True, f"scout: {signal}")
         if mean < s.region_low_ms / SCOUT_FAR_FACTOR:
-            return LoadRecord(load, BELOW, mean, None, True, True,
-                              f"scout: R̄ {mean:.1f} ms, far below the peak region")
+            return LoadRecord(load, BELOW, mean, None, True, True, f"scout: R̄ {mean:.1f} ms, far below the peak region")
         if mean > s.region_high_ms * SCOUT_FAR_FACTOR:
-            return LoadRecord(load, ABOVE, mean, None, True, True,
-                              f"scout: R̄ {mean:.1f} ms, far above the peak region")
+            return LoadRecord(load, ABOVE, mean, None, True, True, f"scout: R̄ {mean:.1f} ms, far above the peak region")
         return None
 
     def careful(self, load: float) -> LoadRecord:
@@ -357,8 +387,9 @@ class _Search:
         s = self.settings
         return len(self.trace) >= s.max_total_trials or (s.max_cost_s is not None and self.cost_s >= s.max_cost_s)
 
-    def careful_trials(self, load: float, runlength: float, warmup: float, pilot: int,
-                       first: int | None = None) -> tuple[LoadRecord, tuple[float, float, float] | None]:
+    def careful_trials(
+        self, load: float, runlength: float, warmup: float, pilot: int, first: int | None = None
+    ) -> tuple[LoadRecord, tuple[float, float, float] | None]:
         """Careful trials of one runlength and warm-up at `load` (see careful()), judged from `first` trials on
         (min_trials by default); with what a steady-state check asked for (unsteady_needs) when the load could not
         be settled below the region or claimed for lack of it."""
@@ -375,8 +406,9 @@ class _Search:
                 self.report(load, number, None)
                 if interval is not None and self.unsteady_needs(load, interval, runlength, warmup) is not None:
                     interval = None  # the earlier trials' interval, of trials too short to state it
-                return LoadRecord(load, ABOVE, observation.mean_ms, interval, False, False, signal,
-                                  means_ms=tuple(means)), None
+                return LoadRecord(
+                    load, ABOVE, observation.mean_ms, interval, False, False, signal, means_ms=tuple(means)
+                ), None
             means.append(observation.mean_ms)
             drift = _drift(observation)
             if drift is not None:
@@ -401,9 +433,13 @@ class _Search:
                 if decided.classification == ABOVE and needed is not None:
                     # Above by an interval of trials too short for steady state: their R̄ understates the
                     # load's, so the side holds, but the interval is not stated.
-                    decided = dataclasses.replace(decided, interval=None, steady=False, relaxation_s=needed[2],
-                                                  reason=self.unsteady_reason(load, interval, runlength, warmup,
-                                                                              "above the peak region"))
+                    decided = dataclasses.replace(
+                        decided,
+                        interval=None,
+                        steady=False,
+                        relaxation_s=needed[2],
+                        reason=self.unsteady_reason(load, interval, runlength, warmup, "above the peak region"),
+                    )
                 return self.noting_lengthened(decided, runlength, warmup), None
             if len(means) >= planned:  # a stage is complete: it is the pilot of the next
                 stage = (len(means), log_deviation(means))
@@ -411,18 +447,21 @@ class _Search:
                 if planned > s.max_trials:
                     return self.unresolvable(load, interval, tuple(means), planned), None
                 planned = min(planned, STAGE_GROWTH * stage[0])
-        raise _Stopped(verdicts.NOISY,
-                       f"at {load:g} ops/s R̄ varies too much from trial to trial "
-                       f"({self.describe(interval)}) to reach accuracy {s.accuracy:.0%} within {s.max_trials} "
-                       "trials; lengthen the runlength or allow more trials per load")
+        raise _Stopped(
+            verdicts.NOISY,
+            f"at {load:g} ops/s R̄ varies too much from trial to trial "
+            f"({self.describe(interval)}) to reach accuracy {s.accuracy:.0%} within {s.max_trials} "
+            "trials; lengthen the runlength or allow more trials per load",
+        )
 
     def relaxation_s(self, load: float, mean_ms: float) -> float:
         """The estimated relaxation time at `load` where R̄ is `mean_ms` (steady.py)."""
         lightest = self.lightest if self.lightest is not None and self.lightest[0] < load else (load, mean_ms)
         return relaxation_time_s(load, mean_ms, service_estimate_ms(*lightest))
 
-    def unsteady_needs(self, load: float, interval: ConfidenceInterval, runlength: float,
-                       warmup: float) -> tuple[float, float, float] | None:
+    def unsteady_needs(
+        self, load: float, interval: ConfidenceInterval, runlength: float, warmup: float
+    ) -> tuple[float, float, float] | None:
         """(runlength, warm-up, relaxation time) that steady state needs at `load` if trials of `runlength`
         after `warmup` fall short of either (steady.py), else None. τ is taken at the high end of R̄'s
         interval: short trials bias R̄ low, and τ from R̄ itself asked for too short a trial (stated R̄
@@ -431,20 +470,26 @@ class _Search:
         needed = (needed_runlength_s(relaxation, self.settings.confidence), needed_warmup_s(relaxation), relaxation)
         return needed if runlength < needed[0] or warmup < needed[1] else None
 
-    def unsteady_reason(self, load: float, interval: ConfidenceInterval, runlength: float, warmup: float,
-                        side: str) -> str:
+    def unsteady_reason(
+        self, load: float, interval: ConfidenceInterval, runlength: float, warmup: float, side: str
+    ) -> str:
         relaxation = self.relaxation_s(load, interval.high)
-        return (f"R̄ {interval.mean:.1f} ms over {interval.count} trials of {runlength:.3g} s, {side}; no interval "
-                f"stated: the queue's relaxation time here is about {relaxation:.3g} s, and trials that reach "
-                f"steady state need a warm-up of at least {needed_warmup_s(relaxation):.3g} s (have {warmup:.3g}) "
-                f"and a runlength of at least {needed_runlength_s(relaxation, self.settings.confidence):.3g} s")
+        return (
+            f"R̄ {interval.mean:.1f} ms over {interval.count} trials of {runlength:.3g} s, {side}; no interval "
+            f"stated: the queue's relaxation time here is about {relaxation:.3g} s, and trials that reach "
+            f"steady state need a warm-up of at least {needed_warmup_s(relaxation):.3g} s (have {warmup:.3g}) "
+            f"and a runlength of at least {needed_runlength_s(relaxation, self.settings.confidence):.3g} s"
+        )
 
     def noting_lengthened(self, record: LoadRecord, runlength: float, warmup: float) -> LoadRecord:
         """`record` with its reason saying so when its trials ran longer than the settings for steady state."""
         if (record.load, runlength, warmup) not in {entry[:3] for entry in self.lengthened}:
             return record
-        return dataclasses.replace(record, reason=f"{record.reason} (careful trials lengthened to {runlength:.3g} s "
-                                                  f"after {warmup:.3g} s of warm-up for steady state)")
+        return dataclasses.replace(
+            record,
+            reason=f"{record.reason} (careful trials lengthened to {runlength:.3g} s "
+            f"after {warmup:.3g} s of warm-up for steady state)",
+        )
 
     def unsteady_note(self) -> str:
         """Why loads near saturation stayed unsettled for want of steady state, for a search that ends noisy."""
@@ -456,53 +501,93 @@ class _Search:
         causes = []
         if short:
             worst = max(r.relaxation_s for r in short)
-            causes.append(f"the relaxation time there is up to about {worst:.3g} s, which needs trials of "
-                          f"{needed_runlength_s(worst, s.confidence):.3g} s after {needed_warmup_s(worst):.3g} s "
-                          "of warm-up")
+            causes.append(
+                f"the relaxation time there is up to about {worst:.3g} s, which needs trials of "
+                f"{needed_runlength_s(worst, s.confidence):.3g} s after {needed_warmup_s(worst):.3g} s "
+                "of warm-up"
+            )
         if rising:
             causes.append(f"{len(rising)} of them still rose within their trials after the warm-up")
         if self.policy.adapts_runlength:
-            why = (f"the {self.policy.name} policy lengthens careful trials for steady state only up to "
-                   f"max_runlength_s = {s.max_runlength:g} s (--max-runlength)")
+            why = (
+                f"the {self.policy.name} policy lengthens careful trials for steady state only up to "
+                f"max_runlength_s = {s.max_runlength:g} s (--max-runlength)"
+            )
         else:
-            why = (f"the {self.policy.name} policy keeps every careful trial at the runlength of {s.runlength_s:g} s "
-                   f"after {s.warmup_s:g} s of warm-up (--runlength, --warmup; the guided policy lengthens them)")
-        return (f"; {len(short) + len(rising)} load(s) near saturation could not settle because their trials were "
-                f"too short for steady state: {'; '.join(causes)}; {why}")
+            why = (
+                f"the {self.policy.name} policy keeps every careful trial at the runlength of {s.runlength_s:g} s "
+                f"after {s.warmup_s:g} s of warm-up (--runlength, --warmup; the guided policy lengthens them)"
+            )
+        return (
+            f"; {len(short) + len(rising)} load(s) near saturation could not settle because their trials were "
+            f"too short for steady state: {'; '.join(causes)}; {why}"
+        )
 
-    def unsteady(self, load: float, interval: ConfidenceInterval, means: tuple[float, ...], runlength: float,
-                 warmup: float, decided: LoadRecord | None) -> LoadRecord:
+    def unsteady(
+        self,
+        load: float,
+        interval: ConfidenceInterval,
+        means: tuple[float, ...],
+        runlength: float,
+        warmup: float,
+        decided: LoadRecord | None,
+    ) -> LoadRecord:
         """A load whose trials are too short against its relaxation time to settle below the region or to be
         claimed: their R̄ is biased low and their interval too narrow, so only R̄'s side of Rsat steers."""
         side = ABOVE if interval.mean > self.settings.rsat_ms else BELOW
         would = {BELOW: "below the peak region", PEAK: "in the peak region"}.get(
-            decided.classification if decided is not None else "", "not settled")
-        reason = (self.unsteady_reason(load, interval, runlength, warmup, f"{would} by its interval") +
-                  f" (--warmup, --runlength, --max-runlength); taken as {side} Rsat to steer the search")
-        return LoadRecord(load, side, interval.mean, None, True, False, reason, settled=False, means_ms=means,
-                          steady=False, relaxation_s=self.relaxation_s(load, interval.high))
+            decided.classification if decided is not None else "", "not settled"
+        )
+        reason = (
+            self.unsteady_reason(load, interval, runlength, warmup, f"{would} by its interval")
+            + f" (--warmup, --runlength, --max-runlength); taken as {side} Rsat to steer the search"
+        )
+        return LoadRecord(
+            load,
+            side,
+            interval.mean,
+            None,
+            True,
+            False,
+            reason,
+            settled=False,
+            means_ms=means,
+            steady=False,
+            relaxation_s=self.relaxation_s(load, interval.high),
+        )
 
     def still_rising(self, drifts: list[float]) -> bool:
         """Whether the trials' response time still rises through their measured windows (see _rising)."""
         return _rising(drifts, self.settings)
 
-    def warming(self, load: float, interval: ConfidenceInterval, means: tuple[float, ...],
-                drifts: list[float], warmup: float) -> LoadRecord:
+    def warming(
+        self, load: float, interval: ConfidenceInterval, means: tuple[float, ...], drifts: list[float], warmup: float
+    ) -> LoadRecord:
         """A load whose trials had not settled into steady state: never a peak, nor a lower bound.
 
         Its R̄ underestimates the steady-state mean, so it is taken as above
         Rsat to steer the search, cannot bound a bracket, and states no interval.
         """
         rise = math.exp(math.fsum(drifts) / len(drifts)) - 1
-        return LoadRecord(load, ABOVE, interval.mean, None, True, False,
-                          f"R̄ {interval.mean:.1f} ms over {interval.count} trials, still rising within its trials "
-                          f"(second half {rise:.0%} slower than the first): not in steady state after "
-                          f"{warmup:.3g} s of warm-up, no interval stated; taken as above Rsat to steer the search "
-                          "(lengthen --warmup to measure it)",
-                          settled=False, means_ms=means, steady=False)
+        return LoadRecord(
+            load,
+            ABOVE,
+            interval.mean,
+            None,
+            True,
+            False,
+            f"R̄ {interval.mean:.1f} ms over {interval.count} trials, still rising within its trials "
+            f"(second half {rise:.0%} slower than the first): not in steady state after "
+            f"{warmup:.3g} s of warm-up, no interval stated; taken as above Rsat to steer the search "
+            "(lengthen --warmup to measure it)",
+            settled=False,
+            means_ms=means,
+            steady=False,
+        )
 
-    def unresolvable(self, load: float, interval: ConfidenceInterval, means: tuple[float, ...],
-                     needed: int) -> LoadRecord:
+    def unresolvable(
+        self, load: float, interval: ConfidenceInterval, means: tuple[float, ...], needed: int
+    ) -> LoadRecord:
         """A load whose trials vary too much to reach the accuracy within max_trials.
 
         Trial-to-trial variance grows as the load factor nears 1, so such a load
@@ -511,56 +596,87 @@ class _Search:
         load, and moves on to a load where the claim can be made.
         """
         side = ABOVE if interval.mean > self.settings.rsat_ms else BELOW
-        return LoadRecord(load, side, interval.mean, interval, True, False,
-                          f"{self.describe(interval)} too noisy to settle (needs {needed} trials,"
-                          f" limit {self.settings.max_trials}); taken as {side} Rsat to steer the search",
-                          settled=False, means_ms=means)
+        return LoadRecord(
+            load,
+            side,
+            interval.mean,
+            interval,
+            True,
+            False,
+            f"{self.describe(interval)} too noisy to settle (needs {needed} trials,"
+            f" limit {self.settings.max_trials}); taken as {side} Rsat to steer the search",
+            settled=False,
+            means_ms=means,
+        )
 
-    def classify(self, load: float, interval: ConfidenceInterval, means: tuple[float, ...],
-                 final: bool) -> LoadRecord | None:
+    def classify(
+        self, load: float, interval: ConfidenceInterval, means: tuple[float, ...], final: bool
+    ) -> LoadRecord | None:
         """Below or above the region whenever the interval says so; the peak only on a final interval."""
         s = self.settings
         described = self.describe(interval)
         if interval.high < s.region_low_ms:
-            return LoadRecord(load, BELOW, interval.mean, interval, True, False, f"{described} below the peak region",
-                              means_ms=means)
+            return LoadRecord(
+                load, BELOW, interval.mean, interval, True, False, f"{described} below the peak region", means_ms=means
+            )
         if interval.low > s.region_high_ms:
-            return LoadRecord(load, ABOVE, interval.mean, interval, True, False, f"{described} above the peak region",
-                              means_ms=means)
+            return LoadRecord(
+                load, ABOVE, interval.mean, interval, True, False, f"{described} above the peak region", means_ms=means
+            )
         if final and interval.accuracy >= s.accuracy:
-            return LoadRecord(load, PEAK, interval.mean, interval, True, False,
-                              f"{described} in the peak region, accuracy {interval.accuracy:.1%}", means_ms=means)
+            return LoadRecord(
+                load,
+                PEAK,
+                interval.mean,
+                interval,
+                True,
+                False,
+                f"{described} in the peak region, accuracy {interval.accuracy:.1%}",
+                means_ms=means,
+            )
         return None
 
     def describe(self, interval: ConfidenceInterval | None) -> str:
         if interval is None:
             return "no interval yet"
-        return (f"R̄ {interval.mean:.1f} ms, {interval.confidence:.0%} CI "
-                f"[{interval.low:.1f}, {interval.high:.1f}] ms over {interval.count} trials")
+        return (
+            f"R̄ {interval.mean:.1f} ms, {interval.confidence:.0%} CI "
+            f"[{interval.low:.1f}, {interval.high:.1f}] ms over {interval.count} trials"
+        )
 
-    def trial(self, load: float, runlength_s: float, purpose: str, number: int,
-              warmup_s: float | None = None) -> Observation:
+    def trial(
+        self, load: float, runlength_s: float, purpose: str, number: int, warmup_s: float | None = None
+    ) -> Observation:
         """One trial; its warm-up is settings.warmup_s unless a careful trial asks for a longer one."""
         s = self.settings
         if len(self.trace) >= s.max_total_trials:
-            raise _Stopped(verdicts.TRIAL_LIMIT,
-                           f"trial budget of {s.max_total_trials} trials spent before the peak was found; "
-                           "allow more trials (--max-trials) or lengthen the runlength")
+            raise _Stopped(
+                verdicts.TRIAL_LIMIT,
+                f"trial budget of {s.max_total_trials} trials spent before the peak was found; "
+                "allow more trials (--max-trials) or lengthen the runlength",
+            )
         if s.max_cost_s is not None and self.cost_s >= s.max_cost_s:
-            raise _Stopped(verdicts.BUDGET_SPENT,
-                           f"cost budget of {s.max_cost_s:g} s spent ({self.cost_s:.0f} s of benchmarking) "
-                           "before the peak was found; allow a larger budget (--budget)")
+            raise _Stopped(
+                verdicts.BUDGET_SPENT,
+                f"cost budget of {s.max_cost_s:g} s spent ({self.cost_s:.0f} s of benchmarking) "
+                "before the peak was found; allow a larger budget (--budget)",
+            )
         warmup_s = s.warmup_s if warmup_s is None else warmup_s
         observation = self.run_trial(load, runlength_s, warmup_s)
         self.cost_s += observation.cost_s
-        if (observation.mean_ms > 0 and saturation_signal(observation, s) is None
-                and (self.lightest is None or load < self.lightest[0])):
+        if (
+            observation.mean_ms > 0
+            and saturation_signal(observation, s) is None
+            and (self.lightest is None or load < self.lightest[0])
+        ):
             self.lightest = (load, observation.mean_ms)
         self.trace.append((load, purpose, number, runlength_s, warmup_s, observation, self.cost_s))
         if observation.generator_saturated:
-            raise _Stopped(verdicts.GENERATOR_BOUND,
-                           f"the load generator could not keep up at {load:g} ops/s, so the server's "
-                           "peak is beyond what this generator can show; add clients or lower --max-rate")
+            raise _Stopped(
+                verdicts.GENERATOR_BOUND,
+                f"the load generator could not keep up at {load:g} ops/s, so the server's "
+                "peak is beyond what this generator can show; add clients or lower --max-rate",
+            )
         return observation
 
     def report(self, load: float, number: int, width_ms: float | None) -> None:
@@ -573,27 +689,37 @@ class _Search:
         """λ* and the interval of the true peak rate (see result.py for what each claims)."""
         s = self.settings
         interval = record.interval
-        response = (f"R̄ {interval.mean:.1f} ms, {s.confidence:.0%} CI [{interval.low:.1f}, {interval.high:.1f}] ms "
-                    f"over {interval.count} trials, accuracy {interval.accuracy:.1%}")
+        response = (
+            f"R̄ {interval.mean:.1f} ms, {s.confidence:.0%} CI [{interval.low:.1f}, {interval.high:.1f}] ms "
+            f"over {interval.count} trials, accuracy {interval.accuracy:.1%}"
+        )
         estimate = self.peak_rate_interval(record)
         if estimate is None:
-            message = (f"peak rate {record.load:.1f} ops/s (a measured load): {response}; no other measured load "
-                       "to carry it to an interval of the peak rate")
+            message = (
+                f"peak rate {record.load:.1f} ops/s (a measured load): {response}; no other measured load "
+                "to carry it to an interval of the peak rate"
+            )
             return self.result(verdicts.PEAK, message, record)
         peak_rate, ci_low, ci_high, nearest = estimate
         if same_load(peak_rate, record.load):
             how = f"peak rate {record.load:.1f} ops/s (a measured load): {response}"
         else:
-            how = (f"peak rate {peak_rate:.1f} ops/s, estimated where the response line through the measured "
-                   f"loads {record.load:.1f} ops/s ({response}) and {nearest:.1f} ops/s reaches Rsat "
-                   f"{s.rsat_ms:g} ms (not {record.load:.1f} itself: R̄'s interval there misses Rsat)")
-        message = (f"{how}; {s.confidence:.0%} interval of the peak rate {ci_low:.1f}-{ci_high:.1f} ops/s"
-                   f"{self.shorter_note()}")
+            how = (
+                f"peak rate {peak_rate:.1f} ops/s, estimated where the response line through the measured "
+                f"loads {record.load:.1f} ops/s ({response}) and {nearest:.1f} ops/s reaches Rsat "
+                f"{s.rsat_ms:g} ms (not {record.load:.1f} itself: R̄'s interval there misses Rsat)"
+            )
+        message = (
+            f"{how}; {s.confidence:.0%} interval of the peak rate {ci_low:.1f}-{ci_high:.1f} ops/s{self.shorter_note()}"
+        )
         result = self.result(verdicts.PEAK, message, record, ci_low, ci_high)
-        return dataclasses.replace(result, peak_rate=peak_rate, measured_load=record.load,
-                                   loads=self.load_summaries(result.trace, lambda load: load / peak_rate),
-                                   trace=[dataclasses.replace(t, load_factor=t.load / peak_rate)
-                                          for t in result.trace])
+        return dataclasses.replace(
+            result,
+            peak_rate=peak_rate,
+            measured_load=record.load,
+            loads=self.load_summaries(result.trace, lambda load: load / peak_rate),
+            trace=[dataclasses.replace(t, load_factor=t.load / peak_rate) for t in result.trace],
+        )
 
     def bracket_result(self, low: LoadRecord, high: LoadRecord) -> SearchResult:
         """The peak between two settled loads close enough for the target accuracy.
@@ -604,45 +730,72 @@ class _Search:
         """
         s = self.settings
         peak_rate = (low.load + high.load) / 2
-        line = (line_through((low.load, low.mean_ms), (high.load, high.mean_ms))
-                if low.on_curve and high.on_curve and low.mean_ms > 0 and high.mean_ms > 0 else None)
+        line = (
+            line_through((low.load, low.mean_ms), (high.load, high.mean_ms))
+            if low.on_curve and high.on_curve and low.mean_ms > 0 and high.mean_ms > 0
+            else None
+        )
         if line is not None:
             interpolated = line.load_for(s.rsat_ms)
-            if low.load < interpolated < high.load and estimate_accuracy(interpolated, low.load, high.load) >= s.accuracy:
+            if (
+                low.load < interpolated < high.load
+                and estimate_accuracy(interpolated, low.load, high.load) >= s.accuracy
+            ):
                 peak_rate = interpolated
         unsettled = sum(1 for r in self.history.records if not r.settled and low.load < r.load < high.load)
-        between = (f"the {unsettled} load(s) tested between them did not settle which side they are on"
-                   if unsettled else "no load tested between them")
-        estimated = ("where the response line through them reaches Rsat" if peak_rate != (low.load + high.load) / 2
-                     else "their midpoint")
+        between = (
+            f"the {unsettled} load(s) tested between them did not settle which side they are on"
+            if unsettled
+            else "no load tested between them"
+        )
+        estimated = (
+            "where the response line through them reaches Rsat"
+            if peak_rate != (low.load + high.load) / 2
+            else "their midpoint"
+        )
         achieved = estimate_accuracy(peak_rate, low.load, high.load)
-        message = (f"peak rate {peak_rate:.1f} ops/s ({estimated}): no measured load landed in the peak region; "
-                   f"it lies between {low.load:.1f} ops/s ({low.reason}) and {high.load:.1f} ops/s ({high.reason}); "
-                   f"{between}; located to accuracy {achieved:.1%}{self.shorter_note()}")
+        message = (
+            f"peak rate {peak_rate:.1f} ops/s ({estimated}): no measured load landed in the peak region; "
+            f"it lies between {low.load:.1f} ops/s ({low.reason}) and {high.load:.1f} ops/s ({high.reason}); "
+            f"{between}; located to accuracy {achieved:.1%}{self.shorter_note()}"
+        )
         result = self.result(verdicts.PEAK, message, None, low.load, high.load)
-        return dataclasses.replace(result, peak_rate=peak_rate, accuracy=achieved,
-                                   loads=self.load_summaries(result.trace, lambda load: load / peak_rate),
-                                   trace=[dataclasses.replace(t, load_factor=t.load / peak_rate) for t in result.trace])
+        return dataclasses.replace(
+            result,
+            peak_rate=peak_rate,
+            accuracy=achieved,
+            loads=self.load_summaries(result.trace, lambda load: load / peak_rate),
+            trace=[dataclasses.replace(t, load_factor=t.load / peak_rate) for t in result.trace],
+        )
 
     def shorter_note(self) -> str:
         """Says so when careful trials ran shorter or longer than settings.runlength_s (the guided policy's
         choice: shorter from the noise it saw, longer where steady state needed it)."""
         s = self.settings
-        lengths = sorted({runlength for _, purpose, _, runlength, *_ in self.trace
-                          if purpose == "careful" and runlength < s.runlength_s * (1 - 1e-9)})
+        lengths = sorted(
+            {
+                runlength
+                for _, purpose, _, runlength, *_ in self.trace
+                if purpose == "careful" and runlength < s.runlength_s * (1 - 1e-9)
+            }
+        )
         note = ""
         if lengths:
             shown = ", ".join(f"{length:.3g}" for length in lengths)
-            note = (f"; careful trials ran {shown} s, shorter than the runlength of {s.runlength_s:g} s: "
-                    f"the {self.policy.name} policy chose them from the noise it saw")
+            note = (
+                f"; careful trials ran {shown} s, shorter than the runlength of {s.runlength_s:g} s: "
+                f"the {self.policy.name} policy chose them from the noise it saw"
+            )
         longer: dict[float, tuple[float, float, float]] = {}
         for load, runlength, warmup, relaxation in self.lengthened:
             longer[load] = (runlength, warmup, relaxation)  # the last lengthening at a load is the one that ran
         for load, (runlength, warmup, relaxation) in sorted(longer.items()):
-            note += (f"; careful trials of {runlength:.3g} s after {warmup:.3g} s of warm-up at {load:.1f} ops/s "
-                     f"(settings: {s.runlength_s:g} s after {s.warmup_s:g} s): the queue's relaxation time there "
-                     f"is about {relaxation:.2g} s by the trials before, and steady state needs "
-                     f"{runlengths_per_relaxation(s.confidence):g} times that")
+            note += (
+                f"; careful trials of {runlength:.3g} s after {warmup:.3g} s of warm-up at {load:.1f} ops/s "
+                f"(settings: {s.runlength_s:g} s after {s.warmup_s:g} s): the queue's relaxation time there "
+                f"is about {relaxation:.2g} s by the trials before, and steady state needs "
+                f"{runlengths_per_relaxation(s.confidence):g} times that"
+            )
         return note
 
     def peak_rate_interval(self, peak: LoadRecord) -> tuple[float, float, float, float] | None:
@@ -663,13 +816,21 @@ class _Search:
         if len(peak.means_ms) < 2:
             return None
         at_peak = response_interval(peak.means_ms, level)
-        others = sorted((r for r in self.history.records
-                         if r.on_curve and r.steady and len(r.means_ms) >= 2 and not same_load(r.load, peak.load)),
-                        key=lambda r: abs(math.log(r.mean_ms / rsat)))
+        others = sorted(
+            (
+                r
+                for r in self.history.records
+                if r.on_curve and r.steady and len(r.means_ms) >= 2 and not same_load(r.load, peak.load)
+            ),
+            key=lambda r: abs(math.log(r.mean_ms / rsat)),
+        )
         for nearest in others:
             at_other = response_interval(nearest.means_ms, level)
-            lines = [line_through((peak.load, r_peak), (nearest.load, r_other))
-                     for r_peak in (at_peak.low, at_peak.high) for r_other in (at_other.low, at_other.high)]
+            lines = [
+                line_through((peak.load, r_peak), (nearest.load, r_other))
+                for r_peak in (at_peak.low, at_peak.high)
+                for r_other in (at_other.low, at_other.high)
+            ]
             if all(line is not None for line in lines):
                 break
         else:
@@ -682,15 +843,23 @@ class _Search:
             estimate = line_through((peak.load, peak.mean_ms), (nearest.load, nearest.mean_ms)).load_for(rsat)
         return estimate, min(low, estimate), max(high, estimate), nearest.load
 
-    def result(self, verdict: str, message: str, peak: LoadRecord | None = None,
-               ci_low: float | None = None, ci_high: float | None = None) -> SearchResult:
+    def result(
+        self,
+        verdict: str,
+        message: str,
+        peak: LoadRecord | None = None,
+        ci_low: float | None = None,
+        ci_high: float | None = None,
+    ) -> SearchResult:
         peak_rate = peak.load if peak is not None else None
 
         def factor(load: float) -> float | None:
             return load / peak_rate if peak_rate else None
 
-        trace = [TraceEntry(i + 1, load, factor(load), purpose, number, runlength, observation, cumulative, warmup)
-                 for i, (load, purpose, number, runlength, warmup, observation, cumulative) in enumerate(self.trace)]
+        trace = [
+            TraceEntry(i + 1, load, factor(load), purpose, number, runlength, observation, cumulative, warmup)
+            for i, (load, purpose, number, runlength, warmup, observation, cumulative) in enumerate(self.trace)
+        ]
         low, high = self.history.bracket(settled_only=True)
         interval = peak.interval if peak is not None else None
         return SearchResult(
@@ -720,11 +889,19 @@ class _Search:
         for record in sorted(self.history.records, key=lambda r: r.load):
             spent = [t for t in trace if same_load(t.load, record.load)]
             interval = record.interval
-            summaries.append(LoadSummary(
-                load=record.load, load_factor=factor(record.load), classification=record.classification,
-                mean_ms=record.mean_ms,
-                ci_low_ms=interval.low if interval else None, ci_high_ms=interval.high if interval else None,
-                trials=len(spent), cost_s=sum(t.observation.cost_s for t in spent), reason=record.reason))
+            summaries.append(
+                LoadSummary(
+                    load=record.load,
+                    load_factor=factor(record.load),
+                    classification=record.classification,
+                    mean_ms=record.mean_ms,
+                    ci_low_ms=interval.low if interval else None,
+                    ci_high_ms=interval.high if interval else None,
+                    trials=len(spent),
+                    cost_s=sum(t.observation.cost_s for t in spent),
+                    reason=record.reason,
+                )
+            )
         return summaries
 
 

@@ -46,48 +46,78 @@ class SearchSettings:
             if not ok:
                 raise ValueError(message)
 
-        for name in ("rsat_ms", "width", "confidence", "accuracy", "psat", "lsat_ms",
-                     "max_failed_share", "runlength_s", "warmup_s", "start_load",
-                     "min_load", "max_load"):
+        for name in (
+            "rsat_ms",
+            "width",
+            "confidence",
+            "accuracy",
+            "psat",
+            "lsat_ms",
+            "max_failed_share",
+            "runlength_s",
+            "warmup_s",
+            "start_load",
+            "min_load",
+            "max_load",
+        ):
             value = getattr(self, name)
-            check(isinstance(value, (int, float)) and math.isfinite(value),
-                  f"{name} must be a finite number (got {value!r})")
+            check(
+                isinstance(value, (int, float)) and math.isfinite(value),
+                f"{name} must be a finite number (got {value!r})",
+            )
         check(self.rsat_ms > 0, f"rsat_ms must be positive (got {self.rsat_ms})")
-        check(self.width > 0, f"width must be positive: the peak region [rsat·(1−s), rsat·(1+s)] "
-                              f"is empty for s = {self.width}")
+        check(
+            self.width > 0,
+            f"width must be positive: the peak region [rsat·(1−s), rsat·(1+s)] is empty for s = {self.width}",
+        )
         check(self.width < 1, f"width must be below 1: the peak region would reach 0 ms (got {self.width})")
         check(0 < self.confidence < 1, f"confidence must lie strictly between 0 and 1 (got {self.confidence})")
         check(0 < self.accuracy < 1, f"accuracy must lie strictly between 0 and 1 (got {self.accuracy})")
         check(0 < self.psat < 100, f"psat must be a percentile strictly between 0 and 100 (got {self.psat})")
         check(self.lsat_ms > 0, f"lsat_ms must be positive (got {self.lsat_ms})")
-        check(0 <= self.max_failed_share < 1,
-              f"max_failed_share must lie in [0, 1) (got {self.max_failed_share})")
-        check(isinstance(self.min_trials, int) and self.min_trials >= 2,
-              f"min_trials must be an integer of at least 2: one trial gives no interval (got {self.min_trials})")
-        check(isinstance(self.max_trials, int) and self.max_trials >= self.min_trials,
-              f"max_trials must be an integer no smaller than min_trials = {self.min_trials} (got {self.max_trials})")
+        check(0 <= self.max_failed_share < 1, f"max_failed_share must lie in [0, 1) (got {self.max_failed_share})")
+        check(
+            isinstance(self.min_trials, int) and self.min_trials >= 2,
+            f"min_trials must be an integer of at least 2: one trial gives no interval (got {self.min_trials})",
+        )
+        check(
+            isinstance(self.max_trials, int) and self.max_trials >= self.min_trials,
+            f"max_trials must be an integer no smaller than min_trials = {self.min_trials} (got {self.max_trials})",
+        )
         check(self.runlength_s > 0, f"runlength_s must be positive (got {self.runlength_s})")
         check(self.warmup_s >= 0, f"warmup_s must not be negative (got {self.warmup_s})")
-        check(self.scout_runlength_s is None or 0 < self.scout_runlength_s <= self.runlength_s,
-              f"scout_runlength_s must be positive and at most runlength_s = {self.runlength_s} "
-              f"(got {self.scout_runlength_s})")
-        check(self.min_runlength_s is None or (math.isfinite(self.min_runlength_s) and self.min_runlength_s > 0),
-              f"min_runlength_s must be a positive number (got {self.min_runlength_s!r})")
-        check(self.max_runlength_s is None or (math.isfinite(self.max_runlength_s) and self.max_runlength_s > 0),
-              f"max_runlength_s must be a positive number (got {self.max_runlength_s!r})")
+        check(
+            self.scout_runlength_s is None or 0 < self.scout_runlength_s <= self.runlength_s,
+            f"scout_runlength_s must be positive and at most runlength_s = {self.runlength_s} "
+            f"(got {self.scout_runlength_s})",
+        )
+        check(
+            self.min_runlength_s is None or (math.isfinite(self.min_runlength_s) and self.min_runlength_s > 0),
+            f"min_runlength_s must be a positive number (got {self.min_runlength_s!r})",
+        )
+        check(
+            self.max_runlength_s is None or (math.isfinite(self.max_runlength_s) and self.max_runlength_s > 0),
+            f"max_runlength_s must be a positive number (got {self.max_runlength_s!r})",
+        )
         check(self.min_load > 0, f"min_load must be positive (got {self.min_load})")
-        check(self.max_load >= self.min_load,
-              f"max_load ({self.max_load}) must not be below min_load ({self.min_load})")
-        check(self.min_load <= self.start_load <= self.max_load,
-              f"start_load must lie within [min_load, max_load] = [{self.min_load}, {self.max_load}] "
-              f"(got {self.start_load})")
-        check(isinstance(self.max_total_trials, int) and self.max_total_trials >= self.min_trials,
-              f"max_total_trials must be an integer no smaller than min_trials = {self.min_trials} "
-              f"(got {self.max_total_trials})")
-        check(self.max_cost_s is None or self.max_cost_s > 0,
-              f"max_cost_s must be positive (got {self.max_cost_s})")
-        check(isinstance(self.max_loads, int) and self.max_loads >= 1,
-              f"max_loads must be a positive integer (got {self.max_loads})")
+        check(
+            self.max_load >= self.min_load, f"max_load ({self.max_load}) must not be below min_load ({self.min_load})"
+        )
+        check(
+            self.min_load <= self.start_load <= self.max_load,
+            f"start_load must lie within [min_load, max_load] = [{self.min_load}, {self.max_load}] "
+            f"(got {self.start_load})",
+        )
+        check(
+            isinstance(self.max_total_trials, int) and self.max_total_trials >= self.min_trials,
+            f"max_total_trials must be an integer no smaller than min_trials = {self.min_trials} "
+            f"(got {self.max_total_trials})",
+        )
+        check(self.max_cost_s is None or self.max_cost_s > 0, f"max_cost_s must be positive (got {self.max_cost_s})")
+        check(
+            isinstance(self.max_loads, int) and self.max_loads >= 1,
+            f"max_loads must be a positive integer (got {self.max_loads})",
+        )
 
     @classmethod
     def from_stored(cls, stored: dict) -> SearchSettings:

@@ -54,7 +54,7 @@ STEIN_PILOT = 4  # first-stage trials of Stein's procedure (at least min_trials)
 
 def log_half_width(log_deviation: float, count: int, pilot_size: int, confidence: float) -> float:
     """The half-width, on the log scale, of `response_interval` over `count` values."""
-    variance = log_deviation ** 2 / count + log_deviation ** 4 / (2 * max(count - 1, 1))
+    variance = log_deviation**2 / count + log_deviation**4 / (2 * max(count - 1, 1))
     return t_quantile(confidence, pilot_size - 1) * math.sqrt(variance)
 
 
@@ -63,7 +63,7 @@ def stein_trials(log_deviation: float, confidence: float, accuracy: float, pilot
     deviation s0 of the log trial means, reaches `accuracy` (1 − tanh of the log half-width)."""
     allowed = math.atanh(1 - accuracy)
     bound = t_quantile(confidence, pilot - 1) * log_deviation / allowed
-    count = max(pilot, math.ceil(bound ** 2))
+    count = max(pilot, math.ceil(bound**2))
     while log_half_width(log_deviation, count, pilot, confidence) > allowed:
         count = max(count + 1, math.ceil(count * 1.01))
     return count
@@ -82,8 +82,9 @@ def t_interval(values: Sequence[float], confidence: float) -> ConfidenceInterval
     return stein_interval(values, sample_deviation(values), len(values), confidence)
 
 
-def stein_interval(values: Sequence[float], pilot_deviation: float, pilot_size: int,
-                   confidence: float) -> ConfidenceInterval:
+def stein_interval(
+    values: Sequence[float], pilot_deviation: float, pilot_size: int, confidence: float
+) -> ConfidenceInterval:
     """Stein's two-stage interval: the mean of all values ± t(pilot−1)·s_pilot/√n.
 
     Exact at `confidence` for normal values when n was fixed from the pilot's
@@ -95,8 +96,9 @@ def stein_interval(values: Sequence[float], pilot_deviation: float, pilot_size: 
     return ConfidenceInterval(mean, mean - half_width, mean + half_width, confidence, count)
 
 
-def response_interval(values: Sequence[float], confidence: float, pilot_log_deviation: float | None = None,
-                      pilot_size: int | None = None) -> ConfidenceInterval:
+def response_interval(
+    values: Sequence[float], confidence: float, pilot_log_deviation: float | None = None, pilot_size: int | None = None
+) -> ConfidenceInterval:
     """Cox's lognormal interval of the mean of positive `values` (at least two), see the module doc.
 
     Without a pilot, the deviation and degrees of freedom are those of all values.
@@ -108,10 +110,11 @@ def response_interval(values: Sequence[float], confidence: float, pilot_log_devi
     deviation = sample_deviation(logs)
     if pilot_log_deviation is None:
         pilot_log_deviation, pilot_size = deviation, count
-    centre = math.fsum(logs) / count + deviation ** 2 / 2
+    centre = math.fsum(logs) / count + deviation**2 / 2
     half_width = log_half_width(pilot_log_deviation, count, pilot_size, confidence)
-    return ConfidenceInterval(math.exp(centre), math.exp(centre - half_width), math.exp(centre + half_width),
-                              confidence, count)
+    return ConfidenceInterval(
+        math.exp(centre), math.exp(centre - half_width), math.exp(centre + half_width), confidence, count
+    )
 
 
 def log_deviation(values: Sequence[float]) -> float:

@@ -52,12 +52,19 @@ class QuadraticSurface:
     residual_variance: float | None = None
 
     @classmethod
-    def fit(cls, factors: Sequence[Factor], samples: Sequence[Sample], peaks: Sequence[float],
-            weights: Sequence[float] | None = None) -> QuadraticSurface:
+    def fit(
+        cls,
+        factors: Sequence[Factor],
+        samples: Sequence[Sample],
+        peaks: Sequence[float],
+        weights: Sequence[float] | None = None,
+    ) -> QuadraticSurface:
         terms = quadratic_terms(factors)
         if len(samples) < len(terms):
-            raise ValueError(f"a quadratic in {len(factors)} factors needs at least {len(terms)} "
-                             f"measured samples (got {len(samples)})")
+            raise ValueError(
+                f"a quadratic in {len(factors)} factors needs at least {len(terms)} "
+                f"measured samples (got {len(samples)})"
+            )
         regressors = np.array([quadratic_row(coded(factors, s)) for s in samples])
         y = np.asarray(peaks, dtype=float)
         w = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=float)
@@ -65,26 +72,36 @@ class QuadraticSurface:
         root = np.sqrt(w)
         coefficients, _, rank, _ = np.linalg.lstsq(regressors * root[:, None], y * root, rcond=None)
         if rank < len(terms):
-            raise ValueError(f"the {len(samples)} samples do not determine the {len(terms)} coefficients of a"
-                             f" quadratic in {len(factors)} factors (rank {rank}): choose samples that vary"
-                             " every factor over three or more levels")
+            raise ValueError(
+                f"the {len(samples)} samples do not determine the {len(terms)} coefficients of a"
+                f" quadratic in {len(factors)} factors (rank {rank}): choose samples that vary"
+                " every factor over three or more levels"
+            )
         dof = len(y) - len(terms)
         if dof == 0:
             return cls(tuple(factors), tuple(terms), tuple(float(b) for b in coefficients), None, 0)
         residuals = y - regressors @ coefficients
-        variance = float(np.sum(w * residuals ** 2) / dof)
+        variance = float(np.sum(w * residuals**2) / dof)
         covariance = variance * np.linalg.inv(regressors.T @ (regressors * w[:, None]))
         centre = np.sum(w * y) / np.sum(w)
         total = float(np.sum(w * (y - centre) ** 2))
-        r_squared = 1 - float(np.sum(w * residuals ** 2)) / total if total > 0 else None
-        return cls(tuple(factors), tuple(terms), tuple(float(b) for b in coefficients), r_squared, dof,
-                   tuple(tuple(float(v) for v in row) for row in covariance), variance)
+        r_squared = 1 - float(np.sum(w * residuals**2)) / total if total > 0 else None
+        return cls(
+            tuple(factors),
+            tuple(terms),
+            tuple(float(b) for b in coefficients),
+            r_squared,
+            dof,
+            tuple(tuple(float(v) for v in row) for row in covariance),
+            variance,
+        )
 
     def predict(self, sample: Sample) -> float:
         return float(np.dot(self.coefficients, quadratic_row(coded(self.factors, sample))))
 
-    def prediction_interval(self, sample: Sample,
-                            confidence: float = PREDICTION_CONFIDENCE) -> tuple[float, float] | None:
+    def prediction_interval(
+        self, sample: Sample, confidence: float = PREDICTION_CONFIDENCE
+    ) -> tuple[float, float] | None:
         """Where a new peak measured at `sample` would fall; None without residual freedom."""
         if self.residual_dof <= 0 or self.covariance is None or self.residual_variance is None:
             return None
@@ -102,20 +119,24 @@ def peak_weights(peaks: Sequence[float], half_widths: Sequence[float | None]) ->
     if not known:
         return [1.0] * len(peaks)
     loosest = max(known)
-    return [1 / max(h, TIGHTEST_HALF_WIDTH * abs(p)) ** 2 if h is not None else 1 / loosest ** 2
-            for p, h in zip(peaks, half_widths)]
+    return [
+        1 / max(h, TIGHTEST_HALF_WIDTH * abs(p)) ** 2 if h is not None else 1 / loosest**2
+        for p, h in zip(peaks, half_widths)
+    ]
 
 
-def leave_one_out(factors: Sequence[Factor], samples: Sequence[Sample], peaks: Sequence[float],
-                  weights: Sequence[float]) -> tuple[float, int] | None:
+def leave_one_out(
+    factors: Sequence[Factor], samples: Sequence[Sample], peaks: Sequence[float], weights: Sequence[float]
+) -> tuple[float, int] | None:
     """(MAPE in percent, how many samples) of each peak predicted by the model fitted without it, over the
     samples whose removal leaves the quadratic determined; None when no sample's does."""
     errors = []
     for held in range(len(samples)):
         rest = [i for i in range(len(samples)) if i != held]
         try:
-            model = QuadraticSurface.fit(factors, [samples[i] for i in rest], [peaks[i] for i in rest],
-                                         [weights[i] for i in rest])
+            model = QuadraticSurface.fit(
+                factors, [samples[i] for i in rest], [peaks[i] for i in rest], [weights[i] for i in rest]
+            )
         except ValueError:  # without this sample the rest do not determine every coefficient
             continue
         errors.append((model.predict(samples[held]), peaks[held]))
@@ -129,21 +150,33 @@ def mape(predicted: Sequence[float], measured: Sequence[float]) -> float:
     return 100 * sum(abs(p - m) / abs(m) for p, m in zip(predicted, measured)) / len(measured)
 
 
-def describe_error(samples: int, coefficients: int, loo_mape: float | None, loo_samples: int | None,
-                   in_sample_mape: float | None, r_squared: float | None) -> str:
+def describe_error(
+    samples: int,
+    coefficients: int,
+    loo_mape: float | None,
+    loo_samples: int | None,
+    in_sample_mape: float | None,
+    r_squared: float | None,
+) -> str:
     """What is known of a fitted surface's error, in one clause; no figure at all without residual freedom."""
     dof = samples - coefficients
     if dof <= 0:
-        return (f"no error estimate: {samples} measured peaks for {coefficients} coefficients leave no residual"
-                " degrees of freedom, so the model passes through every sample (measure more samples)")
+        return (
+            f"no error estimate: {samples} measured peaks for {coefficients} coefficients leave no residual"
+            " degrees of freedom, so the model passes through every sample (measure more samples)"
+        )
     if loo_mape is None or not loo_samples:
-        held = (f"no held-out error: without any one of its n={samples} samples the quadratic is undetermined"
-                " (measure samples at three or more levels of every factor)")
+        held = (
+            f"no held-out error: without any one of its n={samples} samples the quadratic is undetermined"
+            " (measure samples at three or more levels of every factor)"
+        )
     elif loo_samples == samples:
         held = f"held-out error (leave-one-out MAPE) {loo_mape:.1f}% over n={samples} samples"
     else:
-        held = (f"held-out error (leave-one-out MAPE) {loo_mape:.1f}% over the {loo_samples} of n={samples}"
-                " samples whose removal leaves the quadratic determined")
+        held = (
+            f"held-out error (leave-one-out MAPE) {loo_mape:.1f}% over the {loo_samples} of n={samples}"
+            " samples whose removal leaves the quadratic determined"
+        )
     parts = [held, f"{dof} residual degree{'s' if dof != 1 else ''} of freedom"]
     if in_sample_mape is not None:
         parts.append(f"in-sample MAPE {in_sample_mape:.1f}%")
@@ -190,11 +223,16 @@ def visiting_order(factors: Sequence[Factor], samples: Sequence[Sample]) -> list
     return order
 
 
-def map_surface(factors: Sequence[Factor], samples: Sequence[Sample],
-                trial_runner_for: Callable[[Sample], RunTrial],
-                settings: SearchSettings | None = None, policy: str = DEFAULT_POLICY,
-                seeding: bool = True, fail_fast: bool = False,
-                progress: Callable[[Sample], Progress | None] | None = None) -> SurfaceResult:
+def map_surface(
+    factors: Sequence[Factor],
+    samples: Sequence[Sample],
+    trial_runner_for: Callable[[Sample], RunTrial],
+    settings: SearchSettings | None = None,
+    policy: str = DEFAULT_POLICY,
+    seeding: bool = True,
+    fail_fast: bool = False,
+    progress: Callable[[Sample], Progress | None] | None = None,
+) -> SurfaceResult:
     """Search the peak of every sample and fit the quadratic surface through the peaks found."""
     factors = tuple(factors)
     settings = settings or SearchSettings()
@@ -206,8 +244,13 @@ def map_surface(factors: Sequence[Factor], samples: Sequence[Sample],
             here = coded(factors, sample)
             seed = min(finished, key=lambda f: math.dist(here, coded(factors, f[0])))[1]
         try:
-            result = find_peak(trial_runner_for(sample), settings, policy, seed_load=seed,
-                               progress=progress(sample) if progress else None)
+            result = find_peak(
+                trial_runner_for(sample),
+                settings,
+                policy,
+                seed_load=seed,
+                progress=progress(sample) if progress else None,
+            )
         except Exception as error:  # a configure command or readiness check failed
             if fail_fast:
                 raise
@@ -223,17 +266,21 @@ def map_surface(factors: Sequence[Factor], samples: Sequence[Sample],
     return surface_from_searches(factors, searched)
 
 
-def surface_from_searches(factors: Sequence[Factor],
-                          searched: Sequence[tuple[Sample, float | None, SearchResult | None, str | None]],
-                          confidence: float = PREDICTION_CONFIDENCE) -> SurfaceResult:
+def surface_from_searches(
+    factors: Sequence[Factor],
+    searched: Sequence[tuple[Sample, float | None, SearchResult | None, str | None]],
+    confidence: float = PREDICTION_CONFIDENCE,
+) -> SurfaceResult:
     """Fit and report over finished searches: (sample, seed load, result or None, failure or None) each.
     Shared by map_surface and the cluster's pool of servers (peakbench.cluster.pool)."""
     factors = tuple(factors)
     finished = [(sample, result) for sample, _, result, failure in searched if failure is None]
     samples = [sample for sample, _ in finished]
     peaks = [result.peak_rate for _, result in finished]
-    weights = peak_weights(peaks, [(r.ci_high - r.ci_low) / 2 if r.ci_low is not None and r.ci_high is not None
-                                   else None for _, r in finished])
+    weights = peak_weights(
+        peaks,
+        [(r.ci_high - r.ci_low) / 2 if r.ci_low is not None and r.ci_high is not None else None for _, r in finished],
+    )
     surface = loo = None
     if len(finished) >= len(quadratic_terms(factors)):
         surface = QuadraticSurface.fit(factors, samples, peaks, weights)
@@ -247,5 +294,14 @@ def surface_from_searches(factors: Sequence[Factor],
     if surface is not None and surface.residual_dof > 0:
         in_sample = mape([o.predicted for o in outcomes if o.failure is None], peaks)
     cost = sum(o.result.cost_seconds for o in outcomes if o.result is not None)
-    return SurfaceResult(factors, outcomes, surface, in_sample, cost, loo[0] if loo else None,
-                         loo[1] if loo else None, surface.residual_dof if surface is not None else None, confidence)
+    return SurfaceResult(
+        factors,
+        outcomes,
+        surface,
+        in_sample,
+        cost,
+        loo[0] if loo else None,
+        loo[1] if loo else None,
+        surface.residual_dof if surface is not None else None,
+        confidence,
+    )

@@ -19,7 +19,7 @@ from ..sysinfo import mount_of
 from .monitor import memory
 
 DROP_CACHES = Path("/proc/sys/vm/drop_caches")
-CHILL_HEADROOM = 256 * 2**20   # never take the machine's last 256 MiB
+CHILL_HEADROOM = 256 * 2**20  # never take the machine's last 256 MiB
 CHILL_CHUNK = 64 * 2**20
 
 
@@ -28,8 +28,10 @@ def drop_caches() -> dict:
     try:
         DROP_CACHES.write_text("3\n")
     except OSError as error:
-        raise RunError(f"cannot drop caches ({DROP_CACHES}: {error.strerror}); run as root"
-                       " or remove 'drop' from the test's cache policy") from None
+        raise RunError(
+            f"cannot drop caches ({DROP_CACHES}: {error.strerror}); run as root"
+            " or remove 'drop' from the test's cache policy"
+        ) from None
     return {"policy": "drop"}
 
 
@@ -40,8 +42,10 @@ def remount_path(mount_point: str) -> dict:
         raise RunError(f"{mount_point} is not a mount point; cannot remount it")
     os.sync()
     options = info["mount_options"]
-    steps = (["umount", info["mount_point"]],
-             ["mount", "-t", info["fs_type"], "-o", options, info["device"], info["mount_point"]])
+    steps = (
+        ["umount", info["mount_point"]],
+        ["mount", "-t", info["fs_type"], "-o", options, info["device"], info["mount_point"]],
+    )
     for argv in steps:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
@@ -81,10 +85,19 @@ def chill(limit_bytes: float | None = None) -> dict:
     if limit_bytes is not None:
         limit = min(limit, int(limit_bytes))
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", _CHILL_PROGRAM, str(int(limit)), str(CHILL_CHUNK)],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILL_PROGRAM, str(int(limit)), str(CHILL_CHUNK)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if done.returncode != 0:
         raise RunError(f"chill failed: {done.stderr.strip()[-300:]}")
     before, after, taken = (int(x) for x in done.stdout.split())
-    return {"policy": "chill", "cached_before_mb": before / 2**20, "cached_after_mb": after / 2**20,
-            "allocated_mb": taken / 2**20, "seconds": time.monotonic() - started}
+    return {
+        "policy": "chill",
+        "cached_before_mb": before / 2**20,
+        "cached_after_mb": after / 2**20,
+        "allocated_mb": taken / 2**20,
+        "seconds": time.monotonic() - started,
+    }

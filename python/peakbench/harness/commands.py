@@ -44,8 +44,9 @@ def add_commands(commands, parser_class, store_option) -> None:
 
     run = actions.add_parser("run", parents=[store_option], help="run a plan unattended")
     run.add_argument("plan", type=Path, metavar="PLAN.toml")
-    run.add_argument("--workdir", type=Path, metavar="DIR",
-                     help="outputs, images and mount points (default STORE.work/)")
+    run.add_argument(
+        "--workdir", type=Path, metavar="DIR", help="outputs, images and mount points (default STORE.work/)"
+    )
     run.add_argument("--json", type=Path, metavar="FILE", help="also write the analysis to this JSON file")
     run.set_defaults(handler=command_run)
 
@@ -63,14 +64,16 @@ def add_commands(commands, parser_class, store_option) -> None:
     listing = actions.add_parser("list", parents=[store_option], help="the plans in the store")
     listing.set_defaults(handler=command_list)
 
-    compare = commands.add_parser("compare", parents=[store_option],
-                                  help="do two results differ? Welch's t, F/Levene, CI of the difference")
+    compare = commands.add_parser(
+        "compare", parents=[store_option], help="do two results differ? Welch's t, F/Levene, CI of the difference"
+    )
     compare.add_argument("a", metavar="A", help="a test name, PLAN_ID:TEST, #TEST_ID, or a file of numbers")
     compare.add_argument("b", metavar="B")
     compare.add_argument("--metric", help="which metric (default: the tests' stop metric)")
     compare.add_argument("--plan", type=int, metavar="ID", help="look test names up in this plan")
-    compare.add_argument("--alpha", type=float, default=analysis.DEFAULT_ALPHA,
-                         help="significance level (default 0.05)")
+    compare.add_argument(
+        "--alpha", type=float, default=analysis.DEFAULT_ALPHA, help="significance level (default 0.05)"
+    )
     compare.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison to this JSON file")
     compare.set_defaults(handler=command_compare)
 
@@ -84,8 +87,15 @@ def command_check(args: argparse.Namespace) -> int:
     for test in plan.tests:
         stop = test["stop"]
         rule = f"{stop['min_runs']}..{stop['max_runs']} runs" + (f", until {stop['until']}" if stop["until"] else "")
-        table.add_row(str(test["seq"] + 1), test["name"], test["kind"], str(test["threads"]), rule,
-                      ",".join(test["cache"]["policy"]) or "-", test["fs"]["type"] if test["fs"] else "-")
+        table.add_row(
+            str(test["seq"] + 1),
+            test["name"],
+            test["kind"],
+            str(test["threads"]),
+            rule,
+            ",".join(test["cache"]["policy"]) or "-",
+            test["fs"]["type"] if test["fs"] else "-",
+        )
     console.print(table)
     for note in plan.notes:
         console.print(f"note: {note}", highlight=False)
@@ -116,7 +126,7 @@ def finite(value):
 
 
 def command_run(args: argparse.Namespace) -> int:
-    plan = load_plan(args.plan)   # every input error surfaces here, before anything is written
+    plan = load_plan(args.plan)  # every input error surfaces here, before anything is written
     store_module.check_compatible(args.db)
     check_output(args.json, "--json")
     if args.workdir is not None and args.workdir.exists() and not args.workdir.is_dir():
@@ -157,13 +167,19 @@ def command_list(args: argparse.Namespace) -> int:
         rows = store.connection.execute(
             "SELECT p.id, p.created, p.name, p.status, COUNT(t.id) AS tests,"
             " SUM(t.status = 'done') AS done FROM plans p LEFT JOIN plan_tests t ON t.plan_id = p.id"
-            " GROUP BY p.id ORDER BY p.id").fetchall()
+            " GROUP BY p.id ORDER BY p.id"
+        ).fetchall()
     table = Table()
     for heading in ("id", "created (UTC)", "plan", "status", "tests done"):
         table.add_column(heading)
     for row in rows:
-        table.add_row(str(row["id"]), row["created"][:16].replace("T", " "), row["name"], row["status"],
-                      f"{row['done'] or 0}/{row['tests']}")
+        table.add_row(
+            str(row["id"]),
+            row["created"][:16].replace("T", " "),
+            row["name"],
+            row["status"],
+            f"{row['done'] or 0}/{row['tests']}",
+        )
     _console().print(table)
     return 0
 
@@ -188,8 +204,9 @@ def _numbers_file(path: Path, field: str) -> list[float]:
     return values
 
 
-def resolve_side(store: store_module.Store | None, text: str, metric: str | None, plan_id: int | None,
-                 field: str) -> tuple[str, list[float], str]:
+def resolve_side(
+    store: store_module.Store | None, text: str, metric: str | None, plan_id: int | None, field: str
+) -> tuple[str, list[float], str]:
     """(label, values, metric) of one side of a comparison."""
     path = Path(text)
     if path.is_file():
@@ -203,22 +220,32 @@ def resolve_side(store: store_module.Store | None, text: str, metric: str | None
     else:
         name, chosen = (plan_match.group(2), int(plan_match.group(1))) if plan_match else (text, plan_id)
         if chosen is not None:
-            row = store.connection.execute("SELECT * FROM plan_tests WHERE plan_id = ? AND name = ?",
-                                           (chosen, name)).fetchone()
+            row = store.connection.execute(
+                "SELECT * FROM plan_tests WHERE plan_id = ? AND name = ?", (chosen, name)
+            ).fetchone()
         else:
             row = store.connection.execute(
-                "SELECT * FROM plan_tests WHERE name = ? ORDER BY plan_id DESC LIMIT 1", (name,)).fetchone()
+                "SELECT * FROM plan_tests WHERE name = ? ORDER BY plan_id DESC LIMIT 1", (name,)
+            ).fetchone()
     if row is None:
         raise InputError(f"no test {text!r} in the store (nor a file of that name)", field=field)
     test = store_module._decode(row)
-    test["runs"] = [store_module._decode(r) for r in store.connection.execute(
-        "SELECT * FROM plan_runs WHERE test_id = ? ORDER BY attempt", (test["id"],))]
+    test["runs"] = [
+        store_module._decode(r)
+        for r in store.connection.execute("SELECT * FROM plan_runs WHERE test_id = ? ORDER BY attempt", (test["id"],))
+    ]
     chosen_metric = metric or test["settings"]["metric"]
-    values = [float(r["metrics"][chosen_metric]) for r in report.counted_runs(test)
-              if isinstance(r["metrics"].get(chosen_metric), (int, float))]
+    values = [
+        float(r["metrics"][chosen_metric])
+        for r in report.counted_runs(test)
+        if isinstance(r["metrics"].get(chosen_metric), (int, float))
+    ]
     if len(values) < 2:
-        raise InputError(f"test {test['name']!r} has {len(values)} counted run(s) with metric {chosen_metric!r};"
-                         " a comparison needs at least two", field=field)
+        raise InputError(
+            f"test {test['name']!r} has {len(values)} counted run(s) with metric {chosen_metric!r};"
+            " a comparison needs at least two",
+            field=field,
+        )
     return f"{test['name']} (plan {test['plan_id']})", values, chosen_metric
 
 
@@ -252,13 +279,24 @@ def print_comparison(result: dict, console: Console) -> None:
         summaries.add_column(heading, justify="left" if not heading or heading.startswith("normal") else "right")
     for name, s, norm in zip((na, nb), result["summaries"], result["normality"]):
         normal = "n/a" if norm["normal"] is None else f"{'yes' if norm['normal'] else 'NO'} ({norm['p_value']:.3g})"
-        summaries.add_row(f"u{1 if name == na else 2} = {name}", str(s["count"]), report._num(s["mean"]),
-                          report._num(s["median"]), report._num(s["low"]), report._num(s["high"]),
-                          report._num(s["sdev_pct"]), report._num(s["hw_pct"]), normal)
+        summaries.add_row(
+            f"u{1 if name == na else 2} = {name}",
+            str(s["count"]),
+            report._num(s["mean"]),
+            report._num(s["median"]),
+            report._num(s["low"]),
+            report._num(s["high"]),
+            report._num(s["sdev_pct"]),
+            report._num(s["hw_pct"]),
+            normal,
+        )
     console.print(summaries)
     w = result["welch"]
-    console.print(f"difference of means u1 - u2 = {w['difference']:+.6g}; {result['confidence']:.0%} CI (Welch)"
-                  f" {w['low']:+.6g} .. {w['high']:+.6g}; t = {w['t']:.4g}, df = {w['df']:.4g}", highlight=False)
+    console.print(
+        f"difference of means u1 - u2 = {w['difference']:+.6g}; {result['confidence']:.0%} CI (Welch)"
+        f" {w['low']:+.6g} .. {w['high']:+.6g}; t = {w['t']:.4g}, df = {w['df']:.4g}",
+        highlight=False,
+    )
     tests = Table(title=f"hypotheses (alpha = {result['alpha']:g}, {result['rests_on']})")
     for heading in ("null hypothesis", "p-value", "decision"):
         tests.add_column(heading)
@@ -266,9 +304,12 @@ def print_comparison(result: dict, console: Console) -> None:
         tests.add_row(h["null"], f"{h['p_value']:.4g}", h["decision"])
     console.print(tests)
     v = result["variances"]
-    console.print(f"variances: F = {v['f_test']['F']:.4g} (p = {v['f_test']['p_value']:.3g}), Levene p ="
-                  f" {v['levene']['p_value']:.3g}: {'they differ' if v['differ'] else 'no evidence they differ'}"
-                  f" ({v['rests_on']}); Welch's test does not assume equal variances", highlight=False)
+    console.print(
+        f"variances: F = {v['f_test']['F']:.4g} (p = {v['f_test']['p_value']:.3g}), Levene p ="
+        f" {v['levene']['p_value']:.3g}: {'they differ' if v['differ'] else 'no evidence they differ'}"
+        f" ({v['rests_on']}); Welch's test does not assume equal variances",
+        highlight=False,
+    )
     rank = result["rank"]
     console.print(f"rank test (Mann-Whitney U = {rank['U']:.4g}): p = {rank['p_two_sided']:.3g}", highlight=False)
     console.print(f"[bold]verdict:[/bold] {result['verdict']}", highlight=False)

@@ -19,13 +19,26 @@ import ast
 import math
 import operator
 
-FUNCTIONS = {"abs": abs, "min": min, "max": max, "round": round, "int": int, "float": float, "str": str,
-             "len": len}
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
-_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-            ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b,
-            ast.NotIn: lambda a, b: a not in b}
+FUNCTIONS = {"abs": abs, "min": min, "max": max, "round": round, "int": int, "float": float, "str": str, "len": len}
+_BINARY = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_COMPARE = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+}
 
 
 # Far beyond any loop value or metric, far below what takes noticeable time or memory to compute.
@@ -39,18 +52,27 @@ class ExpressionError(ValueError):
 
 def _bounded_binary(op: type, left, right, text: str):
     """The operation, refused before it runs when its result would be too large to be meant."""
-    if op is ast.Pow and isinstance(left, (int, float)) and isinstance(right, (int, float)) \
-            and abs(left) > 1 and right > 0 and right * math.log2(abs(left)) > MAX_INT_BITS:
+    if (
+        op is ast.Pow
+        and isinstance(left, (int, float))
+        and isinstance(right, (int, float))
+        and abs(left) > 1
+        and right > 0
+        and right * math.log2(abs(left)) > MAX_INT_BITS
+    ):
         raise ExpressionError(f"{left!r} ** {right!r} is too large (more than {MAX_INT_BITS} bits) in {text!r}")
     if op is ast.Mult:
         for sequence, count in ((left, right), (right, left)):
-            if isinstance(sequence, (str, list)) and isinstance(count, int) \
-                    and len(sequence) * count > MAX_LENGTH:
+            if isinstance(sequence, (str, list)) and isinstance(count, int) and len(sequence) * count > MAX_LENGTH:
                 raise ExpressionError(f"a repetition longer than {MAX_LENGTH:,} in {text!r}")
     if op is ast.Mod and isinstance(left, str):  # printf-style formatting can pad to any width
         raise ExpressionError(f"% formatting of a string is not allowed in {text!r}")
-    if op is ast.Add and isinstance(left, (str, list)) and isinstance(right, (str, list)) \
-            and len(left) + len(right) > MAX_LENGTH:
+    if (
+        op is ast.Add
+        and isinstance(left, (str, list))
+        and isinstance(right, (str, list))
+        and len(left) + len(right) > MAX_LENGTH
+    ):
         raise ExpressionError(f"a concatenation longer than {MAX_LENGTH:,} in {text!r}")
     result = _BINARY[op](left, right)
     if isinstance(result, int) and result.bit_length() > MAX_INT_BITS:
@@ -70,7 +92,7 @@ class Expression:
         except SyntaxError as error:
             raise ExpressionError(f"does not parse: {error.msg} at column {error.offset} of {text!r}") from None
         self.tree = tree.body
-        self.names: set[str] = set()   # bare names used
+        self.names: set[str] = set()  # bare names used
         self.dotted: set[tuple[str, str]] = set()  # name.attribute pairs used
         self._check(self.tree)
 
@@ -100,13 +122,19 @@ class Expression:
         elif isinstance(node, (ast.List, ast.Tuple)):
             for element in node.elts:
                 self._check(element)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS \
-                and not node.keywords:
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in FUNCTIONS
+            and not node.keywords
+        ):
             for argument in node.args:
                 self._check(argument)
         else:
-            raise ExpressionError(f"{ast.unparse(node)!r} is not allowed in {self.text!r}"
-                                  " (use names, numbers, strings, comparisons, and/or/not, arithmetic)")
+            raise ExpressionError(
+                f"{ast.unparse(node)!r} is not allowed in {self.text!r}"
+                " (use names, numbers, strings, comparisons, and/or/not, arithmetic)"
+            )
 
     def check_names(self, known: set[str] | dict, dotted_ok: set[str] | None = None) -> None:
         """Raise ExpressionError naming the first unknown name."""
@@ -115,8 +143,10 @@ class Expression:
                 raise ExpressionError(f"unknown name {name!r} in {self.text!r}; known: {', '.join(sorted(known))}")
         for base, _attribute in sorted(self.dotted):
             if dotted_ok is not None and base not in dotted_ok:
-                raise ExpressionError(f"unknown metric {base!r} in {self.text!r}"
-                                      f"{'; known: ' + ', '.join(sorted(dotted_ok)) if dotted_ok else ''}")
+                raise ExpressionError(
+                    f"unknown metric {base!r} in {self.text!r}"
+                    f"{'; known: ' + ', '.join(sorted(dotted_ok)) if dotted_ok else ''}"
+                )
 
     def evaluate(self, variables: dict):
         return _evaluate(self.tree, variables, self.text)

@@ -45,8 +45,13 @@ def disk_stats(device: str, text: str | None = None) -> dict | None:
     for line in text.splitlines():
         fields = line.split()
         if len(fields) >= 14 and fields[2] == device:
-            return {"reads": int(fields[3]), "read_bytes": int(fields[5]) * _SECTOR, "writes": int(fields[7]),
-                    "write_bytes": int(fields[9]) * _SECTOR, "io_ms": int(fields[12])}
+            return {
+                "reads": int(fields[3]),
+                "read_bytes": int(fields[5]) * _SECTOR,
+                "writes": int(fields[7]),
+                "write_bytes": int(fields[9]) * _SECTOR,
+                "io_ms": int(fields[12]),
+            }
     return None
 
 
@@ -62,9 +67,9 @@ def process_cpu(names: list[str], proc: Path = Path("/proc")) -> dict[str, float
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        comm = stat[stat.index("(") + 1: stat.rindex(")")]
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
         if comm in totals:
-            fields = stat[stat.rindex(")") + 2:].split()
+            fields = stat[stat.rindex(")") + 2 :].split()
             # fields[11], [12] are utime, stime (the 14th and 15th of the whole line)
             totals[comm] += (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
     return totals
@@ -75,6 +80,7 @@ def device_of(path: str | None) -> str | None:
     if not path:
         return None
     from ..sysinfo import mount_of
+
     mount = mount_of(path)
     if not mount or not mount["device"].startswith("/dev/"):
         return None
@@ -156,8 +162,11 @@ class Monitor:
         for before, after in zip(self.samples, self.samples[1:]):
             total = sum(after["cpu"].values()) - sum(before["cpu"].values())
             idle = (after["cpu"]["idle"] - before["cpu"]["idle"]) + (after["cpu"]["iowait"] - before["cpu"]["iowait"])
-            row = {"t": round(after["t"], 3), "cpu_busy_pct": round(100 * (total - idle) / total, 2) if total else None,
-                   "mem_available_mb": round(after["mem"].get("MemAvailable", 0) / 2**20, 1)}
+            row = {
+                "t": round(after["t"], 3),
+                "cpu_busy_pct": round(100 * (total - idle) / total, 2) if total else None,
+                "mem_available_mb": round(after["mem"].get("MemAvailable", 0) / 2**20, 1),
+            }
             if after.get("disk") and before.get("disk"):
                 row["disk_write_mb"] = round((after["disk"]["write_bytes"] - before["disk"]["write_bytes"]) / 1e6, 3)
                 row["disk_read_mb"] = round((after["disk"]["read_bytes"] - before["disk"]["read_bytes"]) / 1e6, 3)
@@ -168,8 +177,15 @@ class Monitor:
 def monitor_metrics(summary: dict) -> dict:
     """The monitor's numbers as run metrics (mon_*), for getstats, outliers and the leak check."""
     metrics = {}
-    for key in ("cpu_busy_pct", "cpu_iowait_pct", "mem_available_end_mb", "mem_free_end_mb", "disk_read_mb",
-                "disk_write_mb", "disk_busy_pct"):
+    for key in (
+        "cpu_busy_pct",
+        "cpu_iowait_pct",
+        "mem_available_end_mb",
+        "mem_free_end_mb",
+        "disk_read_mb",
+        "disk_write_mb",
+        "disk_busy_pct",
+    ):
         if key in summary:
             metrics[f"mon_{key}"] = float(summary[key])
     for name, seconds in summary.get("proc_cpu_s", {}).items():

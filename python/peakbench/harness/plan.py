@@ -70,19 +70,58 @@ import tomllib
 from pathlib import Path
 
 from ..errors import InputError
+from ..tomlfile import syntax_error
+from ..tomlpos import Positions
 from ..units import parse_duration, parse_size
 from .expr import Expression, ExpressionError
-from ..tomlpos import Positions
-from ..tomlfile import syntax_error
 
 RUNTIME_NAMES = ("run", "thread", "threads", "mount", "workdir", "plan", "test")
 # A plan may name its own variable `threads` (a loop over thread counts); the others are peakbench's.
 RESERVED_NAMES = tuple(n for n in RUNTIME_NAMES if n != "threads")
-TOP_KEYS = ("name", "description", "include", "vars", "env", "defaults", "test", "notify", "on_failure",
-            "confidence", "outlier_z")
-TEST_KEYS = ("name", "kind", "loop", "when", "vars", "env", "threads", "clients", "command", "shell", "timeout",
-             "parse", "metrics", "metric", "workload", "target", "rate", "warmup", "runtime", "scale", "seed",
-             "max_outstanding", "hooks", "stop", "cache", "fs", "monitor", "on_failure", "server_version")
+TOP_KEYS = (
+    "name",
+    "description",
+    "include",
+    "vars",
+    "env",
+    "defaults",
+    "test",
+    "notify",
+    "on_failure",
+    "confidence",
+    "outlier_z",
+)
+TEST_KEYS = (
+    "name",
+    "kind",
+    "loop",
+    "when",
+    "vars",
+    "env",
+    "threads",
+    "clients",
+    "command",
+    "shell",
+    "timeout",
+    "parse",
+    "metrics",
+    "metric",
+    "workload",
+    "target",
+    "rate",
+    "warmup",
+    "runtime",
+    "scale",
+    "seed",
+    "max_outstanding",
+    "hooks",
+    "stop",
+    "cache",
+    "fs",
+    "monitor",
+    "on_failure",
+    "server_version",
+)
 DEFAULTABLE = tuple(k for k in TEST_KEYS if k not in ("name", "loop", "when"))
 HOOK_PHASES = ("presetup", "setup", "cleanup", "postcleanup")
 HOOK_KEYS = ("argv", "command", "shell", "timeout", "ignore_errors")
@@ -93,11 +132,37 @@ FS_KEYS = ("type", "size", "options")
 FS_TYPES = ("ext4", "xfs", "btrfs")
 MONITOR_KEYS = ("enabled", "interval", "processes", "device")
 LOOP_RANGE_KEYS = ("from", "to", "step", "factor")
-STOP_NAMES = ("count", "mean", "median", "sdev", "sdev_pct", "hw", "hw_pct", "min", "max", "elapsed", "slope",
-              "slope_pct", "drifting", "runs", "failures")
+STOP_NAMES = (
+    "count",
+    "mean",
+    "median",
+    "sdev",
+    "sdev_pct",
+    "hw",
+    "hw_pct",
+    "min",
+    "max",
+    "elapsed",
+    "slope",
+    "slope_pct",
+    "drifting",
+    "runs",
+    "failures",
+)
 COMMAND_METRICS = ("elapsed", "user", "system", "cpu", "exit_status")
-TRIAL_METRICS = ("elapsed", "achieved_rate", "mean_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms", "errors",
-                 "completed", "schedule_lag_p99_ms", "generator_saturated")
+TRIAL_METRICS = (
+    "elapsed",
+    "achieved_rate",
+    "mean_ms",
+    "p50_ms",
+    "p90_ms",
+    "p99_ms",
+    "max_ms",
+    "errors",
+    "completed",
+    "schedule_lag_p99_ms",
+    "generator_saturated",
+)
 MAX_INSTANCES = 10_000
 MAX_INCLUDE_DEPTH = 16
 DEFAULT_TIMEOUT_S = 3600.0
@@ -178,7 +243,7 @@ def names_in(template: str) -> set[str]:
 class RawTest:
     table: dict
     source: Source
-    index: int   # position in its file's [[test]] array
+    index: int  # position in its file's [[test]] array
 
     def error(self, path: tuple, message: str) -> InputError:
         return self.source.error(("test", self.index, *path), message)
@@ -199,8 +264,9 @@ def _read(path: Path) -> tuple[Source, dict]:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"cannot read plan: {error.strerror if isinstance(error, OSError) else error}",
-                         file=path) from None
+        raise InputError(
+            f"cannot read plan: {error.strerror if isinstance(error, OSError) else error}", file=path
+        ) from None
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
@@ -234,10 +300,12 @@ def _load(path: Path, loaded: Loaded | None, chain: tuple[Path, ...]) -> Loaded:
     if not isinstance(includes, list) or not all(isinstance(i, str) for i in includes):
         raise source.error(("include",), "must be a file name or a list of file names")
     for number, name in enumerate(includes):
-        included = (path.parent / name)
+        included = path.parent / name
         if not included.is_file():
-            raise source.error(("include", number) if isinstance(document.get("include"), list) else ("include",),
-                               f"no such file to include: {included}")
+            raise source.error(
+                ("include", number) if isinstance(document.get("include"), list) else ("include",),
+                f"no such file to include: {included}",
+            )
         _load(included, loaded, (*chain, resolved))
     for key, bucket in (("vars", loaded.vars), ("env", loaded.env), ("defaults", loaded.defaults)):
         table = document.get(key, {})
@@ -262,9 +330,9 @@ class Plan:
     name: str
     path: str
     description: str
-    sources: dict[str, str]      # every file read: path -> text (kept with the plan in the store)
-    settings: dict               # confidence, outlier_z, notify
-    tests: list[dict]            # expanded test instances, in run order
+    sources: dict[str, str]  # every file read: path -> text (kept with the plan in the store)
+    settings: dict  # confidence, outlier_z, notify
+    tests: list[dict]  # expanded test instances, in run order
     notes: list[str]
 
     def to_dict(self) -> dict:
@@ -311,8 +379,15 @@ def load_plan(path: str | Path, check_programs: bool = True) -> Plan:
 
     notify = None
     if "notify" in top:
-        notify = _hook_command(top["notify"], main, ("notify",), variables, check_programs,
-                               extra_names=("error", "test", "run", "plan"), environment=environment)
+        notify = _hook_command(
+            top["notify"],
+            main,
+            ("notify",),
+            variables,
+            check_programs,
+            extra_names=("error", "test", "run", "plan"),
+            environment=environment,
+        )
 
     instances: list[dict] = []
     notes: list[str] = []
@@ -322,12 +397,16 @@ def load_plan(path: str | Path, check_programs: bool = True) -> Plan:
     for raw in loaded.tests:
         expanded = _expand_test(raw, defaults, variables, environment, plan_failure, check_programs)
         if not expanded:
-            notes.append(f"{raw.source.path}: test {raw.table.get('name', raw.index)!r}: `when` excludes every"
-                         " point of its loops; nothing to run")
+            notes.append(
+                f"{raw.source.path}: test {raw.table.get('name', raw.index)!r}: `when` excludes every"
+                " point of its loops; nothing to run"
+            )
         for instance in expanded:
             if instance["name"] in seen:
-                raise raw.error(("name",), f"test name {instance['name']!r} is not unique after expansion"
-                                           f" (add a loop variable to the name)")
+                raise raw.error(
+                    ("name",),
+                    f"test name {instance['name']!r} is not unique after expansion (add a loop variable to the name)",
+                )
             seen[instance["name"]] = instance["vars"]
             instances.append(instance)
             if len(instances) > MAX_INSTANCES:
@@ -335,10 +414,13 @@ def load_plan(path: str | Path, check_programs: bool = True) -> Plan:
     for seq, instance in enumerate(instances):
         instance["seq"] = seq
     return Plan(
-        name=name, path=str(path.resolve()), description=description,
+        name=name,
+        path=str(path.resolve()),
+        description=description,
         sources={str(s.path): s.text for s in loaded.sources},
         settings={"confidence": float(confidence), "outlier_z": float(outlier_z), "notify": notify},
-        tests=instances, notes=notes,
+        tests=instances,
+        notes=notes,
     )
 
 
@@ -480,16 +562,27 @@ class _Fields:
         source, where = self._where(path[0])
         return _render_field(str(value), self.values, source, where + tuple(path[1:]), keep)
 
-    def number(self, path: tuple, value: object, *, integer: bool = False, minimum: float | None = None,
-               above: float | None = None):
+    def number(
+        self,
+        path: tuple,
+        value: object,
+        *,
+        integer: bool = False,
+        minimum: float | None = None,
+        above: float | None = None,
+    ):
         if isinstance(value, str):
             rendered = self.text(path, value)
             try:
                 value = int(rendered) if integer else float(rendered)
             except ValueError:
                 raise self.error(path, f"must be a {'whole ' if integer else ''}number (got {rendered!r})") from None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                or (integer and not float(value).is_integer()):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or (integer and not float(value).is_integer())
+        ):
             raise self.error(path, f"must be a {'whole ' if integer else ''}number (got {value!r})")
         if minimum is not None and value < minimum:
             raise self.error(path, f"must be at least {minimum:g} (got {value!r})")
@@ -533,8 +626,9 @@ class _Fields:
         return value
 
 
-def _expand_test(raw: RawTest, defaults: dict, plan_vars: dict, plan_env: dict, plan_failure: str,
-                 check_programs: bool) -> list[dict]:
+def _expand_test(
+    raw: RawTest, defaults: dict, plan_vars: dict, plan_env: dict, plan_failure: str, check_programs: bool
+) -> list[dict]:
     table = raw.table
     _check_keys(table, TEST_KEYS, raw.source, ("test", raw.index))
     if "name" not in table:
@@ -564,8 +658,9 @@ def _expand_test(raw: RawTest, defaults: dict, plan_vars: dict, plan_env: dict, 
     return instances
 
 
-def _instance(raw: RawTest, merged: dict, values: dict, point: dict, plan_env: dict, plan_failure: str,
-              check_programs: bool) -> dict:
+def _instance(
+    raw: RawTest, merged: dict, values: dict, point: dict, plan_env: dict, plan_failure: str, check_programs: bool
+) -> dict:
     f = _Fields(merged, values, plan_env, fallback=(raw.source, ("test", raw.index)))
     # test-level vars, rendered with everything before them
     test_vars = f.raw("vars", {})
@@ -598,16 +693,24 @@ def _instance(raw: RawTest, merged: dict, values: dict, point: dict, plan_env: d
         raise f.error((threads_key,), "at most 1024 threads")
 
     instance: dict = {
-        "name": name, "kind": kind, "vars": {k: v for k, v in values.items()}, "loop": point,
-        "env": environment, "threads": threads,
+        "name": name,
+        "kind": kind,
+        "vars": {k: v for k, v in values.items()},
+        "loop": point,
+        "env": environment,
+        "threads": threads,
         "on_failure": f.raw("on_failure", plan_failure),
-        "source": {"file": str(raw.source.path), "line": raw.source.positions.line_of(("test", raw.index)),
-                   "index": raw.index},
+        "source": {
+            "file": str(raw.source.path),
+            "line": raw.source.positions.line_of(("test", raw.index)),
+            "index": raw.index,
+        },
     }
     if instance["on_failure"] not in ("stop", "continue"):
         raise f.error(("on_failure",), f"must be 'stop' or 'continue' (got {instance['on_failure']!r})")
-    instance["key"] = json.dumps({"test": raw.table["name"], "file": raw.source.path.name, "index": raw.index,
-                                  "point": point}, sort_keys=True)
+    instance["key"] = json.dumps(
+        {"test": raw.table["name"], "file": raw.source.path.name, "index": raw.index, "point": point}, sort_keys=True
+    )
 
     metric_names: set[str] = set()
     parses_json = False
@@ -663,12 +766,16 @@ def _instance(raw: RawTest, merged: dict, values: dict, point: dict, plan_env: d
             "runtime_s": f.duration(("runtime",), f.raw("runtime", 10.0)),
             "scale": f.number(("scale",), f.raw("scale", 1.0), above=0),
             "seed": f.number(("seed",), f.raw("seed", 1), integer=True, minimum=0),
-            "max_outstanding": (f.number(("max_outstanding",), f.raw("max_outstanding"), integer=True, minimum=1)
-                                if f.has("max_outstanding") else None),
+            "max_outstanding": (
+                f.number(("max_outstanding",), f.raw("max_outstanding"), integer=True, minimum=1)
+                if f.has("max_outstanding")
+                else None
+            ),
         }
         if trial["runtime_s"] <= 0:
             raise f.error(("runtime",), "must be longer than 0")
         from ..workload import find_workload  # the workload file's own errors name that file
+
         try:
             find_workload(trial["workload"])
         except InputError as error:
@@ -729,8 +836,11 @@ def _instance(raw: RawTest, merged: dict, values: dict, point: dict, plan_env: d
         minimum = 320e6 if fstype == "xfs" else 128e6
         if size < minimum:
             raise f.error(("fs", "size"), f"{fstype} needs an image of at least {minimum / 1e6:.0f}MB")
-        fs = {"type": fstype, "size_mb": int(math.ceil(size / 2**20)),
-              "options": f.text(("fs", "options"), fs_table.get("options", ""))}
+        fs = {
+            "type": fstype,
+            "size_mb": int(math.ceil(size / 2**20)),
+            "options": f.text(("fs", "options"), fs_table.get("options", "")),
+        }
     instance["fs"] = fs
 
     # cache policy
@@ -776,14 +886,22 @@ def _instance(raw: RawTest, merged: dict, values: dict, point: dict, plan_env: d
     }
     server_version = None
     if f.has("server_version"):
-        server_version = _hook_command(f.raw("server_version"), None, ("server_version",), values, check_programs,
-                                       fields=f, environment=environment)
+        server_version = _hook_command(
+            f.raw("server_version"),
+            None,
+            ("server_version",),
+            values,
+            check_programs,
+            fields=f,
+            environment=environment,
+        )
     instance["server_version"] = server_version
     return instance
 
 
-def _argv_or_shell(f: _Fields, path: tuple, value: object, shell: bool, check_programs: bool,
-                   environment: dict) -> list[str] | str:
+def _argv_or_shell(
+    f: _Fields, path: tuple, value: object, shell: bool, check_programs: bool, environment: dict
+) -> list[str] | str:
     if shell:
         if isinstance(value, list):
             if not all(isinstance(v, str) for v in value):
@@ -793,9 +911,12 @@ def _argv_or_shell(f: _Fields, path: tuple, value: object, shell: bool, check_pr
             raise f.error(path, "with shell = true, the command is one string for /bin/sh -c")
         return f.text(path, value, keep=RUNTIME_NAMES)
     if isinstance(value, str):
-        raise f.error(path, "must be an argv list such as [\"prog\", \"arg\"] (or set shell = true for a string)")
-    if not isinstance(value, list) or not value or not all(isinstance(v, (str, int, float)) and
-                                                           not isinstance(v, bool) for v in value):
+        raise f.error(path, 'must be an argv list such as ["prog", "arg"] (or set shell = true for a string)')
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value)
+    ):
         raise f.error(path, "must be a non-empty list of strings (argv)")
     argv = [f.text(path + (i,), v, keep=RUNTIME_NAMES) for i, v in enumerate(value)]
     if check_programs:
@@ -830,8 +951,9 @@ def _hook_entry(f: _Fields, path: tuple, item: object, check_programs: bool, env
     if isinstance(item, list):
         item = {"argv": item}
     elif isinstance(item, str):
-        raise f.error(path, "a hook is an argv list [\"prog\", \"arg\"]; for a shell line use"
-                            " {command = \"...\", shell = true}")
+        raise f.error(
+            path, 'a hook is an argv list ["prog", "arg"]; for a shell line use {command = "...", shell = true}'
+        )
     if not isinstance(item, dict):
         raise f.error(path, "a hook is an argv list or a table {argv, timeout, shell, ignore_errors}")
     for key in item:
@@ -843,7 +965,7 @@ def _hook_entry(f: _Fields, path: tuple, item: object, check_programs: bool, env
     if "argv" in item and "command" in item:
         raise f.error(path, "give argv or command, not both")
     if "argv" not in item and "command" not in item:
-        raise f.error(path, "a hook needs argv = [...] (or command = \"...\" with shell = true)")
+        raise f.error(path, 'a hook needs argv = [...] (or command = "..." with shell = true)')
     key = "argv" if "argv" in item else "command"
     command = _argv_or_shell(f, path + (key,), item[key], shell, check_programs, environment)
     timeout = f.duration(path + ("timeout",), item.get("timeout", DEFAULT_HOOK_TIMEOUT_S)) or DEFAULT_HOOK_TIMEOUT_S
@@ -858,8 +980,16 @@ class _TopFields(_Fields):
         super().__init__({key: (value, source, (key,))}, values, environment)
 
 
-def _hook_command(value, source: Source | None, path: tuple, values: dict, check_programs: bool,
-                  extra_names: tuple = (), fields: _Fields | None = None, environment: dict | None = None) -> dict:
+def _hook_command(
+    value,
+    source: Source | None,
+    path: tuple,
+    values: dict,
+    check_programs: bool,
+    extra_names: tuple = (),
+    fields: _Fields | None = None,
+    environment: dict | None = None,
+) -> dict:
     """A single command outside the hooks table (notify, server_version): an argv list, a shell
     string, or a table {argv | command, shell, timeout}; `extra_names` are filled in when it runs."""
     environment = environment or {}
@@ -882,7 +1012,7 @@ def _hook_entry_keep(f: _Fields, path: tuple, item, check_programs: bool, enviro
     shell = f.boolean(path + ("shell",), item.get("shell", False))
     key = "argv" if "argv" in item else "command"
     if key not in item:
-        raise f.error(path, "needs argv = [...] (or command = \"...\" with shell = true)")
+        raise f.error(path, 'needs argv = [...] (or command = "..." with shell = true)')
     value = item[key]
     if shell:
         if not isinstance(value, str):
@@ -895,5 +1025,9 @@ def _hook_entry_keep(f: _Fields, path: tuple, item, check_programs: bool, enviro
         if check_programs:
             _check_program(f, path + (key, 0), command[0], environment)
     timeout = f.duration(path + ("timeout",), item.get("timeout", 60)) or 60.0
-    return {"command": command, "shell": shell, "timeout_s": timeout,
-            "ignore_errors": f.boolean(path + ("ignore_errors",), item.get("ignore_errors", True))}
+    return {
+        "command": command,
+        "shell": shell,
+        "timeout_s": timeout,
+        "ignore_errors": f.boolean(path + ("ignore_errors",), item.get("ignore_errors", True)),
+    }

@@ -82,11 +82,19 @@ def main(argv: list[str] | None = None) -> int:
     transaction_seconds = time.monotonic() - transaction_start
     shutil.rmtree(root)
     seconds = time.monotonic() - started
-    print(json.dumps({
-        "transactions_per_s": args.transactions / transaction_seconds if transaction_seconds > 0 else 0.0,
-        "seconds": seconds, "transactions": args.transactions, "created": created, "deleted": deleted,
-        "read_bytes": read, "written_bytes": written,
-    }))
+    print(
+        json.dumps(
+            {
+                "transactions_per_s": args.transactions / transaction_seconds if transaction_seconds > 0 else 0.0,
+                "seconds": seconds,
+                "transactions": args.transactions,
+                "created": created,
+                "deleted": deleted,
+                "read_bytes": read,
+                "written_bytes": written,
+            }
+        )
+    )
     return 0
 
 

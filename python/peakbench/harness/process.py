@@ -31,17 +31,17 @@ except OSError:  # pragma: no cover - no libc (not Linux)
 
 @dataclasses.dataclass
 class ProcessResult:
-    index: int                 # 1-based thread index
+    index: int  # 1-based thread index
     argv: list[str] | str
-    exit_status: int | None    # None when it was killed at the timeout
+    exit_status: int | None  # None when it was killed at the timeout
     signal: int | None
-    elapsed: float             # seconds from the barrier's release to its exit
+    elapsed: float  # seconds from the barrier's release to its exit
     user: float
     system: float
     timed_out: bool
     stdout: str
     stderr: str
-    error: str | None = None   # could not start (exec failed)
+    error: str | None = None  # could not start (exec failed)
 
     @property
     def ok(self) -> bool:
@@ -69,15 +69,25 @@ def _read_kept(path: Path) -> str:
                 head = file.read(OUTPUT_KEEP // 2)
                 file.seek(size - OUTPUT_KEEP // 2)
                 tail = file.read()
-                return (head.decode(errors="replace") + f"\n[... {size - OUTPUT_KEEP} bytes left out;"
-                        f" all of it is in {path} ...]\n" + tail.decode(errors="replace"))
+                return (
+                    head.decode(errors="replace") + f"\n[... {size - OUTPUT_KEEP} bytes left out;"
+                    f" all of it is in {path} ...]\n" + tail.decode(errors="replace")
+                )
             return file.read().decode(errors="replace")
     except OSError:
         return ""
 
 
-def run_together(commands: list[list[str] | str], *, shell: bool, envs: list[dict], timeout_s: float,
-                 output_dir: Path, label: str, cwd: str | None = None) -> list[ProcessResult]:
+def run_together(
+    commands: list[list[str] | str],
+    *,
+    shell: bool,
+    envs: list[dict],
+    timeout_s: float,
+    output_dir: Path,
+    label: str,
+    cwd: str | None = None,
+) -> list[ProcessResult]:
     """Start every command together behind a barrier and wait for all (or the timeout).
 
     commands[i] runs with envs[i] as its whole environment; its stdout and stderr
@@ -168,15 +178,21 @@ def run_together(commands: list[list[str] | str], *, shell: bool, envs: list[dic
         exit_status = os.waitstatus_to_exitcode(status) if record else None
         killed_by = -exit_status if exit_status is not None and exit_status < 0 else None
         out_path, err_path = files[slot]
-        out.append(ProcessResult(
-            index=slot + 1, argv=commands[slot],
-            exit_status=None if slot in timed_out or killed_by else exit_status,
-            signal=killed_by,
-            elapsed=record.get("end", time.monotonic()) - released,
-            user=usage.ru_utime if usage else 0.0, system=usage.ru_stime if usage else 0.0,
-            timed_out=slot in timed_out,
-            stdout=_read_kept(out_path), stderr=_read_kept(err_path), error=start_error,
-        ))
+        out.append(
+            ProcessResult(
+                index=slot + 1,
+                argv=commands[slot],
+                exit_status=None if slot in timed_out or killed_by else exit_status,
+                signal=killed_by,
+                elapsed=record.get("end", time.monotonic()) - released,
+                user=usage.ru_utime if usage else 0.0,
+                system=usage.ru_stime if usage else 0.0,
+                timed_out=slot in timed_out,
+                stdout=_read_kept(out_path),
+                stderr=_read_kept(err_path),
+                error=start_error,
+            )
+        )
     return out
 
 
@@ -194,5 +210,10 @@ def aggregate(results: list[ProcessResult]) -> dict:
     system = sum(r.system for r in results)
     statuses = [r.exit_status for r in results]
     worst = next((s for s in statuses if s not in (0,)), 0)
-    return {"elapsed": max(r.elapsed for r in results), "user": user, "system": system, "cpu": user + system,
-            "exit_status": worst if worst is not None else -1}
+    return {
+        "elapsed": max(r.elapsed for r in results),
+        "user": user,
+        "system": system,
+        "cpu": user + system,
+        "exit_status": worst if worst is not None else -1,
+    }

@@ -31,13 +31,21 @@ def load_plan_runs(store: store_module.Store, plan_id: int) -> dict:
     if plan is None:
         return {}
     plan = store_module._decode(plan)
-    tests = [store_module._decode(r) for r in store.connection.execute(
-        "SELECT * FROM plan_tests WHERE plan_id = ? ORDER BY seq", (plan_id,))]
+    tests = [
+        store_module._decode(r)
+        for r in store.connection.execute("SELECT * FROM plan_tests WHERE plan_id = ? ORDER BY seq", (plan_id,))
+    ]
     for test in tests:
-        test["runs"] = [store_module._decode(r) for r in store.connection.execute(
-            "SELECT * FROM plan_runs WHERE test_id = ? ORDER BY attempt", (test["id"],))]
-    events = [store_module._decode(r) for r in store.connection.execute(
-        "SELECT * FROM plan_events WHERE plan_id = ? ORDER BY id", (plan_id,))]
+        test["runs"] = [
+            store_module._decode(r)
+            for r in store.connection.execute(
+                "SELECT * FROM plan_runs WHERE test_id = ? ORDER BY attempt", (test["id"],)
+            )
+        ]
+    events = [
+        store_module._decode(r)
+        for r in store.connection.execute("SELECT * FROM plan_events WHERE plan_id = ? ORDER BY id", (plan_id,))
+    ]
     return {"plan": plan, "tests": tests, "events": events}
 
 
@@ -59,11 +67,13 @@ def test_series(test: dict, metrics: list[str] | None = None) -> list[dict]:
         names = [n for n in names if n in metrics]
     out = []
     for name in names:
-        pairs = [(r["attempt"], float(r["metrics"][name])) for r in runs
-                 if isinstance(r["metrics"].get(name), (int, float))]
+        pairs = [
+            (r["attempt"], float(r["metrics"][name])) for r in runs if isinstance(r["metrics"].get(name), (int, float))
+        ]
         if pairs:
-            out.append({"test": test["name"], "metric": name, "labels": [p[0] for p in pairs],
-                        "values": [p[1] for p in pairs]})
+            out.append(
+                {"test": test["name"], "metric": name, "labels": [p[0] for p in pairs], "values": [p[1] for p in pairs]}
+            )
     return out
 
 
@@ -73,8 +83,11 @@ def warnings_for(series: list[dict], outlier_z: float, confidence: float) -> lis
         if item["metric"] in QUIET_METRICS:
             continue
         if item.get("primary") or item["metric"] in OUTLIER_METRICS:
-            warnings.extend(analysis.outliers(item["values"], [f"attempt {a}" for a in item["labels"]],
-                                              outlier_z, item["metric"], item["test"]))
+            warnings.extend(
+                analysis.outliers(
+                    item["values"], [f"attempt {a}" for a in item["labels"]], outlier_z, item["metric"], item["test"]
+                )
+            )
         if item["metric"] in DRIFT_METRICS or item.get("primary"):
             warning = analysis.drift_warning(item["values"], item["metric"], item["test"], confidence)
             if warning:
@@ -105,10 +118,24 @@ def plan_analysis(store: store_module.Store, plan_id: int, metrics: list[str] | 
     warnings = warnings_for(series, z, confidence)
     return {
         "plan": {k: data["plan"][k] for k in ("id", "name", "path", "status", "created", "finished", "error")},
-        "tests": [{"id": t["id"], "seq": t["seq"], "name": t["name"], "kind": t["kind"], "vars": t["vars"],
-                   "status": t["status"], "stop_reason": t["stop_reason"], "metric": t["settings"]["metric"],
-                   "runs": len(t["runs"]), "counted": len(counted_runs(t))} for t in data["tests"]],
-        "series": series, "getstats": rows, "warnings": warnings,
+        "tests": [
+            {
+                "id": t["id"],
+                "seq": t["seq"],
+                "name": t["name"],
+                "kind": t["kind"],
+                "vars": t["vars"],
+                "status": t["status"],
+                "stop_reason": t["stop_reason"],
+                "metric": t["settings"]["metric"],
+                "runs": len(t["runs"]),
+                "counted": len(counted_runs(t)),
+            }
+            for t in data["tests"]
+        ],
+        "series": series,
+        "getstats": rows,
+        "warnings": warnings,
         "events": [e for e in data["events"] if e["kind"] in ("failure", "notify", "warning", "resume", "note")],
         "confidence": confidence,
     }
@@ -130,25 +157,40 @@ def _num(value) -> str:
 def getstats_table(rows: list[dict], title: str) -> Table:
     table = Table(title=title)
     for column in analysis.GETSTATS_COLUMNS:
-        table.add_column(column, justify="left" if column in ("test", "metric") else "right",
-                         no_wrap=column not in ("test",))
+        table.add_column(
+            column, justify="left" if column in ("test", "metric") else "right", no_wrap=column not in ("test",)
+        )
     for row in rows:
-        table.add_row(row["test"], row["metric"], str(row["COUNT"]), *(_num(row[c]) for c in
-                      ("MEAN", "MEDIAN", "LOW", "HIGH", "MIN", "MAX")),
-                      _num(row["SDEV%"]), _num(row["HW%"]), "base" if row["O/H"] is None else _num(row["O/H"]))
+        table.add_row(
+            row["test"],
+            row["metric"],
+            str(row["COUNT"]),
+            *(_num(row[c]) for c in ("MEAN", "MEDIAN", "LOW", "HIGH", "MIN", "MAX")),
+            _num(row["SDEV%"]),
+            _num(row["HW%"]),
+            "base" if row["O/H"] is None else _num(row["O/H"]),
+        )
     return table
 
 
 def print_plan_report(analysis_data: dict, console: Console, all_metrics: bool = False) -> None:
     plan = analysis_data["plan"]
-    console.print(f"[bold]plan {plan['id']}: {plan['name']}[/bold] ({plan['status']})"
-                  + (f": {plan['error']}" if plan.get("error") else ""))
+    console.print(
+        f"[bold]plan {plan['id']}: {plan['name']}[/bold] ({plan['status']})"
+        + (f": {plan['error']}" if plan.get("error") else "")
+    )
     tests = Table(title="tests")
     for heading in ("#", "test", "status", "runs", "counted", "why it stopped"):
         tests.add_column(heading, overflow="fold")
     for test in analysis_data["tests"]:
-        tests.add_row(str(test["seq"] + 1), test["name"], test["status"], str(test["runs"]), str(test["counted"]),
-                      test["stop_reason"] or "")
+        tests.add_row(
+            str(test["seq"] + 1),
+            test["name"],
+            test["status"],
+            str(test["runs"]),
+            str(test["counted"]),
+            test["stop_reason"] or "",
+        )
     console.print(tests)
     rows = analysis_data["getstats"]
     if not all_metrics:

@@ -65,16 +65,19 @@ def create_plan(store: store_module.Store, plan: Plan, workdir: Path) -> int:
     with store.transaction():
         cursor = store.connection.execute(
             "INSERT INTO plans (created, name, path, sources, plan, workdir, status) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (_now(), plan.name, plan.path, _json(plan.sources), _json(plan.to_dict()), str(workdir), "running"))
+            (_now(), plan.name, plan.path, _json(plan.sources), _json(plan.to_dict()), str(workdir), "running"),
+        )
         plan_id = cursor.lastrowid
         for test in plan.tests:
             store.connection.execute(
                 "INSERT INTO plan_tests (plan_id, seq, name, kind, vars, settings, status) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (plan_id, test["seq"], test["name"], test["kind"], _json(test["vars"]), _json(test), "pending"))
+                (plan_id, test["seq"], test["name"], test["kind"], _json(test["vars"]), _json(test), "pending"),
+            )
         for note in plan.notes:
             store.connection.execute(
                 "INSERT INTO plan_events (plan_id, created, kind, message) VALUES (?, ?, 'note', ?)",
-                (plan_id, _now(), note))
+                (plan_id, _now(), note),
+            )
     return plan_id
 
 
@@ -82,7 +85,8 @@ def _event(store, plan_id: int, test_id: int | None, kind: str, message: str, de
     with store.transaction():
         store.connection.execute(
             "INSERT INTO plan_events (plan_id, test_id, created, kind, message, detail) VALUES (?, ?, ?, ?, ?, ?)",
-            (plan_id, test_id, _now(), kind, message, _json(detail) if detail is not None else None))
+            (plan_id, test_id, _now(), kind, message, _json(detail) if detail is not None else None),
+        )
 
 
 def _set_test(store, test_id: int, **columns) -> None:
@@ -104,18 +108,48 @@ def stored_runs(store, test_id: int) -> list[dict]:
     return [store_module._decode(row) for row in rows]
 
 
-def _commit_run(store, *, plan_id: int, test_id: int, attempt: int, status: str, discarded: bool, metrics: dict,
-                threads: list, hooks: list, cache_done: list, monitor: dict | None, sysinfo: dict,
-                result: dict | None, trial_rows: list[dict], error: str | None) -> int:
+def _commit_run(
+    store,
+    *,
+    plan_id: int,
+    test_id: int,
+    attempt: int,
+    status: str,
+    discarded: bool,
+    metrics: dict,
+    threads: list,
+    hooks: list,
+    cache_done: list,
+    monitor: dict | None,
+    sysinfo: dict,
+    result: dict | None,
+    trial_rows: list[dict],
+    error: str | None,
+) -> int:
     """One run, with its trials, in one transaction: all of it is stored, or none."""
     with store.transaction():
         trial_ids = [store.insert_trial(**row) for row in trial_rows]
         cursor = store.connection.execute(
             "INSERT INTO plan_runs (plan_id, test_id, attempt, created, status, discarded, metrics, threads, hooks,"
             " cache, monitor, sysinfo, result, trial_ids, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (plan_id, test_id, attempt, _now(), status, int(discarded), _json(metrics), _json(threads), _json(hooks),
-             _json(cache_done), _json(monitor) if monitor is not None else None, _json(sysinfo),
-             _json(result) if result is not None else None, _json(trial_ids), error))
+            (
+                plan_id,
+                test_id,
+                attempt,
+                _now(),
+                status,
+                int(discarded),
+                _json(metrics),
+                _json(threads),
+                _json(hooks),
+                _json(cache_done),
+                _json(monitor) if monitor is not None else None,
+                _json(sysinfo),
+                _json(result) if result is not None else None,
+                _json(trial_ids),
+                error,
+            ),
+        )
         delay = os.environ.get(COMMIT_DELAY_ENV)
         if delay:
             time.sleep(float(delay))
@@ -213,8 +247,10 @@ class Runner:
         self.plan = json.loads(row["plan"])
         self.workdir = Path(row["workdir"])
         self.settings = self.plan["settings"]
-        self.tests = [store_module._decode(r) for r in
-                      store.connection.execute("SELECT * FROM plan_tests WHERE plan_id = ? ORDER BY seq", (plan_id,))]
+        self.tests = [
+            store_module._decode(r)
+            for r in store.connection.execute("SELECT * FROM plan_tests WHERE plan_id = ? ORDER BY seq", (plan_id,))
+        ]
 
     def say(self, message: str) -> None:
         print(message, file=self.out, flush=True)
@@ -238,8 +274,13 @@ class Runner:
             self.say(f"plan {self.plan['name']}: stopped: {stop}")
             return "failed"
         final = "done" if failed_tests == 0 else "stopped"
-        _set_plan(self.store, self.plan_id, status=final, finished=_now(),
-                  error=None if final == "done" else f"{failed_tests} test(s) failed")
+        _set_plan(
+            self.store,
+            self.plan_id,
+            status=final,
+            finished=_now(),
+            error=None if final == "done" else f"{failed_tests} test(s) failed",
+        )
         return final
 
     # -- one test -------------------------------------------------------------------------------
@@ -260,12 +301,21 @@ class Runner:
         test_dir.mkdir(parents=True, exist_ok=True)
         _set_test(self.store, test_id, status="running")
         if resumed:
-            _event(self.store, self.plan_id, test_id, "resume",
-                   f"{test['name']}: resumed with {len(runs)} stored run(s)")
+            _event(
+                self.store, self.plan_id, test_id, "resume", f"{test['name']}: resumed with {len(runs)} stored run(s)"
+            )
         fs = None
-        values = {"plan": self.plan["name"], "test": test["name"], "workdir": str(test_dir),
-                  "threads": test["threads"], "mount": str(test_dir / "mnt"), "run": 0, "thread": 1,
-                  "error": "", **test["vars"]}
+        values = {
+            "plan": self.plan["name"],
+            "test": test["name"],
+            "workdir": str(test_dir),
+            "threads": test["threads"],
+            "mount": str(test_dir / "mnt"),
+            "run": 0,
+            "thread": 1,
+            "error": "",
+            **test["vars"],
+        }
         try:
             if test["fs"]:
                 try:
@@ -291,8 +341,7 @@ class Runner:
                 warm_pending = False
                 shown = last["metrics"].get(test["metric"])
                 shown_text = f"{test['metric']} {shown:.6g}" if isinstance(shown, (int, float)) else ""
-                self.say(f"{label} run {attempt}{' (warm-up, discarded)' if discarded else ''}: {shown_text}"
-                         f"{outcome}")
+                self.say(f"{label} run {attempt}{' (warm-up, discarded)' if discarded else ''}: {shown_text}{outcome}")
                 decision = self._decision(test, runs)
                 if decision:
                     break
@@ -313,9 +362,15 @@ class Runner:
         counted = [r["metrics"] for r in runs if r["status"] == "done" and not r["discarded"]]
         elapsed = sum(float(r["metrics"].get("elapsed", 0.0)) for r in runs)
         failures = sum(1 for r in runs if r["status"] != "done")
-        decision, warning = stoprule.decide(test["stop"], test["metric"], counted, attempts=len(runs),
-                                            failures=failures, elapsed=elapsed,
-                                            confidence=self.settings["confidence"])
+        decision, warning = stoprule.decide(
+            test["stop"],
+            test["metric"],
+            counted,
+            attempts=len(runs),
+            failures=failures,
+            elapsed=elapsed,
+            confidence=self.settings["confidence"],
+        )
         if warning:
             self.say(f"warning: {test['name']}: {warning}")
         return decision
@@ -323,8 +378,11 @@ class Runner:
     def _sysinfo(self, test: dict, values: dict) -> dict:
         target_path = self._target_path(test, values)
         try:
-            target = {"kind": "posix", "path": target_path} if target_path and os.path.exists(target_path) \
+            target = (
+                {"kind": "posix", "path": target_path}
+                if target_path and os.path.exists(target_path)
                 else {"kind": "none"}
+            )
             engine_version = None
             if test["kind"] == "trial":
                 with contextlib.suppress(Exception):
@@ -334,9 +392,14 @@ class Runner:
             info = {"error": str(error)}
         if test.get("server_version"):
             hook = test["server_version"]
-            results = run_together([_render_command(hook["command"], values)], shell=hook["shell"],
-                                   envs=[self._env(test, values, 1)], timeout_s=hook["timeout_s"],
-                                   output_dir=Path(values["workdir"]) / "out", label="server-version")
+            results = run_together(
+                [_render_command(hook["command"], values)],
+                shell=hook["shell"],
+                envs=[self._env(test, values, 1)],
+                timeout_s=hook["timeout_s"],
+                output_dir=Path(values["workdir"]) / "out",
+                label="server-version",
+            )
             info["server_version"] = (results[0].stdout.strip() or results[0].stderr.strip())[:500]
         return info
 
@@ -345,33 +408,60 @@ class Runner:
         local = {**values, "thread": thread}
         for key, value in test["env"].items():
             env[key] = render(value, local)
-        env.update({"PEAKBENCH_THREAD": str(thread), "APTHREAD": str(thread),
-                    "PEAKBENCH_THREADS": str(test["threads"]), "PEAKBENCH_RUN": str(values["run"]),
-                    "PEAKBENCH_TEST": test["name"], "PEAKBENCH_PLAN": self.plan["name"],
-                    "PEAKBENCH_MOUNT": str(values["mount"]), "PEAKBENCH_WORKDIR": str(values["workdir"])})
+        env.update(
+            {
+                "PEAKBENCH_THREAD": str(thread),
+                "APTHREAD": str(thread),
+                "PEAKBENCH_THREADS": str(test["threads"]),
+                "PEAKBENCH_RUN": str(values["run"]),
+                "PEAKBENCH_TEST": test["name"],
+                "PEAKBENCH_PLAN": self.plan["name"],
+                "PEAKBENCH_MOUNT": str(values["mount"]),
+                "PEAKBENCH_WORKDIR": str(values["workdir"]),
+            }
+        )
         return env
 
-    def _hooks(self, test: dict, test_id: int, phase: str, values: dict, test_dir: Path,
-               collect: list | None = None) -> str | None:
+    def _hooks(
+        self, test: dict, test_id: int, phase: str, values: dict, test_dir: Path, collect: list | None = None
+    ) -> str | None:
         """Run one phase's hooks in order; returns why a hook failed (None when all were fine)."""
         for number, hook in enumerate(test["hooks"][phase], start=1):
             command = _render_command(hook["command"], values)
             started = time.monotonic()
             try:
-                result = run_together([command], shell=hook["shell"], envs=[self._env(test, values, 1)],
-                                      timeout_s=hook["timeout_s"], output_dir=test_dir / "out",
-                                      label=f"{phase}{number}.run{values['run']}")[0]
+                result = run_together(
+                    [command],
+                    shell=hook["shell"],
+                    envs=[self._env(test, values, 1)],
+                    timeout_s=hook["timeout_s"],
+                    output_dir=test_dir / "out",
+                    label=f"{phase}{number}.run{values['run']}",
+                )[0]
             except OSError as error:
                 return f"{phase} hook {number} could not start: {error}"
-            record = {"phase": phase, "number": number, "command": command, "exit_status": result.exit_status,
-                      "elapsed": time.monotonic() - started, "timed_out": result.timed_out,
-                      "stdout": result.stdout, "stderr": result.stderr, "error": result.error}
+            record = {
+                "phase": phase,
+                "number": number,
+                "command": command,
+                "exit_status": result.exit_status,
+                "elapsed": time.monotonic() - started,
+                "timed_out": result.timed_out,
+                "stdout": result.stdout,
+                "stderr": result.stderr,
+                "error": result.error,
+            }
             if collect is not None:
                 collect.append(record)
             else:
-                _event(self.store, self.plan_id, test_id, "hook",
-                       f"{test['name']}: {phase} hook {number}: {'ok' if result.ok else result.describe_failure()}",
-                       record)
+                _event(
+                    self.store,
+                    self.plan_id,
+                    test_id,
+                    "hook",
+                    f"{test['name']}: {phase} hook {number}: {'ok' if result.ok else result.describe_failure()}",
+                    record,
+                )
             if not result.ok and not hook["ignore_errors"]:
                 return f"{phase} hook {number} ({_show(command)}) failed: {result.describe_failure()}"
         return None
@@ -392,8 +482,9 @@ class Runner:
             done.append(cache.chill(test["cache"]["chill_bytes"]))
         return done
 
-    def _one_run(self, test: dict, test_id: int, attempt: int, values: dict, test_dir: Path, fs, sysinfo: dict,
-                 discard: bool) -> str:
+    def _one_run(
+        self, test: dict, test_id: int, attempt: int, values: dict, test_dir: Path, fs, sysinfo: dict, discard: bool
+    ) -> str:
         """Setup, cache policy, the measured run (with monitors), commit, cleanup. Returns a note to print."""
         hooks: list[dict] = []
         threads_out: list[dict] = []
@@ -423,8 +514,7 @@ class Runner:
                 if test["kind"] == "command":
                     metrics, threads_out, error = self._run_command(test, values, test_dir)
                 else:
-                    metrics, threads_out, result, trial_rows, error = self._run_trial(test, values, attempt,
-                                                                                      sysinfo)
+                    metrics, threads_out, result, trial_rows, error = self._run_trial(test, values, attempt, sysinfo)
             finally:
                 if monitor is not None:
                     summary = monitor.stop()
@@ -432,10 +522,23 @@ class Runner:
                     if error is None:
                         metrics.update(monitor_metrics(summary))
         status = "done" if error is None else "failed"
-        _commit_run(self.store, plan_id=self.plan_id, test_id=test_id, attempt=attempt, status=status,
-                    discarded=discard and status == "done", metrics=metrics, threads=threads_out, hooks=hooks,
-                    cache_done=cache_done, monitor=monitor_record, sysinfo=sysinfo, result=result,
-                    trial_rows=trial_rows, error=error)
+        _commit_run(
+            self.store,
+            plan_id=self.plan_id,
+            test_id=test_id,
+            attempt=attempt,
+            status=status,
+            discarded=discard and status == "done",
+            metrics=metrics,
+            threads=threads_out,
+            hooks=hooks,
+            cache_done=cache_done,
+            monitor=monitor_record,
+            sysinfo=sysinfo,
+            result=result,
+            trial_rows=trial_rows,
+            error=error,
+        )
         if status == "done":
             cleanup_error = self._hooks(test, test_id, "cleanup", values, test_dir)
             if cleanup_error:
@@ -448,7 +551,7 @@ class Runner:
         if written:
             rendered = render(written, values)
             if rendered.startswith("file://"):
-                rendered = rendered[len("file://"):]
+                rendered = rendered[len("file://") :]
             return None if "://" in rendered else rendered
         return values["mount"] if test["fs"] else None
 
@@ -456,8 +559,14 @@ class Runner:
         count = test["threads"]
         commands = [_render_command(test["command"], {**values, "thread": i}) for i in range(1, count + 1)]
         envs = [self._env(test, values, i) for i in range(1, count + 1)]
-        results = run_together(commands, shell=test["shell"], envs=envs, timeout_s=test["timeout_s"],
-                               output_dir=test_dir / "out", label=f"run{values['run']}")
+        results = run_together(
+            commands,
+            shell=test["shell"],
+            envs=envs,
+            timeout_s=test["timeout_s"],
+            output_dir=test_dir / "out",
+            label=f"run{values['run']}",
+        )
         per_thread = []
         parsed_all = []
         for result in results:
@@ -468,26 +577,38 @@ class Runner:
         combined: dict[str, float] = {}
         for parsed in parsed_all:
             for key, value in parsed.items():
-                combined[key] = combined.get(key, 0.0) + value   # threads' throughputs and counts add up
+                combined[key] = combined.get(key, 0.0) + value  # threads' throughputs and counts add up
         metrics.update(combined)
         failed = [r for r in results if not r.ok]
         error = None
         if failed:
             first = failed[0]
-            error = f"thread {first.index} of {count}: {first.describe_failure()}" if count > 1 \
+            error = (
+                f"thread {first.index} of {count}: {first.describe_failure()}"
+                if count > 1
                 else first.describe_failure()
+            )
         elif test["metric"] not in metrics:
             error = f"the output has no metric {test['metric']!r} (parsed: {', '.join(sorted(combined)) or 'none'})"
         return metrics, per_thread, error
 
     def _run_trial(self, test: dict, values: dict, attempt: int, sysinfo: dict):
         from ..workload import find_workload, trial_spec
+
         t = test["trial"]
         try:
             workload = find_workload(t["workload"])
             target = parse_target(render(t["target"], values))
-            spec = trial_spec(workload, target, rate=t["rate"], warmup_s=t["warmup_s"], runtime_s=t["runtime_s"],
-                              seed=t["seed"] + attempt - 1, scale=t["scale"], max_outstanding=t["max_outstanding"])
+            spec = trial_spec(
+                workload,
+                target,
+                rate=t["rate"],
+                warmup_s=t["warmup_s"],
+                runtime_s=t["runtime_s"],
+                seed=t["seed"] + attempt - 1,
+                scale=t["scale"],
+                max_outstanding=t["max_outstanding"],
+            )
             specs = trials.client_specs(spec, test["threads"])
             for one in specs:  # each client prepares in its own directory, which must be new or its own
                 if one["target"]["kind"] == "posix":
@@ -504,10 +625,13 @@ class Runner:
         elapsed = time.monotonic() - started
         merged = trials.merge_results(results)
         metrics = {"elapsed": elapsed, **trials.trial_metrics(merged)}
-        rows = [dict(record, target=target_label(one["target"]), spec=one, result=res) for one, res in
-                zip(specs, results)]
-        per_client = [{"index": i + 1, "rate": one["load"]["rate"], **trials.trial_metrics(res)}
-                      for i, (one, res) in enumerate(zip(specs, results))]
+        rows = [
+            dict(record, target=target_label(one["target"]), spec=one, result=res) for one, res in zip(specs, results)
+        ]
+        per_client = [
+            {"index": i + 1, "rate": one["load"]["rate"], **trials.trial_metrics(res)}
+            for i, (one, res) in enumerate(zip(specs, results))
+        ]
         merged_small = {k: v for k, v in merged.items() if k != "ops"} if len(results) > 1 else None
         return metrics, per_client, merged_small, rows, None
 
@@ -525,21 +649,43 @@ class Runner:
         hook = self.settings.get("notify")
         if not hook:
             return
-        values = {"plan": self.plan["name"], "test": test["name"], "run": attempt, "error": error,
-                  "thread": 1, "threads": test["threads"], "mount": "", "workdir": str(self.workdir)}
+        values = {
+            "plan": self.plan["name"],
+            "test": test["name"],
+            "run": attempt,
+            "error": error,
+            "thread": 1,
+            "threads": test["threads"],
+            "mount": "",
+            "workdir": str(self.workdir),
+        }
         command = _render_command(hook["command"], values)
-        env = dict(os.environ, PEAKBENCH_PLAN=self.plan["name"], PEAKBENCH_TEST=test["name"],
-                   PEAKBENCH_ERROR=error, PEAKBENCH_RUN=str(attempt))
+        env = dict(
+            os.environ,
+            PEAKBENCH_PLAN=self.plan["name"],
+            PEAKBENCH_TEST=test["name"],
+            PEAKBENCH_ERROR=error,
+            PEAKBENCH_RUN=str(attempt),
+        )
         try:
-            result = run_together([command], shell=hook["shell"], envs=[env], timeout_s=hook["timeout_s"],
-                                  output_dir=self.workdir / "notify", label=f"notify-{_safe(test['name'])}")[0]
+            result = run_together(
+                [command],
+                shell=hook["shell"],
+                envs=[env],
+                timeout_s=hook["timeout_s"],
+                output_dir=self.workdir / "notify",
+                label=f"notify-{_safe(test['name'])}",
+            )[0]
             outcome = "ok" if result.ok else result.describe_failure()
-            detail = {"command": command, "stdout": result.stdout, "stderr": result.stderr,
-                      "exit_status": result.exit_status}
+            detail = {
+                "command": command,
+                "stdout": result.stdout,
+                "stderr": result.stderr,
+                "exit_status": result.exit_status,
+            }
         except OSError as failure:
             outcome, detail = f"could not start: {failure}", {"command": command}
-        _event(self.store, self.plan_id, None, "notify",
-               f"notify for {test['name']}: {outcome}", detail)
+        _event(self.store, self.plan_id, None, "notify", f"notify for {test['name']}: {outcome}", detail)
 
 
 def _show(command) -> str:
@@ -563,8 +709,12 @@ def run_plan(plan: Plan, db: Path, workdir: Path | None = None, out=sys.stderr) 
         with store_module.Store(db) as store:
             base = workdir or default_workdir(db)
             plan_id = create_plan(store, plan, base / f"plan{_next_plan_id(store)}")
-            print(f"plan {plan_id} ({plan.name}): {len(plan.tests)} tests; store {db};"
-                  f" resume with `peakbench plan resume --db {db}` if interrupted", file=out, flush=True)
+            print(
+                f"plan {plan_id} ({plan.name}): {len(plan.tests)} tests; store {db};"
+                f" resume with `peakbench plan resume --db {db}` if interrupted",
+                file=out,
+                flush=True,
+            )
             for note in plan.notes:
                 print(f"note: {note}", file=out)
             return plan_id, Runner(store, plan_id, out).run()
@@ -585,8 +735,7 @@ def unfinished_plan(store, plan_id: int | None) -> int:
         if row["status"] == "done":
             raise InputError(f"plan {plan_id} is already done; nothing to resume", file=store.path)
         return plan_id
-    row = store.connection.execute(
-        "SELECT id FROM plans WHERE status != 'done' ORDER BY id DESC LIMIT 1").fetchone()
+    row = store.connection.execute("SELECT id FROM plans WHERE status != 'done' ORDER BY id DESC LIMIT 1").fetchone()
     if row is None:
         raise InputError("no unfinished plan in the store; nothing to resume", file=store.path)
     return row["id"]
@@ -602,7 +751,8 @@ def resume_plan(db: Path, plan_id: int | None = None, out=sys.stderr) -> tuple[i
         with store_module.Store(db) as store:
             plan_id = unfinished_plan(store, plan_id)
             counts = store.connection.execute(
-                "SELECT COUNT(*) FROM plan_runs WHERE plan_id = ? AND status = 'done'", (plan_id,)).fetchone()[0]
+                "SELECT COUNT(*) FROM plan_runs WHERE plan_id = ? AND status = 'done'", (plan_id,)
+            ).fetchone()[0]
             _set_plan(store, plan_id, status="running", error=None, finished=None)
             _event(store, plan_id, None, "resume", f"resumed by pid {os.getpid()} with {counts} completed run(s)")
             print(f"plan {plan_id}: resuming ({counts} completed runs kept)", file=out, flush=True)

@@ -20,30 +20,61 @@ from .expr import Expression, ExpressionError
 def statistics_of(values: list[float], confidence: float) -> dict:
     """The names a predicate can use, for one metric's values."""
     if not values:
-        return {"count": 0, "mean": math.nan, "median": math.nan, "sdev": math.nan, "sdev_pct": math.inf,
-                "hw": math.inf, "hw_pct": math.inf, "min": math.nan, "max": math.nan, "slope": 0.0,
-                "slope_pct": 0.0, "drifting": False}
+        return {
+            "count": 0,
+            "mean": math.nan,
+            "median": math.nan,
+            "sdev": math.nan,
+            "sdev_pct": math.inf,
+            "hw": math.inf,
+            "hw_pct": math.inf,
+            "min": math.nan,
+            "max": math.nan,
+            "slope": 0.0,
+            "slope_pct": 0.0,
+            "drifting": False,
+        }
     s = analysis.summarize(values, confidence)
     fit = analysis.slope(values, confidence)
-    return {"count": s.count, "mean": s.mean, "median": s.median, "sdev": s.sdev, "sdev_pct": s.sdev_pct,
-            "hw": s.hw, "hw_pct": s.hw_pct, "min": s.min, "max": s.max, "slope": fit.slope,
-            "slope_pct": fit.slope_pct, "drifting": fit.significant}
+    return {
+        "count": s.count,
+        "mean": s.mean,
+        "median": s.median,
+        "sdev": s.sdev,
+        "sdev_pct": s.sdev_pct,
+        "hw": s.hw,
+        "hw_pct": s.hw_pct,
+        "min": s.min,
+        "max": s.max,
+        "slope": fit.slope,
+        "slope_pct": fit.slope_pct,
+        "drifting": fit.significant,
+    }
 
 
-def predicate_values(stop_metric: str, counted: list[dict], attempts: int, failures: int, elapsed: float,
-                     confidence: float) -> dict:
+def predicate_values(
+    stop_metric: str, counted: list[dict], attempts: int, failures: int, elapsed: float, confidence: float
+) -> dict:
     """Variables for the predicate: the stop metric's statistics as bare names, every metric as metric.field."""
     names: set[str] = set()
     for run in counted:
         names.update(run)
-    per_metric = {name: statistics_of([float(r[name]) for r in counted if name in r], confidence)
-                  for name in sorted(names)}
+    per_metric = {
+        name: statistics_of([float(r[name]) for r in counted if name in r], confidence) for name in sorted(names)
+    }
     primary = per_metric.get(stop_metric, statistics_of([], confidence))
     return {**per_metric, **primary, "elapsed": elapsed, "runs": attempts, "failures": failures}
 
 
-def decide(stop: dict, metric: str, counted: list[dict], attempts: int = 0, failures: int = 0,
-           elapsed: float = 0.0, confidence: float = 0.95) -> tuple[str | None, str | None]:
+def decide(
+    stop: dict,
+    metric: str,
+    counted: list[dict],
+    attempts: int = 0,
+    failures: int = 0,
+    elapsed: float = 0.0,
+    confidence: float = 0.95,
+) -> tuple[str | None, str | None]:
     """(why the test stops, or None to go on; a warning if the predicate could not be evaluated).
 
     `counted` holds the metrics dicts of the runs that count (done, not discarded), in order.

@@ -87,8 +87,9 @@ def trial_metrics(merged: dict) -> dict:
         "achieved_rate": merged.get("achieved_rate"),
         "mean_ms": latency.get("mean_ms"),
         "p50_ms": latency.get("p50_ms"),
-        "p90_ms": latency.get("p90_ms") if latency.get("p90_ms") is not None else
-        (percentile_ms(merged, 90) if latency.get("hist") else None),
+        "p90_ms": latency.get("p90_ms")
+        if latency.get("p90_ms") is not None
+        else (percentile_ms(merged, 90) if latency.get("hist") else None),
         "p99_ms": latency.get("p99_ms"),
         "max_ms": latency.get("max_ms"),
         "completed": merged.get("completed"),

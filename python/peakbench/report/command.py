@@ -17,30 +17,56 @@ from .model import Figure, ReportOptions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("selectors", nargs="*", metavar="SELECTOR",
-                        help="search:ID, sfs:ID, trial:ID or trial:FIRST-LAST (default: the newest search or sfs run)")
+    parser.add_argument(
+        "selectors",
+        nargs="*",
+        metavar="SELECTOR",
+        help="search:ID, sfs:ID, trial:ID or trial:FIRST-LAST (default: the newest search or sfs run)",
+    )
     parser.add_argument("--html", type=Path, metavar="FILE", help="write the self-contained HTML report here")
     parser.add_argument("--figures", type=Path, metavar="DIR", help="also write every figure into DIR")
-    parser.add_argument("--format", default="png,svg,pdf", metavar="LIST",
-                        help="figure formats for --figures: any of png, svg, pdf (default png,svg,pdf)")
+    parser.add_argument(
+        "--format",
+        default="png,svg,pdf",
+        metavar="LIST",
+        help="figure formats for --figures: any of png, svg, pdf (default png,svg,pdf)",
+    )
     parser.add_argument("--csv", type=Path, metavar="DIR", help="also write every table as CSV into DIR")
-    parser.add_argument("--thresholds", default="10,100", metavar="MS,...",
-                        help="latency thresholds for the share of requests under each (default 10,100 ms)")
-    parser.add_argument("--surface", type=Path, action="append", default=[], metavar="FILE",
-                        help="also show a response surface: a SurfaceResult JSON file (map_surface(...).to_dict())")
-    parser.add_argument("--harness", type=Path, metavar="FILE",
-                        help="also show harness results: getstats, comparisons, warnings (JSON, see"
-                             " report/sections/harness.py)")
-    parser.add_argument("--confidence", type=float, metavar="C",
-                        help="confidence of the intervals the report computes (default: a search's own, else 0.95)")
+    parser.add_argument(
+        "--thresholds",
+        default="10,100",
+        metavar="MS,...",
+        help="latency thresholds for the share of requests under each (default 10,100 ms)",
+    )
+    parser.add_argument(
+        "--surface",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="also show a response surface: a SurfaceResult JSON file (map_surface(...).to_dict())",
+    )
+    parser.add_argument(
+        "--harness",
+        type=Path,
+        metavar="FILE",
+        help="also show harness results: getstats, comparisons, warnings (JSON, see report/sections/harness.py)",
+    )
+    parser.add_argument(
+        "--confidence",
+        type=float,
+        metavar="C",
+        help="confidence of the intervals the report computes (default: a search's own, else 0.95)",
+    )
 
 
 def _formats(text: str) -> tuple[str, ...]:
     chosen = tuple(f.strip().lower() for f in text.split(",") if f.strip())
     unknown = [f for f in chosen if f not in figures.FORMATS]
     if unknown or not chosen:
-        raise InputError(f"unknown figure format {', '.join(unknown) or repr(text)}; choose from png, svg, pdf",
-                         field="--format")
+        raise InputError(
+            f"unknown figure format {', '.join(unknown) or repr(text)}; choose from png, svg, pdf", field="--format"
+        )
     return chosen
 
 
@@ -91,8 +117,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
         partial = args.html.with_name(args.html.name + ".partial")
         partial.write_text(html.render(title, subtitle, sections), encoding="utf-8")
         os.replace(partial, args.html)
-    saved = [path for figure in drawn for path in figures.save(figure.figure, args.figures, figure.name, formats)
-             ] if args.figures else []
+    saved = (
+        [path for figure in drawn for path in figures.save(figure.figure, args.figures, figure.name, formats)]
+        if args.figures
+        else []
+    )
     tables = csvout.write(sections, args.csv) if args.csv else []
     for figure in drawn:
         figures.close(figure.figure)

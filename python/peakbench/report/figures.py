@@ -66,8 +66,9 @@ def integer_ticks():
 def new_figure(rows: int = 1, columns: int = 1, height_in: float = 2.4, width_in: float = COLUMN_WIDTH_IN):
     """A figure and its axes, in the report's style."""
     with pyplot().rc_context(STYLE):
-        figure, axes = pyplot().subplots(rows, columns, figsize=(width_in, height_in), squeeze=False,
-                                    layout="constrained")
+        figure, axes = pyplot().subplots(
+            rows, columns, figsize=(width_in, height_in), squeeze=False, layout="constrained"
+        )
     return figure, axes
 
 
@@ -87,10 +88,13 @@ def to_svg(figure, prefix: str) -> str:
         buffer = io.StringIO()
         figure.savefig(buffer, format="svg")
     text = buffer.getvalue()
-    text = text[text.index("<svg"):]
+    text = text[text.index("<svg") :]
     for ident in set(re.findall(r'\sid="([^"]+)"', text)):
-        text = (text.replace(f'id="{ident}"', f'id="{prefix}-{ident}"')
-                .replace(f'"#{ident}"', f'"#{prefix}-{ident}"').replace(f"url(#{ident})", f"url(#{prefix}-{ident})"))
+        text = (
+            text.replace(f'id="{ident}"', f'id="{prefix}-{ident}"')
+            .replace(f'"#{ident}"', f'"#{prefix}-{ident}"')
+            .replace(f"url(#{ident})", f"url(#{prefix}-{ident})")
+        )
     return text
 
 
@@ -100,8 +104,12 @@ def save(figure, directory: Path, name: str, formats: tuple[str, ...]) -> list[P
     with pyplot().rc_context(STYLE):
         for kind in formats:
             path = directory / f"{name}.{kind}"
-            figure.savefig(path, format=kind, dpi=PNG_DPI if kind == "png" else None,
-                           metadata={"Date": None} if kind in ("svg", "pdf") else None)
+            figure.savefig(
+                path,
+                format=kind,
+                dpi=PNG_DPI if kind == "png" else None,
+                metadata={"Date": None} if kind in ("svg", "pdf") else None,
+            )
             written.append(path)
     return written
 

@@ -39,8 +39,9 @@ def pooled(records: Iterable[dict]) -> Pooled:
     if count < 2:
         return Pooled(count, mean, None, total)
     # Σ(n_i − 1)s_i² + Σ n_i(m_i − m)²: the squared deviations of all requests from the overall mean.
-    squares = math.fsum((r["count"] - 1) * (r.get("stddev_ms") or 0.0) ** 2 + r["count"] * (r["mean_ms"] - mean) ** 2
-                        for r in records)
+    squares = math.fsum(
+        (r["count"] - 1) * (r.get("stddev_ms") or 0.0) ** 2 + r["count"] * (r["mean_ms"] - mean) ** 2 for r in records
+    )
     return Pooled(count, mean, math.sqrt(squares / (count - 1)), total)
 
 
@@ -79,7 +80,7 @@ def merged(records: Iterable[dict]) -> Distribution | None:
         if not encoded or not record.get("count"):
             continue
         histogram = HdrHistogram.decode(encoded)
-        counts = np.ctypeslib.as_array(histogram.counts)[:histogram.counts_len]
+        counts = np.ctypeslib.as_array(histogram.counts)[: histogram.counts_len]
         for index in np.flatnonzero(counts):
             value = histogram.get_highest_equivalent_value(histogram.get_value_from_index(int(index)))
             totals[value] = totals.get(value, 0) + int(counts[index])

@@ -94,13 +94,13 @@ def render(title: str, subtitle: str, sections: list[Section]) -> str:
     nav = "".join(f'<a href="#{s.name}">{html.escape(s.title)}</a>' for s in sections)
     body = "".join(_section(s) for s in sections)
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         # No network, ever: the page may only use what it carries inline.
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline';"
         " script-src 'unsafe-inline'; img-src data:\">"
         f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>"
-        f"<h1>{html.escape(title)}</h1><p class=\"meta\">{html.escape(subtitle)} · generated {generated} UTC</p>"
+        f'<h1>{html.escape(title)}</h1><p class="meta">{html.escape(subtitle)} · generated {generated} UTC</p>'
         f"<nav>{nav}</nav>{body}<script>{SCRIPT}</script></body></html>\n"
     )
 
@@ -108,8 +108,7 @@ def render(title: str, subtitle: str, sections: list[Section]) -> str:
 def _section(section: Section) -> str:
     parts = [f'<section id="{section.name}"><h2>{html.escape(section.title)}</h2>']
     if section.summary:
-        items = "".join(f"<li>{html.escape(line)}</li>" for line in section.summary
-                        if not line.startswith("warning: "))
+        items = "".join(f"<li>{html.escape(line)}</li>" for line in section.summary if not line.startswith("warning: "))
         if items:
             parts.append(f'<ul class="summary">{items}</ul>')
     for block in section.blocks:
@@ -119,10 +118,12 @@ def _section(section: Section) -> str:
             width_in = block.figure.get_figwidth()
             # Column-wide figures sit two to a row; wider ones get a row of their own.
             kind = "column" if width_in <= figures.COLUMN_WIDTH_IN else "wide"
-            parts.append(f'<figure id="fig-{block.name}" class="{kind}"'
-                         f' style="max-width: {round(width_in * SCREEN_PX_PER_INCH)}px">'
-                         f"{figures.to_svg(block.figure, block.name)}"
-                         f"<figcaption>{html.escape(block.caption)}</figcaption></figure>")
+            parts.append(
+                f'<figure id="fig-{block.name}" class="{kind}"'
+                f' style="max-width: {round(width_in * SCREEN_PX_PER_INCH)}px">'
+                f"{figures.to_svg(block.figure, block.name)}"
+                f"<figcaption>{html.escape(block.caption)}</figcaption></figure>"
+            )
         elif isinstance(block, Html):
             parts.append(block.html)
     parts.append("</section>")
@@ -142,7 +143,9 @@ def table(block: Table) -> str:
         rows.append(f"<tr>{''.join(cells)}</tr>")
     # The table's data travels with the page: a CSV download from a data: URI, no server needed.
     download = f"data:text/csv;charset=utf-8,{quote(csvout.text(block))}"
-    return (f'<div class="table-wrap"><table class="sortable" id="table-{block.name}">'
-            f"<caption>{html.escape(block.title)}</caption><thead><tr>{head}</tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table><p class=\"basis\">{html.escape(block.basis)}"
-            f' · <a class="csv" download="{block.name}.csv" href="{html.escape(download)}">CSV</a></p></div>')
+    return (
+        f'<div class="table-wrap"><table class="sortable" id="table-{block.name}">'
+        f"<caption>{html.escape(block.title)}</caption><thead><tr>{head}</tr></thead>"
+        f'<tbody>{"".join(rows)}</tbody></table><p class="basis">{html.escape(block.basis)}'
+        f' · <a class="csv" download="{block.name}.csv" href="{html.escape(download)}">CSV</a></p></div>'
+    )

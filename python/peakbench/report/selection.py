@@ -36,8 +36,11 @@ def select(store: Store, selectors: list[str]) -> ReportData:
     for text in selectors:
         match = _SELECTOR.fullmatch(text.strip().lower())
         if match is None:
-            raise InputError(f"{text!r} is not a selector; write search:ID, sfs:ID, surface:ID, plan:ID, trial:ID"
-                             " or trial:FIRST-LAST", field=FIELD)
+            raise InputError(
+                f"{text!r} is not a selector; write search:ID, sfs:ID, surface:ID, plan:ID, trial:ID"
+                " or trial:FIRST-LAST",
+                field=FIELD,
+            )
         # SQLite's ids are signed 64-bit: a larger one names nothing, and must not overflow the query.
         kind, first, last = match.group(1), min(int(match.group(2)), SQLITE_MAX_ID), match.group(3)
         if kind == "surface":
@@ -69,8 +72,11 @@ def _surface(store: Store, ident: int, missing: list[str]) -> list[dict]:
     if record is None:
         raise InputError(f"no surface {ident} in the store", file=store.path)
     if record["result"] is None:
-        missing.append(f"surface {ident} has no fitted result ({record['status']}"
-                       + (f": {record['error']}" if record["error"] else "") + ")")
+        missing.append(
+            f"surface {ident} has no fitted result ({record['status']}"
+            + (f": {record['error']}" if record["error"] else "")
+            + ")"
+        )
         return []
     return [record["result"]]
 
@@ -82,12 +88,32 @@ def _plan_results(store: Store, ident: int) -> dict:
     analysis = plan_analysis(store, ident)
     if not analysis:
         raise InputError(f"no plan {ident} in the store", file=store.path)
-    keys = {"count": "COUNT", "mean": "MEAN", "median": "MEDIAN", "low": "LOW", "high": "HIGH", "min": "MIN",
-            "max": "MAX", "sdev_pct": "SDEV%", "hw_pct": "HW%", "overhead_pct": "O/H"}
-    rows = [{"test": row["test"], "metric": row["metric"], "unit": "",
-             **{ours: row[theirs] for ours, theirs in keys.items()}} for row in analysis["getstats"]]
-    return {"getstats": rows, "comparisons": _against_baseline(analysis["series"]),
-            "warnings": [{"kind": w["kind"], "message": w["message"]} for w in analysis["warnings"]]}
+    keys = {
+        "count": "COUNT",
+        "mean": "MEAN",
+        "median": "MEDIAN",
+        "low": "LOW",
+        "high": "HIGH",
+        "min": "MIN",
+        "max": "MAX",
+        "sdev_pct": "SDEV%",
+        "hw_pct": "HW%",
+        "overhead_pct": "O/H",
+    }
+    rows = [
+        {
+            "test": row["test"],
+            "metric": row["metric"],
+            "unit": "",
+            **{ours: row[theirs] for ours, theirs in keys.items()},
+        }
+        for row in analysis["getstats"]
+    ]
+    return {
+        "getstats": rows,
+        "comparisons": _against_baseline(analysis["series"]),
+        "warnings": [{"kind": w["kind"], "message": w["message"]} for w in analysis["warnings"]],
+    }
 
 
 def _against_baseline(series: list[dict]) -> list[dict]:
@@ -101,10 +127,19 @@ def _against_baseline(series: list[dict]) -> list[dict]:
         if base is item:
             continue
         result = compare(item["values"], base["values"], names=(item["test"], base["test"]))
-        rows.append({"a": base["test"], "b": item["test"], "metric": item["metric"],
-                     "difference": result["welch"]["difference"], "ci_low": result["welch"]["low"],
-                     "ci_high": result["welch"]["high"], "test": result["rests_on"],
-                     "p_value": result["hypotheses"][2]["p_value"], "verdict": result["verdict"]})
+        rows.append(
+            {
+                "a": base["test"],
+                "b": item["test"],
+                "metric": item["metric"],
+                "difference": result["welch"]["difference"],
+                "ci_low": result["welch"]["low"],
+                "ci_high": result["welch"]["high"],
+                "test": result["rests_on"],
+                "p_value": result["hypotheses"][2]["p_value"],
+                "verdict": result["verdict"],
+            }
+        )
     return rows
 
 
@@ -118,8 +153,9 @@ def _default(store: Store) -> ReportData:
         return ReportData(str(store.path), [chosen], missing)
     trials = store.trials()
     if not trials:
-        raise InputError("the store holds no trials yet (run a search, `peakbench sfs` or a trial first)",
-                         file=store.path)
+        raise InputError(
+            "the store holds no trials yet (run a search, `peakbench sfs` or a trial first)", file=store.path
+        )
     return ReportData(str(store.path), _loose_series(trials), missing)
 
 
@@ -130,8 +166,10 @@ def _search_series(store: Store, ident: int, missing: list[str]) -> Series:
     trials = store.search_trials(ident)
     label = f"search {ident}"
     if record["status"] == "running":
-        missing.append(f"{label} has no result yet (still running, or killed): its trace, verdict and peak are"
-                       f" rebuilt from its {len(trials)} stored trials")
+        missing.append(
+            f"{label} has no result yet (still running, or killed): its trace, verdict and peak are"
+            f" rebuilt from its {len(trials)} stored trials"
+        )
     elif record["status"] == "failed":
         missing.append(f"{label} failed ({record['error']}): shown up to its last stored trial")
     if not trials:
@@ -151,8 +189,10 @@ def _sfs_series(store: Store, ident: int, missing: list[str]) -> Series:
     absent = [load for load in planned if round(load, 6) not in done]
     if record["status"] != "done" and absent:
         why = "failed: " + record["error"] if record["status"] == "failed" else "still running, or killed"
-        missing.append(f"{label} ({why}) has no result at {len(absent)} of its {len(planned)} load points:"
-                       f" {' '.join(f'{a:g}' for a in absent)} ops/s")
+        missing.append(
+            f"{label} ({why}) has no result at {len(absent)} of its {len(planned)} load points:"
+            f" {' '.join(f'{a:g}' for a in absent)} ops/s"
+        )
     title = f"{label}: {record['workload']} on {record['target']} (SPECsfs-style load points)"
     return Series(label, "sfs", title, record, trials)
 
@@ -161,6 +201,13 @@ def _loose_series(trials: list[dict]) -> list[Series]:
     groups: dict[tuple[str, str], list[dict]] = {}
     for trial in sorted({t["id"]: t for t in trials}.values(), key=lambda t: t["id"]):
         groups.setdefault((trial["workload"], trial["target"]), []).append(trial)
-    return [Series(f"trials {ts[0]['id']}-{ts[-1]['id']}" if len(ts) > 1 else f"trial {ts[0]['id']}", "trials",
-                   f"{workload} on {target} ({len(ts)} trial{'s' if len(ts) > 1 else ''})", None, ts)
-            for (workload, target), ts in groups.items()]
+    return [
+        Series(
+            f"trials {ts[0]['id']}-{ts[-1]['id']}" if len(ts) > 1 else f"trial {ts[0]['id']}",
+            "trials",
+            f"{workload} on {target} ({len(ts)} trial{'s' if len(ts) > 1 else ''})",
+            None,
+            ts,
+        )
+        for (workload, target), ts in groups.items()
+    ]

@@ -25,8 +25,7 @@ def show(sections: list[Section], console: Console) -> None:
 def rich_table(table: Table) -> RichTable:
     shown = RichTable(title=table.title, caption=table.basis, caption_justify="left")
     for index, column in enumerate(table.columns):
-        numeric = any(isinstance(row[index], (int, float)) and not isinstance(row[index], bool)
-                      for row in table.rows)
+        numeric = any(isinstance(row[index], (int, float)) and not isinstance(row[index], bool) for row in table.rows)
         shown.add_column(column.label, justify="right" if numeric else "left", overflow="fold")
     for row in table.rows:
         shown.add_row(*table.formatted(row))

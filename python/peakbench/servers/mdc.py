@@ -110,7 +110,7 @@ def _mean_in_system(load: float, workers: int) -> float:
     utilisation = load / workers
     size = workers + int(20 * (1 + utilisation) / (1 - utilisation)) + int(load + 12 * math.sqrt(load)) + 64
     arrivals = stats.poisson.pmf(np.arange(size), load)
-    support = int(load) + 1 + int(np.argmax(arrivals[int(load) + 1:] < 1e-18))
+    support = int(load) + 1 + int(np.argmax(arrivals[int(load) + 1 :] < 1e-18))
     arrivals = arrivals[:support]
     # π(P − I) = 0 with π_0 = 1, then normalised: the balance equations of states 1.. in the
     # unknowns π_1.. (state 0's equation is redundant). The transposed matrix is banded (from
@@ -126,7 +126,7 @@ def _mean_in_system(load: float, workers: int) -> float:
     rest = spsolve(system[1:, 1:], -system[1:, 0].toarray().ravel())
     pi = np.concatenate([[1.0], rest])
     pi /= pi.sum()
-    if pi[-max(size // 10, 1):].sum() > 1e-9:
+    if pi[-max(size // 10, 1) :].sum() > 1e-9:
         raise ArithmeticError(f"M/D/{workers} at load {load:.6f}: the truncated chain ({size} states) is too short")
     return float(np.arange(size) @ pi)
 
@@ -149,7 +149,10 @@ def peak_rate(rsat_ms: float, workers: int = 1, service_ms: float = 5.0) -> floa
 
 def peak_region(rsat_ms: float, width: float, workers: int = 1, service_ms: float = 5.0) -> tuple[float, float]:
     """The loads whose mean response is Rsat(1−s) and Rsat(1+s): the peak region on the load axis."""
-    return (peak_rate(rsat_ms * (1 - width), workers, service_ms), peak_rate(rsat_ms * (1 + width), workers, service_ms))
+    return (
+        peak_rate(rsat_ms * (1 - width), workers, service_ms),
+        peak_rate(rsat_ms * (1 + width), workers, service_ms),
+    )
 
 
 # --------------------------------------------------------------------------- the server process
@@ -225,7 +228,7 @@ class _Server:
             body, connection.closing = 0, True
         if len(connection.buffer) < end + 4 + body:
             return None
-        connection.buffer = connection.buffer[end + 4 + body:]
+        connection.buffer = connection.buffer[end + 4 + body :]
         parts = head[0].split()
         method, target, version = (parts + ["", "", ""])[:3]
         if headers.get("connection", "").lower() == "close" or version == "HTTP/1.0":
@@ -296,9 +299,12 @@ class _Server:
         late = sorted(self.lateness_ns)
         if not late:
             return {"replies": 0}
-        return {"replies": len(late), "lateness_mean_ms": sum(late) / len(late) / 1e6,
-                "lateness_p99_ms": late[min(len(late) - 1, int(0.99 * len(late)))] / 1e6,
-                "lateness_max_ms": late[-1] / 1e6}
+        return {
+            "replies": len(late),
+            "lateness_mean_ms": sum(late) / len(late) / 1e6,
+            "lateness_p99_ms": late[min(len(late) - 1, int(0.99 * len(late)))] / 1e6,
+            "lateness_max_ms": late[-1] / 1e6,
+        }
 
 
 def _reply(status: int, body: bytes, headers: dict, head: bool = False) -> bytes:
@@ -310,8 +316,15 @@ def _reply(status: int, body: bytes, headers: dict, head: bool = False) -> bytes
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + (b"" if head else body)
 
 
-def serve(port: int, workers: int, service_ms: float, docroot: Path | None, stats_path: Path | None,
-          host: str = "127.0.0.1", realtime: bool = False) -> None:
+def serve(
+    port: int,
+    workers: int,
+    service_ms: float,
+    docroot: Path | None,
+    stats_path: Path | None,
+    host: str = "127.0.0.1",
+    realtime: bool = False,
+) -> None:
     """Run the server until SIGTERM; then write the reply-timing stats to `stats_path`."""
     try:  # 1 µs timer slack: the timer thread's sleeps end when asked, not up to 50 µs later
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_TIMERSLACK, 1000, 0, 0, 0)
@@ -339,8 +352,16 @@ def serve(port: int, workers: int, service_ms: float, docroot: Path | None, stat
 class MDCServer:
     """One M/D/c server on 127.0.0.1 (a free port by default), in its own process."""
 
-    def __init__(self, workers: int = 1, service_ms: float = 5.0, docroot: Path | None = None, *,
-                 port: int | None = None, start_timeout_s: float = 10.0, realtime: bool | None = None):
+    def __init__(
+        self,
+        workers: int = 1,
+        service_ms: float = 5.0,
+        docroot: Path | None = None,
+        *,
+        port: int | None = None,
+        start_timeout_s: float = 10.0,
+        realtime: bool | None = None,
+    ):
         if workers < 1 or service_ms <= 0:
             raise ValueError(f"need workers >= 1 and service_ms > 0 (got {workers}, {service_ms})")
         self.workers = workers
@@ -370,17 +391,28 @@ class MDCServer:
     def start(self) -> str:
         """Start the server process; its URL once it listens."""
         self._workdir = Path(tempfile.mkdtemp(prefix="peakbench-mdc-"))
-        command = [sys.executable, "-m", "peakbench.servers.mdc", "--port", str(self.port),
-                   "--workers", str(self.workers), "--service-ms", repr(self.service_ms),
-                   "--stats", str(self._workdir / "stats.json")]
+        command = [
+            sys.executable,
+            "-m",
+            "peakbench.servers.mdc",
+            "--port",
+            str(self.port),
+            "--workers",
+            str(self.workers),
+            "--service-ms",
+            repr(self.service_ms),
+            "--stats",
+            str(self._workdir / "stats.json"),
+        ]
         if self.docroot:
             command += ["--docroot", str(self.docroot)]
         if self.realtime:
             command.append("--realtime")
         python_path = str(Path(__file__).resolve().parents[2])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [python_path, os.environ.get("PYTHONPATH")]))}
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                        start_new_session=True, env=env)
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, env=env
+        )
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -438,9 +470,13 @@ def measure_precision(requests: int = 2000, service_ms: float = 5.0, realtime: b
             time.sleep(0.001)  # the worker is idle again before the next request
         sock.close()
     extra.sort()
-    return {"requests": requests, "client_extra_median_ms": extra[len(extra) // 2],
-            "client_extra_mean_ms": sum(extra) / len(extra),
-            "client_extra_p99_ms": extra[int(0.99 * len(extra))], "server": server.stats}
+    return {
+        "requests": requests,
+        "client_extra_median_ms": extra[len(extra) // 2],
+        "client_extra_mean_ms": sum(extra) / len(extra),
+        "client_extra_p99_ms": extra[int(0.99 * len(extra))],
+        "server": server.stats,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,7 +26,9 @@ from pathlib import Path
 NGINX = "nginx"
 DAV_EXT = Path("/usr/lib/nginx/modules/ngx_http_dav_ext_module.so")
 # The Combined Log Format: peakbench's replay reads it back with its default format.
-FORMAT = '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent"'
+FORMAT = (
+    '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent"'
+)
 
 
 def free_port() -> int:
@@ -44,9 +46,19 @@ def binary() -> str:
     return shutil.which(NGINX) or "/usr/sbin/nginx"
 
 
-def config(docroot: Path, port: int, workdir: Path, *, workers: int = 1, access_log: Path | None = None,
-           webdav: bool = False, autoindex: bool = True, keepalive_requests: int = 100000,
-           host: str = "127.0.0.1", shed_above: tuple[int, int] | None = None) -> str:
+def config(
+    docroot: Path,
+    port: int,
+    workdir: Path,
+    *,
+    workers: int = 1,
+    access_log: Path | None = None,
+    webdav: bool = False,
+    autoindex: bool = True,
+    keepalive_requests: int = 100000,
+    host: str = "127.0.0.1",
+    shed_above: tuple[int, int] | None = None,
+) -> str:
     """The whole nginx.conf text. WebDAV adds PUT DELETE MKCOL COPY MOVE (and, with the
     dav-ext module, PROPFIND OPTIONS). shed_above = (requests per second, status): a server
     that sheds load (limit_req, no burst) and answers the requests over the limit with that
@@ -79,11 +91,13 @@ def config(docroot: Path, port: int, workdir: Path, *, workers: int = 1, access_
         "    location / {",
         "      autoindex on;" if autoindex else "",
         "      dav_methods PUT DELETE MKCOL COPY MOVE; create_full_put_path on; dav_access user:rw group:r all:r;"
-        if webdav else "",
+        if webdav
+        else "",
         "      dav_ext_methods PROPFIND OPTIONS;" if dav_ext else "",
         # A burst of 20 lets a Poisson schedule's bunched arrivals through below the rate.
         f"      limit_req zone=shed burst=20 nodelay; limit_req_status {shed_above[1]}; limit_req_log_level info;"
-        if shed_above else "",
+        if shed_above
+        else "",
         "    }",
         "  }",
         "}",
@@ -95,10 +109,21 @@ class Nginx:
     """One nginx serving `docroot` on 127.0.0.1:`port` (a free one by default), or on `host`
     inside the network namespace `netns` (a test's own host)."""
 
-    def __init__(self, docroot: Path, *, port: int | None = None, workers: int = 1,
-                 access_log: Path | None = None, webdav: bool = False, autoindex: bool = True,
-                 cpus: set[int] | None = None, start_timeout_s: float = 10.0,
-                 host: str = "127.0.0.1", netns: str | None = None, shed_above: tuple[int, int] | None = None):
+    def __init__(
+        self,
+        docroot: Path,
+        *,
+        port: int | None = None,
+        workers: int = 1,
+        access_log: Path | None = None,
+        webdav: bool = False,
+        autoindex: bool = True,
+        cpus: set[int] | None = None,
+        start_timeout_s: float = 10.0,
+        host: str = "127.0.0.1",
+        netns: str | None = None,
+        shed_above: tuple[int, int] | None = None,
+    ):
         self.docroot = Path(docroot).absolute()
         self.host = host
         self.netns = netns
@@ -126,13 +151,25 @@ class Nginx:
             raise RuntimeError("nginx is not installed (apt-get install nginx-light or nginx)")
         self.workdir = Path(tempfile.mkdtemp(prefix="peakbench-nginx-"))
         conf = self.workdir / "nginx.conf"
-        conf.write_text(config(self.docroot, self.port, self.workdir, workers=self.workers,
-                               access_log=self.access_log, webdav=self.webdav, autoindex=self.autoindex,
-                               host=self.host, shed_above=self.shed_above))
+        conf.write_text(
+            config(
+                self.docroot,
+                self.port,
+                self.workdir,
+                workers=self.workers,
+                access_log=self.access_log,
+                webdav=self.webdav,
+                autoindex=self.autoindex,
+                host=self.host,
+                shed_above=self.shed_above,
+            )
+        )
         inside = ["ip", "netns", "exec", self.netns] if self.netns else []
         self.process = subprocess.Popen(
             [*inside, binary(), "-c", str(conf), "-p", str(self.workdir), "-e", str(self.workdir / "error.log")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
             preexec_fn=(lambda: os.sched_setaffinity(0, self.cpus)) if self.cpus else None,
         )
         deadline = time.monotonic() + self.start_timeout_s

@@ -37,13 +37,52 @@ from pathlib import Path
 from ..errors import InputError
 from ..units import MAX_RATE, parse_duration
 
-USED = ("LOAD", "INCR_LOAD", "NUM_RUNS", "CLIENTS", "PROCS", "NUM_PROCS", "MNT_POINTS", "MIXFILE",
-        "WARMUP_TIME", "RUNTIME", "WORKLOAD")
-IGNORED = ("TCP", "BIOD_MAX_READS", "BIOD_MAX_WRITES", "SFS_DIR", "WORK_DIR", "PRIME_MON_SCRIPT",
-           "PRIME_MON_ARGS", "INIT_TIMEOUT", "BLOCK_SIZE", "FS_PROTOCOL", "USERNAME", "PASSWORD", "DOMAIN",
-           "DEBUG", "SFS_DEBUG", "SFS_USER", "SUT_HOST", "PRIME_SLEEP", "PRIME_TIMEOUT", "PRIME_CLIENT",
-           "CLIENTS_MNT_FILE", "DUMP", "POPULATE", "LAT_GRAPH", "IPV6_ENABLE", "FSTEST_OPTS", "SFS_NFS_USER_ID",
-           "SFS_NFS_GROUP_ID", "NUM_PREF_RUNS", "PMC", "WORK_DIR_NAME")
+USED = (
+    "LOAD",
+    "INCR_LOAD",
+    "NUM_RUNS",
+    "CLIENTS",
+    "PROCS",
+    "NUM_PROCS",
+    "MNT_POINTS",
+    "MIXFILE",
+    "WARMUP_TIME",
+    "RUNTIME",
+    "WORKLOAD",
+)
+IGNORED = (
+    "TCP",
+    "BIOD_MAX_READS",
+    "BIOD_MAX_WRITES",
+    "SFS_DIR",
+    "WORK_DIR",
+    "PRIME_MON_SCRIPT",
+    "PRIME_MON_ARGS",
+    "INIT_TIMEOUT",
+    "BLOCK_SIZE",
+    "FS_PROTOCOL",
+    "USERNAME",
+    "PASSWORD",
+    "DOMAIN",
+    "DEBUG",
+    "SFS_DEBUG",
+    "SFS_USER",
+    "SUT_HOST",
+    "PRIME_SLEEP",
+    "PRIME_TIMEOUT",
+    "PRIME_CLIENT",
+    "CLIENTS_MNT_FILE",
+    "DUMP",
+    "POPULATE",
+    "LAT_GRAPH",
+    "IPV6_ENABLE",
+    "FSTEST_OPTS",
+    "SFS_NFS_USER_ID",
+    "SFS_NFS_GROUP_ID",
+    "NUM_PREF_RUNS",
+    "PMC",
+    "WORK_DIR_NAME",
+)
 SPEC_DEFAULT_SECONDS = 300.0
 PER_PROC_GUIDANCE = (10.0, 250.0)  # ops/s per process SPEC recommends at the lowest and highest load
 # Far more than any curve (SPEC's examples have 10); checked before the points are made.
@@ -79,9 +118,13 @@ class RcFile:
         for load in self.requested:
             per_process = math.floor(load / self.processes)
             if per_process < 1:
-                raise InputError(f"{load:g} ops/s over {self.processes} processes rounds down to 0 ops/s per"
-                                 " process; raise LOAD or use fewer CLIENTS x PROCS",
-                                 file=self.path, line=self.lines.get("LOAD"), field="LOAD")
+                raise InputError(
+                    f"{load:g} ops/s over {self.processes} processes rounds down to 0 ops/s per"
+                    " process; raise LOAD or use fewer CLIENTS x PROCS",
+                    file=self.path,
+                    line=self.lines.get("LOAD"),
+                    field="LOAD",
+                )
             rounded.append(float(per_process * self.processes))
         return rounded
 
@@ -89,8 +132,10 @@ class RcFile:
         """SPEC's advice on ops/s per process, when these loads fall outside it."""
         low, high = loads[0] / self.processes, loads[-1] / self.processes
         if low < PER_PROC_GUIDANCE[0] or high > PER_PROC_GUIDANCE[1]:
-            return (f"{low:g} to {high:g} ops/s per process; SPEC recommends {PER_PROC_GUIDANCE[0]:g} to"
-                    f" {PER_PROC_GUIDANCE[1]:g} (change CLIENTS or PROCS)")
+            return (
+                f"{low:g} to {high:g} ops/s per process; SPEC recommends {PER_PROC_GUIDANCE[0]:g} to"
+                f" {PER_PROC_GUIDANCE[1]:g} (change CLIENTS or PROCS)"
+            )
         return None
 
 
@@ -113,8 +158,9 @@ def read_rcfile(path: Path) -> RcFile:
         if name not in USED and name not in IGNORED:
             close = difflib.get_close_matches(name, USED + IGNORED, n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
-            raise InputError(f"unknown rc variable{hint}; peakbench reads {', '.join(USED)}", file=path,
-                             line=number, field=name)
+            raise InputError(
+                f"unknown rc variable{hint}; peakbench reads {', '.join(USED)}", file=path, line=number, field=name
+            )
         try:
             # The shell's value (quotes removed), then SPEC's lists: words split on white space.
             values[name] = " ".join(shlex.split(raw, comments=True)).split()
@@ -175,8 +221,9 @@ def _interpret(path: Path, values: dict[str, list[str]], lines: dict[str, int]) 
         if step is None or runs is None:
             raise fail("INCR_LOAD", "INCR_LOAD needs NUM_RUNS, the number of load points")
         if loads[0] + (runs - 1) * step > MAX_RATE:
-            raise fail("INCR_LOAD", f"the last load point, {loads[0] + (runs - 1) * step:g} ops/s, is above"
-                                    f" {MAX_RATE:,} ops/s")
+            raise fail(
+                "INCR_LOAD", f"the last load point, {loads[0] + (runs - 1) * step:g} ops/s, is above {MAX_RATE:,} ops/s"
+            )
         loads = [loads[0] + i * step for i in range(runs)]
     elif len(loads) > 1 and sorted(loads) != loads:
         raise fail("LOAD", "an explicit LOAD list must increase")
@@ -188,9 +235,12 @@ def _interpret(path: Path, values: dict[str, list[str]], lines: dict[str, int]) 
     if not mounts:
         raise fail("MNT_POINTS", "MNT_POINTS is required: the directories to load")
     if len(mounts) not in (1, procs, procs * len(clients)):
-        raise fail("MNT_POINTS", f"{len(mounts)} mount points for {procs} procs on {len(clients)} clients; list"
-                                 f" one for all, {procs} (one per proc) or {procs * len(clients)} (one per proc"
-                                 " per client)")
+        raise fail(
+            "MNT_POINTS",
+            f"{len(mounts)} mount points for {procs} procs on {len(clients)} clients; list"
+            f" one for all, {procs} (one per proc) or {procs * len(clients)} (one per proc"
+            " per client)",
+        )
     mixfile = None
     if values.get("MIXFILE"):
         if len(values["MIXFILE"]) != 1:
@@ -199,5 +249,16 @@ def _interpret(path: Path, values: dict[str, list[str]], lines: dict[str, int]) 
     workload = values.get("WORKLOAD", ["specsfs2008"])
     if len(workload) != 1:
         raise fail("WORKLOAD", "name one workload")
-    return RcFile(path, tuple(loads), clients, procs, mounts, mixfile, seconds("WARMUP_TIME"), seconds("RUNTIME"),
-                  workload[0], tuple(name for name in values if name in IGNORED), lines)
+    return RcFile(
+        path,
+        tuple(loads),
+        clients,
+        procs,
+        mounts,
+        mixfile,
+        seconds("WARMUP_TIME"),
+        seconds("RUNTIME"),
+        workload[0],
+        tuple(name for name in values if name in IGNORED),
+        lines,
+    )

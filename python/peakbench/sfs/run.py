@@ -48,12 +48,22 @@ class Plan:
     def settings(self) -> dict:
         """What the store keeps about the curve: enough to rebuild its summary and know what is missing."""
         rc = self.rc
-        return {"rcfile": str(rc.path), "loads": self.loads, "requested": list(rc.requested),
-                "spec_rounding": self.spec_rounding, "clients": list(rc.clients), "procs": rc.procs,
-                "processes": rc.processes, "per_process": [load / rc.processes for load in self.loads],
-                "mount_points": list(rc.mount_points), "mixfile": str(rc.mixfile) if rc.mixfile else None,
-                "mix": self.workload.mix, "warmup_s": rc.warmup_s, "runtime_s": rc.runtime_s,
-                "ignored": list(rc.ignored)}
+        return {
+            "rcfile": str(rc.path),
+            "loads": self.loads,
+            "requested": list(rc.requested),
+            "spec_rounding": self.spec_rounding,
+            "clients": list(rc.clients),
+            "procs": rc.procs,
+            "processes": rc.processes,
+            "per_process": [load / rc.processes for load in self.loads],
+            "mount_points": list(rc.mount_points),
+            "mixfile": str(rc.mixfile) if rc.mixfile else None,
+            "mix": self.workload.mix,
+            "warmup_s": rc.warmup_s,
+            "runtime_s": rc.runtime_s,
+            "ignored": list(rc.ignored),
+        }
 
 
 def plan(path: Path, spec_rounding: bool) -> Plan:
@@ -68,9 +78,13 @@ def plan(path: Path, spec_rounding: bool) -> Plan:
         workload = dataclasses.replace(workload, mix=shares, mix_note=None)
     distinct = sorted(set(rc.mount_points))
     if len(distinct) > 1:
-        raise InputError(f"{len(distinct)} different directories; peakbench sfs loads one directory from this"
-                         " machine (repeat it once per proc)", file=rc.path, line=rc.lines.get("MNT_POINTS"),
-                         field="MNT_POINTS")
+        raise InputError(
+            f"{len(distinct)} different directories; peakbench sfs loads one directory from this"
+            " machine (repeat it once per proc)",
+            file=rc.path,
+            line=rc.lines.get("MNT_POINTS"),
+            field="MNT_POINTS",
+        )
     loads = rc.loads(spec_rounding)
     try:
         target = parse_target(distinct[0])
@@ -83,11 +97,13 @@ def plan(path: Path, spec_rounding: bool) -> Plan:
 
 def describe(chosen: Plan) -> list[str]:
     rc = chosen.rc
-    lines = [f"{len(chosen.loads)} load points ({'SPEC rounding' if chosen.spec_rounding else 'exact split'} over"
-             f" {len(rc.clients)} client(s) x {rc.procs} proc(s) = {rc.processes} processes):"
-             f" {' '.join(f'{load:g}' for load in chosen.loads)} ops/s",
-             f"{chosen.workload.name} on {target_label(chosen.target)}; warm-up {rc.warmup_s:g} s, measured"
-             f" {rc.runtime_s:g} s per point" + (f"; mix from {rc.mixfile}" if rc.mixfile else "")]
+    lines = [
+        f"{len(chosen.loads)} load points ({'SPEC rounding' if chosen.spec_rounding else 'exact split'} over"
+        f" {len(rc.clients)} client(s) x {rc.procs} proc(s) = {rc.processes} processes):"
+        f" {' '.join(f'{load:g}' for load in chosen.loads)} ops/s",
+        f"{chosen.workload.name} on {target_label(chosen.target)}; warm-up {rc.warmup_s:g} s, measured"
+        f" {rc.runtime_s:g} s per point" + (f"; mix from {rc.mixfile}" if rc.mixfile else ""),
+    ]
     advice = rc.guidance(chosen.loads)
     if advice:
         lines.append(f"note: {advice}")
@@ -106,20 +122,40 @@ def run(chosen: Plan, db: Path, engine=None, invocation: dict | None = None) -> 
         engine.validate(spec)
     system = snapshot(chosen.target, engine.version())
     with store_module.Store(db) as store:
-        run_id = store.add_sfs_run(workload=chosen.workload.name, target=target_label(chosen.target),
-                                   settings=chosen.settings(), invocation=invocation)
+        run_id = store.add_sfs_run(
+            workload=chosen.workload.name,
+            target=target_label(chosen.target),
+            settings=chosen.settings(),
+            invocation=invocation,
+        )
         run_points(store, run_id, chosen, specs, engine, system)
     return run_id
 
 
 def point_specs(chosen: Plan) -> list[dict]:
     """One trial spec per load point, each with its own seed (the same on a resume)."""
-    return [trial_spec(chosen.workload, chosen.target, rate=load, warmup_s=chosen.rc.warmup_s,
-                       runtime_s=chosen.rc.runtime_s, seed=index + 1) for index, load in enumerate(chosen.loads)]
+    return [
+        trial_spec(
+            chosen.workload,
+            chosen.target,
+            rate=load,
+            warmup_s=chosen.rc.warmup_s,
+            runtime_s=chosen.rc.runtime_s,
+            seed=index + 1,
+        )
+        for index, load in enumerate(chosen.loads)
+    ]
 
 
-def run_points(store: store_module.Store, run_id: int, chosen: Plan, specs: list[dict], engine, system: dict,
-               done: frozenset[float] = frozenset()) -> None:
+def run_points(
+    store: store_module.Store,
+    run_id: int,
+    chosen: Plan,
+    specs: list[dict],
+    engine,
+    system: dict,
+    done: frozenset[float] = frozenset(),
+) -> None:
     """Every load point whose rate is not in `done`, holding the run's job lock (so that `peakbench
     resume` can tell it is alive); the run is finished, or failed with the reason, in the store."""
     with StoreLock(store.path, f"sfs {run_id}") as lock:
@@ -139,19 +175,20 @@ def point_key(rate: float) -> float:
     return round(rate, 6)
 
 
-def _point(engine, store: store_module.Store, run_id: int, chosen: Plan, spec: dict, system: dict,
-           number: int) -> None:
+def _point(engine, store: store_module.Store, run_id: int, chosen: Plan, spec: dict, system: dict, number: int) -> None:
     rate = spec["load"]["rate"]
     print(f"sfs  point {number}/{len(chosen.loads)}: {rate:g} ops/s", file=sys.stderr, flush=True)
-    record = TrialRecord(workload=chosen.workload.name, target=target_label(chosen.target), sysinfo=system,
-                         sfs_run_id=run_id)
+    record = TrialRecord(
+        workload=chosen.workload.name, target=target_label(chosen.target), sysinfo=system, sfs_run_id=run_id
+    )
     try:
         stored = run_trial(spec, engine, store, record)
     except TrialFailed as failed:
         raise RunError(f"load point {rate:g} ops/s: {failed}") from None
     if stored.trial_id is None:
-        raise RunError(f"load point {rate:g} ops/s: {stored.store_error}; the trial was written to"
-                       f" {stored.saved_to} instead")
+        raise RunError(
+            f"load point {rate:g} ops/s: {stored.store_error}; the trial was written to {stored.saved_to} instead"
+        )
 
 
 def command(args, console: Console, engine_for) -> int:
@@ -163,8 +200,12 @@ def command(args, console: Console, engine_for) -> int:
         console.print(" ".join(f"{load:g}" for load in chosen.loads))
         return 0
     with engine_for(args, chosen.workload) as engine:
-        run_id = run(chosen, args.db, engine, invocation={"clients": args.clients, "cluster": args.cluster,
-                                                          "clock_tolerance_ms": args.clock_tolerance})
+        run_id = run(
+            chosen,
+            args.db,
+            engine,
+            invocation={"clients": args.clients, "cluster": args.cluster, "clock_tolerance_ms": args.clock_tolerance},
+        )
     print_summary(args.db, run_id, console)
     return 0
 
@@ -178,7 +219,11 @@ def print_summary(db: Path, run_id: int, console: Console) -> None:
     points = series.done_points()
     ort = overall_response_time([(p.mean_achieved, p.mean_ms) for p in points])
     peak = max(p.mean_achieved for p in points)
-    console.print(f"peak {peak:,.1f} ops/s achieved"
-                  + (f"; overall response time {ort:.3g} ms" if ort is not None else ""))
-    print(f"sfs run {run_id} and its {len(points)} load points stored in {db};"
-          f" `peakbench report sfs:{run_id} --db {db} --html report.html` for the full report", file=sys.stderr)
+    console.print(
+        f"peak {peak:,.1f} ops/s achieved" + (f"; overall response time {ort:.3g} ms" if ort is not None else "")
+    )
+    print(
+        f"sfs run {run_id} and its {len(points)} load points stored in {db};"
+        f" `peakbench report sfs:{run_id} --db {db} --html report.html` for the full report",
+        file=sys.stderr,
+    )

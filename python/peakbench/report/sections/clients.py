@@ -5,9 +5,19 @@ from __future__ import annotations
 
 from ..model import Column, ReportData, ReportOptions, Section, Table
 
-COLUMNS = [Column("trial"), Column("client"), Column("offered", "ops/s", 1), Column("achieved", "ops/s", 1),
-           Column("sent"), Column("errors"), Column("mean", "ms", 3), Column("p99", "ms", 3),
-           Column("schedule lag p99", "ms", 3), Column("late start", "ms", 2), Column("kept up")]
+COLUMNS = [
+    Column("trial"),
+    Column("client"),
+    Column("offered", "ops/s", 1),
+    Column("achieved", "ops/s", 1),
+    Column("sent"),
+    Column("errors"),
+    Column("mean", "ms", 3),
+    Column("p99", "ms", 3),
+    Column("schedule lag p99", "ms", 3),
+    Column("late start", "ms", 2),
+    Column("kept up"),
+]
 
 
 def section(data: ReportData, options: ReportOptions) -> Section | None:
@@ -18,15 +28,35 @@ def section(data: ReportData, options: ReportOptions) -> Section | None:
     for trial in distributed:
         result = trial["result"]
         for client in result["clients"]:
-            rows.append([trial["id"], client["name"], client["requested_rate"], client["achieved_rate"],
-                         client["sent"], client["errors"], client["mean_ms"], client["p99_ms"],
-                         client["lag_p99_ms"], client["start_late_ms"], not client.get("lagged")])
-            summary += [f"trial {trial['id']}: {client['name']} lagged its schedule: {reason}"
-                        for reason in client.get("lagged", [])]
-        summary += [f"trial {trial['id']}: {name} was lost mid-trial; its figures are missing"
-                    for name in result.get("cluster", {}).get("lost", [])]
+            rows.append(
+                [
+                    trial["id"],
+                    client["name"],
+                    client["requested_rate"],
+                    client["achieved_rate"],
+                    client["sent"],
+                    client["errors"],
+                    client["mean_ms"],
+                    client["p99_ms"],
+                    client["lag_p99_ms"],
+                    client["start_late_ms"],
+                    not client.get("lagged"),
+                ]
+            )
+            summary += [
+                f"trial {trial['id']}: {client['name']} lagged its schedule: {reason}"
+                for reason in client.get("lagged", [])
+            ]
+        summary += [
+            f"trial {trial['id']}: {name} was lost mid-trial; its figures are missing"
+            for name in result.get("cluster", {}).get("lost", [])
+        ]
     clients = sum(len(t["result"]["clients"]) for t in distributed)
-    table = Table("clients", "Load clients of each distributed trial", COLUMNS, rows,
-                  f"n = {len(distributed)} trials, {clients} client runs; each client's own engine result,"
-                  " before the merge")
+    table = Table(
+        "clients",
+        "Load clients of each distributed trial",
+        COLUMNS,
+        rows,
+        f"n = {len(distributed)} trials, {clients} client runs; each client's own engine result, before the merge",
+    )
     return Section("clients", "Load clients", [table], summary)

@@ -16,14 +16,32 @@ import html
 
 from ..model import Column, Html, ReportData, ReportOptions, Section, Table
 
-GETSTATS = (("test", Column("test")), ("metric", Column("metric")), ("unit", Column("unit")),
-            ("count", Column("COUNT")), ("mean", Column("MEAN")), ("median", Column("MEDIAN")),
-            ("low", Column("LOW")), ("high", Column("HIGH")), ("min", Column("MIN")), ("max", Column("MAX")),
-            ("sdev_pct", Column("SDEV%", digits=2)), ("hw_pct", Column("HW%", digits=2)),
-            ("overhead_pct", Column("O/H%", digits=2)))
-COMPARISONS = (("a", Column("A")), ("b", Column("B")), ("metric", Column("metric")),
-               ("difference", Column("B − A")), ("ci_low", Column("CI low")), ("ci_high", Column("CI high")),
-               ("test", Column("test")), ("p_value", Column("p", digits=4)), ("verdict", Column("verdict")))
+GETSTATS = (
+    ("test", Column("test")),
+    ("metric", Column("metric")),
+    ("unit", Column("unit")),
+    ("count", Column("COUNT")),
+    ("mean", Column("MEAN")),
+    ("median", Column("MEDIAN")),
+    ("low", Column("LOW")),
+    ("high", Column("HIGH")),
+    ("min", Column("MIN")),
+    ("max", Column("MAX")),
+    ("sdev_pct", Column("SDEV%", digits=2)),
+    ("hw_pct", Column("HW%", digits=2)),
+    ("overhead_pct", Column("O/H%", digits=2)),
+)
+COMPARISONS = (
+    ("a", Column("A")),
+    ("b", Column("B")),
+    ("metric", Column("metric")),
+    ("difference", Column("B − A")),
+    ("ci_low", Column("CI low")),
+    ("ci_high", Column("CI high")),
+    ("test", Column("test")),
+    ("p_value", Column("p", digits=4)),
+    ("verdict", Column("verdict")),
+)
 
 
 def section(data: ReportData, options: ReportOptions) -> Section | None:
@@ -36,16 +54,36 @@ def section(data: ReportData, options: ReportOptions) -> Section | None:
         items = "".join(f"<li>{html.escape(w['kind'])}: {html.escape(w['message'])}</li>" for w in warnings)
         blocks.append(Html(f'<ul class="warnings">{items}</ul>'))
     if results.get("getstats"):
-        blocks.append(_table("getstats", "Statistics per test and metric (getstats)", GETSTATS, results["getstats"],
-                             "COUNT runs per row; LOW and HIGH bound the mean's confidence interval; HW% is its"
-                             " half-width as a share of the mean; O/H% against the first (baseline) test"))
+        blocks.append(
+            _table(
+                "getstats",
+                "Statistics per test and metric (getstats)",
+                GETSTATS,
+                results["getstats"],
+                "COUNT runs per row; LOW and HIGH bound the mean's confidence interval; HW% is its"
+                " half-width as a share of the mean; O/H% against the first (baseline) test",
+            )
+        )
     if results.get("comparisons"):
-        blocks.append(_table("comparisons", "Comparisons", COMPARISONS, results["comparisons"],
-                             "each verdict names the test it rests on; the CI is of the difference of the means"))
-    return Section("harness", "Harness results", blocks,
-                   summary=[f"warning: {w['kind']}: {w['message']}" for w in warnings])
+        blocks.append(
+            _table(
+                "comparisons",
+                "Comparisons",
+                COMPARISONS,
+                results["comparisons"],
+                "each verdict names the test it rests on; the CI is of the difference of the means",
+            )
+        )
+    return Section(
+        "harness", "Harness results", blocks, summary=[f"warning: {w['kind']}: {w['message']}" for w in warnings]
+    )
 
 
 def _table(name: str, title: str, layout, records: list[dict], basis: str) -> Table:
-    return Table(name, title, [column for _, column in layout],
-                 [[record.get(key) for key, _ in layout] for record in records], basis)
+    return Table(
+        name,
+        title,
+        [column for _, column in layout],
+        [[record.get(key) for key, _ in layout] for record in records],
+        basis,
+    )

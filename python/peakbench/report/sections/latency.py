@@ -27,25 +27,40 @@ def section(data: ReportData, options: ReportOptions) -> Section | None:
             continue
         main = key_point(series)
         shown = choose_loads(points, main)
-        blocks.append(Figure(f"latency-cdf-{series.key.replace(' ', '-')}",
-                             f"{series.title}: cumulative distribution of response time at"
-                             + (" each offered load" if len(shown) == len(points) else
-                                f" {len(shown)} of its {len(points)} offered loads")
-                             + f" (log time axis; dashed lines at {', '.join(f'{t:g}' for t in options.thresholds_ms)}"
-                             " ms). Each curve merges the histograms of every request of the measured trials at"
-                             " that load." + _left_out(points, shown, main),
-                             _draw_loads(shown, options)))
+        blocks.append(
+            Figure(
+                f"latency-cdf-{series.key.replace(' ', '-')}",
+                f"{series.title}: cumulative distribution of response time at"
+                + (
+                    " each offered load"
+                    if len(shown) == len(points)
+                    else f" {len(shown)} of its {len(points)} offered loads"
+                )
+                + f" (log time axis; dashed lines at {', '.join(f'{t:g}' for t in options.thresholds_ms)}"
+                " ms). Each curve merges the histograms of every request of the measured trials at"
+                " that load." + _left_out(points, shown, main),
+                _draw_loads(shown, options),
+            )
+        )
         if main is not None:
-            per_op = {op: merged(t["result"]["ops"].get(op) for t in main.measured)
-                      for op in sorted({op for t in main.measured for op in t["result"].get("ops", {})})}
+            per_op = {
+                op: merged(t["result"]["ops"].get(op) for t in main.measured)
+                for op in sorted({op for t in main.measured for op in t["result"].get("ops", {})})
+            }
             per_op = {op: h for op, h in per_op.items() if h is not None}
             drawn = dict(sorted(per_op.items(), key=lambda item: -item[1].total)[:MAX_CURVES])
             if drawn:
-                left_out = f"; the {len(per_op) - len(drawn)} rarest ops are left out" if len(per_op) > len(drawn) else ""
-                blocks.append(Figure(f"latency-cdf-ops-{series.key.replace(' ', '-')}",
-                                     f"{series.key} at {main.requested:,.1f} ops/s offered: cumulative distribution of"
-                                     f" response time per operation (n per op in the legend{left_out}).",
-                                     _draw_ops(dict(sorted(drawn.items())), options)))
+                left_out = (
+                    f"; the {len(per_op) - len(drawn)} rarest ops are left out" if len(per_op) > len(drawn) else ""
+                )
+                blocks.append(
+                    Figure(
+                        f"latency-cdf-ops-{series.key.replace(' ', '-')}",
+                        f"{series.key} at {main.requested:,.1f} ops/s offered: cumulative distribution of"
+                        f" response time per operation (n per op in the legend{left_out}).",
+                        _draw_ops(dict(sorted(drawn.items())), options),
+                    )
+                )
         blocks.append(_threshold_table(series, points, options))
     if not blocks:
         return None
@@ -55,15 +70,35 @@ def section(data: ReportData, options: ReportOptions) -> Section | None:
 def _threshold_table(series: Series, points, options: ReportOptions) -> Table:
     rows = []
     for point, histogram in points:
-        rows.append([point.requested, len(point.measured), histogram.total,
-                     percentile_ms(histogram, 50), percentile_ms(histogram, 90), percentile_ms(histogram, 99),
-                     percentile_ms(histogram, 99.9),
-                     *[histogram.share_under(t) * 100 for t in options.thresholds_ms]])
-    columns = [Column("offered", "ops/s"), Column("n trials"), Column("requests"), Column("p50", "ms"),
-               Column("p90", "ms"), Column("p99", "ms"), Column("p99.9", "ms"),
-               *[Column(f"≤ {t:g} ms", "%", 2) for t in options.thresholds_ms]]
-    return Table(f"latency-{series.key.replace(' ', '-')}", f"Response-time percentiles of {series.key}", columns,
-                 rows, "each row merges the histograms of all requests of the measured trials at that load")
+        rows.append(
+            [
+                point.requested,
+                len(point.measured),
+                histogram.total,
+                percentile_ms(histogram, 50),
+                percentile_ms(histogram, 90),
+                percentile_ms(histogram, 99),
+                percentile_ms(histogram, 99.9),
+                *[histogram.share_under(t) * 100 for t in options.thresholds_ms],
+            ]
+        )
+    columns = [
+        Column("offered", "ops/s"),
+        Column("n trials"),
+        Column("requests"),
+        Column("p50", "ms"),
+        Column("p90", "ms"),
+        Column("p99", "ms"),
+        Column("p99.9", "ms"),
+        *[Column(f"≤ {t:g} ms", "%", 2) for t in options.thresholds_ms],
+    ]
+    return Table(
+        f"latency-{series.key.replace(' ', '-')}",
+        f"Response-time percentiles of {series.key}",
+        columns,
+        rows,
+        "each row merges the histograms of all requests of the measured trials at that load",
+    )
 
 
 def _spread(items: list, count: int) -> list:
@@ -91,8 +126,7 @@ def choose_loads(points: list, key) -> list:
     loads = [p.requested for p, _ in points]
     key_index = loads.index(key.requested) if key is not None and key.requested in loads else len(points) - 1
     chosen = {0, key_index}
-    chosen.update(i for i, (p, _) in enumerate(points)
-                  if i > key_index or p.mean_achieved < SHORTFALL * p.requested)
+    chosen.update(i for i, (p, _) in enumerate(points) if i > key_index or p.mean_achieved < SHORTFALL * p.requested)
     rest = [i for i in range(len(points)) if i not in chosen]
     chosen.update(_spread(rest, MAX_CURVES - len(chosen)))
     return [points[i] for i in sorted(chosen)]
@@ -104,9 +138,11 @@ def _left_out(points: list, shown: list, key) -> str:
     drawn = {id(p) for p, _ in shown}
     missing = [p.requested for p, _ in points if id(p) not in drawn]
     named = f" ({key.requested:,.0f} ops/s)" if key is not None else ""
-    return (f" Drawn: the lowest load, the key load{named}, every overloaded load (above it, or achieving under"
-            f" {SHORTFALL:.0%} of the offered rate) and an even spread of the rest; left out: {', '.join(f'{load:,.0f}' for load in missing)} ops/s (all are in the table"
-            " below).")
+    return (
+        f" Drawn: the lowest load, the key load{named}, every overloaded load (above it, or achieving under"
+        f" {SHORTFALL:.0%} of the offered rate) and an even spread of the rest; left out: {', '.join(f'{load:,.0f}' for load in missing)} ops/s (all are in the table"
+        " below)."
+    )
 
 
 def _draw_loads(chosen, options: ReportOptions):

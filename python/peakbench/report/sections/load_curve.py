@@ -62,10 +62,16 @@ def section(data: ReportData, options: ReportOptions) -> Section | None:
         ort = overall_response_time([(p.mean_achieved, p.mean_ms) for p in points])
         peak, meaning = peak_of(series)
         trials = sum(len(p.measured) for p in points)
-        line = (f"{series.key}: {meaning}" + (f" {peak:,.1f} ops/s" if peak is not None else "")
-                + (f"; overall response time {ort:.2f} ms over {len(points)} load points" if ort is not None
-                   else "; overall response time needs two or more load points")
-                + f" ({trials} measured trial{'s' if trials != 1 else ''})")
+        line = (
+            f"{series.key}: {meaning}"
+            + (f" {peak:,.1f} ops/s" if peak is not None else "")
+            + (
+                f"; overall response time {ort:.2f} ms over {len(points)} load points"
+                if ort is not None
+                else "; overall response time needs two or more load points"
+            )
+            + f" ({trials} measured trial{'s' if trials != 1 else ''})"
+        )
         summary.append(line)
         blocks.append(_table(series, points, options.confidence_for(series)))
     blocks.insert(0, Figure("load-curve", _caption(curves, options), _draw(curves, options)))
@@ -77,12 +83,14 @@ def _caption(curves: list[Series], options: ReportOptions) -> str:
     levels = sorted({f"{options.confidence_for(s):.0%}" for s in curves})
     peaks = {s.key: peak_of(s) for s in curves}
     found = [key for key, (peak, _) in peaks.items() if peak is not None]
-    text = ("Left: achieved (successful) vs offered load (the dotted line is achieved = offered"
-            + ("; the dashed line marks the peak)." if found else ").")
-            + " Right: mean response time vs achieved load. Points are means over the measured trials at each offered"
-            f" load; error bars are {'/'.join(levels)} lognormal (Cox) intervals of the trial means, the search's,"
-            " where a load has two or more trials (n per point"
-            " in the table below).")
+    text = (
+        "Left: achieved (successful) vs offered load (the dotted line is achieved = offered"
+        + ("; the dashed line marks the peak)." if found else ").")
+        + " Right: mean response time vs achieved load. Points are means over the measured trials at each offered"
+        f" load; error bars are {'/'.join(levels)} lognormal (Cox) intervals of the trial means, the search's,"
+        " where a load has two or more trials (n per point"
+        " in the table below)."
+    )
     if any(s.kind == "search" and "rsat_ms" in s.settings for s in curves):
         text += " The shaded band is the search's peak region (Rsat ± s)."
     if found:
@@ -91,33 +99,56 @@ def _caption(curves: list[Series], options: ReportOptions) -> str:
         if peak is None:
             text += f" {key} has no peak to mark: {meaning}."
     if any(t["result"].get("generator_saturated") for s in curves for p in s.done_points() for t in p.measured):
-        text += (" A red cross marks a load where the load generator fell behind (it measures peakbench, not the"
-                 " target).")
+        text += (
+            " A red cross marks a load where the load generator fell behind (it measures peakbench, not the target)."
+        )
     return text
 
 
 def _table(series: Series, points: list[LoadPoint], confidence: float) -> Table:
-    classes = {round(load["load"], 6): load["classification"]
-               for load in (series.search_result or {}).get("loads", [])}
+    classes = {round(load["load"], 6): load["classification"] for load in (series.search_result or {}).get("loads", [])}
     rows = []
     for point in points:
         interval = point.interval(confidence)
         histogram = merged(t["result"]["latency"] for t in point.measured)
-        rows.append([
-            point.requested, point.mean_achieved, len(point.measured), len(point.trials) - len(point.measured),
-            point.response_ms(confidence), interval.low if interval else None, interval.high if interval else None,
-            percentile_ms(histogram, 99), sum(t["result"]["latency"]["count"] for t in point.measured),
-            classes.get(round(point.requested, 6), ""),
-            sum(1 for t in point.measured if t["result"].get("generator_saturated")) or None,
-            len(point.failed) or None,
-        ])
-    columns = [Column("offered", "ops/s"), Column("achieved", "ops/s"), Column("n trials"),
-               Column("scouts"), Column("mean R", "ms"), Column(f"{confidence:.0%} CI low", "ms"),
-               Column("CI high", "ms"), Column("p99", "ms"), Column("requests"), Column("class"),
-               Column("gen. saturated"), Column("failed")]
-    return Table(f"load-points-{series.key.replace(' ', '-')}", f"Load points of {series.title}", columns, rows,
-                 "each row: the measured trials at that load (n trials); scouts are short trials that only steered"
-                 " the search and are left out of the means; p99 from the merged histograms of all requests")
+        rows.append(
+            [
+                point.requested,
+                point.mean_achieved,
+                len(point.measured),
+                len(point.trials) - len(point.measured),
+                point.response_ms(confidence),
+                interval.low if interval else None,
+                interval.high if interval else None,
+                percentile_ms(histogram, 99),
+                sum(t["result"]["latency"]["count"] for t in point.measured),
+                classes.get(round(point.requested, 6), ""),
+                sum(1 for t in point.measured if t["result"].get("generator_saturated")) or None,
+                len(point.failed) or None,
+            ]
+        )
+    columns = [
+        Column("offered", "ops/s"),
+        Column("achieved", "ops/s"),
+        Column("n trials"),
+        Column("scouts"),
+        Column("mean R", "ms"),
+        Column(f"{confidence:.0%} CI low", "ms"),
+        Column("CI high", "ms"),
+        Column("p99", "ms"),
+        Column("requests"),
+        Column("class"),
+        Column("gen. saturated"),
+        Column("failed"),
+    ]
+    return Table(
+        f"load-points-{series.key.replace(' ', '-')}",
+        f"Load points of {series.title}",
+        columns,
+        rows,
+        "each row: the measured trials at that load (n trials); scouts are short trials that only steered"
+        " the search and are left out of the means; p99 from the merged histograms of all requests",
+    )
 
 
 def _draw(curves: list[Series], options: ReportOptions):
@@ -137,30 +168,57 @@ def _draw(curves: list[Series], options: ReportOptions):
             achieved_err = [_error_bar(p.achieved(), p.mean_achieved, confidence) for p in points]
             mean_err = [_interval_bar(p, confidence) for p in points]
             label = series.key
-            throughput.errorbar(offered, achieved, yerr=_bars(achieved_err), fmt="o-", color=colour, label=label,
-                                capsize=2, markersize=3)
-            response.errorbar(achieved, means, yerr=_bars(mean_err), fmt="o-", color=colour, label=label,
-                              capsize=2, markersize=3)
+            throughput.errorbar(
+                offered,
+                achieved,
+                yerr=_bars(achieved_err),
+                fmt="o-",
+                color=colour,
+                label=label,
+                capsize=2,
+                markersize=3,
+            )
+            response.errorbar(
+                achieved, means, yerr=_bars(mean_err), fmt="o-", color=colour, label=label, capsize=2, markersize=3
+            )
             limited = [p for p in points if any(t["result"].get("generator_saturated") for t in p.measured)]
             if limited:  # these points measure the load generator, not the target: never let them pass unmarked
-                for axis, xs, ys in ((throughput, [p.requested for p in limited], [p.mean_achieved for p in limited]),
-                                     (response, [p.mean_achieved for p in limited], [p.mean_ms for p in limited])):
-                    axis.plot(xs, ys, "x", color="#B91C1C", markersize=7, markeredgewidth=1.5, linestyle="none",
-                              label="generator saturated")
+                for axis, xs, ys in (
+                    (throughput, [p.requested for p in limited], [p.mean_achieved for p in limited]),
+                    (response, [p.mean_achieved for p in limited], [p.mean_ms for p in limited]),
+                ):
+                    axis.plot(
+                        xs,
+                        ys,
+                        "x",
+                        color="#B91C1C",
+                        markersize=7,
+                        markeredgewidth=1.5,
+                        linestyle="none",
+                        label="generator saturated",
+                    )
             peak, _ = peak_of(series)
             settings = series.settings
             if series.kind == "search" and "rsat_ms" in settings:
                 low = settings["rsat_ms"] * (1 - settings["width"])
                 high = settings["rsat_ms"] * (1 + settings["width"])
                 shown_ms += [low, high]  # the axis shows the region too, however far from the points
-                response.axhspan(low, high, color=colour, alpha=0.15, linewidth=0,
-                                 label=f"peak region {low:g}-{high:g} ms")
+                response.axhspan(
+                    low, high, color=colour, alpha=0.15, linewidth=0, label=f"peak region {low:g}-{high:g} ms"
+                )
             if peak is not None:
                 throughput.axvline(peak, color=colour, linestyle="--", linewidth=0.8)
                 nearest = min(points, key=lambda p: abs(p.requested - peak))
                 at_peak = (series.search_result or {}).get("response_ms") or nearest.mean_ms
-                response.plot([peak], [at_peak], marker="*", markersize=10, color=colour, linestyle="none",
-                              label=f"peak {peak:,.1f} ops/s")
+                response.plot(
+                    [peak],
+                    [at_peak],
+                    marker="*",
+                    markersize=10,
+                    color=colour,
+                    linestyle="none",
+                    label=f"peak {peak:,.1f} ops/s",
+                )
         throughput.plot([0, highest], [0, highest], ":", color="grey", linewidth=0.8)
         throughput.set_xlabel("offered load (ops/s)")
         throughput.set_ylabel("achieved (successful) throughput (ops/s)")

@@ -42,21 +42,44 @@ def op_table(series: Series, point: LoadPoint, terminal: bool = True) -> Table:
         records = [r for r in per_op[name] if r]
         histogram = merged(records)
         m = moments[name]
-        rows.append([
-            name, mix.get(name, 0.0) * 100, m.count / issued * 100, m.count, m.mean_ms, m.stddev_ms,
-            percentile_ms(histogram, 50), percentile_ms(histogram, 99), m.total_ms / total_ms * 100,
-            sum(sum(r.get("errors", {}).values()) for r in records), sum(r.get("timeouts", 0) for r in records),
-        ])
-    columns = [Column("op"), Column("mix", "%", 1), Column("issued", "%", 1), Column("count"), Column("mean", "ms"),
-               Column("stddev", "ms"), Column("p50", "ms"), Column("p99", "ms"), Column("time", "%", 1),
-               Column("errors"), Column("timeouts")]
+        rows.append(
+            [
+                name,
+                mix.get(name, 0.0) * 100,
+                m.count / issued * 100,
+                m.count,
+                m.mean_ms,
+                m.stddev_ms,
+                percentile_ms(histogram, 50),
+                percentile_ms(histogram, 99),
+                m.total_ms / total_ms * 100,
+                sum(sum(r.get("errors", {}).values()) for r in records),
+                sum(r.get("timeouts", 0) for r in records),
+            ]
+        )
+    columns = [
+        Column("op"),
+        Column("mix", "%", 1),
+        Column("issued", "%", 1),
+        Column("count"),
+        Column("mean", "ms"),
+        Column("stddev", "ms"),
+        Column("p50", "ms"),
+        Column("p99", "ms"),
+        Column("time", "%", 1),
+        Column("errors"),
+        Column("timeouts"),
+    ]
     achieved = point.mean_achieved
-    return Table(f"operations-{series.key.replace(' ', '-')}-{point.requested:g}",
-                 f"Per-operation breakdown, {series.key} at {point.requested:,.1f} ops/s offered"
-                 f" ({achieved:,.1f} achieved)", columns, rows,
-                 f"n = {len(trials)} trial{'s' if len(trials) != 1 else ''}, {issued:,} requests; latency from the"
-                 " intended send time; mean and stddev pooled over all requests, percentiles from merged histograms",
-                 terminal=terminal)
+    return Table(
+        f"operations-{series.key.replace(' ', '-')}-{point.requested:g}",
+        f"Per-operation breakdown, {series.key} at {point.requested:,.1f} ops/s offered ({achieved:,.1f} achieved)",
+        columns,
+        rows,
+        f"n = {len(trials)} trial{'s' if len(trials) != 1 else ''}, {issued:,} requests; latency from the"
+        " intended send time; mean and stddev pooled over all requests, percentiles from merged histograms",
+        terminal=terminal,
+    )
 
 
 def section(data: ReportData, options: ReportOptions) -> Section | None:
@@ -68,8 +91,12 @@ def section(data: ReportData, options: ReportOptions) -> Section | None:
         blocks.append(op_table(series, main))
         others = [p for p in series.done_points() if p.requested != main.requested]
         if others:
-            blocks.append(Html(f"<details><summary>Per-operation breakdown at the other {len(others)} loads of"
-                               f" {html.escape(series.key)}</summary>"))
+            blocks.append(
+                Html(
+                    f"<details><summary>Per-operation breakdown at the other {len(others)} loads of"
+                    f" {html.escape(series.key)}</summary>"
+                )
+            )
             blocks.extend(op_table(series, point, terminal=False) for point in others)
             blocks.append(Html("</details>"))
     if not blocks:

@@ -18,9 +18,16 @@ from ...units import format_size
 from ..model import Column, Html, ReportData, ReportOptions, Section, Table
 
 SNAPSHOT_FIELDS = (
-    ("os", "OS"), ("kernel", "kernel"), ("machine", "machine"), ("hostname", "host"), ("cpu_model", "CPU"),
-    ("cpu_count", "CPUs"), ("memory_bytes", "memory"), ("python", "Python"),
-    ("peakbench_version", "peakbench"), ("engine_version", "engine"),
+    ("os", "OS"),
+    ("kernel", "kernel"),
+    ("machine", "machine"),
+    ("hostname", "host"),
+    ("cpu_model", "CPU"),
+    ("cpu_count", "CPUs"),
+    ("memory_bytes", "memory"),
+    ("python", "Python"),
+    ("peakbench_version", "peakbench"),
+    ("engine_version", "engine"),
 )
 
 
@@ -34,17 +41,26 @@ def warnings(data: ReportData) -> list[str]:
     done = [t for t in trials if t["status"] == "done"]
     saturated = [t for t in done if t["result"].get("generator_saturated")]
     if saturated:
-        found.append(f"the load generator saturated in {len(saturated)} trial(s) ({_ids(saturated)}): their numbers"
-                     " measure peakbench's limit on this machine, not the target's")
+        found.append(
+            f"the load generator saturated in {len(saturated)} trial(s) ({_ids(saturated)}): their numbers"
+            " measure peakbench's limit on this machine, not the target's"
+        )
     unsent = [t for t in done if t["result"].get("unsent")]
     if unsent:
-        found.append(f"{sum(t['result']['unsent'] for t in unsent):,} requests were due but never sent in"
-                     f" {len(unsent)} trial(s) ({_ids(unsent)})")
-    erring = [t for t in done if any(sum(op.get("errors", {}).values()) + op.get("timeouts", 0)
-                                      for op in t["result"].get("ops", {}).values())]
+        found.append(
+            f"{sum(t['result']['unsent'] for t in unsent):,} requests were due but never sent in"
+            f" {len(unsent)} trial(s) ({_ids(unsent)})"
+        )
+    erring = [
+        t
+        for t in done
+        if any(sum(op.get("errors", {}).values()) + op.get("timeouts", 0) for op in t["result"].get("ops", {}).values())
+    ]
     if erring:
-        found.append(f"operations failed (errors or timeouts) in {len(erring)} trial(s) ({_ids(erring)}); see the"
-                     " per-operation breakdown")
+        found.append(
+            f"operations failed (errors or timeouts) in {len(erring)} trial(s) ({_ids(erring)}); see the"
+            " per-operation breakdown"
+        )
     notes: dict[str, list[dict]] = {}
     for trial in trials:
         for note in trial["notes"]:
@@ -65,23 +81,36 @@ def section(data: ReportData, options: ReportOptions) -> Section:
         items = "".join(f"<li>{html.escape(w)}</li>" for w in found)
         blocks.append(Html(f'<ul class="warnings">{items}</ul>'))
     else:
-        blocks.append(Html('<p class="ok">No warnings: every trial completed, the generator kept its schedule,'
-                           " and no operation failed.</p>"))
-    blocks.append(Html(f"<p>Built by peakbench {html.escape(peakbench_version())} from the store"
-                       f" <code>{html.escape(data.store_path)}</code>; rebuild it any time with"
-                       f" <code>peakbench report {html.escape(' '.join(_selectors(data)))} --db"
-                       f" {html.escape(data.store_path)}</code>.</p>"))
+        blocks.append(
+            Html(
+                '<p class="ok">No warnings: every trial completed, the generator kept its schedule,'
+                " and no operation failed.</p>"
+            )
+        )
+    blocks.append(
+        Html(
+            f"<p>Built by peakbench {html.escape(peakbench_version())} from the store"
+            f" <code>{html.escape(data.store_path)}</code>; rebuild it any time with"
+            f" <code>peakbench report {html.escape(' '.join(_selectors(data)))} --db"
+            f" {html.escape(data.store_path)}</code>.</p>"
+        )
+    )
     blocks.append(_snapshot_table(data))
     for series in data.series:
         if series.record is not None:
             record = {k: v for k, v in series.record.items() if k != "result"}
-            blocks.append(Html(f"<details><summary>Settings of {html.escape(series.key)}</summary>"
-                               f"<pre>{html.escape(json.dumps(record, indent=2))}</pre></details>"))
+            blocks.append(
+                Html(
+                    f"<details><summary>Settings of {html.escape(series.key)}</summary>"
+                    f"<pre>{html.escape(json.dumps(record, indent=2))}</pre></details>"
+                )
+            )
     specs = "".join(
-        f"<details class=\"spec\"><summary>trial {t['id']}: {html.escape(t['workload'])} at {t['rate']:g} ops/s,"
+        f'<details class="spec"><summary>trial {t["id"]}: {html.escape(t["workload"])} at {t["rate"]:g} ops/s,'
         f" {html.escape(t['status'])}, {html.escape(t['created'])}</summary>"
         f"<pre>{html.escape(json.dumps(t['spec'], indent=2))}</pre></details>"
-        for t in data.trials)
+        for t in data.trials
+    )
     blocks.append(Html(f"<details><summary>Exact spec of every trial ({len(data.trials)})</summary>{specs}</details>"))
     return Section("provenance", "Provenance and warnings", blocks, summary=[f"warning: {w}" for w in found])
 
@@ -93,8 +122,11 @@ def _selectors(data: ReportData) -> list[str]:
             chosen.append(series.key.replace(" ", ":"))
         else:
             ids = [t["id"] for t in series.trials]
-            chosen.append(f"trial:{ids[0]}-{ids[-1]}" if ids == list(range(ids[0], ids[-1] + 1)) and len(ids) > 1
-                          else " ".join(f"trial:{i}" for i in ids))
+            chosen.append(
+                f"trial:{ids[0]}-{ids[-1]}"
+                if ids == list(range(ids[0], ids[-1] + 1)) and len(ids) > 1
+                else " ".join(f"trial:{i}" for i in ids)
+            )
     return chosen
 
 
@@ -116,8 +148,11 @@ def _snapshot_table(data: ReportData) -> Table:
         rows.append([label, *[format_size(v) if field == "memory_bytes" and v else v for v in values]])
     rows.append(["target file system", *[_fs(info.get("target_fs")) for info in infos]])
     rows.append(["trials", *[_ids(members) for _, members in snapshots]])
-    basis = ("one system snapshot for all trials" if len(snapshots) == 1
-             else f"{len(snapshots)} different system snapshots: compare across them with care")
+    basis = (
+        "one system snapshot for all trials"
+        if len(snapshots) == 1
+        else f"{len(snapshots)} different system snapshots: compare across them with care"
+    )
     return Table("system", "System snapshot", columns, rows, basis, terminal=False)
 
 

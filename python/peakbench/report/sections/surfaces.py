@@ -40,30 +40,56 @@ def section(data: ReportData, options: ReportOptions) -> Section | None:
         failed = [o for o in record["outcomes"] if o["failure"] is not None]
         fitted = record.get("surface")
         if fitted is None:
-            summary.append(f"surface {number}: no model: {len(measured)} samples found a peak, too few for a"
-                           f" quadratic in {len(factors)} factors")
+            summary.append(
+                f"surface {number}: no model: {len(measured)} samples found a peak, too few for a"
+                f" quadratic in {len(factors)} factors"
+            )
         else:
-            model = QuadraticSurface(tuple(factors), tuple(fitted["terms"]), tuple(fitted["coefficients"]),
-                                     fitted.get("r_squared"), fitted.get("residual_dof", 0))
-            summary.append(f"surface {number}: quadratic in {', '.join(f.name for f in factors)} fitted through"
-                           f" {len(measured)} measured peaks, each weighted by its interval; "
-                           + describe_error(len(measured), len(model.terms), record.get("loo_mape"),
-                                            record.get("loo_samples"), record.get("mape"), model.r_squared)
-                           + f"; {len(failed)} sample(s) without a peak; cost {record['cost_seconds'] / 3600:.1f} h")
+            model = QuadraticSurface(
+                tuple(factors),
+                tuple(fitted["terms"]),
+                tuple(fitted["coefficients"]),
+                fitted.get("r_squared"),
+                fitted.get("residual_dof", 0),
+            )
+            summary.append(
+                f"surface {number}: quadratic in {', '.join(f.name for f in factors)} fitted through"
+                f" {len(measured)} measured peaks, each weighted by its interval; "
+                + describe_error(
+                    len(measured),
+                    len(model.terms),
+                    record.get("loo_mape"),
+                    record.get("loo_samples"),
+                    record.get("mape"),
+                    model.r_squared,
+                )
+                + f"; {len(failed)} sample(s) without a peak; cost {record['cost_seconds'] / 3600:.1f} h"
+            )
             for a, b in itertools.combinations(range(len(factors)), 2):
-                blocks.append(Figure(f"surface-{number}-{factors[a].name}-{factors[b].name}",
-                                     f"Surface {number}: predicted peak rate (ops/s) over {factors[a].name} and"
-                                     f" {factors[b].name}" + (", other factors at their centre" if len(factors) > 2
-                                                              else "")
-                                     + f"; dots: the {len(measured)} measured samples, labelled with their peak.",
-                                     _heat_map(model, a, b, measured)))
+                blocks.append(
+                    Figure(
+                        f"surface-{number}-{factors[a].name}-{factors[b].name}",
+                        f"Surface {number}: predicted peak rate (ops/s) over {factors[a].name} and"
+                        f" {factors[b].name}"
+                        + (", other factors at their centre" if len(factors) > 2 else "")
+                        + f"; dots: the {len(measured)} measured samples, labelled with their peak.",
+                        _heat_map(model, a, b, measured),
+                    )
+                )
             confidence = record.get("confidence", PREDICTION_CONFIDENCE)
-            bars = (f" Bars: {confidence:.0%} prediction intervals (t on {model.residual_dof} residual degrees of"
-                    " freedom)." if any(o.get("predicted_low") is not None for o in measured) else
-                    " No prediction intervals: the fit has no residual degrees of freedom.")
-            blocks.append(Figure(f"surface-{number}-fit", f"Surface {number}: predicted vs measured peak rate of each"
-                                 f" measured sample (n = {len(measured)}); the line is predicted = measured." + bars,
-                                 _fit(measured)))
+            bars = (
+                f" Bars: {confidence:.0%} prediction intervals (t on {model.residual_dof} residual degrees of freedom)."
+                if any(o.get("predicted_low") is not None for o in measured)
+                else " No prediction intervals: the fit has no residual degrees of freedom."
+            )
+            blocks.append(
+                Figure(
+                    f"surface-{number}-fit",
+                    f"Surface {number}: predicted vs measured peak rate of each"
+                    f" measured sample (n = {len(measured)}); the line is predicted = measured." + bars,
+                    _fit(measured),
+                )
+            )
         blocks.append(_table(number, factors, record["outcomes"], record.get("confidence", PREDICTION_CONFIDENCE)))
     return Section("surfaces", "Response surfaces", blocks, summary)
 
@@ -82,8 +108,7 @@ def _heat_map(model: QuadraticSurface, a: int, b: int, measured):
     factors = model.factors
     xs, ys = _axis_values(factors[a]), _axis_values(factors[b])
     base = {f.name: _centre(f) for f in factors}
-    grid = np.array([[model.predict({**base, factors[a].name: x, factors[b].name: y})
-                      for x in xs] for y in ys])
+    grid = np.array([[model.predict({**base, factors[a].name: x, factors[b].name: y}) for x in xs] for y in ys])
     with figures.style():
         figure, axes = figures.new_figure(height_in=2.8)
         axis = axes[0][0]
@@ -94,8 +119,14 @@ def _heat_map(model: QuadraticSurface, a: int, b: int, measured):
         for outcome in measured:
             x, y = outcome["sample"][factors[a].name], outcome["sample"][factors[b].name]
             axis.plot([x], [y], "o", color="white", markeredgecolor="black", markersize=4, clip_on=False)
-            axis.annotate(f"{outcome['result']['peak_rate']:,.0f}", (x, y), textcoords="offset points",
-                          xytext=(3, 3), fontsize=6, color="white")
+            axis.annotate(
+                f"{outcome['result']['peak_rate']:,.0f}",
+                (x, y),
+                textcoords="offset points",
+                xytext=(3, 3),
+                fontsize=6,
+                color="white",
+            )
         for factor, set_scale in ((factors[a], axis.set_xscale), (factors[b], axis.set_yscale)):
             if factor.scale == "log":
                 set_scale("log")
@@ -114,8 +145,10 @@ def _fit(measured):
         top = max(peaks + predicted) * 1.05
         axis.plot([0, top], [0, top], ":", color="grey", linewidth=0.8)
         if all(o.get("predicted_low") is not None for o in measured):
-            errors = [[p - o["predicted_low"] for p, o in zip(predicted, measured)],
-                      [o["predicted_high"] - p for p, o in zip(predicted, measured)]]
+            errors = [
+                [p - o["predicted_low"] for p, o in zip(predicted, measured)],
+                [o["predicted_high"] - p for p, o in zip(predicted, measured)],
+            ]
             axis.errorbar(peaks, predicted, yerr=errors, fmt="o", color=figures.COLOURS[0], capsize=2)
             top = max(top, max(o["predicted_high"] for o in measured) * 1.05)
         else:
@@ -133,14 +166,38 @@ def _table(number: int, factors: list[Factor], outcomes: list[dict], confidence:
         result = outcome["result"] or {}
         peak, predicted = result.get("peak_rate"), outcome["predicted"]
         error = abs(predicted - peak) / peak * 100 if peak and predicted is not None else None
-        rows.append([*[outcome["sample"][f.name] for f in factors], outcome["seed_load"], peak, predicted,
-                     outcome.get("predicted_low"), outcome.get("predicted_high"), error,
-                     result.get("trials"), result.get("cost_seconds"), outcome["failure"] or ""])
-    columns = [*[Column(f.name) for f in factors], Column("seed load", "ops/s"), Column("measured peak", "ops/s"),
-               Column("predicted", "ops/s"), Column(f"{confidence:.0%} PI low", "ops/s"),
-               Column("PI high", "ops/s"), Column("in-sample error", "%", 1), Column("trials"), Column("cost", "s", 0),
-               Column("failure")]
-    return Table(f"surface-{number}-samples", f"Samples of surface {number}", columns, rows,
-                 "each measured peak is one search's λ* (its own confidence and accuracy); predicted from the"
-                 " quadratic fitted through all measured peaks (in-sample: the held-out error is in the summary);"
-                 " PI: where a new peak measured at that sample would fall, empty without residual freedom")
+        rows.append(
+            [
+                *[outcome["sample"][f.name] for f in factors],
+                outcome["seed_load"],
+                peak,
+                predicted,
+                outcome.get("predicted_low"),
+                outcome.get("predicted_high"),
+                error,
+                result.get("trials"),
+                result.get("cost_seconds"),
+                outcome["failure"] or "",
+            ]
+        )
+    columns = [
+        *[Column(f.name) for f in factors],
+        Column("seed load", "ops/s"),
+        Column("measured peak", "ops/s"),
+        Column("predicted", "ops/s"),
+        Column(f"{confidence:.0%} PI low", "ops/s"),
+        Column("PI high", "ops/s"),
+        Column("in-sample error", "%", 1),
+        Column("trials"),
+        Column("cost", "s", 0),
+        Column("failure"),
+    ]
+    return Table(
+        f"surface-{number}-samples",
+        f"Samples of surface {number}",
+        columns,
+        rows,
+        "each measured peak is one search's λ* (its own confidence and accuracy); predicted from the"
+        " quadratic fitted through all measured peaks (in-sample: the held-out error is in the summary);"
+        " PI: where a new peak measured at that sample would fall, empty without residual freedom",
+    )
