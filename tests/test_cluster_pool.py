@@ -37,11 +37,11 @@ class Servers:
             raise RuntimeError("configure command failed: exit status 1")
         target = SimulatedTarget(SURFACE.server({k: v for k, v in sample.items() if k != "broken"}), seed=1)
 
-        def run_trial(load, runlength_s, warmup_s):
+        def run_trial(load, runlength_s):
             with self.lock:
                 assert self.busy.get(server) is sample, f"{server} ran a trial of a sample it was not configured for"
             time.sleep(TRIAL_WALL_S)
-            return target(load, runlength_s, warmup_s)
+            return target(load, runlength_s)
 
         return run_trial
 

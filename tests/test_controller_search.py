@@ -153,9 +153,8 @@ def test_saturated_already_at_the_lowest_rate():
 def test_a_knee_too_noisy_to_settle_is_bracketed_by_settled_loads():
     # Short trials on a steep knee (the quick preset, a 5 ms server peaking at ~200 ops/s like the
     # throttled disk of the main job): R̄ at loads near the peak varies too much to settle within
-    # max_trials, or steady state there needs trials longer than the quick preset's max_runlength_s,
-    # so bisecting there ends nowhere. The search probes just outside those loads until settled loads
-    # bound the peak closely, and claims it from them.
+    # max_trials, so bisecting there ends nowhere. The search probes just outside those loads until
+    # settled loads bound the peak closely, and claims it from them.
     quick = SearchSettings(**QUICK)
     results = [
         find_peak(

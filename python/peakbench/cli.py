@@ -408,12 +408,6 @@ SEARCH_OPTIONS = (
         "S: shortest careful trial the guided policy may choose from the variance it sees (default runlength/3)",
     ),
     ("--warmup", "warmup_s", _duration, "S: warm-up before each trial (default 30 s)"),
-    (
-        "--max-runlength",
-        "max_runlength_s",
-        _positive_duration,
-        "S: longest careful trial the guided policy may run where steady state needs it (default the runlength)",
-    ),
     ("--start-rate", "start_load", _rate, "OPS: first test load (default 50)"),
     ("--min-rate", "min_load", _rate, "OPS: lowest load to offer (default 1)"),
     ("--max-rate", "max_load", _rate, "OPS: highest load to offer (default 1,000,000)"),

@@ -95,21 +95,16 @@ class ResumedTrials:
         self.stored = collections.deque(stored)
         self.live = live
 
-    def __call__(self, load: float, runlength_s: float, warmup_s: float | None = None) -> Observation:
+    def __call__(self, load: float, runlength_s: float) -> Observation:
         if not self.stored:
-            return self.live(load, runlength_s, warmup_s)
+            return self.live(load, runlength_s)
         trial = self.stored.popleft()
         ran = trial["spec"]["load"]
-        warmup_s = self.live.settings.warmup_s if warmup_s is None else warmup_s
-        if not (
-            same_load(ran["rate"], load)
-            and abs(ran["runtime_s"] - runlength_s) <= 1e-6 * runlength_s
-            and abs(ran["warmup_s"] - warmup_s) <= 1e-6 * max(warmup_s, 1.0)
-        ):
+        if not (same_load(ran["rate"], load) and abs(ran["runtime_s"] - runlength_s) <= 1e-6 * runlength_s):
             raise RunError(
                 f"search {self.search_id} cannot be resumed: its controller now asks for {load:g} ops/s"
-                f" for {runlength_s:g} s after {warmup_s:g} s where its stored trial {trial['id']} ran"
-                f" {ran['rate']:g} ops/s for {ran['runtime_s']:g} s after {ran['warmup_s']:g} s (was it started by another peakbench version?)"
+                f" for {runlength_s:g} s where its stored trial {trial['id']} ran {ran['rate']:g} ops/s"
+                f" for {ran['runtime_s']:g} s (was it started by another peakbench version?)"
             )
         return searching.observation_of(trial["result"], load, self.live.settings.psat, trial["cost_s"] or 0.0)
 

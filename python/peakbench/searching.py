@@ -30,12 +30,9 @@ from .workload import Workload, trial_spec
 # Short trials and a looser claim, for a first look in a few minutes; said in the output.
 # Careful trials stay at 4 s (min_runlength_s): shorter ones on a real target were never
 # checked against a dense sweep (BENCHMARKS §7).
-# Near saturation the guided policy lengthens careful trials (and warm-up) for steady state up to 45 s
-# (max_runlength_s: controller/steady.py), so the main job stays within a few minutes.
 QUICK = dict(
     runlength_s=4.0,
     min_runlength_s=4.0,
-    max_runlength_s=45.0,
     warmup_s=1.0,
     scout_runlength_s=1.0,
     confidence=0.90,
@@ -78,7 +75,7 @@ def observation_of(result: dict, load: float, psat: float, cost_s: float) -> Obs
 
 @dataclasses.dataclass
 class EngineTrials:
-    """run_trial(load, runlength_s, warmup_s) for the controller: prepare (augmenting the file set
+    """run_trial(load, runlength_s) for the controller: prepare (augmenting the file set
     as the load grows), run, store. The cost is the wall time all of that took."""
 
     workload: Workload
@@ -93,14 +90,13 @@ class EngineTrials:
     max_outstanding: int | None = None  # cap on requests in flight in every trial
     trials_run: int = 0
 
-    def __call__(self, load: float, runlength_s: float, warmup_s: float | None = None) -> Observation:
+    def __call__(self, load: float, runlength_s: float) -> Observation:
         # Each trial gets its own seed: repeated trials must be independent samples.
-        warmup_s = self.settings.warmup_s if warmup_s is None else warmup_s
         spec = trial_spec(
             self.workload,
             self.target,
             rate=load,
-            warmup_s=warmup_s,
+            warmup_s=self.settings.warmup_s,
             runtime_s=runlength_s,
             seed=self.seed + self.trials_run,
             scale=self.scale,

@@ -156,8 +156,7 @@ def _unit_lognormal(rng: random.Random, cv2: float) -> float:
 
 
 class SimulatedTarget:
-    """The `run_trial(load, runlength_s, warmup_s)` callable of one simulated server, in virtual time
-    (`warmup_s` here: the warm-up of a trial asked for without one)."""
+    """The `run_trial(load, runlength_s)` callable of one simulated server, in virtual time."""
 
     def __init__(self, server: SimulatedServer, warmup_s: float = 30.0, psat: float = 95.0, seed: int = 0):
         self.server = server
@@ -165,10 +164,8 @@ class SimulatedTarget:
         self.psat = psat
         self.rng = random.Random(seed)
 
-    def __call__(self, load: float, runlength_s: float, warmup_s: float | None = None) -> Observation:
-        return self.server.trial(
-            load, runlength_s, self.warmup_s if warmup_s is None else warmup_s, self.psat, self.rng
-        )
+    def __call__(self, load: float, runlength_s: float) -> Observation:
+        return self.server.trial(load, runlength_s, self.warmup_s, self.psat, self.rng)
 
 
 # -- R̄ intervals near saturation -------------------------------------------------
@@ -400,12 +397,7 @@ SERVICE_RANGE_MS = (2.0, 12.0)  # zero-load response times of the population (un
 
 
 def population(
-    n_samples: int,
-    seed: int,
-    rsat_ms: float = 40.0,
-    peak_range: tuple[float, float] = PEAK_RANGE,
-    service_range: tuple[float, float] = SERVICE_RANGE_MS,
-    **options,
+    n_samples: int, seed: int, rsat_ms: float = 40.0, peak_range: tuple[float, float] = PEAK_RANGE, **options
 ) -> list[SimulatedServer]:
     """Simulated servers of varied peak rates and curve shapes, the same for a seed;
     `options` (noise, floor_cv, queue) apply to every one."""
@@ -413,7 +405,7 @@ def population(
     servers = []
     for _ in range(n_samples):
         peak = math.exp(rng.uniform(math.log(peak_range[0]), math.log(peak_range[1])))
-        servers.append(SimulatedServer.with_peak(peak, rsat_ms, rng.uniform(*service_range), **options))
+        servers.append(SimulatedServer.with_peak(peak, rsat_ms, rng.uniform(*SERVICE_RANGE_MS), **options))
     return servers
 
 
@@ -431,9 +423,6 @@ class PolicyFigures:
     peak_ci_coverage: float  # share of all samples whose [ci_low, ci_high] holds the truth (no claim: a miss)
     mean_accuracy: float  # mean achieved accuracy of R̄ at the found peaks
     failures: dict[str, int]  # verdicts other than peak, counted
-    # Every R̄ interval the searches stated (in their loads) at a true load factor of at least NEAR_SATURATION:
-    near_saturation_intervals: int = 0
-    near_saturation_coverage: float | None = None  # share holding the true mean response (None if none)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -486,9 +475,6 @@ def simulate(
     return SimulationReport(settings, seed, seeded, peak_range, figures, server_options)
 
 
-NEAR_SATURATION = 0.9  # the load factor from which stated R̄ intervals are counted apart
-
-
 def _figures(
     policy: str, servers: list[SimulatedServer], results: list[SearchResult], settings: SearchSettings
 ) -> PolicyFigures:
@@ -504,12 +490,6 @@ def _figures(
         r.response_ci_low_ms <= server.mean_response_ms(r.measured_load) <= r.response_ci_high_ms
         for r, server in with_interval
     )
-    stated = [
-        load.ci_low_ms <= server.mean_response_ms(load.load) <= load.ci_high_ms
-        for r, server in zip(results, servers)
-        for load in r.loads
-        if load.ci_low_ms is not None and load.load >= NEAR_SATURATION * server.capacity
-    ]
     failures: dict[str, int] = {}
     for r in results:
         if r.verdict != PEAK:
@@ -528,8 +508,6 @@ def _figures(
         peak_ci_coverage=covered / len(results),
         mean_accuracy=sum(r.accuracy for r, _ in found) / len(found) if found else 0.0,
         failures=failures,
-        near_saturation_intervals=len(stated),
-        near_saturation_coverage=sum(stated) / len(stated) if stated else None,
     )
 
 

@@ -28,8 +28,6 @@ class LoadRecord:
     reason: str  # why it was classified so, for the user
     settled: bool = True  # False: too noisy to settle, classified by R̄'s side of Rsat only to steer
     means_ms: tuple[float, ...] = ()  # R̄ of each careful trial, for intervals at other confidence levels
-    steady: bool = True  # False: trials too short against the relaxation time there (steady.py): no interval stated
-    relaxation_s: float | None = None  # τ estimated there when its trials were found too short for steady state
 
 
 class SearchHistory:

@@ -29,14 +29,6 @@ region [Rsat(1−s), Rsat(1+s)] as in settings.py):
   two, or their midpoint), ci_low/ci_high are the two loads, `accuracy` is
   1 − the estimate's worst relative error in the bracket, and the response_*
   fields are None. The message says what was seen; it never claims a jump.
-- Steady state (controller/steady.py): no R̄ interval is stated, no load is
-  settled below the region and no λ* is claimed from careful trials shorter
-  than kτ or after a warm-up shorter than τ, τ the queue's relaxation time at
-  that load estimated from the response curve, k = 30 at c = 95% and 15 at
-  c ≤ 90% (simulated coverage, BENCHMARKS.md §7); such a load only steers.
-  The guided policy lengthens a load's careful trials and warm-up to that, up
-  to settings.max_runlength, and the message names each lengthening with τ;
-  every trace entry holds the runlength and warm-up its trial ran.
 - seed: the search's first trial seed (trial k uses seed + k), drawn afresh
   per search unless given; repeat a search with it.
 - load_factor: load / peak_rate, known once the peak is found (the paper's ρ).
@@ -77,7 +69,6 @@ class TraceEntry:
     runlength_s: float
     observation: Observation
     cumulative_cost_s: float
-    warmup_s: float | None = None  # unmeasured time before it (None in results stored before it was recorded)
 
 
 @dataclasses.dataclass(frozen=True)

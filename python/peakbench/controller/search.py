@@ -2,8 +2,8 @@
 
     find_peak(run_trial, settings, policy="guided", seed_load=None, progress=None)
 
-`run_trial(load, runlength_s, warmup_s) -> Observation` runs one independent
-trial, measured for runlength_s after warmup_s; the search never looks inside it. At each test load the
+`run_trial(load, runlength_s) -> Observation` runs one independent trial
+(warm-up included); the search never looks inside it. At each test load the
 policy either starts with one short scout trial, which decides the load when
 it is clearly far from the peak region (more than SCOUT_FAR_FACTOR outside
 it, or saturated by a one-trial signal), or goes straight to careful trials:
@@ -20,10 +20,8 @@ outside, knee_probe()).
 Only careful trials of one runlength enter an interval, so the peak's claim
 (R̄'s interval at confidence c, accuracy ≥ a) rests on trials at λ* alone;
 scout decisions only steer the search. Baselines run every careful trial for
-settings.runlength_s after settings.warmup_s; the guided policy picks each
-load's runlength before its trials from the variance earlier loads showed
-(runlength.py), and lengthens a load's trials and warm-up to what steady state
-needs there (steady.py), up to settings.max_runlength. A scout
+settings.runlength_s; the guided policy picks each load's runlength before
+its trials from the variance earlier loads showed (runlength.py). A scout
 decision is provisional: when the bracket closes with a scout-decided end,
 that end is measured carefully.
 """
@@ -52,15 +50,8 @@ from .statistics import (
     stein_trials,
     t_quantile,
 )
-from .steady import (
-    needed_runlength_s,
-    needed_warmup_s,
-    relaxation_time_s,
-    runlengths_per_relaxation,
-    service_estimate_ms,
-)
 
-RunTrial = Callable[[float, float, float], Observation]  # (load, runlength_s, warmup_s)
+RunTrial = Callable[[float, float], Observation]
 # progress(load, trial number at that load, width of R̄'s interval in ms or None)
 Progress = Callable[[float, int, float | None], None]
 
@@ -70,9 +61,6 @@ CLOSED_BRACKET = 0.002  # a bracket narrower than this (relative) leaves no load
 # of 4 carries t(3)² ≈ 10 where a known deviation needs z² ≈ 3.8, so a noisy load is cheaper
 # re-planned from a larger pilot with more degrees of freedom.
 STAGE_GROWTH = 2
-# A load's trials are lengthened for steady state at most this many times: the R̄ of longer trials,
-# less biased low, may show a longer relaxation time than the short trials' did.
-MAX_LENGTHENINGS = 2
 
 
 class _Cliff(Exception):
@@ -126,13 +114,9 @@ class _Search:
         self.policy = policy
         self.progress = progress
         self.history = SearchHistory()
-        self.trace: list[tuple[float, str, int, float, float, Observation, float]] = []
+        self.trace: list[tuple[float, str, int, float, Observation, float]] = []
         self.cost_s = 0.0
         self.variance_seconds: dict[float, float] = {}  # per carefully measured load: cv² × runlength
-        self.lightest: tuple[float, float] | None = None  # (load, R̄) of the lightest trial on the curve
-        self.steady_runlength = 0.0  # shortest careful runlength a steady-state check has asked for
-        self.steady_warmup = 0.0  # and the shortest warm-up
-        self.lengthened: list[tuple[float, float, float, float]] = []  # (load, runlength, warm-up, τ) lengthened
 
     # -- the loop -------------------------------------------------------------
 
@@ -152,8 +136,7 @@ class _Search:
         except _Cliff as cliff:
             return self.bracket_result(cliff.low, cliff.high)
         except _Stopped as stop:
-            note = self.unsteady_note() if stop.verdict == verdicts.NOISY else ""
-            return self.result(stop.verdict, stop.message + note)
+            return self.result(stop.verdict, stop.message)
 
     def second_point(self, peak: LoadRecord) -> None:
         """Trials at a second load below λ* when no measured load yet bounds the response line's slope.
@@ -179,11 +162,15 @@ class _Search:
         )
         if same_load(load, peak.load):
             return
-        runlength, warmup = self.careful_runlength(STEIN_PILOT), self.careful_warmup()
+        runlength = (
+            careful_runlength(s, self.variance_seconds.values(), STEIN_PILOT)
+            if self.policy.adapts_runlength
+            else s.runlength_s
+        )
         means: list[float] = []
         try:
             for number in range(1, 2 * STEIN_PILOT + 1):
-                observation = self.trial(load, runlength, "careful", number, warmup)
+                observation = self.trial(load, runlength, "careful", number)
                 self.report(load, number, None)
                 if saturation_signal(observation, s) is not None:
                     return
@@ -191,8 +178,6 @@ class _Search:
                 if len(means) < 2:
                     continue
                 interval = response_interval(means, s.confidence)
-                if self.unsteady_needs(load, interval, runlength, warmup) is not None:
-                    return
                 side = BELOW if interval.mean < s.rsat_ms else ABOVE
                 self.history.add(
                     LoadRecord(
@@ -350,70 +335,29 @@ class _Search:
         """
         s = self.settings
         pilot = max(s.min_trials, STEIN_PILOT)
-        runlength, warmup = self.careful_runlength(pilot), self.careful_warmup()
-        record, needed = self.careful_trials(load, runlength, warmup, pilot)
-        for _ in range(MAX_LENGTHENINGS):
-            if needed is None or not self.policy.adapts_runlength or self.trials_spent():
-                break
-            longer, warmer = max(needed[0], runlength), max(needed[1], warmup)
-            if longer > s.max_runlength:
-                break
-            # Trials long enough for steady state are affordable here: measure the load again with them,
-            # and start later loads there (they lie nearer saturation or have a like relaxation time).
-            # Their R̄, less biased low, may show a longer relaxation time still: then once more.
-            runlength, warmup = longer, warmer
-            self.steady_runlength = max(self.steady_runlength, runlength)
-            self.steady_warmup = max(self.steady_warmup, warmup)
-            self.lengthened.append((load, runlength, warmup, needed[2]))
-            # Judged only from the pilot's trials: near saturation an interval of the first two or three
-            # trials that happens to lie below the region held the truth in 21 of 34 simulated cases.
-            record, needed = self.careful_trials(load, runlength, warmup, pilot, first=pilot)
-        return record
-
-    def careful_runlength(self, pilot: int) -> float:
-        """The runlength of a load's careful trials: the policy's, and for the guided policy at least what a
-        steady-state check asked for earlier (never above settings.max_runlength)."""
-        s = self.settings
-        if not self.policy.adapts_runlength:
-            return s.runlength_s
-        return max(careful_runlength(s, self.variance_seconds.values(), pilot), self.steady_runlength)
-
-    def careful_warmup(self) -> float:
-        """The warm-up of a load's careful trials: settings.warmup_s, or for the guided policy the longer one a
-        steady-state check asked for earlier."""
-        return max(self.settings.warmup_s, self.steady_warmup if self.policy.adapts_runlength else 0.0)
-
-    def trials_spent(self) -> bool:
-        s = self.settings
-        return len(self.trace) >= s.max_total_trials or (s.max_cost_s is not None and self.cost_s >= s.max_cost_s)
-
-    def careful_trials(
-        self, load: float, runlength: float, warmup: float, pilot: int, first: int | None = None
-    ) -> tuple[LoadRecord, tuple[float, float, float] | None]:
-        """Careful trials of one runlength and warm-up at `load` (see careful()), judged from `first` trials on
-        (min_trials by default); with what a steady-state check asked for (unsteady_needs) when the load could not
-        be settled below the region or claimed for lack of it."""
-        s = self.settings
         means: list[float] = []
         drifts: list[float] = []  # per trial: log of its second half's mean over its first half's
         interval: ConfidenceInterval | None = None
         stage: tuple[int, float] | None = None  # (size, log deviation) of the completed stage
         planned = pilot  # trials this stage runs before the interval is judged for accuracy
+        runlength = (
+            careful_runlength(s, self.variance_seconds.values(), pilot)
+            if self.policy.adapts_runlength
+            else s.runlength_s
+        )
         for number in range(1, s.max_trials + 1):
-            observation = self.trial(load, runlength, "careful", number, warmup)
+            observation = self.trial(load, runlength, "careful", number)
             signal = saturation_signal(observation, s)
             if signal is not None:
                 self.report(load, number, None)
-                if interval is not None and self.unsteady_needs(load, interval, runlength, warmup) is not None:
-                    interval = None  # the earlier trials' interval, of trials too short to state it
                 return LoadRecord(
                     load, ABOVE, observation.mean_ms, interval, False, False, signal, means_ms=tuple(means)
-                ), None
+                )
             means.append(observation.mean_ms)
             drift = _drift(observation)
             if drift is not None:
                 drifts.append(drift)
-            if len(means) < (s.min_trials if first is None else first):
+            if len(means) < s.min_trials:
                 self.report(load, number, None)
                 continue
             self.variance_seconds[load] = log_deviation(means) ** 2 * runlength
@@ -423,29 +367,15 @@ class _Search:
                 interval = response_interval(means, s.confidence, stage[1], stage[0])
             self.report(load, number, interval.high - interval.low)
             decided = self.classify(load, interval, tuple(means), final=len(means) >= planned)
-            if decided is not None or len(means) >= planned:
-                needed = self.unsteady_needs(load, interval, runlength, warmup)
-                if needed is not None and (decided is None or decided.classification != ABOVE):
-                    return self.unsteady(load, interval, tuple(means), runlength, warmup, decided), needed
             if decided is not None:
                 if decided.classification != ABOVE and self.still_rising(drifts):
-                    return self.warming(load, interval, tuple(means), drifts, warmup), None
-                if decided.classification == ABOVE and needed is not None:
-                    # Above by an interval of trials too short for steady state: their R̄ understates the
-                    # load's, so the side holds, but the interval is not stated.
-                    decided = dataclasses.replace(
-                        decided,
-                        interval=None,
-                        steady=False,
-                        relaxation_s=needed[2],
-                        reason=self.unsteady_reason(load, interval, runlength, warmup, "above the peak region"),
-                    )
-                return self.noting_lengthened(decided, runlength, warmup), None
+                    return self.warming(load, interval, tuple(means), drifts)
+                return decided
             if len(means) >= planned:  # a stage is complete: it is the pilot of the next
                 stage = (len(means), log_deviation(means))
                 planned = stein_trials(stage[1], s.confidence, s.accuracy, stage[0])
                 if planned > s.max_trials:
-                    return self.unresolvable(load, interval, tuple(means), planned), None
+                    return self.unresolvable(load, interval, tuple(means), planned)
                 planned = min(planned, STAGE_GROWTH * stage[0])
         raise _Stopped(
             verdicts.NOISY,
@@ -454,135 +384,32 @@ class _Search:
             "trials; lengthen the runlength or allow more trials per load",
         )
 
-    def relaxation_s(self, load: float, mean_ms: float) -> float:
-        """The estimated relaxation time at `load` where R̄ is `mean_ms` (steady.py)."""
-        lightest = self.lightest if self.lightest is not None and self.lightest[0] < load else (load, mean_ms)
-        return relaxation_time_s(load, mean_ms, service_estimate_ms(*lightest))
-
-    def unsteady_needs(
-        self, load: float, interval: ConfidenceInterval, runlength: float, warmup: float
-    ) -> tuple[float, float, float] | None:
-        """(runlength, warm-up, relaxation time) that steady state needs at `load` if trials of `runlength`
-        after `warmup` fall short of either (steady.py), else None. τ is taken at the high end of R̄'s
-        interval: short trials bias R̄ low, and τ from R̄ itself asked for too short a trial (stated R̄
-        intervals near saturation held the truth in 66 of 87 simulated cases, against 61 of 71 so)."""
-        relaxation = self.relaxation_s(load, interval.high)
-        needed = (needed_runlength_s(relaxation, self.settings.confidence), needed_warmup_s(relaxation), relaxation)
-        return needed if runlength < needed[0] or warmup < needed[1] else None
-
-    def unsteady_reason(
-        self, load: float, interval: ConfidenceInterval, runlength: float, warmup: float, side: str
-    ) -> str:
-        relaxation = self.relaxation_s(load, interval.high)
-        return (
-            f"R̄ {interval.mean:.1f} ms over {interval.count} trials of {runlength:.3g} s, {side}; no interval "
-            f"stated: the queue's relaxation time here is about {relaxation:.3g} s, and trials that reach "
-            f"steady state need a warm-up of at least {needed_warmup_s(relaxation):.3g} s (have {warmup:.3g}) "
-            f"and a runlength of at least {needed_runlength_s(relaxation, self.settings.confidence):.3g} s"
-        )
-
-    def noting_lengthened(self, record: LoadRecord, runlength: float, warmup: float) -> LoadRecord:
-        """`record` with its reason saying so when its trials ran longer than the settings for steady state."""
-        if (record.load, runlength, warmup) not in {entry[:3] for entry in self.lengthened}:
-            return record
-        return dataclasses.replace(
-            record,
-            reason=f"{record.reason} (careful trials lengthened to {runlength:.3g} s "
-            f"after {warmup:.3g} s of warm-up for steady state)",
-        )
-
-    def unsteady_note(self) -> str:
-        """Why loads near saturation stayed unsettled for want of steady state, for a search that ends noisy."""
-        short = [r for r in self.history.records if r.relaxation_s is not None]
-        rising = [r for r in self.history.records if not r.steady and r.relaxation_s is None]  # see warming()
-        if not short and not rising:
-            return ""
-        s = self.settings
-        causes = []
-        if short:
-            worst = max(r.relaxation_s for r in short)
-            causes.append(
-                f"the relaxation time there is up to about {worst:.3g} s, which needs trials of "
-                f"{needed_runlength_s(worst, s.confidence):.3g} s after {needed_warmup_s(worst):.3g} s "
-                "of warm-up"
-            )
-        if rising:
-            causes.append(f"{len(rising)} of them still rose within their trials after the warm-up")
-        if self.policy.adapts_runlength:
-            why = (
-                f"the {self.policy.name} policy lengthens careful trials for steady state only up to "
-                f"max_runlength_s = {s.max_runlength:g} s (--max-runlength)"
-            )
-        else:
-            why = (
-                f"the {self.policy.name} policy keeps every careful trial at the runlength of {s.runlength_s:g} s "
-                f"after {s.warmup_s:g} s of warm-up (--runlength, --warmup; the guided policy lengthens them)"
-            )
-        return (
-            f"; {len(short) + len(rising)} load(s) near saturation could not settle because their trials were "
-            f"too short for steady state: {'; '.join(causes)}; {why}"
-        )
-
-    def unsteady(
-        self,
-        load: float,
-        interval: ConfidenceInterval,
-        means: tuple[float, ...],
-        runlength: float,
-        warmup: float,
-        decided: LoadRecord | None,
-    ) -> LoadRecord:
-        """A load whose trials are too short against its relaxation time to settle below the region or to be
-        claimed: their R̄ is biased low and their interval too narrow, so only R̄'s side of Rsat steers."""
-        side = ABOVE if interval.mean > self.settings.rsat_ms else BELOW
-        would = {BELOW: "below the peak region", PEAK: "in the peak region"}.get(
-            decided.classification if decided is not None else "", "not settled"
-        )
-        reason = (
-            self.unsteady_reason(load, interval, runlength, warmup, f"{would} by its interval")
-            + f" (--warmup, --runlength, --max-runlength); taken as {side} Rsat to steer the search"
-        )
-        return LoadRecord(
-            load,
-            side,
-            interval.mean,
-            None,
-            True,
-            False,
-            reason,
-            settled=False,
-            means_ms=means,
-            steady=False,
-            relaxation_s=self.relaxation_s(load, interval.high),
-        )
-
     def still_rising(self, drifts: list[float]) -> bool:
         """Whether the trials' response time still rises through their measured windows (see _rising)."""
         return _rising(drifts, self.settings)
 
     def warming(
-        self, load: float, interval: ConfidenceInterval, means: tuple[float, ...], drifts: list[float], warmup: float
+        self, load: float, interval: ConfidenceInterval, means: tuple[float, ...], drifts: list[float]
     ) -> LoadRecord:
         """A load whose trials had not settled into steady state: never a peak, nor a lower bound.
 
         Its R̄ underestimates the steady-state mean, so it is taken as above
-        Rsat to steer the search, cannot bound a bracket, and states no interval.
+        Rsat to steer the search, and cannot bound a bracket.
         """
         rise = math.exp(math.fsum(drifts) / len(drifts)) - 1
         return LoadRecord(
             load,
             ABOVE,
             interval.mean,
-            None,
+            interval,
             True,
             False,
-            f"R̄ {interval.mean:.1f} ms over {interval.count} trials, still rising within its trials "
-            f"(second half {rise:.0%} slower than the first): not in steady state after "
-            f"{warmup:.3g} s of warm-up, no interval stated; taken as above Rsat to steer the search "
+            f"{self.describe(interval)} still rising within its trials (second half {rise:.0%} "
+            f"slower than the first, over {len(drifts)} trials): not in steady state after "
+            f"{self.settings.warmup_s:g} s of warm-up; taken as above Rsat to steer the search "
             "(lengthen --warmup to measure it)",
             settled=False,
             means_ms=means,
-            steady=False,
         )
 
     def unresolvable(
@@ -644,10 +471,7 @@ class _Search:
             f"[{interval.low:.1f}, {interval.high:.1f}] ms over {interval.count} trials"
         )
 
-    def trial(
-        self, load: float, runlength_s: float, purpose: str, number: int, warmup_s: float | None = None
-    ) -> Observation:
-        """One trial; its warm-up is settings.warmup_s unless a careful trial asks for a longer one."""
+    def trial(self, load: float, runlength_s: float, purpose: str, number: int) -> Observation:
         s = self.settings
         if len(self.trace) >= s.max_total_trials:
             raise _Stopped(
@@ -661,16 +485,9 @@ class _Search:
                 f"cost budget of {s.max_cost_s:g} s spent ({self.cost_s:.0f} s of benchmarking) "
                 "before the peak was found; allow a larger budget (--budget)",
             )
-        warmup_s = s.warmup_s if warmup_s is None else warmup_s
-        observation = self.run_trial(load, runlength_s, warmup_s)
+        observation = self.run_trial(load, runlength_s)
         self.cost_s += observation.cost_s
-        if (
-            observation.mean_ms > 0
-            and saturation_signal(observation, s) is None
-            and (self.lightest is None or load < self.lightest[0])
-        ):
-            self.lightest = (load, observation.mean_ms)
-        self.trace.append((load, purpose, number, runlength_s, warmup_s, observation, self.cost_s))
+        self.trace.append((load, purpose, number, runlength_s, observation, self.cost_s))
         if observation.generator_saturated:
             raise _Stopped(
                 verdicts.GENERATOR_BOUND,
@@ -769,34 +586,15 @@ class _Search:
         )
 
     def shorter_note(self) -> str:
-        """Says so when careful trials ran shorter or longer than settings.runlength_s (the guided policy's
-        choice: shorter from the noise it saw, longer where steady state needed it)."""
-        s = self.settings
-        lengths = sorted(
-            {
-                runlength
-                for _, purpose, _, runlength, *_ in self.trace
-                if purpose == "careful" and runlength < s.runlength_s * (1 - 1e-9)
-            }
+        """Says so when careful trials ran shorter than settings.runlength_s (the guided policy's choice)."""
+        lengths = sorted({runlength for _, purpose, _, runlength, _, _ in self.trace if purpose == "careful"})
+        if not lengths or lengths[0] >= self.settings.runlength_s * (1 - 1e-9):
+            return ""
+        shown = ", ".join(f"{length:.3g}" for length in lengths)
+        return (
+            f"; careful trials ran {shown} s, shorter than the runlength of {self.settings.runlength_s:g} s: "
+            f"the {self.policy.name} policy chose them from the noise it saw"
         )
-        note = ""
-        if lengths:
-            shown = ", ".join(f"{length:.3g}" for length in lengths)
-            note = (
-                f"; careful trials ran {shown} s, shorter than the runlength of {s.runlength_s:g} s: "
-                f"the {self.policy.name} policy chose them from the noise it saw"
-            )
-        longer: dict[float, tuple[float, float, float]] = {}
-        for load, runlength, warmup, relaxation in self.lengthened:
-            longer[load] = (runlength, warmup, relaxation)  # the last lengthening at a load is the one that ran
-        for load, (runlength, warmup, relaxation) in sorted(longer.items()):
-            note += (
-                f"; careful trials of {runlength:.3g} s after {warmup:.3g} s of warm-up at {load:.1f} ops/s "
-                f"(settings: {s.runlength_s:g} s after {s.warmup_s:g} s): the queue's relaxation time there "
-                f"is about {relaxation:.2g} s by the trials before, and steady state needs "
-                f"{runlengths_per_relaxation(s.confidence):g} times that"
-            )
-        return note
 
     def peak_rate_interval(self, peak: LoadRecord) -> tuple[float, float, float, float] | None:
         """(estimate, low, high, other load) of the true peak rate λ_true, where R = Rsat; None without a claim.
@@ -820,7 +618,7 @@ class _Search:
             (
                 r
                 for r in self.history.records
-                if r.on_curve and r.steady and len(r.means_ms) >= 2 and not same_load(r.load, peak.load)
+                if r.on_curve and len(r.means_ms) >= 2 and not same_load(r.load, peak.load)
             ),
             key=lambda r: abs(math.log(r.mean_ms / rsat)),
         )
@@ -857,8 +655,8 @@ class _Search:
             return load / peak_rate if peak_rate else None
 
         trace = [
-            TraceEntry(i + 1, load, factor(load), purpose, number, runlength, observation, cumulative, warmup)
-            for i, (load, purpose, number, runlength, warmup, observation, cumulative) in enumerate(self.trace)
+            TraceEntry(i + 1, load, factor(load), purpose, number, runlength, observation, cumulative)
+            for i, (load, purpose, number, runlength, observation, cumulative) in enumerate(self.trace)
         ]
         low, high = self.history.bracket(settled_only=True)
         interval = peak.interval if peak is not None else None

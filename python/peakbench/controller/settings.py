@@ -31,9 +31,6 @@ class SearchSettings:
     # Shortest careful trial the guided policy may choose from the variance it sees (at most
     # runlength_s, so a preset's floor gives way to a shorter --runlength); None: runlength/3.
     min_runlength_s: float | None = None
-    # Longest careful trial the guided policy may run where steady state needs it (steady.py): near
-    # saturation it lengthens a load's trials and warm-up past runlength_s up to this; None: runlength_s.
-    max_runlength_s: float | None = None
     start_load: float = 50.0  # first test load when no seed is given (ops/s)
     min_load: float = 1.0  # lowest load the search may offer (ops/s)
     max_load: float = 1_000_000.0  # highest load the search may offer (ops/s)
@@ -95,10 +92,6 @@ class SearchSettings:
             self.min_runlength_s is None or (math.isfinite(self.min_runlength_s) and self.min_runlength_s > 0),
             f"min_runlength_s must be a positive number (got {self.min_runlength_s!r})",
         )
-        check(
-            self.max_runlength_s is None or (math.isfinite(self.max_runlength_s) and self.max_runlength_s > 0),
-            f"max_runlength_s must be a positive number (got {self.max_runlength_s!r})",
-        )
         check(self.min_load > 0, f"min_load must be positive (got {self.min_load})")
         check(
             self.max_load >= self.min_load, f"max_load ({self.max_load}) must not be below min_load ({self.min_load})"
@@ -142,11 +135,3 @@ class SearchSettings:
         if self.min_runlength_s is None:
             return self.runlength_s / 3
         return min(self.min_runlength_s, self.runlength_s)
-
-    @property
-    def max_runlength(self) -> float:
-        """The cap on a careful trial the guided policy lengthens for steady state, never below runlength_s
-        (so a longer --runlength under a preset's cap still holds)."""
-        if self.max_runlength_s is None:
-            return self.runlength_s
-        return max(self.max_runlength_s, self.runlength_s)
