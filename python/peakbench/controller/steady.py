@@ -7,7 +7,7 @@ so its mean is biased low in the same way in every trial; and a trial only
 a few τ long is the area under a few busy periods, a distribution so skewed
 that four to sixteen trial means put the interval below the truth (the
 simulated M/M/1 from empty, 1,000 sets each: Cox's 95% interval covers 88–92%
-at runlength/τ = 2.6–10, 93–95% at 20–30; BENCHMARKS.md §7). Selecting the
+at runlength/τ = 2.6–10, 93–95% at 20–30; BENCHMARKS-history.md §7). Selecting the
 trial sets whose own means vary little makes it worse, not better (those are
 the sets that missed the long busy periods), so the test here uses the
 response curve, not the trials' spread.
@@ -27,7 +27,7 @@ import math
 
 # A trial's measured window must span this many relaxation times, per confidence of the interval (the
 # nearest level at or above the search's applies). Cox's interval of 4 trial means from the simulated M/M/1
-# (ρ 0.875-0.95, warm-up τ, n = 1,000 intervals per cell; BENCHMARKS.md §7): at 95% it covers 91.7% at 5τ
+# (ρ 0.875-0.95, warm-up τ, n = 1,000 intervals per cell; BENCHMARKS-history.md §7): at 95% it covers 91.7% at 5τ
 # and 93-95% from 10τ (30τ kept: 94.2-94.8% there); at 90% it covers 85-86% at 5-10τ and reaches its
 # plateau of 87.5-89.5% from 15τ, where longer trials add nothing measurable (60τ: 87.8%).
 RUNLENGTHS_PER_RELAXATION = ((0.90, 15.0), (1.0, 30.0))
