@@ -281,37 +281,12 @@ class Store:
                     self.connection.execute(statement)
             self.connection.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
 
-    def add_trial(
-        self,
-        *,
-        workload: str,
-        target: str,
-        spec: dict,
-        sysinfo: dict,
-        result: dict | None = None,
-        error: str | None = None,
-        notes: list[str] = (),
-        search_id: int | None = None,
-        sfs_run_id: int | None = None,
-        cost_s: float | None = None,
-        interrupted: bool = False,
-    ) -> int:
-        """Store one trial (done if it has a result, failed otherwise, interrupted if its result covers
-        only part of its window); returns its id."""
-        with self._transaction():  # the whole trial or nothing
-            return self.insert_trial(
-                workload=workload,
-                target=target,
-                spec=spec,
-                sysinfo=sysinfo,
-                result=result,
-                error=error,
-                notes=notes,
-                search_id=search_id,
-                sfs_run_id=sfs_run_id,
-                cost_s=cost_s,
-                interrupted=interrupted,
-            )
+    def add_trial(self, **trial) -> int:
+        """Store one trial (insert_trial's fields) in a transaction of its own: the whole trial or nothing.
+        It is done if it has a result, failed otherwise, interrupted if its result covers only part of its
+        window; returns its id."""
+        with self._transaction():
+            return self.insert_trial(**trial)
 
     def transaction(self):
         """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on any exception): for writes that must land together."""
