@@ -64,9 +64,8 @@ def _console(json_to: Path | None = None) -> Console:
     # Piped output (a log, CI) gets long lines instead of Rich's 80-column default,
     # so tables are not squeezed into ellipses.
     stderr = json_to == STDOUT
-    return (
-        Console(stderr=stderr) if (sys.stderr if stderr else sys.stdout).isatty() else Console(stderr=stderr, width=160)
-    )
+    terminal = (sys.stderr if stderr else sys.stdout).isatty()
+    return Console(stderr=stderr, width=None if terminal else 160)
 
 
 class _Parser(argparse.ArgumentParser):

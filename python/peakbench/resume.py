@@ -161,7 +161,7 @@ def resume_sfs(store: store_module.Store, run_id: int) -> None:
             f" {' '.join(f'{load:g}' for load in settings['loads'])}",
             file=settings["rcfile"],
         )
-    done = frozenset(sfs_run.point_key(t["rate"]) for t in store.sfs_run_trials(run_id) if t["status"] == "done")
+    done = frozenset(store_module.point_key(t["rate"]) for t in store.sfs_run_trials(run_id) if t["status"] == "done")
     _check_not_running(store, f"sfs {run_id}")
     print(
         f"sfs run {run_id}: resuming with {len(done)} of {len(chosen.loads)} load points done",

@@ -388,6 +388,10 @@ class Store:
     def surface(self, surface_id: int) -> dict | None:
         return self._row("surfaces", surface_id)
 
+    def _counts(self, sql: str) -> dict[int, int]:
+        """{id: count} from a `SELECT id, count(*) ... GROUP BY 1`: one query for every job's count."""
+        return dict(self.connection.execute(sql).fetchall())
+
     def _rows(self, sql: str, *args) -> list[dict]:
         return [_decode(row) for row in self.connection.execute(sql, args)]
 
@@ -468,19 +472,19 @@ class Store:
                 )
                 jobs.append(_job("trial", trial, trial["workload"], trial["target"], verdict))
         if "search" in kinds:
+            per_search = self._counts("SELECT search_id, count(*) FROM trials WHERE search_id IS NOT NULL GROUP BY 1")
             for search in self.searches():
                 result = search["result"]
                 verdict = result["message"] if result else search["error"] or ""
-                trials = self.connection.execute(
-                    "SELECT count(*) FROM trials WHERE search_id = ?", (search["id"],)
-                ).fetchone()[0]
+                trials = per_search.get(search["id"], 0)
                 size = f"{trials} trials" if trials or not result else f"{result['trials']} simulated trials"
                 jobs.append(_job("search", search, search["workload"], search["target"], verdict, size))
         if "sfs" in kinds:
+            per_run = self._counts(
+                "SELECT sfs_run_id, count(*) FROM trials WHERE sfs_run_id IS NOT NULL AND status = 'done' GROUP BY 1"
+            )
             for run in self.sfs_runs():
-                done = self.connection.execute(
-                    "SELECT count(*) FROM trials WHERE sfs_run_id = ? AND status = 'done'", (run["id"],)
-                ).fetchone()[0]
+                done = per_run.get(run["id"], 0)
                 planned = len(run["settings"].get("loads", []))
                 jobs.append(
                     _job(
@@ -493,6 +497,9 @@ class Store:
                     )
                 )
         if "surface" in kinds:
+            per_surface = self._counts(
+                "SELECT surface_id, count(*) FROM searches WHERE surface_id IS NOT NULL GROUP BY 1"
+            )
             for surface in self.surfaces():
                 plan = surface["plan"]
                 verdict = surface["error"] or ""
@@ -503,7 +510,7 @@ class Store:
                         plan.get("workload", ""),
                         plan.get("target", ""),
                         verdict,
-                        f"{len(self.surface_searches(surface['id']))} samples",
+                        f"{per_surface.get(surface['id'], 0)} samples",
                     )
                 )
         if "plan" in kinds:
@@ -517,6 +524,11 @@ class Store:
     def trials_between(self, first: int, last: int) -> list[dict]:
         """The trials with first <= id <= last, in one query however wide the range."""
         return self._rows("SELECT * FROM trials WHERE id BETWEEN ? AND ? ORDER BY id", first, last)
+
+
+def point_key(rate: float) -> float:
+    """A load point's rate as stored trials are matched to the points an sfs run planned."""
+    return round(rate, 6)
 
 
 def _job(kind: str, row: dict, workload: str, target: str, verdict: str, size: str = "") -> dict:

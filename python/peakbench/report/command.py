@@ -12,6 +12,7 @@ from rich.console import Console
 
 from .. import store as store_module
 from ..errors import InputError
+from ..output import check_output
 from . import build, csvout, figures, html, selection, terminal
 from .model import Figure, ReportOptions
 
@@ -89,18 +90,13 @@ def _json_file(path: Path, option: str):
         raise InputError(f"not JSON: {error}", file=path, field=option) from None
 
 
-def _writable_parent(path: Path | None, option: str) -> None:
-    if path is not None and not path.absolute().parent.is_dir():
-        raise InputError(f"{path}: its directory does not exist", field=option)
-
-
 def run(args: argparse.Namespace, console: Console) -> int:
     formats = _formats(args.format)
     if args.confidence is not None and not 0 < args.confidence < 1:
         raise InputError(f"{args.confidence}: must lie strictly between 0 and 1", field="--confidence")
     options = ReportOptions(confidence=args.confidence, thresholds_ms=_thresholds(args.thresholds))
     for path, option in ((args.html, "--html"), (args.figures, "--figures"), (args.csv, "--csv")):
-        _writable_parent(path, option)
+        check_output(path, option)
     surfaces = [_json_file(path, "--surface") for path in args.surface]
     harness = _json_file(args.harness, "--harness") if args.harness else None
     with store_module.Store(args.db, readonly=True) as store:

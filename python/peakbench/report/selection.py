@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 
 from ..errors import InputError
-from ..store import Store
+from ..store import Store, point_key
 from .model import ReportData, Series
 
 FIELD = "SELECTOR"
@@ -185,8 +185,8 @@ def _sfs_series(store: Store, ident: int, missing: list[str]) -> Series:
     trials = store.sfs_run_trials(ident)
     label = f"sfs {ident}"
     planned = record["settings"].get("loads", [])
-    done = {round(t["rate"], 6) for t in trials if t["status"] == "done"}
-    absent = [load for load in planned if round(load, 6) not in done]
+    done = {point_key(t["rate"]) for t in trials if t["status"] == "done"}
+    absent = [load for load in planned if point_key(load) not in done]
     if record["status"] != "done" and absent:
         why = "failed: " + record["error"] if record["status"] == "failed" else "still running, or killed"
         missing.append(

@@ -162,17 +162,12 @@ def run_points(
         lock.acquire("running the load points")
         try:
             for number, spec in enumerate(specs, start=1):
-                if point_key(spec["load"]["rate"]) not in done:
+                if store_module.point_key(spec["load"]["rate"]) not in done:
                     _point(engine, store, run_id, chosen, spec, system, number)
         except BaseException as error:
             store.finish_sfs_run(run_id, error=str(error) or type(error).__name__)
             raise
         store.finish_sfs_run(run_id)
-
-
-def point_key(rate: float) -> float:
-    """A load point's rate as stored trials are matched to it."""
-    return round(rate, 6)
 
 
 def _point(engine, store: store_module.Store, run_id: int, chosen: Plan, spec: dict, system: dict, number: int) -> None:
