@@ -2,7 +2,9 @@
 //! progress as JSON lines on stderr. It never decides what to run next.
 
 mod clock;
+mod content;
 mod interrupt;
+mod op;
 mod pacer;
 mod prepare;
 mod progress;

@@ -1,8 +1,8 @@
 //! The TrialSpec the engine reads (see SPEC.md) and its validation.
 //! Field errors name the JSON path, so a caller can point at the offending key.
 
+use crate::op::Op;
 use crate::workload::dist::Dist;
-use crate::workload::mix::Op;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

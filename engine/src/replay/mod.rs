@@ -8,9 +8,8 @@
 //! parse is never replayed silently: it is counted, and the first few are quoted with
 //! their line number and what was wrong.
 
+use crate::op::{Op, Request, WHOLE};
 use crate::spec::ReplaySpec;
-use crate::target::{Request, WHOLE};
-use crate::workload::mix::Op;
 use anyhow::bail;
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};

@@ -17,6 +17,7 @@ mod tally;
 mod tests;
 
 use crate::clock::Clock;
+use crate::op::Op;
 use crate::pacer;
 use crate::prepare::complete_files;
 use crate::record::{summarize, OpSummary};
@@ -25,7 +26,6 @@ use crate::spec::{TargetSpec, Timing, TrialSpec, RESULT_SCHEMA};
 use crate::target::Target;
 use crate::workload::fileset::{layout_id, FileSet, Origin};
 use crate::workload::generator::Generator;
-use crate::workload::mix::Op;
 use anyhow::bail;
 use lead::Lead;
 use sched::{Sched, Source};

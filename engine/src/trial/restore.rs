@@ -1,6 +1,7 @@
 //! Putting the file set back after a trial.
 
-use crate::target::{Outcome, Request, Target};
+use crate::op::{Outcome, Request};
+use crate::target::Target;
 use crate::workload::fileset::Origin;
 use crate::workload::generator::Generator;
 use serde_json::{json, Value};
@@ -21,7 +22,7 @@ pub fn restore(gen: &mut Generator, target: &dyn Target) -> Value {
         let path = set.symlink_path(s as u32);
         note(target.execute(&Request::Remove { path: path.clone() }), &path);
     }
-    let content = crate::prepare::content_block(0);
+    let content = crate::content::block(0);
     for i in 0..set.files.len() {
         let f = &set.files[i];
         let (alive, origin, generation) = (f.alive, f.origin, f.generation);

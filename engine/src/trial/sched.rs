@@ -4,11 +4,10 @@
 
 use super::sender::{Shared, NOT_DUE, SPAWN_AFTER_NS};
 use super::tally::Tally;
+use crate::op::{Op, Request};
 use crate::pacer::Schedule;
 use crate::replay::ReplayStream;
-use crate::target::Request;
 use crate::workload::generator::Generator;
-use crate::workload::mix::Op;
 use serde_json::{json, Value};
 use std::sync::atomic::Ordering::Relaxed;
 

@@ -3,7 +3,8 @@
 //! real one out of these parallel unit tests, tests/test_nfs.py drives it).
 
 use super::*;
-use crate::target::{Completion, Outcome, Request};
+use crate::op::{Outcome, Request};
+use crate::target::Completion;
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Condvar, Mutex};
