@@ -1,13 +1,13 @@
 //! Putting the file set back after a trial.
 
 use crate::op::{Outcome, Request};
+use crate::result::Restore;
 use crate::target::Target;
 use crate::workload::fileset::Origin;
 use crate::workload::generator::Generator;
-use serde_json::{json, Value};
 
 /// Put the file set back as prepare left it, untimed, so every trial starts from the same state.
-pub fn restore(gen: &mut Generator, target: &dyn Target) -> Value {
+pub fn restore(gen: &mut Generator, target: &dyn Target) -> Restore {
     let mut errors: Vec<String> = Vec::new();
     let mut note = |r: Outcome, what: &str| {
         if let Err(e) = r {
@@ -53,5 +53,5 @@ pub fn restore(gen: &mut Generator, target: &dyn Target) -> Value {
         set.dir_path(d as u32, &mut path);
         note(target.execute(&Request::Rmdir { path: path.clone() }), &path);
     }
-    json!({"done": errors.is_empty(), "errors": errors.len(), "first_errors": errors.iter().take(5).collect::<Vec<_>>()})
+    Restore::from_errors(errors)
 }
