@@ -53,6 +53,11 @@ def add_commands(commands, parser_class, store_option) -> None:
     resume = actions.add_parser("resume", parents=[store_option], help="finish a plan that was interrupted")
     resume.add_argument("plan_id", type=int, nargs="?", metavar="PLAN_ID", help="default: the latest unfinished")
     resume.add_argument("--json", type=Path, metavar="FILE", help="also write the analysis to this JSON file")
+    resume.add_argument(
+        "--after-reboot",
+        action="store_true",
+        help="for a boot script: resume the plan a reboot cache policy interrupted; else do nothing, exit 0",
+    )
     resume.set_defaults(handler=command_resume)
 
     show = actions.add_parser("report", parents=[store_option], help="getstats table and warnings of a plan")
@@ -137,6 +142,9 @@ def command_run(args: argparse.Namespace) -> int:
 
 def command_resume(args: argparse.Namespace) -> int:
     check_output(args.json, "--json")
+    if args.after_reboot and not runner.waiting_for_reboot(args.db, args.plan_id):
+        print(f"peakbench: no plan in {args.db} waits for a reboot; nothing to resume", file=sys.stderr)
+        return 0
     plan_id, status = runner.resume_plan(args.db, args.plan_id)
     return _finish(args.db, plan_id, status, args.json)
 

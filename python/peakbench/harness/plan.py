@@ -138,7 +138,7 @@ DEFAULTABLE = tuple(k for k in TEST_KEYS if k not in CONTROL_KEYS)
 # Steps that run a peakbench command (in a child process, as a user would) and read its --json.
 COMMAND_STEPS = {"search": ("workload", "target"), "surface": (), "sfs": ("rcfile",), "replay": ("log",)}
 KINDS = ("command", "trial", *COMMAND_STEPS)
-STEP_METRICS = {"search": "peak", "surface": "elapsed", "sfs": "elapsed", "replay": "elapsed"}
+STEP_METRICS = {"search": "peak_rate", "surface": "elapsed", "sfs": "elapsed", "replay": "elapsed"}
 # Exit statuses of a finished job: search and surface exit 3 when no peak was found, which is a result.
 STEP_DONE_STATUSES = {"search": [0, 3], "surface": [0, 3], "sfs": [0], "replay": [0]}
 STEP_ONLY_KEYS = {

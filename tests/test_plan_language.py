@@ -1,0 +1,246 @@
+"""The one plan language as a user runs it: IF/ELSE and a bounded WHILE decided from stored results,
+search, surface, sfs and replay steps calling those commands, the reboot cache policy survived with
+a kill -9 standing in for the reboot, and every example in docs/plans.md."""
+
+import json
+import re
+import sqlite3
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from peakbench import searching, surfaceplan
+from peakbench.errors import InputError
+from peakbench.harness import runner
+from peakbench.harness.plan import load_plan
+
+PY = sys.executable
+DOC = Path(__file__).resolve().parents[1] / "docs" / "plans.md"
+# Prints its name=value arguments as a JSON object (written without braces, which plans template).
+EMIT = "import json, sys; print(json.dumps(dict((a.split('=')[0], float(a.split('=')[1])) for a in sys.argv[1:])))"
+
+
+def write(path, text):
+    path.write_text(textwrap.dedent(text).lstrip())
+    return path
+
+
+def rows(db, sql, *args):
+    connection = sqlite3.connect(db)
+    connection.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in connection.execute(sql, args)]
+    finally:
+        connection.close()
+
+
+def stored_tests(db):
+    found = rows(
+        db,
+        "SELECT t.name, t.status, t.stop_reason, r.metrics FROM plan_tests t"
+        " LEFT JOIN plan_runs r ON r.test_id = t.id ORDER BY t.seq, r.attempt",
+    )
+    return {r["name"]: r for r in found}, found
+
+
+def test_if_else_and_while_follow_the_stored_results(cli, tmp_path):
+    plan = write(
+        tmp_path / "flow.toml",
+        f"""
+        name = "flow"
+        [defaults]
+        parse = "json"
+        stop = {{min_runs = 1}}
+
+        [[test]]
+        name = "probe"
+        command = ["{PY}", "-c", "{EMIT}", "value=7"]
+        metric = "value"
+
+        [[test]]
+        name = "big"
+        if = "result('probe') > 5"
+        command = ["{PY}", "-c", "{EMIT}", "branch=1"]
+        metric = "branch"
+        [test.else]
+        command = ["{PY}", "-c", "{EMIT}", "branch=2"]
+
+        [[test]]
+        name = "small"
+        if = "result('probe', 'max') > 100"
+        command = ["{PY}", "-c", "{EMIT}", "branch=1"]
+        metric = "branch"
+        else = {{command = ["{PY}", "-c", "{EMIT}", "branch=2"]}}
+
+        [[test]]
+        name = "never"
+        if = "result('probe') > 100"
+        command = ["{PY}", "-c", "{EMIT}", "branch=1"]
+        metric = "branch"
+
+        [[test]]
+        name = "grow-{{iteration}}"
+        while = "last.value < 3"
+        max_iterations = 10
+        command = ["{PY}", "-c", "{EMIT}", "value={{iteration}}"]
+        metric = "value"
+        """,
+    )
+    db = tmp_path / "s.db"
+    done = cli("plan", "run", str(plan), "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    named, found = stored_tests(db)
+    assert json.loads(named["big"]["metrics"])["branch"] == 1
+    assert json.loads(named["small"]["metrics"])["branch"] == 2  # the else branch ran
+    assert named["never"]["status"] == "skipped" and named["never"]["metrics"] is None
+    ran = [r["name"] for r in found if r["name"].startswith("grow") and r["status"] == "done"]
+    assert ran == ["grow-1", "grow-2", "grow-3"]  # the third iteration made last.value < 3 false
+    skipped = [r for r in found if r["name"].startswith("grow") and r["status"] == "skipped"]
+    assert len(skipped) == 7
+    assert "no longer held after iteration 3" in named["grow-4"]["stop_reason"]
+    assert "skipped (the while loop ended" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("test", "field", "words"),
+    [
+        ("if = \"result('later') > 1\"", "test[0].if", "must name a test that runs earlier"),
+        ('while = "last.x < 1"', "test[0].while", "needs max_iterations"),
+        ('while = "last.x < 1"\nmax_iterations = 0', "test[0].max_iterations", "from 1 to 1,000"),
+        ("else = {shell = true}", "test[0].else", "belongs to a test with if"),
+        ('if = "nosuch > 1"', "test[0].if", "unknown name 'nosuch'"),
+        ('cache = {policy = ["reboot"]}', "test[0].cache", "needs its command"),
+        (
+            'kind = "search"\nworkload = "mail"\ntarget = "sim://?capacity=100"\nargs = ["--rsat", "x"]',
+            "test[0].args",
+            "--rsat: 'x' is not a number",
+        ),
+        ('kind = "sfs"', "test[0]", "needs 'rcfile'"),
+        (
+            'kind = "surface"\nworkload = "mail"\ntarget = "sim://?capacity={n}"\nfactors = [{name = "n", levels = [1, 2]}]\n'
+            'design = {kind = "full-factorial", samples = 3}',
+            "test[0].design.samples",
+            "samples is for d-optimal",
+        ),
+        ('log = "x.log"', "test[0].log", "belongs to a replay step"),
+    ],
+)
+def test_mistakes_in_control_flow_and_steps_name_their_line(tmp_path, test, field, words):
+    text = f'[[test]]\nname = "a"\ncommand = ["true"]\n{test}\n[[test]]\nname = "later"\ncommand = ["true"]\n'
+    if "kind" in test:
+        text = text.replace('command = ["true"]\n', "", 1)
+    plan = write(tmp_path / "bad.toml", text)
+    with pytest.raises(InputError) as caught:
+        load_plan(plan)  # what `plan check` and `plan run` call first (exit 2 with this one line)
+    error = str(caught.value)
+    assert len(error.splitlines()) == 1, error
+    assert re.match(rf"{re.escape(str(plan))}:\d+: ", error) and field in error and words in error, error
+
+
+def test_search_and_surface_steps_run_those_commands_into_the_plans_store(cli, tmp_path):
+    plan = write(
+        tmp_path / "steps.toml",
+        """
+        name = "steps"
+        [vars]
+        capacity = 400
+
+        [[test]]
+        name = "peak"
+        kind = "search"
+        workload = "mail"
+        target = "sim://?capacity={capacity}"
+        args = ["--quick", "--seed", "5"]
+
+        [[test]]
+        name = "map"
+        kind = "surface"
+        workload = "mail"
+        target = "sim://db-tp?disks={disks}&nfsds={nfsds}"
+        design = {kind = "full-factorial"}
+        search = {quick = true}
+        factors = [{name = "disks", levels = [1, 2]}, {name = "nfsds", levels = [4, 8]}]
+        configure = {argv = ["test", "{disks}", "-lt", "9"], timeout = "5s"}
+        """,
+    )
+    db = tmp_path / "s.db"
+    done = cli("plan", "run", str(plan), "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    named, _ = stored_tests(db)
+    searches = rows(db, "SELECT id, surface_id, result FROM searches ORDER BY id")
+    alone = [s for s in searches if s["surface_id"] is None]
+    assert len(alone) == 1 and len(searches) == 5  # the search, and the surface's four samples
+    peak = json.loads(alone[0]["result"])["peak_rate"]
+    assert json.loads(named["peak"]["metrics"])["peak_rate"] == pytest.approx(peak)
+    assert abs(peak - 400) / 400 < 0.15
+    assert rows(db, "SELECT status FROM surfaces") == [{"status": "done"}]
+    # The same surface step is what `peakbench surface` maps from a plan file.
+    text = plan.read_text()
+    head, surface = text.split("[[test]]")[0], text.split("[[test]]")[2]
+    only = write(tmp_path / "surface.toml", head + "[[test]]" + surface)
+    mapped = surfaceplan.load_plan(only, searching.QUICK)
+    assert mapped.target == "sim://db-tp?disks={disks}&nfsds={nfsds}" and len(mapped.samples) == 4
+    assert mapped.configure.command == ("test", "{disks}", "-lt", "9") and mapped.configure.timeout_s == 5
+
+
+REBOOT = """
+import os, signal, sys
+with open(sys.argv[1], "a") as log:
+    log.write("reboot\\n")
+os.kill(os.getppid(), signal.SIGKILL)   # the controller dies as it would in a reboot
+"""
+
+
+def test_a_reboot_is_a_checkpoint_resumed_when_peakbench_next_starts(cli, tmp_path):
+    script = write(tmp_path / "reboot.py", REBOOT)
+    log = tmp_path / "reboots.log"
+    plan = write(
+        tmp_path / "cold.toml",
+        f"""
+        name = "cold"
+        [[test]]
+        name = "cold-read"
+        command = ["{PY}", "-c", "{EMIT}", "value=1"]
+        parse = "json"
+        metric = "value"
+        stop = {{min_runs = 2}}
+        cache = {{policy = ["reboot"], reboot = ["{PY}", "{script}", "{log}"], reboot_wait = "20s"}}
+        """,
+    )
+    db = tmp_path / "s.db"
+    first = cli("plan", "run", str(plan), "--db", str(db))
+    assert first.returncode == -9, first.stderr  # killed at its first reboot
+    assert "plan resume --after-reboot" in first.stderr
+    for _ in range(4):  # what a boot script does each time the machine comes back
+        again = cli("plan", "resume", "--after-reboot", "--db", str(db))
+        if again.returncode != -9:
+            break
+    assert again.returncode == 0, again.stderr
+    # Each run rebooted once, its measurement followed the resume, and no run was repeated.
+    assert log.read_text().splitlines() == ["reboot", "reboot"]
+    runs = rows(db, "SELECT attempt, status, cache FROM plan_runs ORDER BY attempt")
+    assert [(r["attempt"], r["status"]) for r in runs] == [(1, "done"), (2, "done")]
+    for run in runs:
+        (done_cache,) = json.loads(run["cache"])
+        assert done_cache["policy"] == "reboot" and done_cache["resumed_after"]
+        assert done_cache["booted"] is False  # a kill -9 stood in for the reboot: same boot
+    assert not runner.waiting_for_reboot(db)  # so the next boot's `resume --after-reboot` does nothing
+
+
+def doc_examples():
+    return re.findall(r"```toml\n(.*?)```", DOC.read_text(), re.S)
+
+
+def test_every_example_in_the_plan_doc_loads(tmp_path):
+    examples = doc_examples()
+    assert len(examples) >= 10
+    for number, text in enumerate(examples):
+        path = tmp_path / f"example{number}.toml"
+        path.write_text(text)
+        (tmp_path / "common.toml").write_text('[vars]\nroot = "/tmp"\n')
+        (tmp_path / "sfs_rc").write_text("LOAD=100\nNUM_RUNS=1\n")
+        try:
+            load_plan(path, check_programs=False)
+        except InputError as error:
+            raise AssertionError(f"example {number} in docs/plans.md: {error}\n{text}") from None
