@@ -228,19 +228,17 @@ def test_a_reboot_is_a_checkpoint_resumed_when_peakbench_next_starts(cli, tmp_pa
     assert not runner.waiting_for_reboot(db)  # so the next boot's `resume --after-reboot` does nothing
 
 
-def doc_examples():
-    return re.findall(r"```toml\n(.*?)```", DOC.read_text(), re.S)
-
-
 def test_every_example_in_the_plan_doc_loads(tmp_path):
-    examples = doc_examples()
-    assert len(examples) >= 10
-    for number, text in enumerate(examples):
-        path = tmp_path / f"example{number}.toml"
-        path.write_text(text)
-        (tmp_path / "common.toml").write_text('[vars]\nroot = "/tmp"\n')
-        (tmp_path / "sfs_rc").write_text("LOAD=100\nNUM_RUNS=1\n")
+    text = DOC.read_text()
+    plans = re.findall(r"```toml\n(.*?)```", text, re.S)
+    surfaces = re.findall(r"```toml surface\n(.*?)```", text, re.S)
+    assert len(plans) >= 15 and len(surfaces) == 1
+    (tmp_path / "common.toml").write_text('[vars]\nroot = "/tmp"\n')
+    for number, example in enumerate(plans):
+        path = write(tmp_path / f"example{number}.toml", example)
         try:
             load_plan(path, check_programs=False)
         except InputError as error:
-            raise AssertionError(f"example {number} in docs/plans.md: {error}\n{text}") from None
+            raise AssertionError(f"example {number} in docs/plans.md: {error}\n{example}") from None
+    old_form = surfaceplan.load_plan(write(tmp_path / "surface.toml", surfaces[0]), searching.QUICK)
+    assert len(old_form.samples) == 4 and old_form.configure.timeout_s == 60
