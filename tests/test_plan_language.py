@@ -4,9 +4,7 @@ a kill -9 standing in for the reboot, and every example in docs/plans.md."""
 
 import json
 import re
-import sqlite3
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -14,25 +12,13 @@ from peakbench import searching, surfaceplan
 from peakbench.errors import InputError
 from peakbench.harness import runner
 from peakbench.harness.plan import load_plan
+from test_harness_run import query as rows
+from test_harness_run import write
 
 PY = sys.executable
 DOC = Path(__file__).resolve().parents[1] / "docs" / "plans.md"
 # Prints its name=value arguments as a JSON object (written without braces, which plans template).
 EMIT = "import json, sys; print(json.dumps(dict((a.split('=')[0], float(a.split('=')[1])) for a in sys.argv[1:])))"
-
-
-def write(path, text):
-    path.write_text(textwrap.dedent(text).lstrip())
-    return path
-
-
-def rows(db, sql, *args):
-    connection = sqlite3.connect(db)
-    connection.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in connection.execute(sql, args)]
-    finally:
-        connection.close()
 
 
 def stored_tests(db):

@@ -50,10 +50,20 @@
     warmup = "2s"
     runtime = "10s"
 
+    [[test]]                            # steps that run peakbench's own commands on the plan's store
+    name = "peak"
+    kind = "search"                     # search | surface | sfs | replay
+    workload = "mail"
+    target = "sim://?capacity=400"
+    args = ["--quick"]                  # the command's options, checked by its parser now
+    if = "result('mail-100') < 5"       # decided at run time from stored results; [test.else] or skipped
+    # while = "last.mean_ms < 50" with max_iterations = N repeats a test ({iteration})
+
+The whole language, with an example of every construct: docs/plans.md.
 Expansion turns the plan into a list of test instances (plain dicts, stored
 with the plan so `plan resume` never re-reads the file). Templates use
-{name}; {{ and }} are literal braces. {run}, {thread}, {threads}, {mount},
-{workdir}, {plan} and {test} are filled in when a run starts.
+{name}; {{ and }} are literal braces (templates.py). {run}, {thread}, {threads},
+{mount}, {workdir}, {plan} and {test} are filled in when a run starts.
 """
 
 from __future__ import annotations
