@@ -4,14 +4,16 @@ a kill -9 standing in for the reboot, and every example in docs/plans.md."""
 
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from peakbench import searching, surfaceplan
 from peakbench.errors import InputError
-from peakbench.harness import runner
+from peakbench.harness import importing, report, runner
 from peakbench.harness.plan import load_plan
+from peakbench.store import Store
 from test_harness_run import query as rows
 from test_harness_run import write
 
@@ -223,8 +225,89 @@ def test_every_example_in_the_plan_doc_loads(tmp_path):
     for number, example in enumerate(plans):
         path = write(tmp_path / f"example{number}.toml", example)
         try:
-            load_plan(path, check_programs=False)
+            loaded = load_plan(path, check_programs=False)
         except InputError as error:
             raise AssertionError(f"example {number} in docs/plans.md: {error}\n{example}") from None
+        for test in loaded.tests:
+            if test["kind"] == "surface":  # its search settings take the plan's durations
+                surface = surfaceplan.parse_document(test["step"]["surface"], path, searching.QUICK)
+                assert surface.settings.runlength_s == 4 and len(surface.samples) == 8
     old_form = surfaceplan.load_plan(write(tmp_path / "surface.toml", surfaces[0]), searching.QUICK)
     assert len(old_form.samples) == 4 and old_form.configure.timeout_s == 60
+
+
+def test_other_programs_results_are_imported_with_file_and_line_errors(tmp_path):
+    for fs in ("ext4", "xfs"):
+        for run in (1, 2, 3):  # real GNU time -v output, one file per run
+            subprocess.run(["/usr/bin/time", "-v", "-o", tmp_path / f"{fs}-{run}.txt", "true"], check=True)
+    files = sorted(tmp_path.glob("*.txt"))
+    db = tmp_path / "s.db"
+    plan_id, tests, runs = importing.import_plan("gnu", files, "gnu-time", db, None)
+    assert (tests, runs) == (2, 6)
+    with Store(db, readonly=True) as store:
+        data = report.plan_analysis(store, plan_id)
+    rows = {(r["test"], r["metric"]): r for r in data["getstats"]}
+    assert rows[("ext4", "elapsed")]["COUNT"] == 3 and rows[("xfs", "cpu")]["COUNT"] == 3
+    parsed = importing.read_runs([files[0]], "gnu-time")[0][2]
+    assert parsed["cpu"] == pytest.approx(parsed["user"] + parsed["system"]) and parsed["exit_status"] == 0
+    assert parsed["max_rss_kb"] > 0
+
+    bad = {
+        "h.csv": ("ops,cpu\n1,2\n3,abc\n", "csv", "h.csv:3: field cpu: 'abc' is not a number"),
+        "short.csv": ("ops,cpu\n1\n", "csv", "short.csv:2: 1 cells for 2 columns"),
+        "t.txt": ("hello\n", "gnu-time", "t.txt:1: not GNU `time -v` output"),
+        "r.json": ('{"ops": 1}\n{"ops": }\n', "json", "r.json:2: invalid JSON"),
+        "s.json": ('{"name": "x"}', "json", "s.json:1: a run with no numbers in it"),
+    }
+    for name, (text, fmt, message) in bad.items():
+        path = tmp_path / name
+        path.write_text(text)
+        with pytest.raises(InputError) as caught:
+            importing.import_plan("bad", [path], fmt, db, None)
+        assert str(caught.value) == f"{tmp_path}/{message}" or message in str(caught.value), caught.value
+    with Store(db, readonly=True) as store:  # nothing half-written
+        assert [p["name"] for p in store.connection.execute("SELECT name FROM plans")] == ["gnu"]
+
+
+def test_report_derives_selects_and_groups_by_variables(cli, tmp_path):
+    table = tmp_path / "tool.csv"
+    table.write_text(
+        "fs,threads,ops,cpu\n"
+        + "".join(
+            f"{fs},{t},{ops},{cpu}\n"
+            for fs, t, ops, cpu in [
+                ("ext4", 1, 100, 1),
+                ("ext4", 2, 180, 2),
+                ("ext4", 2, 200, 2),
+                ("ext4", 4, 300, 3),
+                ("xfs", 1, 90, 1),
+                ("xfs", 2, 150, 3),
+                ("xfs", 4, 240, 4),
+                ("xfs", 4, 260, 4),
+            ]
+        )
+    )
+    db, out = tmp_path / "s.db", tmp_path / "r.json"
+    plan_id, tests, _ = importing.import_plan("tool", [table], "csv", db, "ops", ("fs", "threads"))
+    assert tests == 6  # one test per (fs, threads)
+    done = cli(
+        "plan",
+        "report",
+        str(plan_id),
+        "--db",
+        str(db),
+        "--derive",
+        "ops_per_cpu=ops / cpu",
+        "--where",
+        "threads > 1",
+        "--group-by",
+        "fs",
+        "--json",
+        str(out),
+    )
+    assert done.returncode == 0, done.stderr
+    rows = {(r["test"], r["metric"]): r for r in json.loads(out.read_text())["getstats"]}
+    ext4, xfs = rows[("fs=ext4", "ops_per_cpu")], rows[("fs=xfs", "ops_per_cpu")]
+    assert ext4["COUNT"] == 3 and ext4["MEAN"] == pytest.approx((90 + 100 + 100) / 3)
+    assert xfs["COUNT"] == 3 and xfs["MEAN"] == pytest.approx((50 + 60 + 65) / 3)
+    assert ("fs=ext4", "ops") in rows and not any(test.startswith("tool") for test, _ in rows)

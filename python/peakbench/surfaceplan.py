@@ -58,6 +58,7 @@ CONFIGURE_KEYS = ("argv", "command", "timeout", "timeout_s", "ready", "ready_tim
 MAX_SAMPLES = 1_000  # searches in one surface: weeks of measurement already
 MAX_CANDIDATES = 100_000  # combinations a D-optimal design chooses from, all held in memory
 SETTINGS_FIELDS = tuple(f.name for f in dataclasses.fields(SearchSettings))
+DURATION_SETTINGS = {name.removesuffix("_s"): name for name in SETTINGS_FIELDS if name.endswith("_s")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,10 +235,16 @@ def _design(table: dict, factors: tuple[Factor, ...]) -> tuple[Sample, ...]:
 
 
 def _settings(table: dict, quick_settings: dict) -> tuple[bool, SearchSettings]:
-    tomlfile.check_keys(table, ("quick", *SETTINGS_FIELDS), "search.")
+    tomlfile.check_keys(table, ("quick", *SETTINGS_FIELDS, *DURATION_SETTINGS), "search.")
     quick = _boolean(table, "quick", False, "search.")
     chosen = dict(quick_settings) if quick else {}
-    chosen.update({k: v for k, v in table.items() if k != "quick"})
+    for key, value in table.items():
+        if key in DURATION_SETTINGS:  # runlength = "4s", the plan's duration syntax, for runlength_s = 4
+            if DURATION_SETTINGS[key] in table:
+                raise InputError(f"give {key} or {DURATION_SETTINGS[key]}, not both", field=f"search.{key}")
+            chosen[DURATION_SETTINGS[key]] = parse_duration(value, f"search.{key}")
+        elif key != "quick":
+            chosen[key] = value
     try:
         return quick, SearchSettings(**chosen)
     except (ValueError, TypeError) as error:
