@@ -40,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from pathlib import Path
 
 from . import sim, tomlfile
@@ -102,8 +103,8 @@ def load_plan(path: Path, quick_settings: dict) -> SurfacePlan:
         except (OSError, ValueError) as error:
             raise InputError(f"cannot read surface step: {error}", file=path) from None
         return parse_document(document, path, quick_settings)
-    text = path.read_text(encoding="utf-8") if path.is_file() else ""
-    if "[[test]]" in text:
+    text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+    if re.search(r"^\s*\[\[\s*test\s*\]\]", text, re.MULTILINE):  # a plan: its steps are [[test]]
         return _plan_step(path, quick_settings)
     return tomlfile.load(path, lambda document: parse_document(document, path, quick_settings), "surface plan")
 

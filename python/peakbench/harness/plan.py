@@ -68,8 +68,10 @@ with the plan so `plan resume` never re-reads the file). Templates use
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
+import io
 import itertools
 import json
 import math
@@ -79,6 +81,7 @@ import shutil
 import tomllib
 from pathlib import Path
 
+from .. import searching, surfaceplan
 from ..errors import InputError
 from ..surfaceplan import TOP_KEYS as SURFACE_KEYS
 from ..templates import names_in, render
@@ -1162,15 +1165,12 @@ def _command_step(f: _Fields, raw: RawTest, kind: str) -> dict:
         surface = _surface_document(f)
         argv = ["surface", "{surface_file}"]
     argv += args
-    if not any(names_in(word) for word in argv[2:] + args):
+    if not any(names_in(word) for word in argv if word != "{surface_file}"):  # else checked when it runs
         _check_arguments(f, argv)
     return {"argv": argv, "json": kind != "sfs", "done_statuses": STEP_DONE_STATUSES[kind], "surface": surface}
 
 
 def _check_arguments(f: _Fields, argv: list[str]) -> None:
-    import contextlib
-    import io
-
     from ..cli import build_parser  # the command's own parser: one definition of its options
 
     words = [word if word != "{surface_file}" else os.devnull for word in argv]
@@ -1186,15 +1186,9 @@ def _check_arguments(f: _Fields, argv: list[str]) -> None:
 def _surface_document(f: _Fields) -> dict:
     """A surface step's keys as a surface plan, checked by surfaceplan itself; {factor} names stay for
     each sample, every other {name} is filled in now."""
-    from .. import searching, surfaceplan
-
     document = {key: f.raw(key) for key in SURFACE_KEYS if f.has(key)}
-    factors = document.get("factors")
-    names = (
-        tuple(t["name"] for t in factors if isinstance(t, dict) and isinstance(t.get("name"), str))
-        if isinstance(factors, list)
-        else ()
-    )
+    factors = document.get("factors") if isinstance(document.get("factors"), list) else []
+    names = [t["name"] for t in factors if isinstance(t, dict) and isinstance(t.get("name"), str)]
     keep = (*names, *RUNTIME_NAMES)
     if isinstance(document.get("target"), str):
         document["target"] = f.text(("target",), document["target"], keep=keep)
