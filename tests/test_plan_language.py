@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from peakbench import searching, surfaceplan
+from peakbench.cli import main
 from peakbench.errors import InputError
 from peakbench.harness import importing, report, runner
 from peakbench.harness.plan import load_plan
@@ -269,7 +270,7 @@ def test_other_programs_results_are_imported_with_file_and_line_errors(tmp_path)
         assert [p["name"] for p in store.connection.execute("SELECT name FROM plans")] == ["gnu"]
 
 
-def test_report_derives_selects_and_groups_by_variables(cli, tmp_path):
+def test_report_derives_selects_and_groups_by_variables(tmp_path):
     table = tmp_path / "tool.csv"
     table.write_text(
         "fs,threads,ops,cpu\n"
@@ -290,22 +291,24 @@ def test_report_derives_selects_and_groups_by_variables(cli, tmp_path):
     db, out = tmp_path / "s.db", tmp_path / "r.json"
     plan_id, tests, _ = importing.import_plan("tool", [table], "csv", db, "ops", ("fs", "threads"))
     assert tests == 6  # one test per (fs, threads)
-    done = cli(
-        "plan",
-        "report",
-        str(plan_id),
-        "--db",
-        str(db),
-        "--derive",
-        "ops_per_cpu=ops / cpu",
-        "--where",
-        "threads > 1",
-        "--group-by",
-        "fs",
-        "--json",
-        str(out),
-    )
-    assert done.returncode == 0, done.stderr
+    status = main(
+        [
+            "plan",
+            "report",
+            str(plan_id),
+            "--db",
+            str(db),
+            "--derive",
+            "ops_per_cpu=ops / cpu",
+            "--where",
+            "threads > 1",
+            "--group-by",
+            "fs",
+            "--json",
+            str(out),
+        ]
+    )  # the command line, in this process
+    assert status == 0
     rows = {(r["test"], r["metric"]): r for r in json.loads(out.read_text())["getstats"]}
     ext4, xfs = rows[("fs=ext4", "ops_per_cpu")], rows[("fs=xfs", "ops_per_cpu")]
     assert ext4["COUNT"] == 3 and ext4["MEAN"] == pytest.approx((90 + 100 + 100) / 3)
