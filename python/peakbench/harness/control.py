@@ -93,21 +93,21 @@ class Flow:
         """(the row to run, with the else branch's settings if that is taken, or None to skip it; why)."""
         test = row["settings"]
         loop = test.get("while")
-        if loop and loop["iteration"] > 1:
-            previous = next(
-                (
-                    r
-                    for r in self.tests
-                    if (r["settings"].get("while") or {}).get("group") == loop["group"]
-                    and r["settings"]["while"]["iteration"] == loop["iteration"] - 1
-                ),
-                None,
-            )
-            if previous is None or previous["status"] == "skipped":
+        earlier = [
+            r
+            for r in self.tests
+            if loop
+            and (r["settings"].get("while") or {}).get("group") == loop["group"]
+            and r["settings"]["while"]["iteration"] < loop["iteration"]
+        ]
+        if earlier:  # the iteration before this one (a `when` may have left some out)
+            previous = max(earlier, key=lambda r: r["settings"]["while"]["iteration"])
+            done = previous["settings"]["while"]["iteration"]
+            if previous["status"] == "skipped":
                 return None, f"the while loop ended before iteration {loop['iteration']}"
             last = summary(previous["settings"], self.stored_runs(previous["id"]), self.confidence)
             if not self._holds(loop["condition"], {**test["vars"], "last": last}):
-                return None, f"while {loop['condition']!r} no longer held after iteration {loop['iteration'] - 1}"
+                return None, f"while {loop['condition']!r} no longer held after iteration {done}"
         if test.get("if"):
             if self._holds(test["if"], test["vars"]):
                 return row, f"if {test['if']!r} held"
