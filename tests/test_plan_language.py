@@ -127,7 +127,10 @@ def test_mistakes_in_control_flow_and_steps_name_their_line(tmp_path, test, fiel
     assert re.match(rf"{re.escape(str(plan))}:\d+: ", error) and field in error and words in error, error
 
 
-def test_search_and_surface_steps_run_those_commands_into_the_plans_store(cli, tmp_path):
+def test_search_surface_and_sfs_steps_run_those_commands_into_the_plans_store(engine_path, cli, tmp_path):
+    target = tmp_path / "sfs"
+    target.mkdir()
+    write(tmp_path / "sfs_rc", f"LOAD=100\nMNT_POINTS={target}\nWARMUP_TIME=0.5\nRUNTIME=1\n")
     plan = write(
         tmp_path / "steps.toml",
         """
@@ -151,6 +154,11 @@ def test_search_and_surface_steps_run_those_commands_into_the_plans_store(cli, t
         search = {quick = true}
         factors = [{name = "disks", levels = [1, 2]}, {name = "nfsds", levels = [4, 8]}]
         configure = {argv = ["test", "{disks}", "-lt", "9"], timeout = "5s"}
+
+        [[test]]
+        name = "curve"
+        kind = "sfs"
+        rcfile = "sfs_rc"
         """,
     )
     db = tmp_path / "s.db"
@@ -164,6 +172,8 @@ def test_search_and_surface_steps_run_those_commands_into_the_plans_store(cli, t
     assert json.loads(named["peak"]["metrics"])["peak_rate"] == pytest.approx(peak)
     assert abs(peak - 400) / 400 < 0.15
     assert rows(db, "SELECT status FROM surfaces") == [{"status": "done"}]
+    assert rows(db, "SELECT status FROM sfs_runs") == [{"status": "done"}]
+    assert [r["rate"] for r in rows(db, "SELECT rate FROM trials")] == [100]  # its one load point
     # The same surface step is what `peakbench surface` maps from a plan file.
     text = plan.read_text()
     head, surface = text.split("[[test]]")[0], text.split("[[test]]")[2]

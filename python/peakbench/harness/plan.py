@@ -1156,9 +1156,9 @@ def _command_step(f: _Fields, raw: RawTest, kind: str) -> dict:
     if kind == "search":
         argv = ["search", f.text(("workload",), f.raw("workload")), "--target", f.text(("target",), f.raw("target"))]
     elif kind == "sfs":
-        argv = ["sfs", f.text(("rcfile",), f.raw("rcfile"))]
+        argv = ["sfs", _beside(raw, f.text(("rcfile",), f.raw("rcfile")))]
     elif kind == "replay":
-        argv = ["replay", f.text(("log",), f.raw("log"))]
+        argv = ["replay", _beside(raw, f.text(("log",), f.raw("log")))]
         if f.has("target"):
             argv += ["--target", f.text(("target",), f.raw("target"))]
     else:
@@ -1168,6 +1168,11 @@ def _command_step(f: _Fields, raw: RawTest, kind: str) -> dict:
     if not any(names_in(word) for word in argv if word != "{surface_file}"):  # else checked when it runs
         _check_arguments(f, argv)
     return {"argv": argv, "json": kind != "sfs", "done_statuses": STEP_DONE_STATUSES[kind], "surface": surface}
+
+
+def _beside(raw: RawTest, name: str) -> str:
+    """A file a step names, relative to the plan file that names it (as includes are)."""
+    return name if names_in(name) else str(raw.source.path.parent / name)
 
 
 def _check_arguments(f: _Fields, argv: list[str]) -> None:
