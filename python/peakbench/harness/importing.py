@@ -87,7 +87,15 @@ def _csv(path: Path, text: str, variables: tuple[str, ...]) -> list[tuple[str, d
             elif name in variables:
                 values[name] = _variable(cell.strip())
             elif cell.strip():
-                metrics[name] = _number(cell, path, number, name)
+                try:
+                    metrics[name] = _number(cell, path, number, name)
+                except InputError as error:
+                    raise InputError(
+                        f"{error.message} (a column of names or settings goes in --vars)",
+                        file=path,
+                        line=number,
+                        field=name,
+                    ) from None
         runs.append((test, values, metrics))
     return runs
 
