@@ -1,7 +1,7 @@
 """`peakbench replay`: a web server's access log as the request stream.
 
     peakbench replay ACCESS_LOG --target http://host:port/ [--clients 64 | --rate OPS | --timed [--speed F]]
-                     [--format combined|common|FORMAT] [--dataset-size SIZE[,SIZE...]] [--runtime S] ...
+                     [--format combined|common|FORMAT] [--dataset-size SIZE[,SIZE...]] [--repeat N] [--runtime S] ...
     peakbench replay --build-docroot DIR ACCESS_LOG [--dataset-size SIZE]
     peakbench tracegen OUT.log[.gz] [--requests N] [--files N] ...
 
@@ -161,6 +161,13 @@ def add_commands(commands, store_option, parsers) -> None:
         help="keep the log's prefix whose distinct files total SIZE; several make a sweep",
     )
     replay.add_argument(
+        "--repeat",
+        type=parsers["whole"](1),
+        default=1,
+        metavar="N",
+        help="run every data-set size N times, in N rounds, so the report can give each an interval (default 1)",
+    )
+    replay.add_argument(
         "--no-loop", dest="loop", action="store_false", help="replay the log once instead of looping until the run ends"
     )
     replay.add_argument(
@@ -304,7 +311,9 @@ def command_replay(args: argparse.Namespace) -> int:
     rows = []
     with store_module.Store(args.db) as store:
         record = TrialRecord(workload=workload, target=target_label(target), sysinfo=system)
-        for spec in specs:
+        # Rounds over the sizes, not each size N times in a row: drift on a shared machine then
+        # spreads over every size instead of biasing one.
+        for spec in [spec for _ in range(args.repeat) for spec in specs]:
             stored = run_trial(spec, engine, store, record, prepare=prepare, phase="replay")
             result, trial_id = stored.result, stored.trial_id
             if trial_id is None:
@@ -312,7 +321,7 @@ def command_replay(args: argparse.Namespace) -> int:
                     f"peakbench: {stored.store_error}; the trial was written to {stored.saved_to} instead",
                     file=sys.stderr,
                 )
-            if spec is specs[0]:
+            if not rows:
                 report_parse(result["replay"])
             size = spec["replay"]["dataset_bytes"]
             console.print(
