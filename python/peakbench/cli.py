@@ -742,11 +742,36 @@ def command_surface(args: argparse.Namespace) -> int:
             f" accuracy {plan.settings.accuracy:.0%} -- a first look, not a publishable figure",
             file=sys.stderr,
         )
+    if plan.fixed_rate is not None:
+        surface_id, measured = searching.measure_planned_surface(plan, workload, args.db, args.scale, args.seed)
+        print_fixed_rate(measured, _console(args.json))
+        print(f"surface {surface_id} and its trials stored in {args.db}", file=sys.stderr)
+        write_json(args.json, {"surface_id": surface_id, **measured})
+        return 0 if not any(o["failure"] for o in measured["outcomes"]) else 3
     surface_id, result = searching.map_planned_surface(plan, workload, args.db, args.scale, args.seed)
     print_surface(result, _console(args.json))
     print(f"surface {surface_id} and its {len(result.outcomes)} searches stored in {args.db}", file=sys.stderr)
     write_json(args.json, {"surface_id": surface_id, **result.to_dict()})
     return 0 if result.surface is not None and not any(o.failure for o in result.outcomes) else 3
+
+
+def print_fixed_rate(measured: dict, console: Console) -> None:
+    names = [f["name"] for f in measured["factors"]]
+    table = Table(
+        title=f"mean response time at {measured['rate']:g} ops/s offered, {measured['trials_per_sample']} trials"
+        f" of {measured['runlength_s']:g} s per sample; {measured['confidence']:.0%} lognormal intervals"
+    )
+    for heading in (*names, "n", "mean (ms)", "CI low", "CI high", "achieved (ops/s)", "failed"):
+        table.add_column(heading, justify="right")
+    for outcome in measured["outcomes"]:
+        table.add_row(
+            *(f"{outcome['sample'][name]:g}" for name in names),
+            str(outcome["trials"]),
+            *(f"{outcome[k]:.3f}" if outcome[k] is not None else "-" for k in ("mean_ms", "ci_low_ms", "ci_high_ms")),
+            _or_dash(outcome["achieved_rate"]),
+            escape(outcome["failure"] or f"{outcome['failed_share']:.1%}"),
+        )
+    console.print(table)
 
 
 def print_surface(result, console: Console) -> None:
