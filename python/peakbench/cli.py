@@ -395,6 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
         store_option,
         {
             "whole": _whole,
+            "positive_ms": _positive_ms,
             "rate": _rate,
             "scale": _scale,
             "duration": _duration,

@@ -8,7 +8,7 @@
 //! parse is never replayed silently: it is counted, and the first few are quoted with
 //! their line number and what was wrong.
 
-use crate::spec::ReplaySpec;
+use crate::spec::{ReplaySpec, Share};
 use crate::target::{Request, WHOLE};
 use crate::workload::mix::Op;
 use anyhow::bail;
@@ -317,6 +317,15 @@ impl Trace {
             }
         }
         (self.requests.len(), files, bytes)
+    }
+
+    /// Keep, of the first `len` requests, those at positions ≡ share.index (mod share.count), in
+    /// order, as the trace's requests (and times); the kept count.
+    pub fn keep_share(&mut self, len: usize, share: Share) -> usize {
+        let kept = |i: &usize| i % share.count == share.index;
+        self.requests = self.requests[..len].iter().enumerate().filter(|(i, _)| kept(i)).map(|(_, &r)| r).collect();
+        self.times = self.times[..len].iter().enumerate().filter(|(i, _)| kept(i)).map(|(_, &t)| t).collect();
+        self.requests.len()
     }
 
     /// The distinct files of the first `len` requests, in first-use order.
