@@ -258,7 +258,8 @@ def _fixed_rate(number: int, factors: list[Factor], record: dict, summary: list[
         f"Surface {number}: mean response time at {rate:g} ops/s offered over {factors[0].name}"
         + (f", one line per level of {factors[1].name}" if len(factors) > 1 else "")
         + (", other factors at each of their levels as separate lines" if len(factors) > 2 else "")
-        + f"; each point the mean of its trials ({n_text}), bars {confidence:.0%} intervals."
+        + f"; each point the mean of its trials ({n_text}), bars {confidence:.0%} intervals, cut at the"
+        " axis where they reach beyond it (the table has them whole)."
     )
     return [Figure(f"surface-{number}-response", caption, _response_lines(factors, measured)), table]
 
@@ -294,7 +295,14 @@ def _response_lines(factors: list[Factor], measured: list[dict]):
             axis.set_xscale("log")
         axis.set_xlabel(x_name)
         axis.set_ylabel("mean response time (ms)")
-        axis.set_ylim(bottom=0)
+        means = [o["mean_ms"] for o in measured if o["mean_ms"] > 0]
+        # The axis follows the means, not the bars: an interval from three noisy trials can be
+        # thousands of times wider than the means, and would flatten every line.
+        if means and max(means) / min(means) > 30:
+            axis.set_yscale("log")
+            axis.set_ylim(min(means) / 3, max(means) * 3)
+        elif means:
+            axis.set_ylim(0, max(means) * 1.5)
         if others:
             axis.legend(loc="best", fontsize=6)
     return figure
