@@ -79,6 +79,8 @@ def test_figure_9_is_one_fixed_rate_plan(tmp_path, engine_path, capsys):
     svg = (figures / "surface-1-response.svg").read_text()
     assert svg.count("<path") > 20  # axes, two lines with error bars: drawn, not an empty box
     assert "mean response time at 60 ops/s" in capsys.readouterr().out
+    assert peakbench(["results", "list", "--kind", "surface", "--db", str(db)]) == 0
+    assert "4 samples" in capsys.readouterr().out  # its samples are trials, not searches
 
 
 def test_a_level_a_knob_cannot_take_is_refused_before_anything_runs(tmp_path, capsys):

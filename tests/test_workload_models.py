@@ -121,3 +121,8 @@ def test_bad_values_exit_2_naming_the_field_and_write_nothing(capsys, tmp_path, 
     status, written, err = model(capsys, tmp_path, *args)
     assert status == 2 and written is None and list(tmp_path.iterdir()) == []
     assert len(err.strip().splitlines()) == 1 and f"field {field}:" in err
+
+
+def test_an_output_that_is_a_directory_is_refused(capsys, tmp_path):
+    assert peakbench(["workloads", "model", "web-server", "--hit", "0.5", "--output", str(tmp_path)]) == 2
+    assert "field --output:" in capsys.readouterr().err and list(tmp_path.iterdir()) == []

@@ -895,6 +895,8 @@ def command_workloads_derive(args: argparse.Namespace) -> int:
 def _write_derived(args: argparse.Namespace, base_name: str, knobs: dict, name: str, field) -> int:
     """The knobs applied to the base, written as a workload file (or to standard output)."""
     check_output(args.output, "--output")
+    if args.output is not None and args.output.is_dir():
+        raise InputError(f"{args.output}: is a directory; name the workload file to write", field="--output")
     base = find_workload(base_name)
     derived = knobs_module.with_knobs(base, knobs, field)
     settings = ", ".join(f"{key} = {value}" for key, value in knobs.items()) or "the defaults"
