@@ -70,6 +70,18 @@ pub struct ReplaySpec {
     /// How many unparseable lines to quote in the result.
     #[serde(default = "default_examples")]
     pub examples: usize,
+    /// Replay only this share of the (truncated) log: one of several load clients.
+    #[serde(default)]
+    pub share: Option<Share>,
+}
+
+/// Load client `index` of `count` replays the requests at positions index, index + count, ...
+/// of the truncated log, each at its own log time.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Share {
+    pub index: usize,
+    pub count: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -371,6 +383,11 @@ impl TrialSpec {
             }
             if !(r.speed.is_finite() && r.speed > 0.0) {
                 return Err(bad("replay.speed", "must be a finite number > 0"));
+            }
+            if let Some(share) = r.share {
+                if share.count == 0 || share.index >= share.count {
+                    return Err(bad("replay.share", "needs count >= 1 and index < count"));
+                }
             }
             if r.timing == Timing::Log && l.clients.is_some() {
                 return Err(bad("replay.timing", "\"log\" sends at the log's times; it cannot be closed loop (load.clients)"));

@@ -7,6 +7,9 @@
     peakbench validate TARGET [--json FILE]
     peakbench simulate [--samples N] [--policies P,...] [--surfaces]
     peakbench workloads list | show NAME [--rate OPS] [--scale F]
+    peakbench workloads model web-proxy --memory-hit H --disk-hit D [--reads-per-file N] [--eviction P] [--output F]
+    peakbench workloads model web-server --hit H [--reads-per-file N] [--output FILE]
+    peakbench workloads derive BASE --set KEY=VALUE ... [--name NAME] [--output FILE]
     peakbench results list | show ID | export (--csv FILE | --json FILE)
     peakbench plan check|run PLAN.toml | resume [ID] | report [ID] | list
     peakbench compare A B [--metric M] [--alpha 0.05]
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -37,6 +41,7 @@ from . import replay as replay_module
 from . import resume as resume_module
 from . import searching, sim
 from . import store as store_module
+from . import workloadknobs as knobs_module
 from .cluster import engine_for
 from .cluster.report import print_clients
 from .controller import DEFAULT_POLICY, POLICIES, SearchSettings
@@ -303,6 +308,40 @@ def build_parser() -> argparse.ArgumentParser:
     )
     show.add_argument("--scale", type=_scale, default=1.0, metavar="F", help="multiply the file-set size (default 1)")
     show.set_defaults(handler=command_workloads_show)
+    model = workload_commands.add_parser(
+        "model", help="a workload from Fstress's application models (Figure 3): hit rates to an op mix"
+    )
+    models = model.add_subparsers(dest="model", required=True, metavar="MODEL")
+    proxy = models.add_parser("web-proxy", help="memory and disk cache hit rates of a web proxy cache")
+    proxy.add_argument("--memory-hit", required=True, metavar="H", help="share of requests the memory cache serves")
+    proxy.add_argument("--disk-hit", required=True, metavar="D", help="share of memory misses the disk cache serves")
+    proxy.add_argument(
+        "--eviction",
+        default="full",
+        metavar="POLICY",
+        help="full (default: every create evicts a file), none (a cache still filling), or removes per create",
+    )
+    server = models.add_parser("web-server", help="the memory cache hit rate of a web server")
+    server.add_argument("--hit", required=True, metavar="H", help="share of requests the memory cache serves")
+    for modelled in (proxy, server):
+        modelled.add_argument(
+            "--reads-per-file", metavar="N", help="8 KiB transfers per file read or written (default 2, Fstress's)"
+        )
+        modelled.add_argument("--output", type=Path, metavar="FILE", help="write the workload here (default: stdout)")
+        modelled.set_defaults(handler=command_workloads_model)
+    derive = workload_commands.add_parser("derive", help="a workload regenerated along one or more dimensions")
+    derive.add_argument("workload", metavar="BASE", help="a canned workload name or a workload .toml file")
+    derive.add_argument(
+        "--set",
+        dest="knobs",
+        action="append",
+        required=True,
+        metavar="KEY=VALUE",
+        help=f"one of {', '.join(knobs_module.KNOBS)} (see peakbench.workloadknobs); repeat for more",
+    )
+    derive.add_argument("--name", help="the new workload's name (default: BASE-derived)")
+    derive.add_argument("--output", type=Path, metavar="FILE", help="write the workload here (default: stdout)")
+    derive.set_defaults(handler=command_workloads_derive)
 
     results = commands.add_parser("results", help="what the store holds")
     result_commands = results.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -356,6 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
         store_option,
         {
             "whole": _whole,
+            "positive_ms": _positive_ms,
             "rate": _rate,
             "scale": _scale,
             "duration": _duration,
@@ -703,11 +743,36 @@ def command_surface(args: argparse.Namespace) -> int:
             f" accuracy {plan.settings.accuracy:.0%} -- a first look, not a publishable figure",
             file=sys.stderr,
         )
+    if plan.fixed_rate is not None:
+        surface_id, measured = searching.measure_planned_surface(plan, workload, args.db, args.scale, args.seed)
+        print_fixed_rate(measured, _console(args.json))
+        print(f"surface {surface_id} and its trials stored in {args.db}", file=sys.stderr)
+        write_json(args.json, {"surface_id": surface_id, **measured})
+        return 0 if not any(o["failure"] for o in measured["outcomes"]) else 3
     surface_id, result = searching.map_planned_surface(plan, workload, args.db, args.scale, args.seed)
     print_surface(result, _console(args.json))
     print(f"surface {surface_id} and its {len(result.outcomes)} searches stored in {args.db}", file=sys.stderr)
     write_json(args.json, {"surface_id": surface_id, **result.to_dict()})
     return 0 if result.surface is not None and not any(o.failure for o in result.outcomes) else 3
+
+
+def print_fixed_rate(measured: dict, console: Console) -> None:
+    names = [f["name"] for f in measured["factors"]]
+    table = Table(
+        title=f"mean response time at {measured['rate']:g} ops/s offered, {measured['trials_per_sample']} trials"
+        f" of {measured['runlength_s']:g} s per sample; {measured['confidence']:.0%} lognormal intervals"
+    )
+    for heading in (*names, "n", "mean (ms)", "CI low", "CI high", "achieved (ops/s)", "failed"):
+        table.add_column(heading, justify="right")
+    for outcome in measured["outcomes"]:
+        table.add_row(
+            *(f"{outcome['sample'][name]:g}" for name in names),
+            str(outcome["trials"]),
+            *(f"{outcome[k]:.3f}" if outcome[k] is not None else "-" for k in ("mean_ms", "ci_low_ms", "ci_high_ms")),
+            _or_dash(outcome["achieved_rate"]),
+            escape(outcome["failure"] or f"{outcome['failed_share']:.1%}"),
+        )
+    console.print(table)
 
 
 def print_surface(result, console: Console) -> None:
@@ -806,6 +871,44 @@ def command_workloads_show(args: argparse.Namespace) -> int:
         f"at {args.rate:g} ops/s (scale {args.scale:g}): {workload.files_at(args.rate, args.scale)} files,"
         f" about {format_size(workload.bytes_at(args.rate, args.scale))}"
     )
+    return 0
+
+
+def command_workloads_model(args: argparse.Namespace) -> int:
+    options = {"memory_hit": "--memory-hit", "disk_hit": "--disk-hit", "eviction": "--eviction", "hit": "--hit"}
+    options["reads_per_file"] = "--reads-per-file"
+    knobs = {key: getattr(args, key) for key in options if getattr(args, key, None) is not None}
+    return _write_derived(args, args.model, knobs, f"{args.model}-model", lambda key: options[key])
+
+
+def command_workloads_derive(args: argparse.Namespace) -> int:
+    knobs = {}
+    for text in args.knobs:
+        key, value = knobs_module.parse_assignment(text)
+        if key in knobs:
+            raise InputError(f"{key} is set twice", field=f"--set {key}")
+        knobs[key] = value
+    base = find_workload(args.workload)
+    return _write_derived(args, args.workload, knobs, args.name or f"{base.name}-derived", lambda key: f"--set {key}")
+
+
+def _write_derived(args: argparse.Namespace, base_name: str, knobs: dict, name: str, field) -> int:
+    """The knobs applied to the base, written as a workload file (or to standard output)."""
+    check_output(args.output, "--output")
+    if args.output is not None and args.output.is_dir():
+        raise InputError(f"{args.output}: is a directory; name the workload file to write", field="--output")
+    base = find_workload(base_name)
+    derived = knobs_module.with_knobs(base, knobs, field)
+    settings = ", ".join(f"{key} = {value}" for key, value in knobs.items()) or "the defaults"
+    derived = dataclasses.replace(
+        derived, name=name, source=f"{base.source} Derived from {base.path.name} with {settings}.".strip()
+    )
+    if args.output is None or args.output == STDOUT:
+        sys.stdout.write(knobs_module.toml_text(knobs_module.to_document(derived)))
+    else:
+        knobs_module.write_workload(derived, args.output)
+        print(f"{args.output}: workload {name}", file=sys.stderr)
+    print(f"mix: {format_mix(derived.mix)}", file=sys.stderr)
     return 0
 
 

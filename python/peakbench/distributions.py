@@ -212,6 +212,22 @@ def mean(dist: dict) -> float:
     return _clamped_mean(dist, None, None)
 
 
+def scaled(dist: dict, factor: float) -> dict:
+    """The distribution of factor·X: every parameter in the values' unit (IN_UNITS, histogram
+    values, bimodal parts) times `factor`, so the shape is kept and the mean is `factor` times."""
+    out = {}
+    for key, value in dist.items():
+        if key in ("first", "second"):
+            out[key] = scaled(value, factor)
+        elif key == "points":
+            out[key] = [[point * factor, weight] for point, weight in value]
+        elif key in IN_UNITS:
+            out[key] = value * factor
+        else:
+            out[key] = value
+    return out
+
+
 def _clamped_mean(dist: dict, outer_lo: float | None, outer_hi: float | None) -> float:
     lo, hi = _compose_bounds(dist.get("min"), dist.get("max"), outer_lo, outer_hi)
     kind = dist["kind"]

@@ -1,7 +1,8 @@
 """`peakbench replay`: a web server's access log as the request stream.
 
     peakbench replay ACCESS_LOG --target http://host:port/ [--clients 64 | --rate OPS | --timed [--speed F]]
-                     [--format combined|common|FORMAT] [--dataset-size SIZE[,SIZE...]] [--runtime S] ...
+                     [--format combined|common|FORMAT] [--dataset-size SIZE[,SIZE...]] [--repeat N] [--runtime S]
+                     [--load-clients M | --cluster ADDR] ...
     peakbench replay --build-docroot DIR ACCESS_LOG [--dataset-size SIZE]
     peakbench tracegen OUT.log[.gz] [--requests N] [--files N] ...
 
@@ -13,6 +14,15 @@ Modes: closed loop with N clients (default 64, as in the paper), open loop at a
 fixed rate, or the log's own inter-arrival times at a speed factor. Against a
 directory (a document tree built with --build-docroot) a GET is a lookup and a
 whole-file sequential read.
+
+From many load clients (--load-clients M: Dask workers on this host; --cluster
+ADDR: the workers of a Dask scheduler), client i replays the requests at
+positions i, i+M, ... of the log, each at its own log time with --timed, and the
+results merge like every distributed trial (peakbench.cluster). A closed loop's
+--clients are dealt out among them: the paper's two machines of 32 clients are
+--clients 64 --load-clients 2. (`--clients` keeps the meaning it has always had
+here, the closed loop's clients; it is `run`'s load clients that are
+--load-clients here.)
 """
 
 from __future__ import annotations
@@ -28,6 +38,8 @@ from rich.table import Table
 
 from . import store as store_module
 from . import tracegen
+from .cluster import engine_for
+from .cluster.report import print_clients
 from .engine import Engine
 from .errors import InputError
 from .output import STDOUT, check_output, write_json
@@ -161,6 +173,13 @@ def add_commands(commands, store_option, parsers) -> None:
         help="keep the log's prefix whose distinct files total SIZE; several make a sweep",
     )
     replay.add_argument(
+        "--repeat",
+        type=parsers["whole"](1),
+        default=1,
+        metavar="N",
+        help="run every data-set size N times, in N rounds, so the report can give each an interval (default 1)",
+    )
+    replay.add_argument(
         "--no-loop", dest="loop", action="store_false", help="replay the log once instead of looping until the run ends"
     )
     replay.add_argument(
@@ -196,6 +215,25 @@ def add_commands(commands, store_option, parsers) -> None:
         type=parsers["positive_duration"],
         metavar="S",
         help="per-request timeout of an http:// target (default 10 s)",
+    )
+    replay.add_argument(
+        "--load-clients",
+        type=parsers["whole"](1),
+        metavar="M",
+        help="replay from M load clients (Dask workers on this host, or M workers of --cluster),"
+        " each its share of the log",
+    )
+    replay.add_argument(
+        "--cluster",
+        metavar="ADDR",
+        help="an existing Dask scheduler, e.g. tcp://scheduler:8786: every worker is a load client",
+    )
+    replay.add_argument(
+        "--clock-tolerance",
+        type=parsers["positive_ms"],
+        default=10.0,
+        metavar="MS",
+        help="refuse a distributed start that could be skewed by more (default 10 ms)",
     )
     replay.add_argument("--seed", type=parsers["whole"](0), default=1, metavar="N")
     replay.add_argument("--json", type=Path, metavar="FILE", help="also write the results to this JSON file")
@@ -276,7 +314,6 @@ def command_replay(args: argparse.Namespace) -> int:
         check_ours(target)
     check_output(args.json, "--json")
     store_module.check_compatible(args.db)
-    engine = Engine()
     specs = [
         replay_spec(
             target,
@@ -297,14 +334,24 @@ def command_replay(args: argparse.Namespace) -> int:
         )
         for size in sizes
     ]
-    engine.validate(specs[0])
-    system = snapshot(target, engine.version())
     workload = f"replay:{args.log.name}"
     console = Console(stderr=args.json == STDOUT, width=None if sys.stdout.isatty() else 160)
     rows = []
-    with store_module.Store(args.db) as store:
+    with (
+        engine_for(
+            args.load_clients,
+            args.cluster,
+            clock_tolerance_s=args.clock_tolerance / 1e3,
+            announce=lambda text: print(f"cluster: {text}", file=sys.stderr),
+        ) as engine,
+        store_module.Store(args.db) as store,
+    ):
+        engine.validate(specs[0])
+        system = snapshot(target, engine.version())
         record = TrialRecord(workload=workload, target=target_label(target), sysinfo=system)
-        for spec in specs:
+        # Rounds over the sizes, not each size N times in a row: drift on a shared machine then
+        # spreads over every size instead of biasing one.
+        for spec in [spec for _ in range(args.repeat) for spec in specs]:
             stored = run_trial(spec, engine, store, record, prepare=prepare, phase="replay")
             result, trial_id = stored.result, stored.trial_id
             if trial_id is None:
@@ -312,7 +359,7 @@ def command_replay(args: argparse.Namespace) -> int:
                     f"peakbench: {stored.store_error}; the trial was written to {stored.saved_to} instead",
                     file=sys.stderr,
                 )
-            if spec is specs[0]:
+            if not rows:
                 report_parse(result["replay"])
             size = spec["replay"]["dataset_bytes"]
             console.print(
@@ -321,6 +368,7 @@ def command_replay(args: argparse.Namespace) -> int:
             )
             print_trial({**spec, "mix": result.get("mix_actual", {})}, result, console)
             console.print(class_table(result))
+            print_clients(result, console)
             ops = {name: {**op, "error_count": error_count(op)} for name, op in result["ops"].items()}
             rows.append({"trial_id": trial_id, **result, "ops": ops})
     if len(rows) > 1:

@@ -17,9 +17,10 @@ from . import store as store_module
 from .controller import Observation, SearchResult, SearchSettings, find_peak
 from .controller.design import Sample
 from .controller.observation import Outcomes
+from .controller.statistics import response_interval
 from .controller.surface import SurfaceResult, map_surface
 from .engine import SHED_LABEL, Engine, offered_rate, outcomes
-from .errors import RunError
+from .errors import InputError, RunError
 from .locks import StoreLock
 from .surfaceplan import SurfacePlan
 from .sysinfo import snapshot
@@ -82,13 +83,14 @@ class EngineTrials:
     target: dict
     engine: Engine
     store: store_module.Store
-    search_id: int
+    search_id: int | None  # None: trials of a fixed-rate surface, which has no searches
     settings: SearchSettings
     sysinfo: dict
     scale: float = 1.0
     seed: int = 1
     max_outstanding: int | None = None  # cap on requests in flight in every trial
     trials_run: int = 0
+    trial_ids: list[int] = dataclasses.field(default_factory=list)
 
     def __call__(self, load: float, runlength_s: float) -> Observation:
         # Each trial gets its own seed: repeated trials must be independent samples.
@@ -112,6 +114,7 @@ class EngineTrials:
         stored = run_trial(spec, self.engine, self.store, record)
         if stored.trial_id is None:  # a search must not go on from a trial the store has not got
             raise RunError(f"{stored.store_error}; the trial was written to {stored.saved_to} instead")
+        self.trial_ids.append(stored.trial_id)
         return observation_of(stored.result, load, self.settings.psat, cost_s=stored.cost_s)
 
 
@@ -216,7 +219,7 @@ def map_planned_surface(
         def trials_for(sample: Sample):
             url = plan.fill(plan.target, sample)
             search_id = store.add_search(
-                workload=workload.name,
+                workload=plan.workload_for(workload, sample).name,
                 target=url,
                 policy=plan.policy,
                 settings=dataclasses.asdict(settings),
@@ -230,12 +233,7 @@ def map_planned_surface(
                 return sim.target_from_url(
                     url, warmup_s=settings.warmup_s, psat=settings.psat, rsat_ms=settings.rsat_ms, seed=seed + search_id
                 )
-            target = parse_target(url)
-            check_ours(target)
-            engine = Engine()
-            return EngineTrials(
-                workload, target, engine, store, search_id, settings, snapshot(target, engine.version()), scale, seed
-            )
+            return _sample_trials(plan, sample, workload, store, search_id, scale, seed)
 
         def announce(sample: Sample):
             print(f"surface  sample {', '.join(f'{k}={v:g}' for k, v in sample.items())}", file=sys.stderr, flush=True)
@@ -266,3 +264,88 @@ def map_planned_surface(
                 store.finish_search(search_id, error=outcome.failure if outcome else "not run")
         store.finish_surface(surface_id, result=result.to_dict())
     return surface_id, result
+
+
+def _sample_trials(
+    plan: SurfacePlan, sample: Sample, workload: Workload, store, search_id: int | None, scale: float, seed: int
+) -> EngineTrials:
+    """The engine trials of one sample of a plan: its target, and its workload with the sample's knobs."""
+    target = parse_target(plan.fill(plan.target, sample))
+    check_ours(target)
+    engine = Engine()
+    version = engine.version()
+    return EngineTrials(
+        plan.workload_for(workload, sample),
+        target,
+        engine,
+        store,
+        search_id,
+        plan.settings,
+        snapshot(target, version),
+        scale,
+        seed,
+    )
+
+
+def measure_planned_surface(
+    plan: SurfacePlan, workload: Workload, db: Path, scale: float = 1.0, seed: int = 1
+) -> tuple[int, dict]:
+    """A fixed-rate plan (Fstress Figure 9): every sample's trials at the plan's one offered load,
+    stored, and each sample's mean response time with its interval (statistics.response_interval).
+
+    A sample whose configure command or trial fails is recorded as failed and the rest go on
+    (unless the plan says fail_fast)."""
+    fixed, settings = plan.fixed_rate, plan.settings
+    outcomes = []
+    with store_module.Store(db) as store:
+        surface_id = store.add_surface(plan=plan.summary())
+        try:
+            for sample in plan.samples:
+                print(f"surface  sample {', '.join(f'{k}={v:g}' for k, v in sample.items())}", file=sys.stderr)
+                means, achieved, failed, trial_ids, failure = [], [], [], [], None
+                try:
+                    if plan.configure is not None:
+                        hooks.configure(plan.configure, lambda word, sample=sample: plan.fill(word, sample))
+                    trials = _sample_trials(plan, sample, workload, store, None, scale, seed)
+                    for _ in range(fixed.trials):
+                        seen = trials(fixed.rate, settings.runlength_s)
+                        means.append(seen.mean_ms)
+                        achieved.append(seen.achieved_rate)
+                        failed.append(seen.failed_share)
+                    trial_ids = trials.trial_ids
+                except (RunError, InputError) as error:
+                    if plan.fail_fast:
+                        raise
+                    failure = str(error)
+                outcomes.append(
+                    _fixed_outcome(sample, means, achieved, failed, trial_ids, failure, settings.confidence)
+                )
+        except BaseException as error:
+            store.finish_surface(surface_id, error=str(error) or type(error).__name__)
+            raise
+        result = {
+            "kind": "fixed-rate",
+            "rate": fixed.rate,
+            "trials_per_sample": fixed.trials,
+            "runlength_s": settings.runlength_s,
+            "confidence": settings.confidence,
+            "factors": [dataclasses.asdict(f) for f in plan.factors],
+            "outcomes": outcomes,
+        }
+        store.finish_surface(surface_id, result=result)
+    return surface_id, result
+
+
+def _fixed_outcome(sample, means, achieved, failed, trial_ids, failure, confidence) -> dict:
+    interval = response_interval(means, confidence) if len(means) >= 2 and all(m > 0 for m in means) else None
+    return {
+        "sample": sample,
+        "trial_ids": trial_ids,
+        "trials": len(means),
+        "mean_ms": interval.mean if interval else (sum(means) / len(means) if means else None),
+        "ci_low_ms": interval.low if interval else None,
+        "ci_high_ms": interval.high if interval else None,
+        "achieved_rate": sum(achieved) / len(achieved) if achieved else None,
+        "failed_share": max(failed) if failed else None,
+        "failure": failure,
+    }

@@ -503,6 +503,11 @@ class Store:
             for surface in self.surfaces():
                 plan = surface["plan"]
                 verdict = surface["error"] or ""
+                # A fixed-rate plan's samples are trials, not searches: count the samples it measured.
+                fixed = plan.get("fixed_rate") is not None
+                samples = (
+                    len((surface["result"] or {}).get("outcomes", [])) if fixed else per_surface.get(surface["id"], 0)
+                )
                 jobs.append(
                     _job(
                         "surface",
@@ -510,7 +515,7 @@ class Store:
                         plan.get("workload", ""),
                         plan.get("target", ""),
                         verdict,
-                        f"{per_surface.get(surface['id'], 0)} samples",
+                        f"{samples} samples",
                     )
                 )
         if "plan" in kinds:

@@ -26,6 +26,14 @@ durations the plan's (60, "60s", "2m"); the older `timeout_s` and
     levels = [1, 2, 3, 4]     # or "1,2,4"
     scale = "linear"          # or "log"
 
+    [[factors]]               # a factor named like a workload knob (peakbench.workloadknobs)
+    name = "zipf"             # sets that knob of the workload in each sample
+    levels = [0.5, 0.75, 1.0]
+
+    [fixed_rate]              # optional: instead of a peak search per sample, `trials` trials
+    rate = 200                # at this offered load (warm-up and run time from [search]); the
+    trials = 3                # response is the mean response time with its interval (Fstress Fig. 9)
+
     [configure]               # optional: run before each sample's search (argv, no shell)
     argv = ["./set-threads.sh", "{nfsds}"]               # or command = [...]
     timeout = "60s"
@@ -48,10 +56,11 @@ from .controller import DEFAULT_POLICY, POLICIES, SearchSettings
 from .controller.design import Factor, Sample, d_optimal, full_factorial
 from .errors import InputError
 from .templates import names_in, render
-from .units import parse_duration
-from .workload import find_workload
+from .units import MAX_RATE, parse_duration
+from .workload import Workload, find_workload
+from .workloadknobs import KNOBS, with_knobs
 
-TABLES = ("design", "search", "factors", "configure")
+TABLES = ("design", "search", "factors", "configure", "fixed_rate")
 TOP_KEYS = ("workload", "target", "policy", "fail_fast", "seeding", *TABLES)
 DESIGNS = ("d-optimal", "full-factorial")
 # argv or command; each duration also under its older name with _s (a number of seconds).
@@ -71,6 +80,15 @@ class Configure:
 
 
 @dataclasses.dataclass(frozen=True)
+class FixedRate:
+    rate: float  # offered ops/s of every trial
+    trials: int  # per sample
+
+
+MAX_FIXED_TRIALS = 1_000
+
+
+@dataclasses.dataclass(frozen=True)
 class SurfacePlan:
     path: Path
     workload: str
@@ -83,6 +101,15 @@ class SurfacePlan:
     configure: Configure | None
     fail_fast: bool
     seeding: bool
+    fixed_rate: FixedRate | None = None
+
+    def workload_for(self, base: Workload, sample: Sample) -> Workload:
+        """The base workload with the sample's workload-knob factors set."""
+        knobs = {name: value for name, value in sample.items() if name in KNOBS}
+        if not knobs:
+            return base
+        named = f"{base.name}[{','.join(f'{k}={v:g}' for k, v in knobs.items())}]"  # samples stored apart
+        return dataclasses.replace(with_knobs(base, knobs, lambda knob: f"factors.{knob}"), name=named)
 
     def fill(self, template: str, sample: Sample) -> str:
         return render(template, {name: f"{value:g}" for name, value in sample.items()})
@@ -142,6 +169,7 @@ def parse_document(document: dict, path: Path, quick_settings: dict) -> SurfaceP
         _check_template(template, factors, field)
     quick, settings = _settings(_table(document, "search"), quick_settings)
     configure = _configure(_table(document, "configure"), factors)
+    fixed_rate = _fixed_rate(_table(document, "fixed_rate"))
     plan = SurfacePlan(
         path,
         workload,
@@ -154,9 +182,49 @@ def parse_document(document: dict, path: Path, quick_settings: dict) -> SurfaceP
         configure,
         _boolean(document, "fail_fast", False),
         _boolean(document, "seeding", True),
+        fixed_rate,
     )
     _check_sim_targets(plan)
+    _check_knobs(plan, find_workload(workload))
     return plan
+
+
+def _fixed_rate(table: dict) -> FixedRate | None:
+    if not table:
+        return None
+    tomlfile.check_keys(table, ("rate", "trials"), "fixed_rate.")
+    rate = table.get("rate")
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 < rate <= MAX_RATE:
+        raise InputError(f"must be ops/s above 0, at most {MAX_RATE:,} (got {rate!r})", field="fixed_rate.rate")
+    trials = table.get("trials", 3)
+    if isinstance(trials, bool) or not isinstance(trials, int) or not 1 <= trials <= MAX_FIXED_TRIALS:
+        raise InputError(
+            f"must be a whole number from 1 to {MAX_FIXED_TRIALS:,} (got {trials!r})", field="fixed_rate.trials"
+        )
+    return FixedRate(float(rate), trials)
+
+
+def _check_knobs(plan: SurfacePlan, base: Workload) -> None:
+    """Every sample's workload is made now, so a level a knob cannot take is refused before any trial."""
+    if plan.fixed_rate is not None and plan.target.startswith("sim://"):
+        raise InputError("a simulated target answers searches only; fixed_rate needs a real target", field="fixed_rate")
+    knob_factors = [index for index, factor in enumerate(plan.factors) if factor.name in KNOBS]
+    if not knob_factors:
+        return
+    if plan.target.startswith("sim://"):
+        raise InputError(
+            f"a simulated target has no workload: factor {plan.factors[knob_factors[0]].name} cannot apply",
+            field=f"factors[{knob_factors[0]}].name",
+        )
+    for sample in plan.samples:
+        try:
+            plan.workload_for(base, sample)
+        except InputError as error:
+            index = next((i for i in knob_factors if error.field == f"factors.{plan.factors[i].name}"), None)
+            raise InputError(
+                f"at {', '.join(f'{k}={v:g}' for k, v in sample.items())}: {error.message}",
+                field=f"factors[{index}].levels" if index is not None else "factors",
+            ) from None
 
 
 def _check_sim_targets(plan: SurfacePlan) -> None:

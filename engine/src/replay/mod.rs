@@ -9,7 +9,7 @@
 //! their line number and what was wrong.
 
 use crate::op::{Op, Request, WHOLE};
-use crate::spec::ReplaySpec;
+use crate::spec::{ReplaySpec, Share};
 use anyhow::bail;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
@@ -319,6 +319,15 @@ impl Trace {
         (self.requests.len(), files, bytes)
     }
 
+    /// Keep, of the first `len` requests, those at positions ≡ share.index (mod share.count), in
+    /// order, as the trace's requests (and times); the kept count.
+    pub fn keep_share(&mut self, len: usize, share: Share) -> usize {
+        let kept = |i: &usize| i % share.count == share.index;
+        self.requests = self.requests[..len].iter().enumerate().filter(|(i, _)| kept(i)).map(|(_, &r)| r).collect();
+        self.times = self.times[..len].iter().enumerate().filter(|(i, _)| kept(i)).map(|(_, &t)| t).collect();
+        self.requests.len()
+    }
+
     /// The distinct files of the first `len` requests, in first-use order.
     pub fn files_used(&self, len: usize) -> Vec<usize> {
         let mut seen = vec![false; self.files.len()];
@@ -386,6 +395,7 @@ impl Trace {
             truncated: len < self.requests.len(),
             span_s: span,
             parse_s: self.parse_s,
+            share: None,
             issued: 0,
             loops: 0.0,
             exhausted_at_s: None,
@@ -411,11 +421,21 @@ pub struct ReplaySummary {
     pub truncated: bool,
     pub span_s: i64,
     pub parse_s: f64,
+    /// The part of the stream this engine replays when it is one of several load clients.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share: Option<ShareSummary>,
     /// Filled in after the trial: requests sent, how often the stream was gone through, and when
     /// a stream that does not loop ran out.
     pub issued: u64,
     pub loops: f64,
     pub exhausted_at_s: Option<f64>,
+}
+
+#[derive(Serialize, Debug)]
+pub struct ShareSummary {
+    pub index: usize,
+    pub count: usize,
+    pub requests: usize,
 }
 
 #[derive(Serialize, Debug)]

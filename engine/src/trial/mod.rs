@@ -21,7 +21,7 @@ use crate::op::Op;
 use crate::pacer;
 use crate::prepare::complete_files;
 use crate::record::summarize;
-use crate::replay::{class_label, ReplayStream, Trace};
+use crate::replay::{class_label, ReplayStream, ShareSummary, Trace};
 use crate::result::{ClassSummary, FilesetInfo, Latency, Mode, Outcomes, Outstanding, Restore, ScheduleLag, Start, TrialResult, RESULT_SCHEMA};
 use crate::spec::{TargetSpec, Timing, TrialSpec};
 use crate::target::Target;
@@ -50,14 +50,25 @@ pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Tria
     let (source, mut schedule, replay_summary) = match &spec.replay {
         // A replay names its files itself (paths below the target's root); nothing to check.
         Some(r) => {
-            let trace = Trace::load(r)?;
-            let (len, files, bytes) = trace.prefix(r.dataset_bytes);
+            let mut trace = Trace::load(r)?;
+            let (mut len, files, bytes) = trace.prefix(r.dataset_bytes);
             if len == 0 {
                 bail!("replay: even the log's first file is larger than dataset_bytes ({})", r.dataset_bytes.unwrap_or(0));
             }
-            let summary = trace.summary(r, len, files, bytes);
+            let mut summary = trace.summary(r, len, files, bytes);
+            // The whole log's times, so a share keeps each request's time and the log's loop period.
+            let (mut offsets_ns, period_ns) = if r.timing == Timing::Log { trace.offsets_ns(len) } else { (Vec::new(), 0) };
+            if let Some(share) = r.share {
+                if !offsets_ns.is_empty() {
+                    offsets_ns = offsets_ns.into_iter().enumerate().filter(|(i, _)| i % share.count == share.index).map(|(_, t)| t).collect();
+                }
+                len = trace.keep_share(len, share);
+                if len == 0 {
+                    bail!("replay: share {} of {} holds no request: the log has fewer than {} requests", share.index, share.count, share.count);
+                }
+                summary.share = Some(ShareSummary { index: share.index, count: share.count, requests: len });
+            }
             let schedule: Box<dyn pacer::Schedule + Send> = if r.timing == Timing::Log {
-                let (offsets_ns, period_ns) = trace.offsets_ns(len);
                 Box::new(pacer::Replayed { offsets_ns, period_ns, speed: r.speed })
             } else {
                 pacer::schedule(load.arrivals, load.rate, spec.seed)
@@ -139,7 +150,9 @@ pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Tria
     if let Some(mut summary) = replay_summary {
         if let Source::Replay(stream) = &sched.source {
             summary.issued = stream.issued;
-            summary.loops = stream.issued as f64 / summary.requests as f64;
+            // Over what this engine replays: its share of the log, or the whole (truncated) log.
+            let replayed = summary.share.as_ref().map_or(summary.requests, |share| share.requests);
+            summary.loops = stream.issued as f64 / replayed as f64;
         }
         summary.exhausted_at_s = sched.exhausted_ns.map(|ns| ns as f64 / 1e9);
         out.replay = Some(summary);

@@ -25,7 +25,13 @@ takes a DistributedEngine unchanged. `spec` is an ordinary TrialSpec at the
   engine keeps apart in the target; shared (shared_fileset=True, for read-only
   mixes only: concurrent restores of a mutated set would collide), every client
   uses the whole set, prepared once by client-0;
-- max_outstanding: ceil(cap/N) per client.
+- max_outstanding: ceil(cap/N) per client;
+- an access-log replay (a spec with `replay`, engine/SPEC.md): client i replays
+  the requests at positions i, i+N, ... of the (truncated) log (replay.share),
+  each at its own log time when the replay follows the log's clock; a closed
+  loop's clients are dealt out among the load clients (64 over two: 32 each,
+  the Flash paper's two machines); the document tree is the target's one, so
+  client-0 alone prepares it.
 
 The start: the controller measures every client's clock offset (clock.py),
 refuses a start whose skew could exceed the tolerance, picks an instant
@@ -99,8 +105,12 @@ def client_specs(spec: dict, n: int, shared_fileset: bool = False) -> list[dict]
     """The N clients' TrialSpecs for one trial at the aggregate rate of `spec` (see the module's doc)."""
     if n < 1:
         raise ValueError("at least one client")
-    if shared_fileset:
+    replay = spec.get("replay")
+    if shared_fileset and replay is None:
         check_shareable(spec)
+    closed = spec["load"].get("clients")
+    if closed is not None and closed < n:
+        raise InputError(f"{closed} closed-loop clients cannot be dealt out among {n} load clients", field="--clients")
     cap = spec["load"].get("max_outstanding")
     specs = []
     for i in range(n):
@@ -110,7 +120,11 @@ def client_specs(spec: dict, n: int, shared_fileset: bool = False) -> list[dict]
             "rate": spec["load"]["rate"] / n,
             "max_outstanding": math.ceil(cap / n) if cap else cap,
         }
-        if not shared_fileset:
+        if closed is not None:
+            part["load"]["clients"] = closed // n + (i < closed % n)
+        if replay is not None:
+            part["replay"] = {**replay, "share": {"index": i, "count": n}}
+        elif not shared_fileset:
             fileset = spec["fileset"]
             part["fileset"] = {**fileset, "files": math.ceil(fileset["files"] / n), "seed": fileset.get("seed", 0) + i}
         part.pop("start_at_unix_s", None)
@@ -118,19 +132,22 @@ def client_specs(spec: dict, n: int, shared_fileset: bool = False) -> list[dict]
     return specs
 
 
-def start_instants(start_at: float, offsets: list[ClockOffset], spec: dict, compensate: bool = True) -> list[float]:
-    """Each client's start_at_unix_s, in its own clock: one instant, interleaved for uniform arrivals."""
+def _interleave_s(spec: dict, index: int) -> float:
+    """How much later client `index` starts, so uniform arrivals interleave into one metronome
+    (nothing for a closed loop or a replay at the log's times, which have no rate)."""
     rate = spec["load"]["rate"]
     uniform = spec["load"].get("arrivals", "uniform") == "uniform"
-    return [
-        start_at + (o.correction_s if compensate else 0.0) + (i / rate if uniform else 0.0)
-        for i, o in enumerate(offsets)
-    ]
+    return index / rate if uniform and rate > 0 else 0.0
+
+
+def start_instants(start_at: float, offsets: list[ClockOffset], spec: dict, compensate: bool = True) -> list[float]:
+    """Each client's start_at_unix_s, in its own clock: one instant, interleaved for uniform arrivals."""
+    return [start_at + (o.correction_s if compensate else 0.0) + _interleave_s(spec, i) for i, o in enumerate(offsets)]
 
 
 def default_start_lead_s(spec: dict) -> float:
     """Time for every client to get its task, start its engine and build the file-set model."""
-    return DEFAULT_START_LEAD_S + spec["fileset"]["files"] / 1e6
+    return DEFAULT_START_LEAD_S + spec.get("fileset", {}).get("files", 0) / 1e6
 
 
 # ------------------------------------------------------------------ on the workers
@@ -217,8 +234,8 @@ class ClientRun:
             "rate": self.spec["load"]["rate"],
             "seed": self.spec.get("seed"),
             "start_at_unix_s": self.spec.get("start_at_unix_s"),
-            "fileset": self.spec["fileset"].get("seed"),
-            "files": self.spec["fileset"]["files"],
+            "fileset": self.spec.get("fileset", {}).get("seed"),
+            "files": self.spec.get("fileset", {}).get("files"),
         }
 
 
@@ -312,7 +329,8 @@ class DistributedEngine:
     def prepare(self, spec: dict, on_progress=None) -> dict:
         """Each client's part of the file set (client-0 alone for a shared one), one client at a time."""
         specs = client_specs(spec, self.cluster.size, self.shared_fileset)
-        clients = self.cluster.clients[:1] if self.shared_fileset else self.cluster.clients
+        shared = self.shared_fileset or "replay" in spec  # a replay's document tree is the target's one
+        clients = self.cluster.clients[:1] if shared else self.cluster.clients
         prepared = []
         for load_client, part in zip(clients, specs):
             future = self.cluster.client.submit(
@@ -336,7 +354,7 @@ class DistributedEngine:
                 what = "lost" if run.lost else "failed"
                 raise RunError(f"prepare on {run.name} ({run.worker}) {what}: {run.error}")
             prepared.append(run.result)
-            if on_progress is not None:
+            if on_progress is not None and "fileset" in spec:
                 on_progress(
                     {
                         "phase": "prepare",
@@ -344,7 +362,7 @@ class DistributedEngine:
                         "total": sum(s["fileset"]["files"] for s in specs[: len(clients)]),
                     }
                 )
-        return _merge_prepared(prepared, self.shared_fileset)
+        return _merge_prepared(prepared, shared)
 
     def run(self, spec: dict, on_progress=None) -> dict:
         trial = self.run_trial(spec, on_progress)
@@ -530,15 +548,13 @@ def measured_start_skew_ms(finished: list[ClientRun], start_at: float, spec: dic
     """Spread of the clients' actual time zeros around their planned ones, each converted to the
     controller's clock by the offset the start compensated: how closely the engines hit their
     instants. The clock check's error is not in it (skew_bound_ms bounds that)."""
-    uniform = spec["load"].get("arrivals", "uniform") == "uniform"
-    rate = spec["load"]["rate"]
     deviations = []
     for run in finished:
         at = (run.result.get("start") or {}).get("at_unix_s")
         if at is None or run.clock is None:
             continue
         index = int(run.name.rsplit("-", 1)[-1]) if run.name.rsplit("-", 1)[-1].isdigit() else 0
-        planned = start_at + (index / rate if uniform else 0.0)
+        planned = start_at + _interleave_s(spec, index)
         deviations.append(at - run.clock.correction_s - planned)
     if len(deviations) < 1:
         return None

@@ -22,6 +22,10 @@ every client's quarters hold equal shares of its requests, as a steady schedule 
 The per-client figures are kept in `clients` (one summary per client, in
 client order), and `lagging` names every client that fell behind its schedule
 (see lag_reasons).
+
+An access-log replay's own figures merge too (_merge_replay): bytes, issued
+requests and output bandwidth add, each request class's histograms add, and
+the log's summary is the whole log's, with every client's share listed.
 """
 
 from __future__ import annotations
@@ -237,7 +241,10 @@ def merge_results(
     merged = {
         "schema": first["schema"],
         "engine_version": first.get("engine_version"),
-        "requested_rate": sum(r["requested_rate"] for r in results),
+        # A closed loop or a replay at the log's times requests no rate.
+        "requested_rate": (
+            None if any(r["requested_rate"] is None for r in results) else sum(r["requested_rate"] for r in results)
+        ),
         "achieved_rate": sum(r["achieved_rate"] for r in results),
         "outcomes": merge_outcomes(results),
         "sent": sent,
@@ -270,10 +277,12 @@ def merge_results(
         "mix_actual": mix_actual,
         "engine_cpu_s": sum(r.get("engine_cpu_s", 0.0) for r in results),
         "peak_rss_kib": max(r.get("peak_rss_kib", 0) for r in results),
-        "fileset": _merge_filesets(filesets, shared_fileset),
+        "fileset": None if "replay" in first else _merge_filesets(filesets, shared_fileset),
         "clients": summaries,
         "lagging": [s["name"] for s in summaries if s["lagged"]],
     }
+    if "replay" in first:
+        merged.update(_merge_replay(results))
     if all("completed_rate" in r for r in results):
         merged["completed_rate"] = sum(r["completed_rate"] for r in results)
     moderations = [r["receive_moderation"] for r in results if "receive_moderation" in r]
@@ -289,6 +298,38 @@ def merge_results(
         if reasons:
             merged["restore"]["reason"] = reasons[0]
     return merged
+
+
+def _merge_replay(results: Sequence[dict]) -> dict:
+    """The replay figures of load clients that each replayed a share of one log (replay.share)."""
+    first = results[0]
+    classes = {}
+    for label in sorted({label for r in results for label in r.get("classes", {})}):
+        parts = [r["classes"][label] for r in results if label in r.get("classes", {})]
+        summary = summarize(add_histograms([part.get("hist") for part in parts]))
+        classes[label] = {
+            "count": sum(part["count"] for part in parts),
+            "bytes": sum(part["bytes"] for part in parts),
+            **{key: summary[key] for key in ("mean_ms", "p50_ms", "p99_ms", "max_ms", "hist")},
+        }
+    replays = [r["replay"] for r in results]
+    issued = sum(replay.get("issued", 0) for replay in replays)
+    exhausted = [replay["exhausted_at_s"] for replay in replays if replay.get("exhausted_at_s") is not None]
+    replay = {key: value for key, value in first["replay"].items() if key != "share"}
+    replay.update(
+        issued=issued,
+        loops=issued / replay["requests"] if replay.get("requests") else 0.0,
+        exhausted_at_s=max(exhausted) if exhausted else None,
+        shares=[{**replay_part.get("share", {}), "issued": replay_part.get("issued", 0)} for replay_part in replays],
+    )
+    return {
+        "mode": first.get("mode"),
+        "issued": sum(r.get("issued", 0) for r in results),
+        "bytes": sum(r.get("bytes", 0) for r in results),
+        "output_mbit_s": sum(r.get("output_mbit_s", 0.0) for r in results),
+        "classes": classes,
+        "replay": replay,
+    }
 
 
 def _merge_moderation(reports: Sequence[dict]) -> dict:

@@ -36,7 +36,7 @@ def client_table(result: dict) -> Table:
         table.add_row(
             client["name"],
             hosts.get(client["name"], "-"),
-            f"{client['requested_rate']:.1f}",
+            f"{client['requested_rate']:.1f}" if client["requested_rate"] is not None else "-",  # closed loop
             f"{client['achieved_rate']:.1f}",
             str(client["sent"]),
             str(client["unsent"]),
@@ -75,7 +75,7 @@ def summary_lines(result: dict) -> list[Text]:
 
 
 def print_clients(result: dict, console: Console) -> None:
-    if not result.get("clients"):
+    if not isinstance(result.get("clients"), list):  # one engine (a replay's "clients" is its closed loop's count)
         return
     console.print(client_table(result))
     for line in summary_lines(result):

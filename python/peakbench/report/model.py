@@ -2,7 +2,8 @@
 
 Data (read from the store by selection.py, never from anywhere else):
 - Series: one load-point curve: a peak-rate search, a `peakbench sfs` run, or
-  loose trials of one workload on one target. Its trials are store rows
+  loose trials of one workload on one target; or the trials of one access-log
+  replay (kind "replay"), which have no offered load and form no load curve. Its trials are store rows
   (dicts: id, rate, status, error, notes, spec, result, sysinfo, ...).
 - LoadPoint: the trials of a series at one offered load.
 - ReportData: the series, every selected trial, and what is missing.
@@ -75,7 +76,7 @@ class LoadPoint:
 @dataclasses.dataclass
 class Series:
     key: str  # "search 3", "sfs 1", "trials"
-    kind: str  # "search", "sfs" or "trials"
+    kind: str  # "search", "sfs", "trials" or "replay"
     title: str
     record: dict | None  # the store's search or sfs_runs row
     trials: list[dict]  # all trials, done and failed, in the order run
@@ -111,6 +112,11 @@ class ReportData:
     @property
     def trials(self) -> list[dict]:
         return [t for s in self.series for t in s.trials]
+
+    @property
+    def curves(self) -> list[Series]:
+        """The series that are load-point curves: all but replays (a closed-loop replay offers no load)."""
+        return [s for s in self.series if s.kind != "replay"]
 
     @property
     def done_trials(self) -> list[dict]:

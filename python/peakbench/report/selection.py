@@ -198,16 +198,18 @@ def _sfs_series(store: Store, ident: int, missing: list[str]) -> Series:
 
 
 def _loose_series(trials: list[dict]) -> list[Series]:
-    groups: dict[tuple[str, str], list[dict]] = {}
+    """One series per workload and target; replay trials apart from workload trials."""
+    groups: dict[tuple[str, str, str], list[dict]] = {}
     for trial in sorted({t["id"]: t for t in trials}.values(), key=lambda t: t["id"]):
-        groups.setdefault((trial["workload"], trial["target"]), []).append(trial)
+        kind = "replay" if "replay" in trial["spec"] else "trials"
+        groups.setdefault((kind, trial["workload"], trial["target"]), []).append(trial)
     return [
         Series(
             f"trials {ts[0]['id']}-{ts[-1]['id']}" if len(ts) > 1 else f"trial {ts[0]['id']}",
-            "trials",
+            kind,
             f"{workload} on {target} ({len(ts)} trial{'s' if len(ts) > 1 else ''})",
             None,
             ts,
         )
-        for (workload, target), ts in groups.items()
+        for (kind, workload, target), ts in groups.items()
     ]

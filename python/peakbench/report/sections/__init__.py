@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..model import ReportData, ReportOptions, Section
-from . import clients, harness, latency, load_curve, operations, provenance, search_trace, sfs_summary, surfaces
+from . import clients, harness, latency, load_curve, operations, provenance, replay, search_trace, sfs_summary, surfaces
 
 SectionFunction = Callable[[ReportData, ReportOptions], Section | None]
 
 SECTIONS: list[SectionFunction] = [
     load_curve.section,
     search_trace.section,
+    replay.section,
     operations.section,
     clients.section,
     latency.section,

@@ -21,7 +21,8 @@ COLUMNS = [
 
 
 def section(data: ReportData, options: ReportOptions) -> Section | None:
-    distributed = [t for t in data.done_trials if t["result"].get("clients")]
+    # A replay's result has "clients" too: the count of its closed-loop clients, not a list of load clients.
+    distributed = [t for t in data.done_trials if isinstance(t["result"].get("clients"), list)]
     if not distributed:
         return None
     rows, summary = [], []

@@ -20,7 +20,7 @@ MAX_CURVES = 8  # more loads than this on one axis are unreadable: choose_loads 
 
 def section(data: ReportData, options: ReportOptions) -> Section | None:
     blocks = []
-    for series in data.series:
+    for series in data.curves:
         points = [(p, merged(t["result"]["latency"] for t in p.measured)) for p in series.done_points()]
         points = [(p, h) for p, h in points if h is not None]
         if not points:

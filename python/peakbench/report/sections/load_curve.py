@@ -53,7 +53,7 @@ def peak_of(series: Series) -> tuple[float | None, str]:
 
 
 def section(data: ReportData, options: ReportOptions) -> Section | None:
-    curves = [s for s in data.series if s.done_points()]
+    curves = [s for s in data.curves if s.done_points()]
     if not curves:
         return None
     blocks, summary = [], []

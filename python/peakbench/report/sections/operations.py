@@ -84,7 +84,7 @@ def op_table(series: Series, point: LoadPoint, terminal: bool = True) -> Table:
 
 def section(data: ReportData, options: ReportOptions) -> Section | None:
     blocks = []
-    for series in data.series:
+    for series in data.curves:
         main = key_point(series)
         if main is None:
             continue

@@ -9,6 +9,10 @@ For each pair of factors: a heat map of the model with the other factors at
 their centre, the measured samples marked; then predicted (with prediction
 intervals) vs measured peak rates, and the table of samples. Without residual
 degrees of freedom no error and no interval is claimed.
+
+A fixed-rate plan's record (kind "fixed-rate", searching.measure_planned_surface)
+is each sample's mean response time at one offered load: drawn over the first
+factor, one line per level of the second (Fstress Figure 9), and tabled.
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ def section(data: ReportData, options: ReportOptions) -> Section | None:
     blocks, summary = [], []
     for number, record in enumerate(surfaces, start=1):
         factors = [Factor(f["name"], tuple(f["levels"]), f.get("scale", "linear")) for f in record["factors"]]
+        if record.get("kind") == "fixed-rate":
+            blocks += _fixed_rate(number, factors, record, summary)
+            continue
         measured = [o for o in record["outcomes"] if o["failure"] is None and o["result"]]
         failed = [o for o in record["outcomes"] if o["failure"] is not None]
         fitted = record.get("surface")
@@ -201,3 +208,101 @@ def _table(number: int, factors: list[Factor], outcomes: list[dict], confidence:
         " quadratic fitted through all measured peaks (in-sample: the held-out error is in the summary);"
         " PI: where a new peak measured at that sample would fall, empty without residual freedom",
     )
+
+
+def _fixed_rate(number: int, factors: list[Factor], record: dict, summary: list[str]) -> list:
+    measured = [o for o in record["outcomes"] if o["failure"] is None and o["mean_ms"] is not None]
+    confidence, rate = record["confidence"], record["rate"]
+    counts = sorted({o["trials"] for o in measured}) or [0]
+    n_text = f"n = {counts[0]}" if len(counts) == 1 else f"n = {counts[0]} to {counts[-1]}"
+    summary.append(
+        f"surface {number}: mean response time at {rate:g} ops/s offered over {', '.join(f.name for f in factors)};"
+        f" {len(measured)} of {len(record['outcomes'])} samples measured ({n_text} trials each)"
+    )
+    rows = [
+        [
+            *[o["sample"][f.name] for f in factors],
+            o["trials"],
+            o["mean_ms"],
+            o["ci_low_ms"],
+            o["ci_high_ms"],
+            o["achieved_rate"],
+            o["failed_share"],
+            " ".join(str(i) for i in o["trial_ids"]),
+            o["failure"] or "",
+        ]
+        for o in record["outcomes"]
+    ]
+    columns = [
+        *[Column(f.name) for f in factors],
+        Column("n trials"),
+        Column("mean response", "ms", 3),
+        Column(f"{confidence:.0%} CI low", "ms", 3),
+        Column("CI high", "ms", 3),
+        Column("achieved", "ops/s", 1),
+        Column("failed share", digits=4),
+        Column("trials"),
+        Column("failure"),
+    ]
+    table = Table(
+        f"surface-{number}-samples",
+        f"Samples of surface {number} at {rate:g} ops/s",
+        columns,
+        rows,
+        f"each row: {record['trials_per_sample']} trials of {record['runlength_s']:g} s at one sample; the mean"
+        f" response time over the trials' means with its {confidence:.0%} lognormal interval (two or more trials)",
+    )
+    if not measured:
+        return [table]
+    caption = (
+        f"Surface {number}: mean response time at {rate:g} ops/s offered over {factors[0].name}"
+        + (f", one line per level of {factors[1].name}" if len(factors) > 1 else "")
+        + (", other factors at each of their levels as separate lines" if len(factors) > 2 else "")
+        + f"; each point the mean of its trials ({n_text}), bars {confidence:.0%} intervals, cut at the"
+        " axis where they reach beyond it (the table has them whole)."
+    )
+    return [Figure(f"surface-{number}-response", caption, _response_lines(factors, measured)), table]
+
+
+def _response_lines(factors: list[Factor], measured: list[dict]):
+    x_name = factors[0].name
+    others = [f.name for f in factors[1:]]
+    lines: dict[tuple, list[dict]] = {}
+    for outcome in measured:
+        lines.setdefault(tuple(outcome["sample"][name] for name in others), []).append(outcome)
+    with figures.style():
+        figure, axes = figures.new_figure(height_in=2.6)
+        axis = axes[0][0]
+        for colour, (key, points) in zip(figures.COLOURS * 4, sorted(lines.items())):
+            points.sort(key=lambda o: o["sample"][x_name])
+            bars = [
+                [o["mean_ms"] - o["ci_low_ms"], o["ci_high_ms"] - o["mean_ms"]]
+                if o["ci_low_ms"] is not None
+                else [0.0, 0.0]
+                for o in points
+            ]
+            axis.errorbar(
+                [o["sample"][x_name] for o in points],
+                [o["mean_ms"] for o in points],
+                yerr=[[b[0] for b in bars], [b[1] for b in bars]],
+                fmt="o-",
+                color=colour,
+                capsize=2,
+                markersize=3,
+                label=", ".join(f"{name} {value:g}" for name, value in zip(others, key)) or None,
+            )
+        if factors[0].scale == "log":
+            axis.set_xscale("log")
+        axis.set_xlabel(x_name)
+        axis.set_ylabel("mean response time (ms)")
+        means = [o["mean_ms"] for o in measured if o["mean_ms"] > 0]
+        # The axis follows the means, not the bars: an interval from three noisy trials can be
+        # thousands of times wider than the means, and would flatten every line.
+        if means and max(means) / min(means) > 30:
+            axis.set_yscale("log")
+            axis.set_ylim(min(means) / 3, max(means) * 3)
+        elif means:
+            axis.set_ylim(0, max(means) * 1.5)
+        if others:
+            axis.legend(loc="best", fontsize=6)
+    return figure
