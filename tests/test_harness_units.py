@@ -42,6 +42,7 @@ def test_stop_rule_min_check_every_until_max():
     assert decision is None and "nope" in warning
 
 
+@pytest.mark.integration
 def test_processes_start_behind_a_barrier_with_their_index(tmp_path):
     stamp = 'import os, time; time.sleep(0.01 * int(os.environ["PEAKBENCH_THREAD"])); print(time.time())'
     import sys
@@ -58,6 +59,7 @@ def test_processes_start_behind_a_barrier_with_their_index(tmp_path):
     assert (tmp_path / "b.2.out").read_text() == results[1].stdout
 
 
+@pytest.mark.integration
 def test_timeouts_kill_the_whole_process_group_and_bad_programs_are_reported(tmp_path):
     started = time.monotonic()
     [slow] = run_together(
