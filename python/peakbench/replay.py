@@ -28,6 +28,7 @@ from rich.table import Table
 
 from . import store as store_module
 from . import tracegen
+from .contract import SPEC_SCHEMA_V2
 from .engine import Engine
 from .errors import InputError
 from .output import STDOUT, check_output, write_json
@@ -38,7 +39,6 @@ from .targets import check_ours, parse_target, target_label
 from .trials import TrialRecord, run_trial
 from .units import format_size, parse_size
 
-SPEC_SCHEMA_V2 = "peakbench.trial-spec/2"
 # The engine's size classes (replay.rs SIZE_CLASSES), smallest first.
 SIZE_CLASSES = ("<1KiB", "1-10KiB", "10-100KiB", "100KiB-1MiB", ">=1MiB")
 DEFAULT_CLIENTS = 64  # two client machines with 32 clients each, in the paper
