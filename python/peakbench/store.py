@@ -518,6 +518,140 @@ class Store:
                 jobs.append(_job("plan", plan, plan["name"], plan["path"], plan["error"] or ""))
         return sorted(jobs, key=lambda job: (job["created"], JOB_KINDS.index(job["kind"]), job["id"]))
 
+    # Experiment plans (harness/): the plan with its expanded tests, every run of a test, and events.
+
+    def add_plan(
+        self, *, name: str, path: str, sources: dict, plan: dict, workdir: str, tests: list[dict], notes
+    ) -> int:
+        """The plan and all its tests (pending), with its notes as events, in one transaction; returns its id."""
+        with self._transaction():
+            now = _now()
+            cursor = self.connection.execute(
+                "INSERT INTO plans (created, name, path, sources, plan, workdir, status)"
+                " VALUES (?, ?, ?, ?, ?, ?, 'running')",
+                (now, name, path, _encode(sources), _encode(plan), workdir),
+            )
+            plan_id = cursor.lastrowid
+            for test in tests:
+                self.connection.execute(
+                    "INSERT INTO plan_tests (plan_id, seq, name, kind, vars, settings, status)"
+                    " VALUES (?, ?, ?, ?, ?, ?, 'pending')",
+                    (plan_id, test["seq"], test["name"], test["kind"], _encode(test["vars"]), _encode(test)),
+                )
+            for note in notes:
+                self.connection.execute(
+                    "INSERT INTO plan_events (plan_id, created, kind, message) VALUES (?, ?, 'note', ?)",
+                    (plan_id, now, note),
+                )
+        return plan_id
+
+    def add_plan_event(self, plan_id: int, test_id: int | None, kind: str, message: str, detail=None) -> None:
+        with self._transaction():
+            self.connection.execute(
+                "INSERT INTO plan_events (plan_id, test_id, created, kind, message, detail) VALUES (?, ?, ?, ?, ?, ?)",
+                (plan_id, test_id, _now(), kind, message, _encode(detail) if detail is not None else None),
+            )
+
+    def update_plan(self, plan_id: int, **columns) -> None:
+        """Set a plan's status, error or finished."""
+        self._update("plans", plan_id, columns, ("status", "error", "finished"))
+
+    def update_plan_test(self, test_id: int, **columns) -> None:
+        """Set a plan test's status, stop_reason or sysinfo."""
+        self._update("plan_tests", test_id, columns, ("status", "stop_reason", "sysinfo"))
+
+    def _update(self, table: str, row_id: int, columns: dict, allowed: tuple[str, ...]) -> None:
+        unknown = set(columns) - set(allowed)
+        if unknown:
+            raise ValueError(f"{table} has no settable column {sorted(unknown)}")
+        values = [_encode(v) if name in JSON_COLUMNS and v is not None else v for name, v in columns.items()]
+        assignments = ", ".join(f"{name} = ?" for name in columns)
+        with self._transaction():
+            self.connection.execute(f"UPDATE {table} SET {assignments} WHERE id = ?", (*values, row_id))
+
+    def insert_plan_run(
+        self,
+        *,
+        plan_id: int,
+        test_id: int,
+        attempt: int,
+        status: str,
+        discarded: bool,
+        metrics: dict,
+        threads: list,
+        hooks: list,
+        cache: list,
+        monitor: dict | None,
+        sysinfo: dict,
+        result: dict | None,
+        trial_ids: list[int],
+        error: str | None,
+    ) -> int:
+        """One run of a plan test, inside a transaction the caller holds (with its trials: see transaction())."""
+        cursor = self.connection.execute(
+            "INSERT INTO plan_runs (plan_id, test_id, attempt, created, status, discarded, metrics, threads, hooks,"
+            " cache, monitor, sysinfo, result, trial_ids, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                plan_id,
+                test_id,
+                attempt,
+                _now(),
+                status,
+                int(discarded),
+                _encode(metrics),
+                _encode(threads),
+                _encode(hooks),
+                _encode(cache),
+                _encode(monitor) if monitor is not None else None,
+                _encode(sysinfo),
+                _encode(result) if result is not None else None,
+                _encode(trial_ids),
+                error,
+            ),
+        )
+        return cursor.lastrowid
+
+    def plan(self, plan_id: int) -> dict | None:
+        return self._row("plans", plan_id)
+
+    def plan_tests(self, plan_id: int) -> list[dict]:
+        return self._rows("SELECT * FROM plan_tests WHERE plan_id = ? ORDER BY seq", plan_id)
+
+    def plan_test(self, test_id: int) -> dict | None:
+        return self._row("plan_tests", test_id)
+
+    def plan_test_named(self, name: str, plan_id: int | None = None) -> dict | None:
+        """The test of that name in plan_id, or in the newest plan that has one."""
+        if plan_id is not None:
+            rows = self._rows("SELECT * FROM plan_tests WHERE plan_id = ? AND name = ?", plan_id, name)
+        else:
+            rows = self._rows("SELECT * FROM plan_tests WHERE name = ? ORDER BY plan_id DESC LIMIT 1", name)
+        return rows[0] if rows else None
+
+    def plan_runs(self, test_id: int) -> list[dict]:
+        return self._rows("SELECT * FROM plan_runs WHERE test_id = ? ORDER BY attempt", test_id)
+
+    def plan_events(self, plan_id: int) -> list[dict]:
+        return self._rows("SELECT * FROM plan_events WHERE plan_id = ? ORDER BY id", plan_id)
+
+    def plan_done_runs(self, plan_id: int) -> int:
+        return self.connection.execute(
+            "SELECT COUNT(*) FROM plan_runs WHERE plan_id = ? AND status = 'done'", (plan_id,)
+        ).fetchone()[0]
+
+    def plan_summaries(self) -> list[dict]:
+        """Every plan with its number of tests and of tests done: `peakbench plan list`."""
+        return self._rows(
+            "SELECT p.id, p.created, p.name, p.status, COUNT(t.id) AS tests,"
+            " COALESCE(SUM(t.status = 'done'), 0) AS done FROM plans p LEFT JOIN plan_tests t ON t.plan_id = p.id"
+            " GROUP BY p.id ORDER BY p.id"
+        )
+
+    def last_plan_id(self, unfinished: bool = False) -> int | None:
+        """The newest plan's id (the newest not done, with unfinished); None if there is none."""
+        where = " WHERE status != 'done'" if unfinished else ""
+        return self.connection.execute(f"SELECT MAX(id) FROM plans{where}").fetchone()[0]
+
     def trial(self, trial_id: int) -> dict | None:
         return self._row("trials", trial_id)
 
@@ -546,6 +680,10 @@ def _job(kind: str, row: dict, workload: str, target: str, verdict: str, size: s
 
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+def _encode(value) -> str:
+    return json.dumps(value, default=str)
 
 
 def _decode(row: sqlite3.Row) -> dict:
