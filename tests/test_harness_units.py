@@ -4,7 +4,7 @@ import os
 import time
 
 import pytest
-from peakbench.harness import stoprule, trials
+from peakbench.harness import stoprule
 from peakbench.harness.monitor import disk_stats, memory, process_cpu
 from peakbench.harness.process import aggregate, run_together
 from peakbench.tomlpos import Positions
@@ -85,14 +85,6 @@ def test_timeouts_kill_the_whole_process_group_and_bad_programs_are_reported(tmp
         label="f",
     )
     assert failed.exit_status == 4 and failed.describe_failure() == "exit status 4: boom"
-
-
-def test_client_specs_split_the_rate_and_give_each_a_directory():
-    spec = {"seed": 3, "load": {"rate": 300.0}, "target": {"kind": "posix", "path": "/mnt/x"}}
-    specs = trials.client_specs(spec, 3)
-    assert [s["load"]["rate"] for s in specs] == [100.0] * 3
-    assert [s["target"]["path"] for s in specs] == ["/mnt/x/client1", "/mnt/x/client2", "/mnt/x/client3"]
-    assert len({s["seed"] for s in specs}) == 3 and spec["load"]["rate"] == 300.0
 
 
 def test_proc_parsers():

@@ -549,18 +549,16 @@ class Runner:
                 scale=t["scale"],
                 max_outstanding=t["max_outstanding"],
             )
-            specs = trials.client_specs(spec, test["threads"])
-            for one in specs:  # each client prepares in its own directory, which must be new or its own
-                if one["target"]["kind"] == "posix":
-                    Path(one["target"]["path"]).mkdir(parents=True, exist_ok=True)
-                check_ours(one["target"])
+            check_ours(target)
         except InputError as error:
             return {}, [], None, [], f"trial input: {error}"
         started = time.monotonic()
         record = dict(workload=workload.name, sysinfo=sysinfo)
         try:
-            results = trials.RUNNER(specs)
-        except RunError as error:
+            specs, results = trials.run_clients(
+                spec, test["threads"], shared_fileset=workload.cluster_fileset == "shared"
+            )
+        except (RunError, InputError) as error:  # InputError: a shared file set with a mix that writes
             return {"elapsed": time.monotonic() - started}, [], None, [], str(error)
         elapsed = time.monotonic() - started
         merged = trials.merge_results(results)
