@@ -56,43 +56,12 @@ def _now() -> str:
 # store records
 
 
-def _commit_run(
-    store,
-    *,
-    plan_id: int,
-    test_id: int,
-    attempt: int,
-    status: str,
-    discarded: bool,
-    metrics: dict,
-    threads: list,
-    hooks: list,
-    cache_done: list,
-    monitor: dict | None,
-    sysinfo: dict,
-    result: dict | None,
-    trial_rows: list[dict],
-    error: str | None,
-) -> int:
-    """One run, with its trials, in one transaction: all of it is stored, or none."""
+def _commit_run(store, trial_rows: list[dict], **run) -> int:
+    """One run (Store.insert_plan_run's fields) with its trials, in one transaction: all of it is stored,
+    or none."""
     with store.transaction():
         trial_ids = [store.insert_trial(**row) for row in trial_rows]
-        run_id = store.insert_plan_run(
-            plan_id=plan_id,
-            test_id=test_id,
-            attempt=attempt,
-            status=status,
-            discarded=discarded,
-            metrics=metrics,
-            threads=threads,
-            hooks=hooks,
-            cache=cache_done,
-            monitor=monitor,
-            sysinfo=sysinfo,
-            result=result,
-            trial_ids=trial_ids,
-            error=error,
-        )
+        run_id = store.insert_plan_run(trial_ids=trial_ids, **run)
         delay = os.environ.get(COMMIT_DELAY_ENV)
         if delay:
             time.sleep(float(delay))
@@ -464,6 +433,7 @@ class Runner:
         status = "done" if error is None else "failed"
         _commit_run(
             self.store,
+            trial_rows,
             plan_id=self.plan_id,
             test_id=test_id,
             attempt=attempt,
@@ -472,11 +442,10 @@ class Runner:
             metrics=metrics,
             threads=threads_out,
             hooks=hooks,
-            cache_done=cache_done,
+            cache=cache_done,
             monitor=monitor_record,
             sysinfo=sysinfo,
             result=result,
-            trial_rows=trial_rows,
             error=error,
         )
         if status == "done":
