@@ -18,6 +18,9 @@ whole-file sequential read.
 from __future__ import annotations
 
 import argparse
+import collections
+import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -31,6 +34,7 @@ from . import tracegen
 from .contract import SPEC_SCHEMA_V2
 from .engine import Engine
 from .errors import InputError
+from .locks import StoreLock
 from .output import STDOUT, check_output, write_json
 from .progress import ProgressDisplay
 from .sysinfo import snapshot
@@ -301,32 +305,76 @@ def command_replay(args: argparse.Namespace) -> int:
     system = snapshot(target, engine.version())
     workload = f"replay:{args.log.name}"
     console = Console(stderr=args.json == STDOUT, width=None if sys.stdout.isatty() else 160)
-    rows = []
     with store_module.Store(args.db) as store:
         record = TrialRecord(workload=workload, target=target_label(target), sysinfo=system)
-        for spec in specs:
-            stored = run_trial(spec, engine, store, record, prepare=prepare, phase="replay")
-            result, trial_id = stored.result, stored.trial_id
-            if trial_id is None:
-                print(
-                    f"peakbench: {stored.store_error}; the trial was written to {stored.saved_to} instead",
-                    file=sys.stderr,
-                )
-            if spec is specs[0]:
-                report_parse(result["replay"])
-            size = spec["replay"]["dataset_bytes"]
-            console.print(
-                f"[bold]trial {trial_id}[/bold]: {mode_text(spec)}"
-                + (f", data set {format_size(size)}" if size else "")
+        if len(specs) == 1:
+            rows = [run_point(specs[0], engine, store, record, prepare, console)]
+        else:  # a sweep is a job of its own, so that `peakbench resume` can finish it
+            sweep_id = store.add_replay_sweep(workload=workload, target=record.target, specs=specs, prepare=prepare)
+            print(
+                f"replay sweep {sweep_id}: {len(specs)} data-set sizes; resume with"
+                f" `peakbench resume replay:{sweep_id} --db {args.db}` if interrupted",
+                file=sys.stderr,
+                flush=True,
             )
-            print_trial({**spec, "mix": result.get("mix_actual", {})}, result, console)
-            console.print(class_table(result))
-            ops = {name: {**op, "error_count": error_count(op)} for name, op in result["ops"].items()}
-            rows.append({"trial_id": trial_id, **result, "ops": ops})
-    if len(rows) > 1:
-        console.print(sweep_table(rows))
+            rows = run_sweep(
+                store, sweep_id, specs, engine, dataclasses.replace(record, replay_sweep_id=sweep_id), prepare, console
+            )
     write_json(args.json, rows if len(rows) > 1 else rows[0])
     return 0
+
+
+def run_point(spec: dict, engine, store, record: TrialRecord, prepare: bool, console, parse_report=True) -> dict:
+    """One replay trial, run, stored and printed (with what the log's parse found, if parse_report); its row
+    of the JSON report."""
+    stored = run_trial(spec, engine, store, record, prepare=prepare, phase="replay")
+    result, trial_id = stored.result, stored.trial_id
+    if trial_id is None:
+        print(f"peakbench: {stored.store_error}; the trial was written to {stored.saved_to} instead", file=sys.stderr)
+    if parse_report:
+        report_parse(result["replay"])
+    size = spec["replay"]["dataset_bytes"]
+    console.print(
+        f"[bold]trial {trial_id}[/bold]: {mode_text(spec)}" + (f", data set {format_size(size)}" if size else "")
+    )
+    print_trial({**spec, "mix": result.get("mix_actual", {})}, result, console)
+    console.print(class_table(result))
+    return report_row(trial_id, result)
+
+
+def report_row(trial_id: int | None, result: dict) -> dict:
+    ops = {name: {**op, "error_count": error_count(op)} for name, op in result["ops"].items()}
+    return {"trial_id": trial_id, **result, "ops": ops}
+
+
+def run_sweep(store, sweep_id: int, specs: list[dict], engine, record: TrialRecord, prepare: bool, console) -> list:
+    """Run the sweep's data-set sizes that have no stored trial yet, in order, holding the sweep's job lock
+    so that `peakbench resume` can tell it is alive; the sweep is finished (or failed) in the store.
+    Returns the rows of every size, stored ones included, in sweep order."""
+    with StoreLock(store.path, f"replay {sweep_id}") as lock:
+        lock.acquire("running the replay sweep")
+        stored = collections.defaultdict(collections.deque)
+        for trial in store.replay_sweep_trials(sweep_id):
+            if trial["status"] == "done":
+                stored[_key(trial["spec"])].append(trial)
+        rows = []
+        try:
+            for spec in specs:
+                if stored[_key(spec)]:
+                    trial = stored[_key(spec)].popleft()
+                    rows.append(report_row(trial["id"], trial["result"]))
+                else:
+                    rows.append(run_point(spec, engine, store, record, prepare, console, parse_report=not rows))
+        except BaseException as error:
+            store.finish_replay_sweep(sweep_id, error=str(error) or type(error).__name__)
+            raise
+        store.finish_replay_sweep(sweep_id)
+    console.print(sweep_table(rows))
+    return rows
+
+
+def _key(spec: dict) -> str:
+    return json.dumps(spec, sort_keys=True)
 
 
 def class_table(result: dict) -> Table:

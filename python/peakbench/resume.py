@@ -1,6 +1,6 @@
 """`peakbench resume [JOB] --db FILE`: finish a job whose controller died (kill -9, a crash, a reboot).
 
-JOB is search:ID, sfs:ID or plan:ID; without it, the newest unfinished job.
+JOB is search:ID, sfs:ID, replay:ID or plan:ID; without it, the newest unfinished job.
 A job still held by a live peakbench (its lock, locks.py) is refused. Nothing
 finished is run again and nothing stored is lost:
 - a search: the controller decides only from its trials' outcomes, so the
@@ -10,6 +10,8 @@ finished is run again and nothing stored is lost:
   version) stops the resume with a message rather than mixing two searches;
 - an sfs run: the load points with a stored trial are kept, the others run
   with the seeds they would have had;
+- a replay sweep: the data-set sizes with a stored trial are kept, the others
+  run with the specs the sweep stored;
 - a plan: as `peakbench plan resume`.
 A trial that was running when the controller died was never stored, so it
 runs again.
@@ -23,28 +25,35 @@ import re
 import sys
 from pathlib import Path
 
-from . import searching
+from rich.console import Console
+
+from . import replay, searching
 from . import store as store_module
 from .cluster import engine_for
 from .controller import Observation, SearchSettings
 from .controller.history import same_load
+from .engine import Engine
 from .errors import InputError, RunError
 from .locks import StoreLock
 from .sfs import run as sfs_run
 from .sysinfo import snapshot
+from .trials import TrialRecord
 from .workload import find_workload
 
-RESUMABLE = ("search", "sfs", "plan")
+RESUMABLE = ("search", "sfs", "replay", "plan")
 
 
 def add_command(commands, store_option) -> None:
     resume = commands.add_parser(
         "resume",
         parents=[store_option],
-        help="finish an interrupted search, sfs run or plan, repeating no finished trial",
+        help="finish an interrupted search, sfs run, replay sweep or plan, repeating no finished trial",
     )
     resume.add_argument(
-        "job", nargs="?", metavar="JOB", help="search:ID, sfs:ID or plan:ID (default: the newest unfinished one)"
+        "job",
+        nargs="?",
+        metavar="JOB",
+        help="search:ID, sfs:ID, replay:ID or plan:ID (default: the newest unfinished one)",
     )
     resume.set_defaults(handler=command_resume)
 
@@ -61,18 +70,19 @@ def command_resume(args: argparse.Namespace, console=None) -> int:
             result = resume_search(store, job_id)
             print(f"search {job_id}: {result.verdict}: {result.message}")
             return 0 if result.verdict == "peak" else 3
+        if kind == "replay":
+            resume_replay(store, job_id, console or Console())
+            return 0
         resume_sfs(store, job_id)
-    from rich.console import Console
-
     sfs_run.print_summary(args.db, job_id, console or Console())
     return 0
 
 
 def _chosen_job(store: store_module.Store, text: str | None) -> tuple[str, int]:
     if text is not None:
-        match = re.fullmatch(r"(search|sfs|plan):(\d+)", text)
+        match = re.fullmatch(r"(search|sfs|replay|plan):(\d+)", text)
         if not match:
-            raise InputError(f"{text!r}: name the job as search:ID, sfs:ID or plan:ID", field="JOB")
+            raise InputError(f"{text!r}: name the job as search:ID, sfs:ID, replay:ID or plan:ID", field="JOB")
         kind, job_id = match.group(1), int(match.group(2))
         jobs = [j for j in store.jobs((kind,)) if j["id"] == job_id]
         if not jobs:
@@ -82,7 +92,9 @@ def _chosen_job(store: store_module.Store, text: str | None) -> tuple[str, int]:
         return kind, job_id
     unfinished = [j for j in store.jobs(RESUMABLE) if j["status"] != "done"]
     if not unfinished:
-        raise InputError("no unfinished search, sfs run or plan in the store: nothing to resume", file=store.path)
+        raise InputError(
+            "no unfinished search, sfs run, replay sweep or plan in the store: nothing to resume", file=store.path
+        )
     job = unfinished[-1]
     return job["kind"], job["id"]
 
@@ -173,6 +185,23 @@ def resume_sfs(store: store_module.Store, run_id: int) -> None:
         sfs_run.run_points(
             store, run_id, chosen, sfs_run.point_specs(chosen), engine, snapshot(chosen.target, engine.version()), done
         )
+
+
+def resume_replay(store: store_module.Store, sweep_id: int, console) -> None:
+    sweep = store.replay_sweep(sweep_id)
+    specs, prepare = sweep["settings"]["specs"], sweep["settings"]["prepare"]
+    done = sum(1 for t in store.replay_sweep_trials(sweep_id) if t["status"] == "done")
+    _check_not_running(store, f"replay {sweep_id}")
+    print(f"replay sweep {sweep_id}: resuming with {done} of {len(specs)} data-set sizes done", file=sys.stderr)
+    store.reopen("replay", sweep_id)
+    engine = Engine()
+    record = TrialRecord(
+        workload=sweep["workload"],
+        target=sweep["target"],
+        sysinfo=snapshot(specs[0]["target"], engine.version()),
+        replay_sweep_id=sweep_id,
+    )
+    replay.run_sweep(store, sweep_id, specs, engine, record, prepare, console)
 
 
 def _check_not_running(store: store_module.Store, job: str) -> None:

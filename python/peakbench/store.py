@@ -140,9 +140,21 @@ MIGRATIONS = [
         "ALTER TABLE sfs_runs ADD COLUMN invocation TEXT",  # JSON: clients, cluster
         "ALTER TABLE trials ADD COLUMN cost_s REAL",  # wall seconds: prepare, warm-up, run, write-back
     ],
+    [  # version 7: replay sweeps (`peakbench replay --dataset-size A --dataset-size B ...`), so they resume
+        """CREATE TABLE replay_sweeps (
+            id INTEGER PRIMARY KEY,
+            created TEXT NOT NULL,            -- UTC, ISO 8601
+            workload TEXT NOT NULL,           -- replay:LOGNAME
+            target TEXT NOT NULL,
+            settings TEXT NOT NULL,           -- JSON {specs: [TrialSpec, ...] in sweep order, prepare: bool}
+            status TEXT NOT NULL,             -- 'running', 'done' or 'failed'
+            error TEXT
+        )""",
+        "ALTER TABLE trials ADD COLUMN replay_sweep_id INTEGER REFERENCES replay_sweeps (id)",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
-JOB_KINDS = ("trial", "search", "sfs", "surface", "plan")  # what `results list` shows
+JOB_KINDS = ("trial", "search", "sfs", "replay", "surface", "plan")  # what `results list` shows
 JSON_COLUMNS = (
     "notes",
     "spec",
@@ -304,13 +316,14 @@ class Store:
         notes: list[str] = (),
         search_id: int | None = None,
         sfs_run_id: int | None = None,
+        replay_sweep_id: int | None = None,
         cost_s: float | None = None,
         interrupted: bool = False,
     ) -> int:
         """add_trial's INSERT, inside a transaction the caller holds (see transaction())."""
         cursor = self.connection.execute(
             "INSERT INTO trials (created, workload, target, rate, status, error, notes, spec, result, sysinfo,"
-            " search_id, sfs_run_id, cost_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " search_id, sfs_run_id, replay_sweep_id, cost_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 _now(),
                 workload,
@@ -324,6 +337,7 @@ class Store:
                 json.dumps(sysinfo),
                 search_id,
                 sfs_run_id,
+                replay_sweep_id,
                 cost_s,
             ),
         )
@@ -360,8 +374,8 @@ class Store:
         return cursor.lastrowid
 
     def reopen(self, kind: str, job_id: int) -> None:
-        """Mark an unfinished search or sfs run as running again (`peakbench resume`)."""
-        table = {"search": "searches", "sfs": "sfs_runs"}[kind]
+        """Mark an unfinished search, sfs run or replay sweep as running again (`peakbench resume`)."""
+        table = {"search": "searches", "sfs": "sfs_runs", "replay": "replay_sweeps"}[kind]
         with self._transaction():
             self.connection.execute(f"UPDATE {table} SET status = 'running', error = NULL WHERE id = ?", (job_id,))
 
@@ -437,10 +451,14 @@ class Store:
         return cursor.lastrowid
 
     def finish_sfs_run(self, run_id: int, *, error: str | None = None) -> None:
+        self._end("sfs_runs", run_id, error)
+
+    def _end(self, table: str, row_id: int, error: str | None) -> None:
+        """A job without a result of its own is done, or failed with the error."""
         with self._transaction():
             self.connection.execute(
-                "UPDATE sfs_runs SET status = ?, error = ? WHERE id = ?",
-                ("done" if error is None else "failed", error, run_id),
+                f"UPDATE {table} SET status = ?, error = ? WHERE id = ?",
+                ("done" if error is None else "failed", error, row_id),
             )
 
     def sfs_runs(self) -> list[dict]:
@@ -451,6 +469,27 @@ class Store:
 
     def sfs_run_trials(self, run_id: int) -> list[dict]:
         return self._rows("SELECT * FROM trials WHERE sfs_run_id = ? ORDER BY id", run_id)
+
+    def add_replay_sweep(self, *, workload: str, target: str, specs: list[dict], prepare: bool) -> int:
+        """Open a replay sweep (one trial per data-set size) before its first trial; returns its id."""
+        with self._transaction():
+            cursor = self.connection.execute(
+                "INSERT INTO replay_sweeps (created, workload, target, settings, status) VALUES (?, ?, ?, ?, 'running')",
+                (_now(), workload, target, json.dumps({"specs": specs, "prepare": prepare})),
+            )
+        return cursor.lastrowid
+
+    def finish_replay_sweep(self, sweep_id: int, *, error: str | None = None) -> None:
+        self._end("replay_sweeps", sweep_id, error)
+
+    def replay_sweeps(self) -> list[dict]:
+        return self._rows("SELECT * FROM replay_sweeps ORDER BY id")
+
+    def replay_sweep(self, sweep_id: int) -> dict | None:
+        return self._row("replay_sweeps", sweep_id)
+
+    def replay_sweep_trials(self, sweep_id: int) -> list[dict]:
+        return self._rows("SELECT * FROM trials WHERE replay_sweep_id = ? ORDER BY id", sweep_id)
 
     def trials(self) -> list[dict]:
         return self._rows("SELECT * FROM trials ORDER BY id")
@@ -463,7 +502,10 @@ class Store:
         what `results list` shows. A trial of a search or sfs run is listed with its job, not alone."""
         jobs = []
         if "trial" in kinds:
-            for trial in self._rows("SELECT * FROM trials WHERE search_id IS NULL AND sfs_run_id IS NULL ORDER BY id"):
+            for trial in self._rows(
+                "SELECT * FROM trials WHERE search_id IS NULL AND sfs_run_id IS NULL AND replay_sweep_id IS NULL"
+                " ORDER BY id"
+            ):
                 result = trial["result"]
                 verdict = (
                     f"achieved {result['achieved_rate']:.1f} of {trial['rate']:g} ops/s"
@@ -494,6 +536,23 @@ class Store:
                         run["target"],
                         run["error"] or "",
                         f"{done} of {planned} load points",
+                    )
+                )
+        if "replay" in kinds:
+            per_sweep = self._counts(
+                "SELECT replay_sweep_id, count(*) FROM trials WHERE replay_sweep_id IS NOT NULL AND status = 'done'"
+                " GROUP BY 1"
+            )
+            for sweep in self.replay_sweeps():
+                done, planned = per_sweep.get(sweep["id"], 0), len(sweep["settings"]["specs"])
+                jobs.append(
+                    _job(
+                        "replay",
+                        sweep,
+                        sweep["workload"],
+                        sweep["target"],
+                        sweep["error"] or "",
+                        f"{done} of {planned} data-set sizes",
                     )
                 )
         if "surface" in kinds:
