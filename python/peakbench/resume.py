@@ -1,6 +1,6 @@
 """`peakbench resume [JOB] --db FILE`: finish a job whose controller died (kill -9, a crash, a reboot).
 
-JOB is search:ID, sfs:ID, replay:ID or plan:ID; without it, the newest unfinished job.
+JOB is search:ID, sfs:ID, replay:ID, surface:ID or plan:ID; without it, the newest unfinished job.
 A job still held by a live peakbench (its lock, locks.py) is refused. Nothing
 finished is run again and nothing stored is lost:
 - a search: the controller decides only from its trials' outcomes, so the
@@ -12,6 +12,8 @@ finished is run again and nothing stored is lost:
   with the seeds they would have had;
 - a replay sweep: the data-set sizes with a stored trial are kept, the others
   run with the specs the sweep stored;
+- a surface: its samples are visited in the same order, and each sample's
+  search goes on as a search does (its stored trials handed back first);
 - a plan: as `peakbench plan resume`.
 A trial that was running when the controller died was never stored, so it
 runs again.
@@ -20,7 +22,7 @@ runs again.
 from __future__ import annotations
 
 import argparse
-import collections
+import json
 import re
 import sys
 from pathlib import Path
@@ -30,30 +32,30 @@ from rich.console import Console
 from . import replay, searching
 from . import store as store_module
 from .cluster import engine_for
-from .controller import Observation, SearchSettings
-from .controller.history import same_load
+from .controller import SearchSettings
 from .engine import Engine
-from .errors import InputError, RunError
+from .errors import InputError
 from .locks import StoreLock
 from .sfs import run as sfs_run
+from .surfaceplan import load_plan
 from .sysinfo import snapshot
 from .trials import TrialRecord
 from .workload import find_workload
 
-RESUMABLE = ("search", "sfs", "replay", "plan")
+RESUMABLE = ("search", "sfs", "replay", "surface", "plan")
 
 
 def add_command(commands, store_option) -> None:
     resume = commands.add_parser(
         "resume",
         parents=[store_option],
-        help="finish an interrupted search, sfs run, replay sweep or plan, repeating no finished trial",
+        help="finish an interrupted search, sfs run, replay sweep, surface or plan, repeating no finished trial",
     )
     resume.add_argument(
         "job",
         nargs="?",
         metavar="JOB",
-        help="search:ID, sfs:ID, replay:ID or plan:ID (default: the newest unfinished one)",
+        help="search:ID, sfs:ID, replay:ID, surface:ID or plan:ID (default: the newest unfinished one)",
     )
     resume.set_defaults(handler=command_resume)
 
@@ -70,6 +72,8 @@ def command_resume(args: argparse.Namespace, console=None) -> int:
             result = resume_search(store, job_id)
             print(f"search {job_id}: {result.verdict}: {result.message}")
             return 0 if result.verdict == "peak" else 3
+        if kind == "surface":
+            return resume_surface(store, job_id, args.db, console or Console())
         if kind == "replay":
             resume_replay(store, job_id, console or Console())
             return 0
@@ -80,9 +84,11 @@ def command_resume(args: argparse.Namespace, console=None) -> int:
 
 def _chosen_job(store: store_module.Store, text: str | None) -> tuple[str, int]:
     if text is not None:
-        match = re.fullmatch(r"(search|sfs|replay|plan):(\d+)", text)
+        match = re.fullmatch(r"(search|sfs|replay|surface|plan):(\d+)", text)
         if not match:
-            raise InputError(f"{text!r}: name the job as search:ID, sfs:ID, replay:ID or plan:ID", field="JOB")
+            raise InputError(
+                f"{text!r}: name the job as search:ID, sfs:ID, replay:ID, surface:ID or plan:ID", field="JOB"
+            )
         kind, job_id = match.group(1), int(match.group(2))
         jobs = [j for j in store.jobs((kind,)) if j["id"] == job_id]
         if not jobs:
@@ -93,32 +99,11 @@ def _chosen_job(store: store_module.Store, text: str | None) -> tuple[str, int]:
     unfinished = [j for j in store.jobs(RESUMABLE) if j["status"] != "done"]
     if not unfinished:
         raise InputError(
-            "no unfinished search, sfs run, replay sweep or plan in the store: nothing to resume", file=store.path
+            "no unfinished search, sfs run, replay sweep, surface or plan in the store: nothing to resume",
+            file=store.path,
         )
     job = unfinished[-1]
     return job["kind"], job["id"]
-
-
-class ResumedTrials:
-    """run_trial for a resumed search: the stored trials first, in order, then live ones."""
-
-    def __init__(self, search_id: int, stored: list[dict], live: searching.EngineTrials):
-        self.search_id = search_id
-        self.stored = collections.deque(stored)
-        self.live = live
-
-    def __call__(self, load: float, runlength_s: float) -> Observation:
-        if not self.stored:
-            return self.live(load, runlength_s)
-        trial = self.stored.popleft()
-        ran = trial["spec"]["load"]
-        if not (same_load(ran["rate"], load) and abs(ran["runtime_s"] - runlength_s) <= 1e-6 * runlength_s):
-            raise RunError(
-                f"search {self.search_id} cannot be resumed: its controller now asks for {load:g} ops/s"
-                f" for {runlength_s:g} s where its stored trial {trial['id']} ran {ran['rate']:g} ops/s"
-                f" for {ran['runtime_s']:g} s (was it started by another peakbench version?)"
-            )
-        return searching.observation_of(trial["result"], load, self.live.settings.psat, trial["cost_s"] or 0.0)
 
 
 def resume_search(store: store_module.Store, search_id: int):
@@ -154,7 +139,7 @@ def resume_search(store: store_module.Store, search_id: int):
         return searching.continue_search(
             store,
             search_id,
-            ResumedTrials(search_id, done, live),
+            searching.ResumedTrials(search_id, done, live),
             settings,
             search["policy"],
             invocation["seed_load"],
@@ -185,6 +170,35 @@ def resume_sfs(store: store_module.Store, run_id: int) -> None:
         sfs_run.run_points(
             store, run_id, chosen, sfs_run.point_specs(chosen), engine, snapshot(chosen.target, engine.version()), done
         )
+
+
+def resume_surface(store: store_module.Store, surface_id: int, db: Path, console) -> int:
+    surface = store.surface(surface_id)
+    invocation = surface["invocation"]
+    if invocation is None:
+        raise InputError(
+            f"surface {surface_id} was not stored with what a resume needs (from an older peakbench): run it again",
+            file=store.path,
+        )
+    path = Path(surface["plan"]["path"])
+    plan = load_plan(path, searching.QUICK)
+    if json.loads(json.dumps({**plan.summary(), "path": str(path)})) != surface["plan"]:
+        raise InputError(f"surface {surface_id} cannot be resumed: its plan file has changed since", file=path)
+    searches = store.surface_searches(surface_id)
+    _check_not_running(store, f"surface {surface_id}")
+    print(
+        f"surface {surface_id}: resuming with {len(searches)} of {len(plan.samples)} samples begun",
+        file=sys.stderr,
+        flush=True,
+    )
+    store.reopen("surface", surface_id)
+    _, result = searching.map_planned_surface(
+        plan, find_workload(plan.workload), db, invocation["scale"], invocation["seed"], surface_id
+    )
+    from .cli import print_surface
+
+    print_surface(result, console)
+    return 0 if result.surface is not None and not any(o.failure for o in result.outcomes) else 3
 
 
 def resume_replay(store: store_module.Store, sweep_id: int, console) -> None:

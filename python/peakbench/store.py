@@ -151,6 +151,7 @@ MIGRATIONS = [
             error TEXT
         )""",
         "ALTER TABLE trials ADD COLUMN replay_sweep_id INTEGER REFERENCES replay_sweeps (id)",
+        "ALTER TABLE surfaces ADD COLUMN invocation TEXT",  # JSON {scale, seed}: what a resume needs
     ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -374,19 +375,20 @@ class Store:
         return cursor.lastrowid
 
     def reopen(self, kind: str, job_id: int) -> None:
-        """Mark an unfinished search, sfs run or replay sweep as running again (`peakbench resume`)."""
-        table = {"search": "searches", "sfs": "sfs_runs", "replay": "replay_sweeps"}[kind]
+        """Mark an unfinished search, sfs run, replay sweep or surface as running again (`peakbench resume`)."""
+        table = {"search": "searches", "sfs": "sfs_runs", "replay": "replay_sweeps", "surface": "surfaces"}[kind]
         with self._transaction():
             self.connection.execute(f"UPDATE {table} SET status = 'running', error = NULL WHERE id = ?", (job_id,))
 
     def finish_search(self, search_id: int, *, result: dict | None = None, error: str | None = None) -> None:
         self._finish("searches", search_id, result, error)
 
-    def add_surface(self, *, plan: dict) -> int:
+    def add_surface(self, *, plan: dict, invocation: dict | None = None) -> int:
         """Open a surface before its first sample, so every sample's search can point at it."""
         with self._transaction():
             cursor = self.connection.execute(
-                "INSERT INTO surfaces (created, plan, status) VALUES (?, ?, 'running')", (_now(), json.dumps(plan))
+                "INSERT INTO surfaces (created, plan, status, invocation) VALUES (?, ?, 'running', ?)",
+                (_now(), json.dumps(plan), json.dumps(invocation) if invocation is not None else None),
             )
         return cursor.lastrowid
 
