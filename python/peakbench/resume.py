@@ -119,9 +119,7 @@ def resume_search(store: store_module.Store, search_id: int):
     workload = find_workload(invocation["workload"])
     trials = store.search_trials(search_id)
     done = [t for t in trials if t["status"] == "done"]
-    _check_not_running(store, f"search {search_id}")
-    print(f"search {search_id}: resuming with {len(done)} stored trials", file=sys.stderr, flush=True)
-    store.reopen("search", search_id)
+    _take_over(store, "search", search_id, f"{len(done)} stored trials")
     with _engine(invocation, workload) as engine:
         live = searching.EngineTrials(
             workload,
@@ -159,13 +157,7 @@ def resume_sfs(store: store_module.Store, run_id: int) -> None:
             file=settings["rcfile"],
         )
     done = frozenset(store_module.point_key(t["rate"]) for t in store.sfs_run_trials(run_id) if t["status"] == "done")
-    _check_not_running(store, f"sfs {run_id}")
-    print(
-        f"sfs run {run_id}: resuming with {len(done)} of {len(chosen.loads)} load points done",
-        file=sys.stderr,
-        flush=True,
-    )
-    store.reopen("sfs", run_id)
+    _take_over(store, "sfs", run_id, f"{len(done)} of {len(chosen.loads)} load points done")
     with _engine(record["invocation"] or {}, chosen.workload) as engine:
         sfs_run.run_points(
             store, run_id, chosen, sfs_run.point_specs(chosen), engine, snapshot(chosen.target, engine.version()), done
@@ -185,13 +177,7 @@ def resume_surface(store: store_module.Store, surface_id: int, db: Path, console
     if json.loads(json.dumps({**plan.summary(), "path": str(path)})) != surface["plan"]:
         raise InputError(f"surface {surface_id} cannot be resumed: its plan file has changed since", file=path)
     searches = store.surface_searches(surface_id)
-    _check_not_running(store, f"surface {surface_id}")
-    print(
-        f"surface {surface_id}: resuming with {len(searches)} of {len(plan.samples)} samples begun",
-        file=sys.stderr,
-        flush=True,
-    )
-    store.reopen("surface", surface_id)
+    _take_over(store, "surface", surface_id, f"{len(searches)} of {len(plan.samples)} samples begun")
     _, result = searching.map_planned_surface(
         plan, find_workload(plan.workload), db, invocation["scale"], invocation["seed"], surface_id
     )
@@ -205,9 +191,7 @@ def resume_replay(store: store_module.Store, sweep_id: int, console) -> None:
     sweep = store.replay_sweep(sweep_id)
     specs, prepare = sweep["settings"]["specs"], sweep["settings"]["prepare"]
     done = sum(1 for t in store.replay_sweep_trials(sweep_id) if t["status"] == "done")
-    _check_not_running(store, f"replay {sweep_id}")
-    print(f"replay sweep {sweep_id}: resuming with {done} of {len(specs)} data-set sizes done", file=sys.stderr)
-    store.reopen("replay", sweep_id)
+    _take_over(store, "replay", sweep_id, f"{done} of {len(specs)} data-set sizes done")
     engine = Engine()
     record = TrialRecord(
         workload=sweep["workload"],
@@ -216,6 +200,13 @@ def resume_replay(store: store_module.Store, sweep_id: int, console) -> None:
         replay_sweep_id=sweep_id,
     )
     replay.run_sweep(store, sweep_id, specs, engine, record, prepare, console)
+
+
+def _take_over(store: store_module.Store, kind: str, job_id: int, kept: str) -> None:
+    """Refuse a job whose controller is alive, say what is kept of it, and mark it running again."""
+    _check_not_running(store, f"{kind} {job_id}")
+    print(f"{kind} {job_id}: resuming with {kept}", file=sys.stderr, flush=True)
+    store.reopen(kind, job_id)
 
 
 def _check_not_running(store: store_module.Store, job: str) -> None:
