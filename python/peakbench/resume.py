@@ -96,7 +96,7 @@ def _chosen_job(store: store_module.Store, text: str | None) -> tuple[str, int]:
         if jobs[0]["status"] == "done":
             raise InputError(f"{kind} {job_id} is finished: nothing to resume", file=store.path)
         return kind, job_id
-    unfinished = [j for j in store.jobs(RESUMABLE) if j["status"] != "done"]
+    unfinished = [j for j in store.jobs(RESUMABLE) if j["status"] != "done" and not _surface_sample(store, j)]
     if not unfinished:
         raise InputError(
             "no unfinished search, sfs run, replay sweep, surface or plan in the store: nothing to resume",
@@ -106,13 +106,23 @@ def _chosen_job(store: store_module.Store, text: str | None) -> tuple[str, int]:
     return job["kind"], job["id"]
 
 
+def _surface_sample(store: store_module.Store, job: dict) -> bool:
+    """A search that is one sample of a surface: its surface resumes it."""
+    return job["kind"] == "search" and store.search(job["id"])["surface_id"] is not None
+
+
 def resume_search(store: store_module.Store, search_id: int):
     search = store.search(search_id)
     invocation = search["invocation"]
+    if search["surface_id"] is not None:
+        raise InputError(
+            f"search {search_id} is a sample of surface {search['surface_id']}: resume surface:{search['surface_id']}",
+            file=store.path,
+        )
     if invocation is None:
         raise InputError(
-            f"search {search_id} was not stored with what a resume needs (a simulated search, part"
-            " of a surface, or from an older peakbench): run it again",
+            f"search {search_id} was not stored with what a resume needs (a simulated search,"
+            " or from an older peakbench): run it again",
             file=store.path,
         )
     settings = SearchSettings.from_stored(search["settings"])
