@@ -43,8 +43,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 RESULTS = BENCH / "results"
+sys.path.insert(0, str(ROOT / "python"))  # the checkout's peakbench, installed or not
+from peakbench.contract import SPEC_SCHEMA  # noqa: E402
+
 ENGINE = ROOT / "engine" / "target" / "release" / "peakbench-engine"
-SPEC_SCHEMA = "peakbench.trial-spec/1"
 MANIFEST = ".peakbench-manifest.json"
 
 # The Fstress-like mix from engine/SPEC.md, for a "realistic" row beside the single-op ones.

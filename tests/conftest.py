@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import _posixsubprocess
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +42,40 @@ def engine_path() -> Path:
             pytest.skip("peakbench-engine is absent and cargo is not available")
     os.environ["PEAKBENCH_ENGINE"] = str(path)  # CLI subprocesses use the same binary
     return path
+
+
+# Tests that use these fixtures start the engine, the CLI or a server: they are integration tests.
+PROCESS_FIXTURES = {"engine_path", "cli", "ganesha_server", "nfs_url", "nginx"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if PROCESS_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_start_no_process(request, monkeypatch):
+    """A test not marked integration must not start a process or listen on a socket, so that
+    `pytest -m "not integration"` is the fast, process-free unit run it claims to be."""
+    if request.node.get_closest_marker("integration"):
+        return
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(
+            f"{request.node.nodeid} starts a process or a server: mark it @pytest.mark.integration "
+            "(or use one of the fixtures in tests/conftest.py PROCESS_FIXTURES)"
+        )
+
+    for module, name in [
+        (subprocess, "_fork_exec"),
+        (_posixsubprocess, "fork_exec"),
+        (os, "fork"),
+        (os, "posix_spawn"),
+        (os, "posix_spawnp"),
+        (socket.socket, "listen"),
+    ]:
+        monkeypatch.setattr(module, name, refuse)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -264,3 +264,23 @@ def test_outcomes_and_latency_quarters_merge_exactly(three_clients):
         count = sum(c for _, c in parts)
         assert merged["latency"]["quarters_count"][quarter] == count
         assert merged["latency"]["quarters_mean_ms"][quarter] == pytest.approx(sum(m * c for m, c in parts) / count)
+
+
+def test_a_merged_trial_keeps_the_bytes_the_requests_and_the_interruption(three_clients):
+    """What one engine reports about its window (bytes moved, requests issued, Mbit/s, an early end)
+    is reported for the clients together too, not dropped."""
+    results = [r for r, _, _ in three_clients]
+    for index, result in enumerate(results):
+        result.update(issued=1000 + index, bytes=10**6 * (index + 1), output_mbit_s=0.8 * (index + 1))
+        result.update(interrupted=index == 2, mode="open", engine_clock="tsc")
+    merged = merge_results(results, ["a", "b", "c"])
+    assert merged["issued"] == 3003 and merged["bytes"] == 6 * 10**6
+    assert merged["output_mbit_s"] == pytest.approx(4.8)
+    assert merged["interrupted"] is True and merged["mode"] == "open" and merged["engine_clock"] == "tsc"
+
+
+def test_a_result_missing_a_field_is_refused_naming_the_client_and_the_field(three_clients):
+    results = [r for r, _, _ in three_clients]
+    del results[1]["schedule_lag"]["p99_ms"]
+    with pytest.raises(ValueError, match="b: field schedule_lag.p99_ms is missing"):
+        merge_results(results, ["a", "b", "c"])

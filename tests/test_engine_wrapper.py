@@ -21,6 +21,7 @@ def fake_engine(tmp_path, body: str):
     return Engine(path)
 
 
+@pytest.mark.integration
 def test_progress_lines_go_to_the_callback_and_the_result_comes_back(tmp_path):
     engine = fake_engine(
         tmp_path,
@@ -35,6 +36,7 @@ print(json.dumps({"requested_rate": spec["load"]["rate"], "achieved_rate": 9.9})
     assert [event["sent"] for event in events] == [10, 20]
 
 
+@pytest.mark.integration
 def test_exit_2_is_an_input_error_with_the_engines_message(tmp_path):
     engine = fake_engine(
         tmp_path,
@@ -47,6 +49,7 @@ sys.exit(2)
         engine.validate(SPEC)
 
 
+@pytest.mark.integration
 def test_exit_1_is_a_run_error_and_keeps_the_text_between_progress_lines(tmp_path):
     engine = fake_engine(
         tmp_path,
@@ -60,6 +63,7 @@ sys.exit(1)
         engine.prepare(SPEC)
 
 
+@pytest.mark.integration
 def test_a_hung_engine_is_stopped_at_the_deadline(tmp_path):
     engine = fake_engine(tmp_path, "time.sleep(60)")
     started = time.monotonic()
@@ -68,6 +72,7 @@ def test_a_hung_engine_is_stopped_at_the_deadline(tmp_path):
     assert time.monotonic() - started < 10
 
 
+@pytest.mark.integration
 def test_a_result_that_is_not_json_is_an_error(tmp_path):
     engine = fake_engine(tmp_path, "print('done!')")
     with pytest.raises(RunError, match="printed no JSON result"):

@@ -272,7 +272,7 @@ def test_monitors_sample_cpu_memory_and_named_processes(cli, tmp_path):
     assert len(run["monitor"]["series"]) >= 8
 
 
-def test_trial_tests_with_clients_merge_histograms(engine_path, cli, tmp_path):
+def test_trial_tests_with_clients_split_as_the_cluster_does_start_together_and_merge(engine_path, cli, tmp_path):
     plan = write(
         tmp_path / "plan.toml",
         """
@@ -283,6 +283,7 @@ def test_trial_tests_with_clients_merge_histograms(engine_path, cli, tmp_path):
         target = "null://"
         rate = "{rate}"
         clients = 2
+        max_outstanding = 8
         warmup = 0
         runtime = "1s"
         stop = {min_runs = 2}
@@ -298,6 +299,13 @@ def test_trial_tests_with_clients_merge_histograms(engine_path, cli, tmp_path):
         assert len(trial_ids) == 2
         trials = [query(db, "SELECT * FROM trials WHERE id = ?", i)[0] for i in trial_ids]
         assert [t["rate"] for t in trials] == [200.0, 200.0]
+        # "Clients" as in `run --clients`: the in-flight cap split too, and one start instant with the
+        # two metronomes interleaved (client 2 starts half an aggregate interval after client 1).
+        specs = [json.loads(t["spec"]) for t in trials]
+        assert [s["load"]["max_outstanding"] for s in specs] == [4, 4]
+        assert specs[1]["start_at_unix_s"] - specs[0]["start_at_unix_s"] == pytest.approx(1 / 400, abs=1e-6)
+        starts = [json.loads(t["result"])["start"] for t in trials]
+        assert [s["requested_unix_s"] for s in starts] == [s["start_at_unix_s"] for s in specs]
         completed = sum(json.loads(t["result"])["completed"] for t in trials)
         assert run["metrics"]["completed"] == completed
         assert run["metrics"]["achieved_rate"] == pytest.approx(400, rel=0.1)

@@ -4,7 +4,7 @@ import os
 import time
 
 import pytest
-from peakbench.harness import stoprule, trials
+from peakbench.harness import stoprule
 from peakbench.harness.monitor import disk_stats, memory, process_cpu
 from peakbench.harness.process import aggregate, run_together
 from peakbench.tomlpos import Positions
@@ -42,6 +42,7 @@ def test_stop_rule_min_check_every_until_max():
     assert decision is None and "nope" in warning
 
 
+@pytest.mark.integration
 def test_processes_start_behind_a_barrier_with_their_index(tmp_path):
     stamp = 'import os, time; time.sleep(0.01 * int(os.environ["PEAKBENCH_THREAD"])); print(time.time())'
     import sys
@@ -58,6 +59,7 @@ def test_processes_start_behind_a_barrier_with_their_index(tmp_path):
     assert (tmp_path / "b.2.out").read_text() == results[1].stdout
 
 
+@pytest.mark.integration
 def test_timeouts_kill_the_whole_process_group_and_bad_programs_are_reported(tmp_path):
     started = time.monotonic()
     [slow] = run_together(
@@ -83,14 +85,6 @@ def test_timeouts_kill_the_whole_process_group_and_bad_programs_are_reported(tmp
         label="f",
     )
     assert failed.exit_status == 4 and failed.describe_failure() == "exit status 4: boom"
-
-
-def test_client_specs_split_the_rate_and_give_each_a_directory():
-    spec = {"seed": 3, "load": {"rate": 300.0}, "target": {"kind": "posix", "path": "/mnt/x"}}
-    specs = trials.client_specs(spec, 3)
-    assert [s["load"]["rate"] for s in specs] == [100.0] * 3
-    assert [s["target"]["path"] for s in specs] == ["/mnt/x/client1", "/mnt/x/client2", "/mnt/x/client3"]
-    assert len({s["seed"] for s in specs}) == 3 and spec["load"]["rate"] == 300.0
 
 
 def test_proc_parsers():

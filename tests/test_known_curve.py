@@ -148,6 +148,7 @@ def test_the_truth_agrees_with_the_closed_form_and_with_a_simulation_of_the_queu
     )  # two workers queue less than one twice as fast
 
 
+@pytest.mark.integration
 def test_the_server_serves_its_docroot_and_every_request_takes_the_service_time(docroot):
     (docroot / "a.txt").write_bytes(b"hello")
     (docroot / "sub").mkdir()

@@ -1,5 +1,5 @@
-"""`peakbench resume` after kill -9 at random points: a search and an sfs run each finish with every
-finished trial kept once and none lost (DESIGN: every long job resumes after kill -9)."""
+"""`peakbench resume` after kill -9 at random points: a search, an sfs run, a replay sweep and a surface
+each finish with every finished trial kept once and none lost (DESIGN: every long job resumes after kill -9)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from conftest import REPO
+from peakbench import tracegen
 
 KILLS = 10  # at least this many kill points per job kind
 
@@ -42,7 +43,7 @@ def kill_and_resume(first: subprocess.Popen, db: Path, job: str, seed: int) -> i
     """Kill the job at random moments while it works, resuming it each time, until it ends; the kills."""
     rng = random.Random(seed)
     lock = Path(f"{db}.{job.replace(' ', '-')}.lock")
-    table = {"search": "searches", "sfs": "sfs_runs"}[job.split()[0]]
+    table = {"search": "searches", "sfs": "sfs_runs", "replay": "replay_sweeps", "surface": "surfaces"}[job.split()[0]]
     process, kills = first, 0
     while True:
         deadline = time.monotonic() + 120
@@ -125,3 +126,71 @@ def test_an_sfs_run_killed_at_random_points_resumes_every_load_point_once(engine
         )
     ]
     assert done == loads, "a load point was lost or measured twice"
+
+
+def test_a_replay_sweep_killed_at_random_points_resumes_every_data_set_size_once(engine_path, cli, tmp_path):
+    log = tracegen.write(tmp_path / "access.log.gz", tracegen.TraceShape(requests=2000, files=100, seed=3))
+    docroot = tmp_path / "www"
+    built = cli("replay", "--build-docroot", str(docroot), str(log))
+    assert built.returncode == 0, built.stderr
+    sizes = [f"{kib}KiB" for kib in range(64, 64 * 21, 64)]  # 20 data-set sizes of 0.4 s trials
+    db = tmp_path / "replay.db"
+    args = ["--target", str(docroot), "--rate", "200", "--warmup", "0", "--runtime", "0.4", "--db", str(db)]
+    first = start("replay", str(log), *args, "--dataset-size", ",".join(sizes))
+    kills = kill_and_resume(first, db, "replay 1", seed=3)
+    assert kills >= KILLS
+    connection = sqlite3.connect(db)
+    assert connection.execute("SELECT status FROM replay_sweeps WHERE id = 1").fetchone()[0] == "done"
+    measured = [
+        json.loads(spec)["replay"]["dataset_bytes"]
+        for (spec,) in connection.execute(
+            "SELECT spec FROM trials WHERE replay_sweep_id = 1 AND status = 'done' ORDER BY id"
+        )
+    ]
+    assert measured == [64 * 1024 * n for n in range(1, 21)], "a data-set size was lost or measured twice"
+
+
+SURFACE = """\
+workload = "web-server"
+target = "null://"
+policy = "linear"
+
+[search]
+runlength_s = 0.3
+warmup_s = 0
+start_load = 50
+max_load = 250
+
+[design]
+kind = "d-optimal"
+samples = 6
+
+[[factors]]
+name = "a"
+levels = [1, 2, 3]
+
+[[factors]]
+name = "b"
+levels = [1, 2, 3]
+"""
+
+
+def test_a_surface_killed_at_random_points_resumes_every_sample_without_repeating_a_trial(engine_path, tmp_path):
+    # Six samples' searches of about five 0.3 s trials each against the engine's null target.
+    plan = tmp_path / "surface.toml"
+    plan.write_text(SURFACE)
+    db = tmp_path / "surface.db"
+    kills = kill_and_resume(start("surface", str(plan), "--db", str(db)), db, "surface 1", seed=4)
+    assert kills >= KILLS
+    connection = sqlite3.connect(db)
+    assert connection.execute("SELECT status FROM surfaces WHERE id = 1").fetchone()[0] == "done"
+    searches = connection.execute("SELECT id, sample, status, result FROM searches WHERE surface_id = 1").fetchall()
+    assert len({sample for _, sample, _, _ in searches}) == len(searches) == 6, "a sample was searched twice"
+    for search_id, _, status, result in searches:
+        assert status == "done"
+        trace = [(t["load"], t["runlength_s"]) for t in json.loads(result)["trace"]]
+        specs = connection.execute(
+            "SELECT spec FROM trials WHERE search_id = ? AND status = 'done' ORDER BY id", (search_id,)
+        )
+        stored = [(json.loads(spec)["load"]["rate"], json.loads(spec)["load"]["runtime_s"]) for (spec,) in specs]
+        assert trace == stored, f"search {search_id}: a trial was repeated or lost"

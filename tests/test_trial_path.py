@@ -133,6 +133,7 @@ def test_a_measured_trial_the_store_cannot_take_is_written_out(engine_path, tmp_
     assert "per-operation breakdown" in out  # the figures were printed too
 
 
+@pytest.mark.integration
 def test_a_simulated_search_is_stored_and_listed(tmp_path):
     store = tmp_path / "s.db"
     done = run_cli("search", "mail", "--target", "sim://?capacity=800", "--quick", "--db", str(store), "--json", "-")

@@ -28,6 +28,9 @@ here, the closed loop's clients; it is `run`'s load clients that are
 from __future__ import annotations
 
 import argparse
+import collections
+import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -40,8 +43,10 @@ from . import store as store_module
 from . import tracegen
 from .cluster import engine_for
 from .cluster.report import print_clients
+from .contract import SPEC_SCHEMA_V2
 from .engine import Engine
 from .errors import InputError
+from .locks import StoreLock
 from .output import STDOUT, check_output, write_json
 from .progress import ProgressDisplay
 from .sysinfo import snapshot
@@ -50,7 +55,6 @@ from .targets import check_ours, parse_target, target_label
 from .trials import TrialRecord, run_trial
 from .units import format_size, parse_size
 
-SPEC_SCHEMA_V2 = "peakbench.trial-spec/2"
 # The engine's size classes (replay.rs SIZE_CLASSES), smallest first.
 SIZE_CLASSES = ("<1KiB", "1-10KiB", "10-100KiB", "100KiB-1MiB", ">=1MiB")
 DEFAULT_CLIENTS = 64  # two client machines with 32 clients each, in the paper
@@ -336,7 +340,9 @@ def command_replay(args: argparse.Namespace) -> int:
     ]
     workload = f"replay:{args.log.name}"
     console = Console(stderr=args.json == STDOUT, width=None if sys.stdout.isatty() else 160)
-    rows = []
+    # Rounds over the sizes, not each size N times in a row: drift on a shared machine then
+    # spreads over every size instead of biasing one.
+    specs = [spec for _ in range(args.repeat) for spec in specs]
     with (
         engine_for(
             args.load_clients,
@@ -349,32 +355,75 @@ def command_replay(args: argparse.Namespace) -> int:
         engine.validate(specs[0])
         system = snapshot(target, engine.version())
         record = TrialRecord(workload=workload, target=target_label(target), sysinfo=system)
-        # Rounds over the sizes, not each size N times in a row: drift on a shared machine then
-        # spreads over every size instead of biasing one.
-        for spec in [spec for _ in range(args.repeat) for spec in specs]:
-            stored = run_trial(spec, engine, store, record, prepare=prepare, phase="replay")
-            result, trial_id = stored.result, stored.trial_id
-            if trial_id is None:
-                print(
-                    f"peakbench: {stored.store_error}; the trial was written to {stored.saved_to} instead",
-                    file=sys.stderr,
-                )
-            if not rows:
-                report_parse(result["replay"])
-            size = spec["replay"]["dataset_bytes"]
-            console.print(
-                f"[bold]trial {trial_id}[/bold]: {mode_text(spec)}"
-                + (f", data set {format_size(size)}" if size else "")
+        if len(specs) == 1:
+            rows = [run_point(specs[0], engine, store, record, prepare, console)]
+        else:  # a sweep is a job of its own, so that `peakbench resume` can finish it
+            sweep_id = store.add_replay_sweep(workload=workload, target=record.target, specs=specs, prepare=prepare)
+            print(
+                f"replay sweep {sweep_id}: {len(specs)} trials; resume with"
+                f" `peakbench resume replay:{sweep_id} --db {args.db}` if interrupted",
+                file=sys.stderr,
+                flush=True,
             )
-            print_trial({**spec, "mix": result.get("mix_actual", {})}, result, console)
-            console.print(class_table(result))
-            print_clients(result, console)
-            ops = {name: {**op, "error_count": error_count(op)} for name, op in result["ops"].items()}
-            rows.append({"trial_id": trial_id, **result, "ops": ops})
-    if len(rows) > 1:
-        console.print(sweep_table(rows))
+            rows = run_sweep(
+                store, sweep_id, specs, engine, dataclasses.replace(record, replay_sweep_id=sweep_id), prepare, console
+            )
     write_json(args.json, rows if len(rows) > 1 else rows[0])
     return 0
+
+
+def run_point(spec: dict, engine, store, record: TrialRecord, prepare: bool, console, parse_report=True) -> dict:
+    """One replay trial, run, stored and printed (with what the log's parse found, if parse_report); its row
+    of the JSON report."""
+    stored = run_trial(spec, engine, store, record, prepare=prepare, phase="replay")
+    result, trial_id = stored.result, stored.trial_id
+    if trial_id is None:
+        print(f"peakbench: {stored.store_error}; the trial was written to {stored.saved_to} instead", file=sys.stderr)
+    if parse_report:
+        report_parse(result["replay"])
+    size = spec["replay"]["dataset_bytes"]
+    console.print(
+        f"[bold]trial {trial_id}[/bold]: {mode_text(spec)}" + (f", data set {format_size(size)}" if size else "")
+    )
+    print_trial({**spec, "mix": result.get("mix_actual", {})}, result, console)
+    console.print(class_table(result))
+    print_clients(result, console)
+    return report_row(trial_id, result)
+
+
+def report_row(trial_id: int | None, result: dict) -> dict:
+    ops = {name: {**op, "error_count": error_count(op)} for name, op in result["ops"].items()}
+    return {"trial_id": trial_id, **result, "ops": ops}
+
+
+def run_sweep(store, sweep_id: int, specs: list[dict], engine, record: TrialRecord, prepare: bool, console) -> list:
+    """Run the sweep's data-set sizes that have no stored trial yet, in order, holding the sweep's job lock
+    so that `peakbench resume` can tell it is alive; the sweep is finished (or failed) in the store.
+    Returns the rows of every size, stored ones included, in sweep order."""
+    with StoreLock(store.path, f"replay {sweep_id}") as lock:
+        lock.acquire("running the replay sweep")
+        stored = collections.defaultdict(collections.deque)
+        for trial in store.replay_sweep_trials(sweep_id):
+            if trial["status"] == "done":
+                stored[_key(trial["spec"])].append(trial)
+        rows = []
+        try:
+            for spec in specs:
+                if stored[_key(spec)]:
+                    trial = stored[_key(spec)].popleft()
+                    rows.append(report_row(trial["id"], trial["result"]))
+                else:
+                    rows.append(run_point(spec, engine, store, record, prepare, console, parse_report=not rows))
+        except BaseException as error:
+            store.finish_replay_sweep(sweep_id, error=str(error) or type(error).__name__)
+            raise
+        store.finish_replay_sweep(sweep_id)
+    console.print(sweep_table(rows))
+    return rows
+
+
+def _key(spec: dict) -> str:
+    return json.dumps(spec, sort_keys=True)
 
 
 def class_table(result: dict) -> Table:

@@ -4,6 +4,7 @@ in the store."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import secrets
 import sys
@@ -16,6 +17,7 @@ from . import hooks, sim
 from . import store as store_module
 from .controller import Observation, SearchResult, SearchSettings, find_peak
 from .controller.design import Sample
+from .controller.history import same_load
 from .controller.observation import Outcomes
 from .controller.statistics import response_interval
 from .controller.surface import SurfaceResult, map_surface
@@ -164,6 +166,28 @@ def search_engine_target(
         return search_id, continue_search(store, search_id, trials, settings, policy, seed_load, seed)
 
 
+class ResumedTrials:
+    """run_trial for a resumed search: the stored trials first, in order, then live ones."""
+
+    def __init__(self, search_id: int, stored: list[dict], live: EngineTrials):
+        self.search_id = search_id
+        self.stored = collections.deque(stored)
+        self.live = live
+
+    def __call__(self, load: float, runlength_s: float) -> Observation:
+        if not self.stored:
+            return self.live(load, runlength_s)
+        trial = self.stored.popleft()
+        ran = trial["spec"]["load"]
+        if not (same_load(ran["rate"], load) and abs(ran["runtime_s"] - runlength_s) <= 1e-6 * runlength_s):
+            raise RunError(
+                f"search {self.search_id} cannot be resumed: its controller now asks for {load:g} ops/s"
+                f" for {runlength_s:g} s where its stored trial {trial['id']} ran {ran['rate']:g} ops/s"
+                f" for {ran['runtime_s']:g} s (was it started by another peakbench version?)"
+            )
+        return observation_of(trial["result"], load, self.live.settings.psat, trial["cost_s"] or 0.0)
+
+
 def continue_search(
     store: store_module.Store,
     search_id: int,
@@ -203,71 +227,99 @@ def search_simulated(
 
 
 def map_planned_surface(
-    plan: SurfacePlan, workload: Workload, db: Path, scale: float = 1.0, seed: int = 1
+    plan: SurfacePlan,
+    workload: Workload,
+    db: Path,
+    scale: float = 1.0,
+    seed: int = 1,
+    surface_id: int | None = None,
 ) -> tuple[int, SurfaceResult]:
     """Every sample of a surface plan: configure, search its peak, fit the surface; all of it stored.
 
     A sample whose configure command fails, whose server never becomes ready or
     whose target is unusable is recorded as failed with the reason, and the
     rest go on (unless the plan says fail_fast).
+
+    With surface_id, a stored surface goes on (`peakbench resume`): samples are visited in the
+    same order, each sample's search keeps its id and its stored trials are handed back to its
+    controller before it goes on live, so no finished trial runs again.
     """
     settings = plan.settings
     with store_module.Store(db) as store:
-        surface_id = store.add_surface(plan=plan.summary())
+        if surface_id is None:
+            # The plan's absolute path, so that a resume from another directory reads the same file.
+            summary = {**plan.summary(), "path": str(plan.path.absolute())}
+            surface_id = store.add_surface(plan=summary, invocation={"scale": scale, "seed": seed})
+        stored = {_sample_key(search["sample"]): search for search in store.surface_searches(surface_id)}
         searches: list[tuple[Sample, int]] = []
 
         def trials_for(sample: Sample):
             url = plan.fill(plan.target, sample)
-            search_id = store.add_search(
-                workload=plan.workload_for(workload, sample).name,
-                target=url,
-                policy=plan.policy,
-                settings=dataclasses.asdict(settings),
-                surface_id=surface_id,
-                sample=sample,
-            )
+            previous = stored.get(_sample_key(sample))
+            if previous is not None:
+                search_id = previous["id"]
+            else:
+                search_id = store.add_search(
+                    workload=plan.workload_for(workload, sample).name,
+                    target=url,
+                    policy=plan.policy,
+                    settings=dataclasses.asdict(settings),
+                    surface_id=surface_id,
+                    sample=sample,
+                )
             searches.append((sample, search_id))
             if plan.configure is not None:
                 hooks.configure(plan.configure, lambda word: plan.fill(word, sample))
-            if url.startswith("sim://"):
+            if url.startswith("sim://"):  # virtual time: the search is cheap and repeats exactly
                 return sim.target_from_url(
                     url, warmup_s=settings.warmup_s, psat=settings.psat, rsat_ms=settings.rsat_ms, seed=seed + search_id
                 )
-            return _sample_trials(plan, sample, workload, store, search_id, scale, seed)
+            ran = store.search_trials(search_id) if previous is not None else []
+            live = _sample_trials(plan, sample, workload, store, search_id, scale, seed, trials_run=len(ran))
+            return ResumedTrials(search_id, [t for t in ran if t["status"] == "done"], live)
 
         def announce(sample: Sample):
             print(f"surface  sample {', '.join(f'{k}={v:g}' for k, v in sample.items())}", file=sys.stderr, flush=True)
             return progress_printer()
 
-        try:
-            result = map_surface(
-                plan.factors,
-                plan.samples,
-                trials_for,
-                settings,
-                plan.policy,
-                seeding=plan.seeding,
-                fail_fast=plan.fail_fast,
-                progress=announce,
-            )
-        except BaseException as error:
-            store.finish_surface(surface_id, error=str(error) or type(error).__name__)
-            if isinstance(error, RuntimeError) and not isinstance(error, RunError):  # fail_fast's stop
-                raise RunError(f"surface stopped (fail_fast): {error}") from None
-            raise
-        outcomes = {tuple(outcome.sample.items()): outcome for outcome in result.outcomes}
-        for sample, search_id in searches:
-            outcome = outcomes.get(tuple(sample.items()))
-            if outcome is not None and outcome.result is not None:
-                store.finish_search(search_id, result=outcome.result.to_dict())
-            else:
-                store.finish_search(search_id, error=outcome.failure if outcome else "not run")
-        store.finish_surface(surface_id, result=result.to_dict())
+        with StoreLock(store.path, f"surface {surface_id}") as lock:
+            lock.acquire("mapping the surface")
+            try:
+                result = map_surface(
+                    plan.factors,
+                    plan.samples,
+                    trials_for,
+                    settings,
+                    plan.policy,
+                    seeding=plan.seeding,
+                    fail_fast=plan.fail_fast,
+                    progress=announce,
+                )
+            except BaseException as error:
+                store.finish_surface(surface_id, error=str(error) or type(error).__name__)
+                if isinstance(error, RuntimeError) and not isinstance(error, RunError):  # fail_fast's stop
+                    raise RunError(f"surface stopped (fail_fast): {error}") from None
+                raise
+            outcomes = {tuple(outcome.sample.items()): outcome for outcome in result.outcomes}
+            for sample, search_id in searches:
+                outcome = outcomes.get(tuple(sample.items()))
+                if outcome is not None and outcome.result is not None:
+                    store.finish_search(search_id, result=outcome.result.to_dict())
+                else:
+                    store.finish_search(search_id, error=outcome.failure if outcome else "not run")
+            store.finish_surface(surface_id, result=result.to_dict())
     return surface_id, result
 
 
 def _sample_trials(
-    plan: SurfacePlan, sample: Sample, workload: Workload, store, search_id: int | None, scale: float, seed: int
+    plan: SurfacePlan,
+    sample: Sample,
+    workload: Workload,
+    store,
+    search_id: int | None,
+    scale: float,
+    seed: int,
+    trials_run: int = 0,
 ) -> EngineTrials:
     """The engine trials of one sample of a plan: its target, and its workload with the sample's knobs."""
     target = parse_target(plan.fill(plan.target, sample))
@@ -284,6 +336,7 @@ def _sample_trials(
         snapshot(target, version),
         scale,
         seed,
+        trials_run=trials_run,
     )
 
 
@@ -349,3 +402,7 @@ def _fixed_outcome(sample, means, achieved, failed, trial_ids, failure, confiden
         "failed_share": max(failed) if failed else None,
         "failure": failure,
     }
+
+
+def _sample_key(sample: dict) -> tuple:
+    return tuple(sorted(sample.items()))

@@ -140,9 +140,22 @@ MIGRATIONS = [
         "ALTER TABLE sfs_runs ADD COLUMN invocation TEXT",  # JSON: clients, cluster
         "ALTER TABLE trials ADD COLUMN cost_s REAL",  # wall seconds: prepare, warm-up, run, write-back
     ],
+    [  # version 7: replay sweeps (`peakbench replay --dataset-size A --dataset-size B ...`), so they resume
+        """CREATE TABLE replay_sweeps (
+            id INTEGER PRIMARY KEY,
+            created TEXT NOT NULL,            -- UTC, ISO 8601
+            workload TEXT NOT NULL,           -- replay:LOGNAME
+            target TEXT NOT NULL,
+            settings TEXT NOT NULL,           -- JSON {specs: [TrialSpec, ...] in sweep order, prepare: bool}
+            status TEXT NOT NULL,             -- 'running', 'done' or 'failed'
+            error TEXT
+        )""",
+        "ALTER TABLE trials ADD COLUMN replay_sweep_id INTEGER REFERENCES replay_sweeps (id)",
+        "ALTER TABLE surfaces ADD COLUMN invocation TEXT",  # JSON {scale, seed}: what a resume needs
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
-JOB_KINDS = ("trial", "search", "sfs", "surface", "plan")  # what `results list` shows
+JOB_KINDS = ("trial", "search", "sfs", "replay", "surface", "plan")  # what `results list` shows
 JSON_COLUMNS = (
     "notes",
     "spec",
@@ -304,13 +317,14 @@ class Store:
         notes: list[str] = (),
         search_id: int | None = None,
         sfs_run_id: int | None = None,
+        replay_sweep_id: int | None = None,
         cost_s: float | None = None,
         interrupted: bool = False,
     ) -> int:
         """add_trial's INSERT, inside a transaction the caller holds (see transaction())."""
         cursor = self.connection.execute(
             "INSERT INTO trials (created, workload, target, rate, status, error, notes, spec, result, sysinfo,"
-            " search_id, sfs_run_id, cost_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " search_id, sfs_run_id, replay_sweep_id, cost_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 _now(),
                 workload,
@@ -324,6 +338,7 @@ class Store:
                 json.dumps(sysinfo),
                 search_id,
                 sfs_run_id,
+                replay_sweep_id,
                 cost_s,
             ),
         )
@@ -360,19 +375,20 @@ class Store:
         return cursor.lastrowid
 
     def reopen(self, kind: str, job_id: int) -> None:
-        """Mark an unfinished search or sfs run as running again (`peakbench resume`)."""
-        table = {"search": "searches", "sfs": "sfs_runs"}[kind]
+        """Mark an unfinished search, sfs run, replay sweep or surface as running again (`peakbench resume`)."""
+        table = {"search": "searches", "sfs": "sfs_runs", "replay": "replay_sweeps", "surface": "surfaces"}[kind]
         with self._transaction():
             self.connection.execute(f"UPDATE {table} SET status = 'running', error = NULL WHERE id = ?", (job_id,))
 
     def finish_search(self, search_id: int, *, result: dict | None = None, error: str | None = None) -> None:
         self._finish("searches", search_id, result, error)
 
-    def add_surface(self, *, plan: dict) -> int:
+    def add_surface(self, *, plan: dict, invocation: dict | None = None) -> int:
         """Open a surface before its first sample, so every sample's search can point at it."""
         with self._transaction():
             cursor = self.connection.execute(
-                "INSERT INTO surfaces (created, plan, status) VALUES (?, ?, 'running')", (_now(), json.dumps(plan))
+                "INSERT INTO surfaces (created, plan, status, invocation) VALUES (?, ?, 'running', ?)",
+                (_now(), json.dumps(plan), json.dumps(invocation) if invocation is not None else None),
             )
         return cursor.lastrowid
 
@@ -437,10 +453,14 @@ class Store:
         return cursor.lastrowid
 
     def finish_sfs_run(self, run_id: int, *, error: str | None = None) -> None:
+        self._end("sfs_runs", run_id, error)
+
+    def _end(self, table: str, row_id: int, error: str | None) -> None:
+        """A job without a result of its own is done, or failed with the error."""
         with self._transaction():
             self.connection.execute(
-                "UPDATE sfs_runs SET status = ?, error = ? WHERE id = ?",
-                ("done" if error is None else "failed", error, run_id),
+                f"UPDATE {table} SET status = ?, error = ? WHERE id = ?",
+                ("done" if error is None else "failed", error, row_id),
             )
 
     def sfs_runs(self) -> list[dict]:
@@ -451,6 +471,27 @@ class Store:
 
     def sfs_run_trials(self, run_id: int) -> list[dict]:
         return self._rows("SELECT * FROM trials WHERE sfs_run_id = ? ORDER BY id", run_id)
+
+    def add_replay_sweep(self, *, workload: str, target: str, specs: list[dict], prepare: bool) -> int:
+        """Open a replay sweep (one trial per data-set size) before its first trial; returns its id."""
+        with self._transaction():
+            cursor = self.connection.execute(
+                "INSERT INTO replay_sweeps (created, workload, target, settings, status) VALUES (?, ?, ?, ?, 'running')",
+                (_now(), workload, target, json.dumps({"specs": specs, "prepare": prepare})),
+            )
+        return cursor.lastrowid
+
+    def finish_replay_sweep(self, sweep_id: int, *, error: str | None = None) -> None:
+        self._end("replay_sweeps", sweep_id, error)
+
+    def replay_sweeps(self) -> list[dict]:
+        return self._rows("SELECT * FROM replay_sweeps ORDER BY id")
+
+    def replay_sweep(self, sweep_id: int) -> dict | None:
+        return self._row("replay_sweeps", sweep_id)
+
+    def replay_sweep_trials(self, sweep_id: int) -> list[dict]:
+        return self._rows("SELECT * FROM trials WHERE replay_sweep_id = ? ORDER BY id", sweep_id)
 
     def trials(self) -> list[dict]:
         return self._rows("SELECT * FROM trials ORDER BY id")
@@ -463,7 +504,10 @@ class Store:
         what `results list` shows. A trial of a search or sfs run is listed with its job, not alone."""
         jobs = []
         if "trial" in kinds:
-            for trial in self._rows("SELECT * FROM trials WHERE search_id IS NULL AND sfs_run_id IS NULL ORDER BY id"):
+            for trial in self._rows(
+                "SELECT * FROM trials WHERE search_id IS NULL AND sfs_run_id IS NULL AND replay_sweep_id IS NULL"
+                " ORDER BY id"
+            ):
                 result = trial["result"]
                 verdict = (
                     f"achieved {result['achieved_rate']:.1f} of {trial['rate']:g} ops/s"
@@ -496,6 +540,23 @@ class Store:
                         f"{done} of {planned} load points",
                     )
                 )
+        if "replay" in kinds:
+            per_sweep = self._counts(
+                "SELECT replay_sweep_id, count(*) FROM trials WHERE replay_sweep_id IS NOT NULL AND status = 'done'"
+                " GROUP BY 1"
+            )
+            for sweep in self.replay_sweeps():
+                done, planned = per_sweep.get(sweep["id"], 0), len(sweep["settings"]["specs"])
+                jobs.append(
+                    _job(
+                        "replay",
+                        sweep,
+                        sweep["workload"],
+                        sweep["target"],
+                        sweep["error"] or "",
+                        f"{done} of {planned} data-set sizes",
+                    )
+                )
         if "surface" in kinds:
             per_surface = self._counts(
                 "SELECT surface_id, count(*) FROM searches WHERE surface_id IS NOT NULL GROUP BY 1"
@@ -522,6 +583,140 @@ class Store:
             for plan in self.plans():
                 jobs.append(_job("plan", plan, plan["name"], plan["path"], plan["error"] or ""))
         return sorted(jobs, key=lambda job: (job["created"], JOB_KINDS.index(job["kind"]), job["id"]))
+
+    # Experiment plans (harness/): the plan with its expanded tests, every run of a test, and events.
+
+    def add_plan(
+        self, *, name: str, path: str, sources: dict, plan: dict, workdir: str, tests: list[dict], notes
+    ) -> int:
+        """The plan and all its tests (pending), with its notes as events, in one transaction; returns its id."""
+        with self._transaction():
+            now = _now()
+            cursor = self.connection.execute(
+                "INSERT INTO plans (created, name, path, sources, plan, workdir, status)"
+                " VALUES (?, ?, ?, ?, ?, ?, 'running')",
+                (now, name, path, _encode(sources), _encode(plan), workdir),
+            )
+            plan_id = cursor.lastrowid
+            for test in tests:
+                self.connection.execute(
+                    "INSERT INTO plan_tests (plan_id, seq, name, kind, vars, settings, status)"
+                    " VALUES (?, ?, ?, ?, ?, ?, 'pending')",
+                    (plan_id, test["seq"], test["name"], test["kind"], _encode(test["vars"]), _encode(test)),
+                )
+            for note in notes:
+                self.connection.execute(
+                    "INSERT INTO plan_events (plan_id, created, kind, message) VALUES (?, ?, 'note', ?)",
+                    (plan_id, now, note),
+                )
+        return plan_id
+
+    def add_plan_event(self, plan_id: int, test_id: int | None, kind: str, message: str, detail=None) -> None:
+        with self._transaction():
+            self.connection.execute(
+                "INSERT INTO plan_events (plan_id, test_id, created, kind, message, detail) VALUES (?, ?, ?, ?, ?, ?)",
+                (plan_id, test_id, _now(), kind, message, _encode(detail) if detail is not None else None),
+            )
+
+    def update_plan(self, plan_id: int, **columns) -> None:
+        """Set a plan's status, error or finished."""
+        self._update("plans", plan_id, columns, ("status", "error", "finished"))
+
+    def update_plan_test(self, test_id: int, **columns) -> None:
+        """Set a plan test's status, stop_reason or sysinfo."""
+        self._update("plan_tests", test_id, columns, ("status", "stop_reason", "sysinfo"))
+
+    def _update(self, table: str, row_id: int, columns: dict, allowed: tuple[str, ...]) -> None:
+        unknown = set(columns) - set(allowed)
+        if unknown:
+            raise ValueError(f"{table} has no settable column {sorted(unknown)}")
+        values = [_encode(v) if name in JSON_COLUMNS and v is not None else v for name, v in columns.items()]
+        assignments = ", ".join(f"{name} = ?" for name in columns)
+        with self._transaction():
+            self.connection.execute(f"UPDATE {table} SET {assignments} WHERE id = ?", (*values, row_id))
+
+    def insert_plan_run(
+        self,
+        *,
+        plan_id: int,
+        test_id: int,
+        attempt: int,
+        status: str,
+        discarded: bool,
+        metrics: dict,
+        threads: list,
+        hooks: list,
+        cache: list,
+        monitor: dict | None,
+        sysinfo: dict,
+        result: dict | None,
+        trial_ids: list[int],
+        error: str | None,
+    ) -> int:
+        """One run of a plan test, inside a transaction the caller holds (with its trials: see transaction())."""
+        cursor = self.connection.execute(
+            "INSERT INTO plan_runs (plan_id, test_id, attempt, created, status, discarded, metrics, threads, hooks,"
+            " cache, monitor, sysinfo, result, trial_ids, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                plan_id,
+                test_id,
+                attempt,
+                _now(),
+                status,
+                int(discarded),
+                _encode(metrics),
+                _encode(threads),
+                _encode(hooks),
+                _encode(cache),
+                _encode(monitor) if monitor is not None else None,
+                _encode(sysinfo),
+                _encode(result) if result is not None else None,
+                _encode(trial_ids),
+                error,
+            ),
+        )
+        return cursor.lastrowid
+
+    def plan(self, plan_id: int) -> dict | None:
+        return self._row("plans", plan_id)
+
+    def plan_tests(self, plan_id: int) -> list[dict]:
+        return self._rows("SELECT * FROM plan_tests WHERE plan_id = ? ORDER BY seq", plan_id)
+
+    def plan_test(self, test_id: int) -> dict | None:
+        return self._row("plan_tests", test_id)
+
+    def plan_test_named(self, name: str, plan_id: int | None = None) -> dict | None:
+        """The test of that name in plan_id, or in the newest plan that has one."""
+        if plan_id is not None:
+            rows = self._rows("SELECT * FROM plan_tests WHERE plan_id = ? AND name = ?", plan_id, name)
+        else:
+            rows = self._rows("SELECT * FROM plan_tests WHERE name = ? ORDER BY plan_id DESC LIMIT 1", name)
+        return rows[0] if rows else None
+
+    def plan_runs(self, test_id: int) -> list[dict]:
+        return self._rows("SELECT * FROM plan_runs WHERE test_id = ? ORDER BY attempt", test_id)
+
+    def plan_events(self, plan_id: int) -> list[dict]:
+        return self._rows("SELECT * FROM plan_events WHERE plan_id = ? ORDER BY id", plan_id)
+
+    def plan_done_runs(self, plan_id: int) -> int:
+        return self.connection.execute(
+            "SELECT COUNT(*) FROM plan_runs WHERE plan_id = ? AND status = 'done'", (plan_id,)
+        ).fetchone()[0]
+
+    def plan_summaries(self) -> list[dict]:
+        """Every plan with its number of tests and of tests done: `peakbench plan list`."""
+        return self._rows(
+            "SELECT p.id, p.created, p.name, p.status, COUNT(t.id) AS tests,"
+            " COALESCE(SUM(t.status = 'done'), 0) AS done FROM plans p LEFT JOIN plan_tests t ON t.plan_id = p.id"
+            " GROUP BY p.id ORDER BY p.id"
+        )
+
+    def last_plan_id(self, unfinished: bool = False) -> int | None:
+        """The newest plan's id (the newest not done, with unfinished); None if there is none."""
+        where = " WHERE status != 'done'" if unfinished else ""
+        return self.connection.execute(f"SELECT MAX(id) FROM plans{where}").fetchone()[0]
 
     def trial(self, trial_id: int) -> dict | None:
         return self._row("trials", trial_id)
@@ -551,6 +746,10 @@ def _job(kind: str, row: dict, workload: str, target: str, verdict: str, size: s
 
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+def _encode(value) -> str:
+    return json.dumps(value, default=str)
 
 
 def _decode(row: sqlite3.Row) -> dict:

@@ -37,6 +37,7 @@ class TrialRecord:
     notes: tuple[str, ...] = ()
     search_id: int | None = None
     sfs_run_id: int | None = None
+    replay_sweep_id: int | None = None
 
     def fields(self) -> dict:
         return {**dataclasses.asdict(self), "notes": list(self.notes)}

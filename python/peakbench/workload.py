@@ -47,12 +47,12 @@ import math
 from pathlib import Path
 
 from . import distributions, tomlfile
+from .contract import SPEC_SCHEMA
 from .errors import InputError
 from .mix import OPS, normalise
 from .mixfile import read_mixfile
 from .units import parse_size
 
-SPEC_SCHEMA = "peakbench.trial-spec/1"
 CANNED_DIR = Path(__file__).parent / "workloads"
 
 TABLES = ("fileset", "scaling", "mix", "read", "write", "load", "cluster")

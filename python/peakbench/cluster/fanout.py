@@ -58,12 +58,12 @@ import time
 import uuid
 from collections.abc import Callable
 
+from ..contract import SPEC_SCHEMA_V2
 from ..engine import Engine, prepare_timeout, run_timeout
 from ..errors import InputError, RunError
 from .clock import DEFAULT_TOLERANCE_S, ClockOffset, check_skew, measure_offsets, worker_clock
 from .merge import merge_results
 
-SPEC_SCHEMA_V2 = "peakbench.trial-spec/2"
 SEED_STRIDE = 1_000_003
 READ_ONLY_OPS = frozenset(
     {

@@ -1,4 +1,4 @@
-"""Merging the TrialResults of many load clients into one: pure logic over result dicts.
+"""Merging the TrialResults of many load clients into one: pure logic over typed results (contract.py).
 
 The merged result has the engine's own schema (engine/SPEC.md), so everything
 that reads one engine's result (the trial table, the store, the search's
@@ -7,7 +7,8 @@ Observation) reads a merged one unchanged. What merges exactly:
 - counts add: sent, unsent, completed, per-op count, successes, errors by kind, shed,
   timeouts, cancellations, retransmissions, bytes, and the outcomes (failed_share is
   recomputed from the summed counts);
-- rates add: requested_rate, achieved_rate (goodput) and completed_rate are sums over the clients;
+- rates add: requested_rate, achieved_rate (goodput), completed_rate and output_mbit_s are sums over the
+  clients, as are issued and bytes; the trial is interrupted if any client's was;
 - latency.quarters_mean_ms: each quarter's mean weighted by the clients' quarters_count;
 - latency figures are recomputed from the sum of the clients' HDR histograms
   (per op, overall and schedule lag): a merged p99 is the p99 of every request
@@ -36,6 +37,7 @@ from collections.abc import Sequence
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
+from ..contract import ContractError, FilesetInfo, OpStats, Outcomes, Outstanding, Restore, ScheduleLag, TrialResult
 from ..engine import outcomes
 from ..table import error_count
 
@@ -126,87 +128,108 @@ def _add_counts(dicts: Sequence[dict]) -> dict:
     return dict(sorted(total.items()))
 
 
-def merge_op(ops: Sequence[dict]) -> dict:
+def _sum(values) -> int | float:
+    return sum(value or 0 for value in values)
+
+
+def merge_op(ops: Sequence[OpStats]) -> OpStats:
     """One op's record over clients: histogram sum, errors by kind, timeouts and bytes added."""
-    merged = summarize(add_histograms([op.get("hist") for op in ops]))
-    merged["errors"] = _add_counts([op.get("errors", {}) for op in ops])
+    merged = OpStats.load(summarize(add_histograms([op.hist for op in ops])))
+    merged.errors = _add_counts([op.errors or {} for op in ops])
     for key in ("successes", "shed", "timeouts", "cancellations", "retransmissions", "bytes"):
-        merged[key] = sum(op.get(key, 0) for op in ops)
+        setattr(merged, key, _sum(getattr(op, key) for op in ops))
     return merged
 
 
-def merge_outcomes(results: Sequence[dict]) -> dict:
+def merge_outcomes(results: Sequence[TrialResult]) -> Outcomes:
     """The clients' outcomes added, failed_share recomputed from the sums."""
-    counts = {
-        key: sum(outcomes(r)[key] for r in results) for key in ("succeeded", "errors", "shed", "timeouts", "cancelled")
-    }
-    total = sum(counts.values())
-    return {**counts, "failed_share": (total - counts["succeeded"]) / total if total else 0.0}
+    each = [r.outcomes or Outcomes.load(outcomes(r.dump())) for r in results]  # a result from before outcomes
+    return Outcomes.of(
+        *(sum(getattr(o, key) for o in each) for key in ("succeeded", "errors", "shed", "timeouts", "cancelled"))
+    )
 
 
-def _latency_quarters(results: Sequence[dict]) -> dict:
+def _latency_quarters(results: Sequence[TrialResult]) -> tuple[list[float] | None, list[int] | None]:
     """Each quarter's mean latency over every client's requests due in it (count-weighted), and
-    the counts; nothing when a client's result has no quarters (an engine from before them)."""
-    latencies = [r.get("latency", {}) for r in results]
-    if not all("quarters_count" in lat and "quarters_mean_ms" in lat for lat in latencies):
-        return {}
-    counts = [sum(lat["quarters_count"][i] for lat in latencies) for i in range(4)]
+    the counts; (None, None) when a client's result has no quarters (an engine from before them)."""
+    latencies = [r.latency for r in results]
+    if any(lat.quarters_count is None or lat.quarters_mean_ms is None for lat in latencies):
+        return None, None
+    counts = [sum(lat.quarters_count[i] for lat in latencies) for i in range(4)]
     means = [
-        sum(lat["quarters_mean_ms"][i] * lat["quarters_count"][i] for lat in latencies) / counts[i]
-        if counts[i]
-        else 0.0
+        sum(lat.quarters_mean_ms[i] * lat.quarters_count[i] for lat in latencies) / counts[i] if counts[i] else 0.0
         for i in range(4)
     ]
-    return {"quarters_mean_ms": means, "quarters_count": counts}
+    return means, counts
 
 
-def lag_reasons(result: dict, late_tolerance_ms: float) -> list[str]:
+def lag_reasons(result: TrialResult, late_tolerance_ms: float) -> list[str]:
     """Why one client fell behind its schedule (empty when it kept up)."""
     reasons = []
-    if result.get("generator_saturated"):
-        reasons.append(result.get("saturation_reason") or "its generator saturated")
-    if result.get("unsent", 0) > 0 and not result.get("generator_saturated"):
-        reasons.append(f"{result['unsent']} of its window's requests were never sent")
-    late = (result.get("start") or {}).get("late_ms") or 0.0
+    if result.generator_saturated:
+        reasons.append(result.saturation_reason or "its generator saturated")
+    if result.unsent > 0 and not result.generator_saturated:
+        reasons.append(f"{result.unsent} of its window's requests were never sent")
+    late = result.start.late_ms if result.start else 0.0
     if late > late_tolerance_ms:
         reasons.append(f"it started {late:.1f} ms after the agreed instant (tolerance {late_tolerance_ms:g} ms)")
     return reasons
 
 
-def client_summary(name: str, result: dict, late_tolerance_ms: float) -> dict:
+def client_summary(name: str, result: TrialResult, late_tolerance_ms: float) -> dict:
     """The per-client figures kept beside the merged ones."""
-    latency = result.get("latency", {})
-    lag = result.get("schedule_lag", {})
     return {
         "name": name,
-        "requested_rate": result["requested_rate"],
-        "achieved_rate": result["achieved_rate"],
-        "sent": result.get("sent", 0),
-        "unsent": result.get("unsent", 0),
-        "completed": result.get("completed", 0),
-        "errors": sum(error_count(op) for op in result.get("ops", {}).values()),
-        "mean_ms": latency.get("mean_ms", 0.0),
-        "p99_ms": latency.get("p99_ms", 0.0),
-        "lag_p99_ms": lag.get("p99_ms", 0.0),
-        "generator_saturated": bool(result.get("generator_saturated")),
-        "start_late_ms": (result.get("start") or {}).get("late_ms", 0.0),
-        "engine_cpu_s": result.get("engine_cpu_s", 0.0),
+        "requested_rate": result.requested_rate,
+        "achieved_rate": result.achieved_rate,
+        "sent": result.sent,
+        "unsent": result.unsent,
+        "completed": result.completed,
+        "errors": sum(error_count(op.dump()) for op in result.ops.values()),
+        "mean_ms": result.latency.mean_ms,
+        "p99_ms": result.latency.p99_ms,
+        "lag_p99_ms": result.schedule_lag.p99_ms,
+        "generator_saturated": result.generator_saturated,
+        "start_late_ms": result.start.late_ms if result.start else 0.0,
+        "engine_cpu_s": result.engine_cpu_s,
         "lagged": lag_reasons(result, late_tolerance_ms),
     }
 
 
-def _weighted_quarters(results: Sequence[dict]) -> list[float]:
-    weights = [add_histograms([r.get("schedule_lag", {}).get("hist")]).get_total_count() for r in results]
+def _weighted_quarters(results: Sequence[TrialResult]) -> list[float]:
+    weights = [add_histograms([r.schedule_lag.hist]).get_total_count() for r in results]
     total = sum(weights)
-    quarters = [r.get("schedule_lag", {}).get("quarters_mean_ms", [0.0] * 4) for r in results]
     if total == 0:
         return [0.0] * 4
+    quarters = [r.schedule_lag.quarters_mean_ms or [0.0] * 4 for r in results]
     return [sum(w * q[i] for w, q in zip(weights, quarters)) / total for i in range(4)]
+
+
+def _same(values: list):
+    """The value every client reported, or None when they differ."""
+    return values[0] if all(value == values[0] for value in values) else None
 
 
 def merge_results(
     results: Sequence[dict], names: Sequence[str], *, shared_fileset: bool = False, late_tolerance_ms: float = 10.0
 ) -> dict:
+    """One TrialResult over the clients' results (in the same order as `names`), as the engine's JSON."""
+    typed = []
+    for name, result in zip(names, results):
+        try:
+            typed.append(TrialResult.load(result))
+        except ContractError as error:
+            raise ContractError(f"{name}: {error}") from None
+    return merge(typed, names, shared_fileset=shared_fileset, late_tolerance_ms=late_tolerance_ms).dump()
+
+
+def merge(
+    results: Sequence[TrialResult],
+    names: Sequence[str],
+    *,
+    shared_fileset: bool = False,
+    late_tolerance_ms: float = 10.0,
+) -> TrialResult:
     """One TrialResult over the clients' results (in the same order as `names`)."""
     if not results:
         raise ValueError("nothing to merge: no client returned a result")
@@ -215,121 +238,113 @@ def merge_results(
     first = results[0]
     for name, result in zip(names, results):
         for key in ("schema", "engine_version", "warmup_s", "runtime_s"):
-            if result.get(key) != first.get(key):
-                raise ValueError(f"{name}: {key} {result.get(key)!r} differs from {names[0]}'s {first.get(key)!r}")
+            if getattr(result, key) != getattr(first, key):
+                raise ValueError(
+                    f"{name}: {key} {getattr(result, key)!r} differs from {names[0]}'s {getattr(first, key)!r}"
+                )
 
-    op_names = sorted({op for r in results for op in r.get("ops", {})})
-    ops = {op: merge_op([r["ops"][op] for r in results if op in r.get("ops", {})]) for op in op_names}
-    latency = summarize(add_histograms([op["hist"] for op in ops.values()])) | _latency_quarters(results)
-    lag_hist = add_histograms([r.get("schedule_lag", {}).get("hist") for r in results])
-    lag = summarize(lag_hist)
-    sent = sum(r.get("sent", 0) for r in results)
+    op_names = sorted({op for r in results for op in r.ops})
+    ops = {op: merge_op([r.ops[op] for r in results if op in r.ops]) for op in op_names}
+    latency = OpStats.load(summarize(add_histograms([op.hist for op in ops.values()])))
+    latency.quarters_mean_ms, latency.quarters_count = _latency_quarters(results)
+    lag = summarize(add_histograms([r.schedule_lag.hist for r in results]))
+    sent = sum(r.sent for r in results)
 
     mix_counts: dict = {}
     for r in results:
-        for op, share in r.get("mix_actual", {}).items():
-            mix_counts[op] = mix_counts.get(op, 0.0) + share * r.get("sent", 0)
+        for op, share in r.mix_actual.items():
+            mix_counts[op] = mix_counts.get(op, 0.0) + share * r.sent
     mix_actual = {op: count / sent for op, count in sorted(mix_counts.items())} if sent else {}
 
     summaries = [client_summary(name, r, late_tolerance_ms) for name, r in zip(names, results)]
-    saturated = [s["name"] for s in summaries if s["generator_saturated"]]
-    outstanding = [r.get("outstanding", {}) for r in results]
-    caps = [o.get("cap") for o in outstanding]
-    filesets = [r.get("fileset", {}) for r in results]
-    restores = [r.get("restore") for r in results if r.get("restore") is not None]
+    saturated = [s for s in summaries if s["generator_saturated"]]
+    caps = [r.outstanding.cap for r in results]
+    restores = [r.restore for r in results if r.restore is not None]
+    moderations = [r.receive_moderation for r in results if r.receive_moderation is not None]
+    requested = [r.requested_rate for r in results]
 
-    merged = {
-        "schema": first["schema"],
-        "engine_version": first.get("engine_version"),
-        # A closed loop or a replay at the log's times requests no rate.
-        "requested_rate": (
-            None if any(r["requested_rate"] is None for r in results) else sum(r["requested_rate"] for r in results)
+    return TrialResult(
+        schema=first.schema,
+        engine_version=first.engine_version,
+        requested_rate=None if None in requested else sum(requested),
+        achieved_rate=sum(r.achieved_rate for r in results),
+        completed_rate=None
+        if any(r.completed_rate is None for r in results)
+        else sum(r.completed_rate for r in results),
+        outcomes=merge_outcomes(results),
+        sent=sent,
+        unsent=sum(r.unsent for r in results),
+        completed=sum(r.completed for r in results),
+        issued=None if any(r.issued is None for r in results) else sum(r.issued for r in results),
+        bytes=None if any(r.bytes is None for r in results) else sum(r.bytes for r in results),
+        output_mbit_s=None if any(r.output_mbit_s is None for r in results) else sum(r.output_mbit_s for r in results),
+        interrupted=None if all(r.interrupted is None for r in results) else any(r.interrupted for r in results),
+        mode=_same([r.mode for r in results]),
+        engine_clock=_same([r.engine_clock for r in results]),
+        warmup_s=first.warmup_s,
+        runtime_s=first.runtime_s,
+        ops=ops,
+        latency=latency,
+        schedule_lag=ScheduleLag(
+            mean_ms=lag["mean_ms"],
+            p99_ms=lag["p99_ms"],
+            max_ms=lag["max_ms"],
+            hist=lag["hist"],
+            quarters_mean_ms=_weighted_quarters(results),
         ),
-        "achieved_rate": sum(r["achieved_rate"] for r in results),
-        "outcomes": merge_outcomes(results),
-        "sent": sent,
-        "unsent": sum(r.get("unsent", 0) for r in results),
-        "completed": sum(r.get("completed", 0) for r in results),
-        "warmup_s": first.get("warmup_s"),
-        "runtime_s": first.get("runtime_s"),
-        "ops": ops,
-        "latency": latency,
-        "schedule_lag": {
-            "mean_ms": lag["mean_ms"],
-            "p99_ms": lag["p99_ms"],
-            "max_ms": lag["max_ms"],
-            "hist": lag["hist"],
-            "quarters_mean_ms": _weighted_quarters(results),
-        },
-        "generator_saturated": bool(saturated),
-        "saturation_reason": (
-            "; ".join(f"{s['name']}: {s['lagged'][0]}" for s in summaries if s["generator_saturated"])
-            if saturated
-            else None
+        generator_saturated=bool(saturated),
+        saturation_reason="; ".join(f"{s['name']}: {s['lagged'][0]}" for s in saturated) if saturated else None,
+        outstanding=Outstanding(
+            cap=None if all(c is None for c in caps) else sum(c or 0 for c in caps),
+            cap_bound=sum(r.outstanding.cap_bound for r in results),
+            max=sum(r.outstanding.max for r in results),
+            threads=sum(r.outstanding.threads for r in results),
+            thread_limit_bound=sum(r.outstanding.thread_limit_bound for r in results),
         ),
-        "outstanding": {
-            "cap": None if all(c is None for c in caps) else sum(c or 0 for c in caps),
-            "cap_bound": sum(o.get("cap_bound", 0) for o in outstanding),
-            "max": sum(o.get("max", 0) for o in outstanding),
-            "threads": sum(o.get("threads", 0) for o in outstanding),
-            "thread_limit_bound": sum(o.get("thread_limit_bound", 0) for o in outstanding),
-        },
-        "mix_actual": mix_actual,
-        "engine_cpu_s": sum(r.get("engine_cpu_s", 0.0) for r in results),
-        "peak_rss_kib": max(r.get("peak_rss_kib", 0) for r in results),
-        "fileset": None if "replay" in first else _merge_filesets(filesets, shared_fileset),
-        "clients": summaries,
-        "lagging": [s["name"] for s in summaries if s["lagged"]],
-    }
-    if "replay" in first:
-        merged.update(_merge_replay(results))
-    if all("completed_rate" in r for r in results):
-        merged["completed_rate"] = sum(r["completed_rate"] for r in results)
-    moderations = [r["receive_moderation"] for r in results if "receive_moderation" in r]
-    if moderations:
-        merged["receive_moderation"] = _merge_moderation(moderations)
-    if restores:
-        merged["restore"] = {
-            "done": all(r.get("done", False) for r in restores),
-            "errors": sum(r.get("errors", 0) for r in restores),
-            "first_errors": [e for r in restores for e in r.get("first_errors", [])][:5],
-        }
-        reasons = [r["reason"] for r in restores if r.get("reason")]
-        if reasons:
-            merged["restore"]["reason"] = reasons[0]
-    return merged
+        mix_actual=mix_actual,
+        engine_cpu_s=sum(r.engine_cpu_s for r in results),
+        peak_rss_kib=max(r.peak_rss_kib for r in results),
+        fileset=None if first.replay else _merge_filesets([r.fileset for r in results if r.fileset], shared_fileset),
+        clients=summaries,
+        lagging=[s["name"] for s in summaries if s["lagged"]],
+        receive_moderation=_merge_moderation(moderations) if moderations else None,
+        restore=_merge_restores(restores) if restores else None,
+        **(_merge_replay(results) if first.replay else {}),
+    )
 
 
-def _merge_replay(results: Sequence[dict]) -> dict:
+def _merge_restores(restores: Sequence[Restore]) -> Restore:
+    reasons = [r.reason for r in restores if r.reason]
+    return Restore(
+        done=all(r.done for r in restores),
+        errors=sum(r.errors for r in restores),
+        first_errors=[e for r in restores for e in r.first_errors][:5],
+        reason=reasons[0] if reasons else None,
+    )
+
+
+def _merge_replay(results: Sequence[TrialResult]) -> dict:
     """The replay figures of load clients that each replayed a share of one log (replay.share)."""
-    first = results[0]
     classes = {}
-    for label in sorted({label for r in results for label in r.get("classes", {})}):
-        parts = [r["classes"][label] for r in results if label in r.get("classes", {})]
+    for label in sorted({label for r in results for label in r.classes or {}}):
+        parts = [r.classes[label] for r in results if label in (r.classes or {})]
         summary = summarize(add_histograms([part.get("hist") for part in parts]))
         classes[label] = {
             "count": sum(part["count"] for part in parts),
             "bytes": sum(part["bytes"] for part in parts),
             **{key: summary[key] for key in ("mean_ms", "p50_ms", "p99_ms", "max_ms", "hist")},
         }
-    replays = [r["replay"] for r in results]
+    replays = [r.replay for r in results]
     issued = sum(replay.get("issued", 0) for replay in replays)
     exhausted = [replay["exhausted_at_s"] for replay in replays if replay.get("exhausted_at_s") is not None]
-    replay = {key: value for key, value in first["replay"].items() if key != "share"}
+    replay = {key: value for key, value in replays[0].items() if key != "share"}
     replay.update(
         issued=issued,
         loops=issued / replay["requests"] if replay.get("requests") else 0.0,
         exhausted_at_s=max(exhausted) if exhausted else None,
-        shares=[{**replay_part.get("share", {}), "issued": replay_part.get("issued", 0)} for replay_part in replays],
+        shares=[{**part.get("share", {}), "issued": part.get("issued", 0)} for part in replays],
     )
-    return {
-        "mode": first.get("mode"),
-        "issued": sum(r.get("issued", 0) for r in results),
-        "bytes": sum(r.get("bytes", 0) for r in results),
-        "output_mbit_s": sum(r.get("output_mbit_s", 0.0) for r in results),
-        "classes": classes,
-        "replay": replay,
-    }
+    return {"classes": classes, "replay": replay}
 
 
 def _merge_moderation(reports: Sequence[dict]) -> dict:
@@ -345,11 +360,16 @@ def _merge_moderation(reports: Sequence[dict]) -> dict:
     }
 
 
-def _merge_filesets(filesets: Sequence[dict], shared: bool) -> dict:
-    if shared or not filesets:
-        return dict(filesets[0]) if filesets else {}
-    ids = sorted({f.get("id") for f in filesets if f.get("id")})
-    merged = {"id": ids[0] if len(ids) == 1 else ",".join(ids)}
-    for key in ("files", "dirs", "symlinks", "bytes"):
-        merged[key] = sum(f.get(key, 0) for f in filesets)
-    return merged
+def _merge_filesets(filesets: Sequence[FilesetInfo], shared: bool) -> FilesetInfo | None:
+    if not filesets:
+        return None
+    if shared:
+        return filesets[0]
+    ids = sorted({f.id for f in filesets if f.id})
+    return FilesetInfo(
+        id=ids[0] if len(ids) == 1 else ",".join(ids),
+        files=sum(f.files for f in filesets),
+        dirs=sum(f.dirs for f in filesets),
+        symlinks=sum(f.symlinks for f in filesets),
+        bytes=sum(f.bytes for f in filesets),
+    )

@@ -182,10 +182,9 @@ def command_report(args: argparse.Namespace) -> int:
     with _open(args.db) as store:
         plan_id = args.plan_id
         if plan_id is None:
-            row = store.connection.execute("SELECT MAX(id) FROM plans").fetchone()
-            if row[0] is None:
+            plan_id = store.last_plan_id()
+            if plan_id is None:
                 raise InputError("no plans in the store", file=args.db)
-            plan_id = row[0]
         data = report.plan_analysis(store, plan_id, **_transformations(args))
     if not data:
         raise InputError(f"no plan {plan_id} in the store", file=args.db)
@@ -225,11 +224,7 @@ def command_import(args: argparse.Namespace) -> int:
 
 def command_list(args: argparse.Namespace) -> int:
     with _open(args.db) as store:
-        rows = store.connection.execute(
-            "SELECT p.id, p.created, p.name, p.status, COUNT(t.id) AS tests,"
-            " SUM(t.status = 'done') AS done FROM plans p LEFT JOIN plan_tests t ON t.plan_id = p.id"
-            " GROUP BY p.id ORDER BY p.id"
-        ).fetchall()
+        rows = store.plan_summaries()
     table = Table()
     for heading in ("id", "created (UTC)", "plan", "status", "tests done"):
         table.add_column(heading)
@@ -239,7 +234,7 @@ def command_list(args: argparse.Namespace) -> int:
             row["created"][:16].replace("T", " "),
             row["name"],
             row["status"],
-            f"{row['done'] or 0}/{row['tests']}",
+            f"{row['done']}/{row['tests']}",
         )
     _console().print(table)
     return 0
@@ -277,24 +272,13 @@ def resolve_side(
     match = re.fullmatch(r"#(\d+)", text)
     plan_match = re.fullmatch(r"(\d+):(.+)", text)
     if match:
-        row = store.connection.execute("SELECT * FROM plan_tests WHERE id = ?", (int(match.group(1)),)).fetchone()
+        test = store.plan_test(int(match.group(1)))
     else:
         name, chosen = (plan_match.group(2), int(plan_match.group(1))) if plan_match else (text, plan_id)
-        if chosen is not None:
-            row = store.connection.execute(
-                "SELECT * FROM plan_tests WHERE plan_id = ? AND name = ?", (chosen, name)
-            ).fetchone()
-        else:
-            row = store.connection.execute(
-                "SELECT * FROM plan_tests WHERE name = ? ORDER BY plan_id DESC LIMIT 1", (name,)
-            ).fetchone()
-    if row is None:
+        test = store.plan_test_named(name, chosen)
+    if test is None:
         raise InputError(f"no test {text!r} in the store (nor a file of that name)", field=field)
-    test = store_module._decode(row)
-    test["runs"] = [
-        store_module._decode(r)
-        for r in store.connection.execute("SELECT * FROM plan_runs WHERE test_id = ? ORDER BY attempt", (test["id"],))
-    ]
+    test["runs"] = store.plan_runs(test["id"])
     chosen_metric = metric or test["settings"]["metric"]
     values = [
         float(r["metrics"][chosen_metric])

@@ -8,7 +8,6 @@ print_plan_report renders it for the terminal.
 
 from __future__ import annotations
 
-import json
 import math
 
 from rich.console import Console
@@ -29,25 +28,13 @@ DRIFT_METRICS = ("elapsed", "cpu", "user", "system", "mon_mem_available_end_mb")
 
 def load_plan_runs(store: store_module.Store, plan_id: int) -> dict:
     """The plan row, its tests (in order) and each test's stored runs, decoded."""
-    plan = store.connection.execute("SELECT * FROM plans WHERE id = ?", (plan_id,)).fetchone()
+    plan = store.plan(plan_id)
     if plan is None:
         return {}
-    plan = store_module._decode(plan)
-    tests = [
-        store_module._decode(r)
-        for r in store.connection.execute("SELECT * FROM plan_tests WHERE plan_id = ? ORDER BY seq", (plan_id,))
-    ]
+    tests = store.plan_tests(plan_id)
     for test in tests:
-        test["runs"] = [
-            store_module._decode(r)
-            for r in store.connection.execute(
-                "SELECT * FROM plan_runs WHERE test_id = ? ORDER BY attempt", (test["id"],)
-            )
-        ]
-    events = [
-        store_module._decode(r)
-        for r in store.connection.execute("SELECT * FROM plan_events WHERE plan_id = ? ORDER BY id", (plan_id,))
-    ]
+        test["runs"] = store.plan_runs(test["id"])
+    events = store.plan_events(plan_id)
     return {"plan": plan, "tests": tests, "events": events}
 
 
@@ -151,7 +138,7 @@ def plan_analysis(
     data = load_plan_runs(store, plan_id)
     if not data:
         return {}
-    settings = json.loads(data["plan"]["plan"]) if isinstance(data["plan"]["plan"], str) else data["plan"]["plan"]
+    settings = data["plan"]["plan"]
     confidence = settings["settings"]["confidence"]
     z = settings["settings"]["outlier_z"]
     if where is not None:

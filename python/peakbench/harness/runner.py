@@ -56,104 +56,16 @@ def _now() -> str:
 # store records
 
 
-def _json(value) -> str:
-    return json.dumps(value, default=str)
-
-
-def create_plan(store: store_module.Store, plan: Plan, workdir: Path) -> int:
-    """The plan and all its (pending) tests, in one transaction."""
-    with store.transaction():
-        cursor = store.connection.execute(
-            "INSERT INTO plans (created, name, path, sources, plan, workdir, status) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (_now(), plan.name, plan.path, _json(plan.sources), _json(plan.to_dict()), str(workdir), "running"),
-        )
-        plan_id = cursor.lastrowid
-        for test in plan.tests:
-            store.connection.execute(
-                "INSERT INTO plan_tests (plan_id, seq, name, kind, vars, settings, status) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (plan_id, test["seq"], test["name"], test["kind"], _json(test["vars"]), _json(test), "pending"),
-            )
-        for note in plan.notes:
-            store.connection.execute(
-                "INSERT INTO plan_events (plan_id, created, kind, message) VALUES (?, ?, 'note', ?)",
-                (plan_id, _now(), note),
-            )
-    return plan_id
-
-
-def _event(store, plan_id: int, test_id: int | None, kind: str, message: str, detail=None) -> None:
-    with store.transaction():
-        store.connection.execute(
-            "INSERT INTO plan_events (plan_id, test_id, created, kind, message, detail) VALUES (?, ?, ?, ?, ?, ?)",
-            (plan_id, test_id, _now(), kind, message, _json(detail) if detail is not None else None),
-        )
-
-
-def _set_test(store, test_id: int, **columns) -> None:
-    with store.transaction():
-        for column, value in columns.items():
-            if column in ("sysinfo",):
-                value = _json(value)
-            store.connection.execute(f"UPDATE plan_tests SET {column} = ? WHERE id = ?", (value, test_id))
-
-
-def _set_plan(store, plan_id: int, **columns) -> None:
-    with store.transaction():
-        for column, value in columns.items():
-            store.connection.execute(f"UPDATE plans SET {column} = ? WHERE id = ?", (value, plan_id))
-
-
-def stored_runs(store, test_id: int) -> list[dict]:
-    rows = store.connection.execute("SELECT * FROM plan_runs WHERE test_id = ? ORDER BY attempt", (test_id,))
-    return [store_module._decode(row) for row in rows]
-
-
-def _commit_run(
-    store,
-    *,
-    plan_id: int,
-    test_id: int,
-    attempt: int,
-    status: str,
-    discarded: bool,
-    metrics: dict,
-    threads: list,
-    hooks: list,
-    cache_done: list,
-    monitor: dict | None,
-    sysinfo: dict,
-    result: dict | None,
-    trial_rows: list[dict],
-    error: str | None,
-) -> int:
-    """One run, with its trials, in one transaction: all of it is stored, or none."""
+def _commit_run(store, trial_rows: list[dict], **run) -> int:
+    """One run (Store.insert_plan_run's fields) with its trials, in one transaction: all of it is stored,
+    or none."""
     with store.transaction():
         trial_ids = [store.insert_trial(**row) for row in trial_rows]
-        cursor = store.connection.execute(
-            "INSERT INTO plan_runs (plan_id, test_id, attempt, created, status, discarded, metrics, threads, hooks,"
-            " cache, monitor, sysinfo, result, trial_ids, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                plan_id,
-                test_id,
-                attempt,
-                _now(),
-                status,
-                int(discarded),
-                _json(metrics),
-                _json(threads),
-                _json(hooks),
-                _json(cache_done),
-                _json(monitor) if monitor is not None else None,
-                _json(sysinfo),
-                _json(result) if result is not None else None,
-                _json(trial_ids),
-                error,
-            ),
-        )
+        run_id = store.insert_plan_run(trial_ids=trial_ids, **run)
         delay = os.environ.get(COMMIT_DELAY_ENV)
         if delay:
             time.sleep(float(delay))
-    return cursor.lastrowid
+    return run_id
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,14 +155,11 @@ class Runner:
         self.store = store
         self.plan_id = plan_id
         self.out = out
-        row = store.connection.execute("SELECT * FROM plans WHERE id = ?", (plan_id,)).fetchone()
-        self.plan = json.loads(row["plan"])
+        row = store.plan(plan_id)
+        self.plan = row["plan"]
         self.workdir = Path(row["workdir"])
         self.settings = self.plan["settings"]
-        self.tests = [
-            store_module._decode(r)
-            for r in store.connection.execute("SELECT * FROM plan_tests WHERE plan_id = ? ORDER BY seq", (plan_id,))
-        ]
+        self.tests = store.plan_tests(plan_id)
 
     def say(self, message: str) -> None:
         print(message, file=self.out, flush=True)
@@ -285,12 +194,11 @@ class Runner:
                 if status == "failed":
                     failed_tests += 1
         except PlanStopped as stop:
-            _set_plan(self.store, self.plan_id, status="failed", error=str(stop), finished=_now())
+            self.store.update_plan(self.plan_id, status="failed", error=str(stop), finished=_now())
             self.say(f"plan {self.plan['name']}: stopped: {stop}")
             return "failed"
         final = "done" if failed_tests == 0 else "stopped"
-        _set_plan(
-            self.store,
+        self.store.update_plan(
             self.plan_id,
             status=final,
             finished=_now(),
@@ -303,21 +211,23 @@ class Runner:
         test = row["settings"]
         test_id = row["id"]
         label = f"[{test['seq'] + 1}/{total}] {test['name']}"
-        runs = stored_runs(self.store, test_id)
+        runs = self.store.plan_runs(test_id)
         resumed = bool(runs) or row["status"] in ("running", "failed")
         decision = self._decision(test, runs)
         if decision:
-            _set_test(self.store, test_id, status="done", stop_reason=decision)
+            self.store.update_plan_test(test_id, status="done", stop_reason=decision)
             self.say(f"{label}: done ({decision})")
             return "done"
         test_dir = self.workdir / f"{test['seq']:04d}-{_safe(test['name'])}"
         for message in cleanup_stale(test_dir):
-            _event(self.store, self.plan_id, test_id, "resume", f"{test['name']}: {message} (left by a killed run)")
+            self.store.add_plan_event(
+                self.plan_id, test_id, "resume", f"{test['name']}: {message} (left by a killed run)"
+            )
         test_dir.mkdir(parents=True, exist_ok=True)
-        _set_test(self.store, test_id, status="running")
+        self.store.update_plan_test(test_id, status="running")
         if resumed:
-            _event(
-                self.store, self.plan_id, test_id, "resume", f"{test['name']}: resumed with {len(runs)} stored run(s)"
+            self.store.add_plan_event(
+                self.plan_id, test_id, "resume", f"{test['name']}: resumed with {len(runs)} stored run(s)"
             )
         fs = None
         values = {
@@ -339,7 +249,7 @@ class Runner:
                     return self._fail(test, test_id, 0, f"cannot make the {test['fs']['type']} image: {error}")
                 values["mount"] = str(fs.mountpoint)
             sysinfo = self._sysinfo(test, values)
-            _set_test(self.store, test_id, sysinfo=sysinfo)
+            self.store.update_plan_test(test_id, sysinfo=sysinfo)
             failure = self._hooks(test, test_id, "presetup", values, test_dir)
             if failure:
                 return self._fail(test, test_id, 0, failure)
@@ -348,7 +258,7 @@ class Runner:
                 attempt = (runs[-1]["attempt"] if runs else 0) + 1
                 values["run"] = attempt
                 outcome = self._one_run(test, test_id, attempt, values, test_dir, fs, sysinfo, warm_pending)
-                runs = stored_runs(self.store, test_id)
+                runs = self.store.plan_runs(test_id)
                 last = runs[-1]
                 if last["status"] != "done":
                     return self._fail(test, test_id, attempt, last["error"])
@@ -363,7 +273,7 @@ class Runner:
             failure = self._hooks(test, test_id, "postcleanup", values, test_dir)
             if failure:
                 return self._fail(test, test_id, attempt, failure)
-            _set_test(self.store, test_id, status="done", stop_reason=decision)
+            self.store.update_plan_test(test_id, status="done", stop_reason=decision)
             self.say(f"{label}: done ({decision})")
             return "done"
         finally:
@@ -371,7 +281,7 @@ class Runner:
                 try:
                     fs.destroy()
                 except Exception as error:  # noqa: BLE001 - reported, the plan goes on
-                    _event(self.store, self.plan_id, test_id, "warning", f"{test['name']}: teardown: {error}")
+                    self.store.add_plan_event(self.plan_id, test_id, "warning", f"{test['name']}: teardown: {error}")
 
     def _decision(self, test: dict, runs: list[dict]) -> str | None:
         counted = [r["metrics"] for r in runs if r["status"] == "done" and not r["discarded"]]
@@ -469,8 +379,7 @@ class Runner:
             if collect is not None:
                 collect.append(record)
             else:
-                _event(
-                    self.store,
+                self.store.add_plan_event(
                     self.plan_id,
                     test_id,
                     "hook",
@@ -541,6 +450,7 @@ class Runner:
         status = "done" if error is None else "failed"
         _commit_run(
             self.store,
+            trial_rows,
             plan_id=self.plan_id,
             test_id=test_id,
             attempt=attempt,
@@ -549,17 +459,16 @@ class Runner:
             metrics=metrics,
             threads=threads_out,
             hooks=hooks,
-            cache_done=cache_done,
+            cache=cache_done,
             monitor=monitor_record,
             sysinfo=sysinfo,
             result=result,
-            trial_rows=trial_rows,
             error=error,
         )
         if status == "done":
             cleanup_error = self._hooks(test, test_id, "cleanup", values, test_dir)
             if cleanup_error:
-                _event(self.store, self.plan_id, test_id, "warning", f"{test['name']}: {cleanup_error}")
+                self.store.add_plan_event(self.plan_id, test_id, "warning", f"{test['name']}: {cleanup_error}")
         return ""
 
     def _reboot(self, test: dict, test_id: int, attempt: int, values: dict) -> dict:
@@ -680,18 +589,16 @@ class Runner:
                 scale=t["scale"],
                 max_outstanding=t["max_outstanding"],
             )
-            specs = trials.client_specs(spec, test["threads"])
-            for one in specs:  # each client prepares in its own directory, which must be new or its own
-                if one["target"]["kind"] == "posix":
-                    Path(one["target"]["path"]).mkdir(parents=True, exist_ok=True)
-                check_ours(one["target"])
+            check_ours(target)
         except InputError as error:
             return {}, [], None, [], f"trial input: {error}"
         started = time.monotonic()
         record = dict(workload=workload.name, sysinfo=sysinfo)
         try:
-            results = trials.RUNNER(specs)
-        except RunError as error:
+            specs, results = trials.run_clients(
+                spec, test["threads"], shared_fileset=workload.cluster_fileset == "shared"
+            )
+        except (RunError, InputError) as error:  # InputError: a shared file set with a mix that writes
             return {"elapsed": time.monotonic() - started}, [], None, [], str(error)
         elapsed = time.monotonic() - started
         merged = trials.merge_results(results)
@@ -709,8 +616,8 @@ class Runner:
     def _fail(self, test: dict, test_id: int, attempt: int, error: str) -> str:
         message = f"{test['name']}: {'run ' + str(attempt) if attempt else 'test'} failed: {error}"
         self.say(f"FAILED {message}")
-        _event(self.store, self.plan_id, test_id, "failure", message, {"attempt": attempt, "error": error})
-        _set_test(self.store, test_id, status="failed", stop_reason=f"failed: {error}"[:1000])
+        self.store.add_plan_event(self.plan_id, test_id, "failure", message, {"attempt": attempt, "error": error})
+        self.store.update_plan_test(test_id, status="failed", stop_reason=f"failed: {error}"[:1000])
         self._notify(test, attempt, error)
         if test["on_failure"] == "stop":
             raise PlanStopped(message)
@@ -756,7 +663,7 @@ class Runner:
             }
         except OSError as failure:
             outcome, detail = f"could not start: {failure}", {"command": command}
-        _event(self.store, self.plan_id, None, "notify", f"notify for {test['name']}: {outcome}", detail)
+        self.store.add_plan_event(self.plan_id, None, "notify", f"notify for {test['name']}: {outcome}", detail)
 
 
 def _show(command) -> str:
@@ -779,7 +686,15 @@ def run_plan(plan: Plan, db: Path, workdir: Path | None = None, out=sys.stderr) 
     try:
         with store_module.Store(db) as store:
             base = workdir or default_workdir(db)
-            plan_id = create_plan(store, plan, base / f"plan{_next_plan_id(store)}")
+            plan_id = store.add_plan(
+                name=plan.name,
+                path=plan.path,
+                sources=plan.sources,
+                plan=plan.to_dict(),
+                workdir=str(base / f"plan{(store.last_plan_id() or 0) + 1}"),
+                tests=plan.tests,
+                notes=plan.notes,
+            )
             print(
                 f"plan {plan_id} ({plan.name}): {len(plan.tests)} tests; store {db};"
                 f" resume with `peakbench plan resume --db {db}` if interrupted",
@@ -793,23 +708,18 @@ def run_plan(plan: Plan, db: Path, workdir: Path | None = None, out=sys.stderr) 
         lock.release()
 
 
-def _next_plan_id(store) -> int:
-    row = store.connection.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM plans").fetchone()
-    return row[0]
-
-
 def unfinished_plan(store, plan_id: int | None) -> int:
     if plan_id is not None:
-        row = store.connection.execute("SELECT id, status FROM plans WHERE id = ?", (plan_id,)).fetchone()
+        row = store.plan(plan_id)
         if row is None:
             raise InputError(f"no plan {plan_id} in the store", file=store.path)
         if row["status"] == "done":
             raise InputError(f"plan {plan_id} is already done; nothing to resume", file=store.path)
         return plan_id
-    row = store.connection.execute("SELECT id FROM plans WHERE status != 'done' ORDER BY id DESC LIMIT 1").fetchone()
-    if row is None:
+    plan_id = store.last_plan_id(unfinished=True)
+    if plan_id is None:
         raise InputError("no unfinished plan in the store; nothing to resume", file=store.path)
-    return row["id"]
+    return plan_id
 
 
 def waiting_for_reboot(db: Path, plan_id: int | None = None) -> bool:
@@ -841,11 +751,11 @@ def resume_plan(db: Path, plan_id: int | None = None, out=sys.stderr) -> tuple[i
     try:
         with store_module.Store(db) as store:
             plan_id = unfinished_plan(store, plan_id)
-            counts = store.connection.execute(
-                "SELECT COUNT(*) FROM plan_runs WHERE plan_id = ? AND status = 'done'", (plan_id,)
-            ).fetchone()[0]
-            _set_plan(store, plan_id, status="running", error=None, finished=None)
-            _event(store, plan_id, None, "resume", f"resumed by pid {os.getpid()} with {counts} completed run(s)")
+            counts = store.plan_done_runs(plan_id)
+            store.update_plan(plan_id, status="running", error=None, finished=None)
+            store.add_plan_event(
+                plan_id, None, "resume", f"resumed by pid {os.getpid()} with {counts} completed run(s)"
+            )
             print(f"plan {plan_id}: resuming ({counts} completed runs kept)", file=out, flush=True)
             return plan_id, Runner(store, plan_id, out).run()
     finally:

@@ -1,19 +1,21 @@
 """A peakbench trial as a harness test: the one seam through which plans run trials.
 
-`run_clients(specs)` is the only function the runner calls to run a trial:
-it prepares every client's file set, then starts all clients' engines
-together behind a barrier and returns their TrialResults. Distributed runs
-(Dask, issue 8) replace this one function (see RUNNER), nothing else.
-`merge_results` combines the clients' results as the paper's aggregation
-says: histograms merge exactly, rates and counts add.
+`run_clients(spec, clients)` is the only function the runner calls to run a
+trial. "Clients" means what it means for `run --clients` (cluster/fanout.py):
+the spec is split as the cluster splits it (rate and in-flight cap divided, a
+seed and a file set of its own per client, or one shared set for a read-only
+workload that asks for it), every client's file set is prepared, and the
+clients start together at one instant (start_at_unix_s) with their uniform
+schedules interleaved. `merge_results` combines the clients' results as the
+paper's aggregation says: histograms merge exactly, rates and counts add.
 """
 
 from __future__ import annotations
 
-import copy
 import threading
-from collections.abc import Callable
+import time
 
+from ..cluster.fanout import client_specs, default_start_lead_s, start_instants
 from ..cluster.merge import merge_results as merge_client_results
 from ..engine import Engine
 from ..errors import RunError
@@ -21,43 +23,32 @@ from ..searching import percentile_ms
 from ..table import error_count
 
 
-def client_specs(spec: dict, clients: int) -> list[dict]:
-    """One spec per client: the offered rate split evenly, a seed and (posix) a directory each."""
-    if clients == 1:
-        return [spec]
-    specs = []
-    for index in range(1, clients + 1):
-        one = copy.deepcopy(spec)
-        one["load"]["rate"] = spec["load"]["rate"] / clients
-        one["seed"] = spec["seed"] * 1000 + index
-        if one["target"]["kind"] == "posix":
-            one["target"]["path"] = f"{spec['target']['path'].rstrip('/')}/client{index}"
-        specs.append(one)
-    return specs
-
-
-def run_clients(specs: list[dict], engine: Engine | None = None) -> list[dict]:
-    """Prepare each client's file set, then run every client's trial at once; their TrialResults.
-
-    Any client failing fails the whole run (RunError).
-    """
+def run_clients(
+    spec: dict, clients: int, *, shared_fileset: bool = False, engine: Engine | None = None
+) -> tuple[list[dict], list[dict]]:
+    """Split `spec` among `clients` load clients, prepare each one's file set, then run them all from one
+    start instant on this host; (the clients' specs, their TrialResults). Any client failing fails the
+    whole run (RunError)."""
     engine = engine or Engine()
-    for spec in specs:
-        engine.prepare(spec)
-    if len(specs) == 1:
-        return [engine.run(specs[0])]
-    barrier = threading.Barrier(len(specs))
-    results: list[dict | None] = [None] * len(specs)
-    errors: list[BaseException | None] = [None] * len(specs)
+    specs = client_specs(spec, clients, shared_fileset)
+    for one in specs[:1] if shared_fileset else specs:
+        engine.prepare(one)
+    if clients == 1:
+        return specs, [engine.run(specs[0])]
+    # Every client is on this host: one clock, so no offsets to compensate.
+    instants = start_instants(time.time() + default_start_lead_s(spec), [None] * clients, spec, compensate=False)
+    for one, instant in zip(specs, instants):
+        one["start_at_unix_s"] = instant
+    results: list[dict | None] = [None] * clients
+    errors: list[BaseException | None] = [None] * clients
 
     def client(slot: int) -> None:
         try:
-            barrier.wait(timeout=600)
             results[slot] = engine.run(specs[slot])
         except BaseException as error:  # noqa: BLE001 - reported below
             errors[slot] = error
 
-    threads = [threading.Thread(target=client, args=(slot,), daemon=True) for slot in range(len(specs))]
+    threads = [threading.Thread(target=client, args=(slot,), daemon=True) for slot in range(clients)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -65,12 +56,8 @@ def run_clients(specs: list[dict], engine: Engine | None = None) -> list[dict]:
     failed = [(slot, error) for slot, error in enumerate(errors) if error is not None]
     if failed:
         slot, error = failed[0]
-        raise RunError(f"client {slot + 1} of {len(specs)}: {error}")
-    return results  # type: ignore[return-value]
-
-
-# The runner calls trials.RUNNER(specs); a distributed implementation can replace it.
-RUNNER: Callable[[list[dict]], list[dict]] = run_clients
+        raise RunError(f"client {slot + 1} of {clients}: {error}")
+    return specs, results  # type: ignore[return-value]
 
 
 def merge_results(results: list[dict]) -> dict:
