@@ -218,7 +218,7 @@ def import_plan(
             plan_id = runner.create_plan(store, plan, runner.default_workdir(db))
             for row in runner.Runner(store, plan_id).tests:
                 for attempt, metrics in enumerate(tests[row["name"]], start=1):
-                    runner._commit_run(
+                    runner.commit_run(
                         store,
                         plan_id=plan_id,
                         test_id=row["id"],
@@ -228,13 +228,13 @@ def import_plan(
                         metrics=metrics,
                         threads=[],
                         hooks=[],
-                        cache_done=[],
+                        cache=[],
                         monitor=None,
                         sysinfo={},
                         result=None,
                         trial_rows=[],
                         error=None,
                     )
-                runner._set_test(store, row["id"], status="done", stop_reason=f"imported ({fmt})")
-            runner._set_plan(store, plan_id, status="done", finished=runner._now())
+                store.update_plan_test(row["id"], status="done", stop_reason=f"imported ({fmt})")
+            store.update_plan(plan_id, status="done", finished=runner._now())
     return plan_id, len(tests), len(runs)

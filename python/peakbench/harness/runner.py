@@ -56,7 +56,7 @@ def _now() -> str:
 # store records
 
 
-def _commit_run(store, trial_rows: list[dict], **run) -> int:
+def commit_run(store, trial_rows: list[dict], **run) -> int:
     """One run (Store.insert_plan_run's fields) with its trials, in one transaction: all of it is stored,
     or none."""
     with store.transaction():
@@ -169,7 +169,7 @@ class Runner:
         self.workdir.mkdir(parents=True, exist_ok=True)
         failed_tests = 0
         total = len(self.tests)
-        flow = control.Flow(self.tests, lambda test_id: stored_runs(self.store, test_id), self.settings["confidence"])
+        flow = control.Flow(self.tests, self.store.plan_runs, self.settings["confidence"])
         try:
             for test in self.tests:
                 if test["status"] in ("done", "skipped"):
@@ -183,12 +183,12 @@ class Runner:
                     failed_tests += 1
                     continue
                 if chosen is None:
-                    _set_test(self.store, test["id"], status="skipped", stop_reason=why)
+                    self.store.update_plan_test(test["id"], status="skipped", stop_reason=why)
                     test["status"] = "skipped"
                     self.say(f"[{test['seq'] + 1}/{total}] {test['name']}: skipped ({why})")
                     continue
                 if why:
-                    _event(self.store, self.plan_id, test["id"], "branch", f"{test['name']}: {why}")
+                    self.store.add_plan_event(self.plan_id, test["id"], "branch", f"{test['name']}: {why}")
                 status = self.run_test(chosen, total)
                 test["status"] = status
                 if status == "failed":
@@ -448,7 +448,7 @@ class Runner:
                     if error is None:
                         metrics.update(monitor_metrics(summary))
         status = "done" if error is None else "failed"
-        _commit_run(
+        commit_run(
             self.store,
             trial_rows,
             plan_id=self.plan_id,
@@ -473,10 +473,8 @@ class Runner:
 
     def _reboot(self, test: dict, test_id: int, attempt: int, values: dict) -> dict:
         """Checkpoint, then the reboot command; the run goes on after `plan resume`, from here."""
-        events = self.store.connection.execute(
-            "SELECT detail FROM plan_events WHERE plan_id = ? AND kind = 'reboot'", (self.plan_id,)
-        ).fetchall()
-        checkpoint = control.reboot_done([dict(e) for e in events], test_id, attempt)
+        events = [e for e in self.store.plan_events(self.plan_id) if e["kind"] == "reboot"]
+        checkpoint = control.reboot_done(events, test_id, attempt)
         if checkpoint:
             return {
                 "policy": "reboot",
@@ -492,7 +490,7 @@ class Runner:
             "at": _now(),
             "command": command,
         }
-        _event(self.store, self.plan_id, test_id, "reboot", f"{test['name']}: run {attempt}: rebooting", detail)
+        self.store.add_plan_event(self.plan_id, test_id, "reboot", f"{test['name']}: run {attempt}: rebooting", detail)
         self.say(
             f"{test['name']} run {attempt}: rebooting ({_show(command)}); the plan goes on with"
             f" `peakbench plan resume --after-reboot --db {self.store.path}` when the machine is back"
@@ -731,14 +729,11 @@ def waiting_for_reboot(db: Path, plan_id: int | None = None) -> bool:
             plan_id = unfinished_plan(store, plan_id)
         except InputError:
             return False
-        events = store.connection.execute(
-            "SELECT detail FROM plan_events WHERE plan_id = ? AND kind = 'reboot'", (plan_id,)
-        ).fetchall()
+        events = [e for e in store.plan_events(plan_id) if e["kind"] == "reboot"]
         attempts = {
-            (row["test_id"], row["attempt"])
-            for row in store.connection.execute("SELECT test_id, attempt FROM plan_runs WHERE plan_id = ?", (plan_id,))
+            (run["test_id"], run["attempt"]) for t in store.plan_tests(plan_id) for run in store.plan_runs(t["id"])
         }
-    checkpoints = [json.loads(e["detail"]) for e in events]
+    checkpoints = [json.loads(e["detail"]) if isinstance(e["detail"], str) else e["detail"] for e in events]
     return any((c["test_id"], c["attempt"]) not in attempts for c in checkpoints)
 
 
