@@ -1,11 +1,13 @@
 """SPECsfs rc files: the load points they describe, SPEC's rounding, and one-line errors."""
 
 import json
+import re
 import sqlite3
 
 import pytest
 from peakbench.errors import InputError
 from peakbench.sfs.rcfile import read_rcfile
+from peakbench.sfs.run import plan
 
 SPEC_EXAMPLE = """\
 # the User's Guide's example: 10 points ending at 2000 ops/s on 4 clients x 8 procs
@@ -15,7 +17,7 @@ NUM_RUNS=10
 CLIENTS="client1 client2 client3 client4"
 PROCS=8
 MNT_POINTS='{target}'
-BIOD_MAX_WRITES=2
+BIOD_MAX_WRITES=1
 """
 
 
@@ -30,7 +32,7 @@ def test_spec_rounding_reproduces_the_users_guide(tmp_path):
     assert rc.processes == 32 and rc.clients == ("client1", "client2", "client3", "client4")
     assert rc.loads(spec_rounding=True) == [192, 384, 576, 800, 992, 1184, 1376, 1600, 1792, 1984]
     assert rc.loads() == [200, 400, 600, 800, 1000, 1200, 1400, 1600, 1800, 2000]  # the exact split
-    assert rc.ignored == ("BIOD_MAX_WRITES",)
+    assert rc.biod_writes == 1 and rc.ignored == ()
     assert rc.warmup_s == 300 and rc.runtime_s == 300  # SPEC's defaults
 
 
@@ -110,3 +112,86 @@ def test_load_points_can_come_from_several_dask_clients(engine_path, cli, tmp_pa
     names = [c["name"] for c in results[0]["clients"]]
     rows = [line for line in shown.stdout.splitlines() if any(f" {name} " in line for name in names)]
     assert len(rows) == 4  # 2 load points x 2 clients
+
+
+# Every rc variable of the guide (§1.3, §3.3, §3.3.1): honoured, or refused with a one-line reason.
+
+
+def test_mount_points_as_nfs_exports_and_per_proc_per_client_lists(tmp_path):
+    rc = read_rcfile(write(tmp_path, 'LOAD=100\nCLIENTS="c1 c2"\nPROCS=2\nMNT_POINTS="srv:/a srv:/b srv:/c srv:/a"\n'))
+    assert rc.mount_points == ("nfs://srv/a", "nfs://srv/b", "nfs://srv/c", "nfs://srv/a")
+    rc = read_rcfile(write(tmp_path, 'LOAD=100\nCLIENTS="c1 c2"\nPROCS=2\nMNT_POINTS="srv:/a srv:/b"\n'))
+    assert rc.mount_points == ("nfs://srv/a", "nfs://srv/b") * 2  # one per proc: every client uses both
+
+
+def test_a_mount_point_file_names_each_clients_mount_points(tmp_path):
+    (tmp_path / "mnt.txt").write_text("# client paths\nc2 srv:/x srv:/y\nc1 srv:/a srv:/a\n")
+    rc = read_rcfile(write(tmp_path, 'LOAD=100\nCLIENTS="c1 c2"\nPROCS=2\nMNT_POINTS=mnt.txt\n'))
+    assert rc.mount_points == ("nfs://srv/a", "nfs://srv/a", "nfs://srv/x", "nfs://srv/y")
+    for text, line, words in [
+        ("c1 srv:/a srv:/a\nc3 srv:/a srv:/a\n", 2, "client 'c3' is not in CLIENTS"),
+        ("c1 srv:/a\n", 1, "1 mount points for c1's 2 procs"),
+        ("c1 srv:/a srv:/a\r\nc2 srv:/a srv:/a\r\n", 1, "carriage return"),
+        ("c1 srv:/a srv:/a\n", None, "no line for client(s) c2"),
+    ]:
+        (tmp_path / "mnt.txt").write_text(text)
+        with pytest.raises(InputError, match=re.escape(words)) as raised:
+            read_rcfile(tmp_path / "sfs_rc")
+        assert (raised.value.file, raised.value.line) == (tmp_path / "mnt.txt", line)
+
+
+@pytest.mark.parametrize(
+    "text, field, words",
+    [
+        ("FS_PROTOCOL=cifs\n", "FS_PROTOCOL", "no SMB target yet"),
+        ("FS_PROTOCOL=afs\n", "FS_PROTOCOL", "must be nfs or cifs"),
+        ("USERNAME=bob\n", "USERNAME", "for CIFS shares"),
+        ("PASSWORD=x\n", "PASSWORD", "for CIFS shares"),
+        ("DOMAIN=WG\n", "DOMAIN", "for CIFS shares"),
+        ("TCP=off\n", "TCP", "UDP is not"),
+        ("SFS_NFS_USER_ID=1000\n", "SFS_NFS_USER_ID", "applies to NFS mount points"),
+        ("SFS_NFS_GROUP_ID=x\n", "SFS_NFS_GROUP_ID", "not a whole number"),
+        ("BLOCK_SIZE=32\n", "BLOCK_SIZE", "applies to NFS mount points"),
+        ("BIOD_MAX_READS=33\n", "BIOD_MAX_READS", "more than 32"),
+        ("ACCESS_PCNT=130\n", "ACCESS_PCNT", "percentage"),
+        ("INIT_TIMEOUT=0\n", "INIT_TIMEOUT", "longer than 0"),
+        ("PRIME_MON_SCRIPT=missing.sh\n", "PRIME_MON_SCRIPT", "not an executable file"),
+        ("PRIME_MON_ARGS=-x\n", "PRIME_MON_ARGS", "without PRIME_MON_SCRIPT"),
+        ("DEBUG=3,4\n", "DEBUG", "flag 3 has no peakbench log line"),
+        ("DEBUG=8-x\n", "DEBUG", "not a flag number"),
+    ],
+)
+def test_variables_without_a_meaning_here_are_refused_at_their_line(tmp_path, text, field, words):
+    path = write(tmp_path, "LOAD=100\nMNT_POINTS={target}\n" + text)
+    with pytest.raises(InputError, match=words) as raised:
+        read_rcfile(path)
+    assert (raised.value.file, raised.value.line, raised.value.field) == (path, 3, field)
+
+
+def test_a_cifs_share_is_refused_not_run_as_something_else(tmp_path):
+    path = write(tmp_path, "LOAD=100\nMNT_POINTS='\\\\server\\share'\n")
+    with pytest.raises(InputError, match=r"\\\\server\\share: peakbench has no SMB target yet") as raised:
+        read_rcfile(path)
+    assert raised.value.line == 2
+
+
+def test_nfs_variables_reach_the_target_and_access_pcnt_the_file_set(tmp_path):
+    rc = write(
+        tmp_path,
+        "LOAD='10 20'\nMNT_POINTS=127.0.0.1:/export\nSFS_NFS_USER_ID=1000\nSFS_NFS_GROUP_ID=100\n"
+        "BLOCK_SIZE=32\nTCP=on\nACCESS_PCNT=10\nBIOD_MAX_READS=0\nDEBUG=4,12\nINIT_TIMEOUT=90\n",
+    )
+    chosen = plan(rc, spec_rounding=False)
+    target = chosen.target
+    assert (target["kind"], target["host"], target["export"]) == ("nfs", "127.0.0.1", "/export")
+    assert (target["uid"], target["gid"], target["rsize"], target["wsize"]) == (1000, 100, 32768, 32768)
+    assert chosen.workload.fileset["active_fraction"] == 0.1
+    assert chosen.rc.debug == {4, 12} and chosen.rc.init_timeout_s == 90
+    settings = chosen.settings()
+    assert (settings["block_size"], settings["access_share"], settings["biod_max_reads"]) == (32768, 0.1, 0)
+
+
+def test_read_ahead_beyond_one_transfer_is_refused_until_the_engine_has_it(tmp_path):
+    with pytest.raises(InputError, match="one at a time") as raised:
+        plan(write(tmp_path, "LOAD=100\nMNT_POINTS={target}\nBIOD_MAX_WRITES=2\n"), spec_rounding=False)
+    assert (raised.value.line, raised.value.field) == (3, "BIOD_MAX_WRITES")

@@ -162,9 +162,9 @@ def _engine_of_this_task():
             _ENGINES.pop(key, None)
 
 
-def prepare_on_worker(spec: dict) -> dict:
+def prepare_on_worker(spec: dict, timeout_s: float | None = None) -> dict:
     with _engine_of_this_task() as engine:
-        return engine.prepare(spec)
+        return engine.prepare(spec, timeout_s=timeout_s)
 
 
 def run_on_worker(spec: dict, name: str | None = None, topic: str | None = None) -> dict:
@@ -309,7 +309,7 @@ class DistributedEngine:
         for part in client_specs(spec, self.cluster.size, self.shared_fileset):
             engine.validate({**part, "start_at_unix_s": time.time() + 60})
 
-    def prepare(self, spec: dict, on_progress=None) -> dict:
+    def prepare(self, spec: dict, on_progress=None, timeout_s: float | None = None) -> dict:
         """Each client's part of the file set (client-0 alone for a shared one), one client at a time."""
         specs = client_specs(spec, self.cluster.size, self.shared_fileset)
         clients = self.cluster.clients[:1] if self.shared_fileset else self.cluster.clients
@@ -318,6 +318,7 @@ class DistributedEngine:
             future = self.cluster.client.submit(
                 prepare_on_worker,
                 part,
+                timeout_s,
                 key=f"peakbench-prepare-{load_client.name}-{uuid.uuid4().hex[:8]}",
                 workers=[load_client.worker],
                 allow_other_workers=False,
@@ -328,7 +329,7 @@ class DistributedEngine:
             self._gather(
                 {load_client.name: future},
                 {load_client.name: run},
-                prepare_timeout(part) + MARGIN_S,
+                (timeout_s or prepare_timeout(part)) + MARGIN_S,
                 on_progress,
                 phase="prepare",
             )
