@@ -195,3 +195,34 @@ def test_read_ahead_beyond_one_transfer_is_refused_until_the_engine_has_it(tmp_p
     with pytest.raises(InputError, match="one at a time") as raised:
         plan(write(tmp_path, "LOAD=100\nMNT_POINTS={target}\nBIOD_MAX_WRITES=2\n"), spec_rounding=False)
     assert (raised.value.line, raised.value.field) == (3, "BIOD_MAX_WRITES")
+
+
+def test_monitor_debug_and_init_timeout_in_a_run(engine_path, cli, tmp_path):
+    target = tmp_path / "sfs"
+    target.mkdir()
+    monitor = tmp_path / "mon.sh"
+    monitor.write_text('#!/bin/sh\necho "started $1"\ntrap \'echo stopped; exit 0\' TERM\nwhile :; do sleep 0.05; done\n')
+    monitor.chmod(0o755)
+    rc = tmp_path / "sfs_rc"
+    rc.write_text(
+        f"LOAD='20 40'\nMNT_POINTS={target}\nWARMUP_TIME=0.5\nRUNTIME=1\nPRIME_MON_SCRIPT=mon.sh\n"
+        "PRIME_MON_ARGS=disk\nDEBUG=4,12\nACCESS_PCNT=50\n"
+    )
+    db = tmp_path / "p.db"
+    done = cli("sfs", str(rc), "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    assert "debug 12: point 2: " in done.stderr and "50% accessed" in done.stderr
+    assert "debug 4: point 1: failed operations: none" in done.stderr
+    for number in (1, 2):  # started after the warm-up of each point, stopped at its end, kept beside the store
+        output = tmp_path / "p-sfs-1" / f"point-{number}-monitor.txt"
+        assert output.read_text().split() == ["started", "disk", "stopped"]
+    with sqlite3.connect(db) as connection:
+        notes = [json.loads(n) for (n,) in connection.execute("SELECT notes FROM trials ORDER BY id")]
+    assert notes[1] == [f"PRIME_MON_SCRIPT output: {tmp_path / 'p-sfs-1' / 'point-2-monitor.txt'}"]
+    # A file set that cannot be built within INIT_TIMEOUT ends the curve with that verdict.
+    slow = tmp_path / "slow_rc"
+    slow.write_text(f"LOAD=5000\nMNT_POINTS={tmp_path / 'other'}\nINIT_TIMEOUT=0.01\nRUNTIME=1\n")
+    (tmp_path / "other").mkdir()
+    done = cli("sfs", str(slow), "--db", str(db))
+    assert done.returncode != 0
+    assert f"was not built within INIT_TIMEOUT = 0.01 s ({slow}:3)" in done.stderr
