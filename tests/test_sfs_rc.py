@@ -201,7 +201,9 @@ def test_monitor_debug_and_init_timeout_in_a_run(engine_path, cli, tmp_path):
     target = tmp_path / "sfs"
     target.mkdir()
     monitor = tmp_path / "mon.sh"
-    monitor.write_text('#!/bin/sh\necho "started $1"\ntrap \'echo stopped; exit 0\' TERM\nwhile :; do sleep 0.05; done\n')
+    monitor.write_text(
+        "#!/bin/sh\necho \"started $1\"\ntrap 'echo stopped; exit 0' TERM\nwhile :; do sleep 0.05; done\n"
+    )
     monitor.chmod(0o755)
     rc = tmp_path / "sfs_rc"
     rc.write_text(
@@ -226,3 +228,30 @@ def test_monitor_debug_and_init_timeout_in_a_run(engine_path, cli, tmp_path):
     done = cli("sfs", str(slow), "--db", str(db))
     assert done.returncode != 0
     assert f"was not built within INIT_TIMEOUT = 0.01 s ({slow}:3)" in done.stderr
+
+
+def test_a_spec_mixfile_wherever_a_mix_is_expected(engine_path, cli, tmp_path):
+    mix = tmp_path / "reads.mix"
+    mix.write_text("SFS MIXFILE VERSION 2\n# reads only\nread 60%\ngetattr 40%\n")
+    db = tmp_path / "p.db"
+    (tmp_path / "c").mkdir()
+    done = cli("run", str(mix), "--target", "null://", "--rate", "20", "--warmup", "0", "--runtime", "1",
+               "--db", str(db))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    done = cli("run", "web-server", "--mixfile", str(mix), "--target", "null://", "--rate", "20",
+               "--warmup", "0", "--runtime", "1", "--db", str(db))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(db) as connection:
+        trials = connection.execute("SELECT workload, spec FROM trials ORDER BY id").fetchall()
+    assert [workload for workload, _ in trials] == ["specsfs2008+reads.mix", "web-server+reads.mix"]
+    for _, spec in trials:
+        assert json.loads(spec)["mix"] == {"read": 0.6, "getattr": 0.4}
+    # the file set is the named workload's: SPECsfs2008's 30% active share, the web server's all
+    assert [json.loads(s)["fileset"]["active_fraction"] for _, s in trials] == [0.3, 1.0]
+    rc = tmp_path / "sfs_rc"
+    rc.write_text(f"LOAD=10\nMNT_POINTS={tmp_path / 'c'}\n")
+    done = cli("sfs", str(rc), "--mixfile", str(mix), "--dry-run", "--db", str(db))
+    assert done.returncode == 0 and f"mix from {mix}" in done.stderr, done.stderr
+    rc.write_text(f"LOAD=10\nMIXFILE=reads.mix\nMNT_POINTS={tmp_path / 'c'}\n")
+    done = cli("sfs", str(rc), "--mixfile", str(mix), "--dry-run", "--db", str(db))
+    assert done.returncode == 2 and f"{rc}:2: field MIXFILE: " in done.stderr

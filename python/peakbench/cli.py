@@ -56,7 +56,7 @@ from .table import error_count, print_trial
 from .targets import check_ours, check_space, parse_target, target_label
 from .trials import TrialFailed, TrialRecord, run_trial
 from .units import MAX_RATE, format_size, parse_duration
-from .workload import ARRIVALS, Workload, canned_names, find_workload, trial_spec
+from .workload import ARRIVALS, Workload, canned_names, find_workload, trial_spec, with_mixfile
 
 
 def _console(json_to: Path | None = None) -> Console:
@@ -142,6 +142,9 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+MIXFILE_HELP = "a SPECsfs mix file (SFS MIXFILE VERSION 2) for the workload's op mix"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="peakbench", description="Open-loop benchmarking of file services.")
     parser.add_argument("--version", action=_Version, nargs=0, help="print peakbench's and its engine's versions")
@@ -170,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
             " (default: through the server, with WebDAV PUT and MKCOL)",
         )
         command.add_argument("--rate", required=True, type=_rate, metavar="OPS", help="offered load in ops/s")
+        command.add_argument("--mixfile", type=Path, metavar="FILE", help=MIXFILE_HELP)
         command.add_argument(
             "--scale", type=_scale, default=1.0, metavar="F", help="multiply the self-scaled file-set size (default 1)"
         )
@@ -233,6 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument(
         "--docroot", metavar="DIR", help="with http://: the directory the server serves; the file set is built there"
     )
+    search.add_argument("--mixfile", type=Path, metavar="FILE", help=MIXFILE_HELP)
     search.add_argument(
         "--policy",
         choices=sorted(POLICIES),
@@ -342,6 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="floor each process's rate as SPEC does (default: split the load exactly)",
     )
+    sfs_run.add_argument("--mixfile", type=Path, metavar="FILE", help="the rc file's MIXFILE, when it names none")
     sfs_run.add_argument("--dry-run", action="store_true", help="print the load points and stop")
     sfs_run.set_defaults(handler=lambda args: sfs_command.command(args, _console(), _engine))
 
@@ -438,6 +444,8 @@ def _checked_trial(
 ) -> tuple[Workload, dict]:
     """Everything about a trial that can be wrong in the input, checked before anything is written."""
     workload = find_workload(args.workload)
+    if args.mixfile is not None:
+        workload = with_mixfile(workload, args.mixfile)
     target = parse_target(args.target, getattr(args, "docroot", None))
     check_ours(target)
     # Before the spec, whose file count has a limit too: a set larger than the disk says so first.
@@ -640,6 +648,7 @@ def command_search(args: argparse.Namespace) -> int:
                 max_outstanding=args.max_outstanding,
                 invocation={
                     "workload": _workload_reference(args.workload),
+                    "mixfile": str(args.mixfile.absolute()) if args.mixfile else None,
                     "target": spec["target"],
                     "scale": args.scale,
                     "seed": seed,

@@ -32,7 +32,7 @@ from .errors import InputError, RunError
 from .locks import StoreLock
 from .sfs import run as sfs_run
 from .sysinfo import snapshot
-from .workload import find_workload
+from .workload import find_workload, with_mixfile
 
 RESUMABLE = ("search", "sfs", "plan")
 
@@ -120,6 +120,8 @@ def resume_search(store: store_module.Store, search_id: int):
         )
     settings = SearchSettings.from_stored(search["settings"])
     workload = find_workload(invocation["workload"])
+    if invocation.get("mixfile"):
+        workload = with_mixfile(workload, Path(invocation["mixfile"]))
     trials = store.search_trials(search_id)
     done = [t for t in trials if t["status"] == "done"]
     _check_not_running(store, f"search {search_id}")
@@ -153,7 +155,8 @@ def resume_search(store: store_module.Store, search_id: int):
 def resume_sfs(store: store_module.Store, run_id: int) -> None:
     record = store.sfs_run(run_id)
     settings = record["settings"]
-    chosen = sfs_run.plan(Path(settings["rcfile"]), settings["spec_rounding"])
+    mixfile = settings.get("mixfile_option")
+    chosen = sfs_run.plan(Path(settings["rcfile"]), settings["spec_rounding"], Path(mixfile) if mixfile else None)
     if chosen.loads != settings["loads"]:
         raise InputError(
             f"sfs run {run_id} cannot be resumed: its rc file now gives the load points"

@@ -25,8 +25,6 @@ from .. import store as store_module
 from ..engine import Engine
 from ..errors import InputError, RunError
 from ..locks import StoreLock
-from ..mix import normalise
-from ..mixfile import read_mixfile
 from ..report import terminal
 from ..report.model import ReportOptions
 from ..report.sections import sfs_summary
@@ -36,7 +34,7 @@ from ..sysinfo import snapshot
 from ..targets import check_ours, check_space, parse_target, target_label
 from ..trials import TrialFailed, TrialRecord, run_trial
 from ..units import format_size
-from ..workload import Workload, find_workload, trial_spec
+from ..workload import Workload, find_workload, trial_spec, with_mixfile
 from .rcfile import DEBUG_FLAGS, RcFile, read_rcfile
 
 
@@ -47,6 +45,7 @@ class Plan:
     target: dict
     loads: list[float]
     spec_rounding: bool
+    mixfile_option: Path | None = None  # --mixfile
 
     def settings(self) -> dict:
         """What the store keeps about the curve: enough to rebuild its summary and know what is missing."""
@@ -61,7 +60,8 @@ class Plan:
             "processes": rc.processes,
             "per_process": [load / rc.processes for load in self.loads],
             "mount_points": [mount.written for mount in rc.mounts],
-            "mixfile": str(rc.mixfile) if rc.mixfile else None,
+            "mixfile": str(rc.mixfile or self.mixfile_option or "") or None,
+            "mixfile_option": str(self.mixfile_option) if self.mixfile_option else None,
             "mix": self.workload.mix,
             "warmup_s": rc.warmup_s,
             "runtime_s": rc.runtime_s,
@@ -70,16 +70,18 @@ class Plan:
         }
 
 
-def plan(path: Path, spec_rounding: bool) -> Plan:
-    """Everything that can be wrong in the rc file and what it names, checked before anything runs."""
+def plan(path: Path, spec_rounding: bool, mixfile: Path | None = None) -> Plan:
+    """Everything that can be wrong in the rc file and what it names, checked before anything runs.
+    `mixfile`: --mixfile, for an rc file without MIXFILE."""
     rc = read_rcfile(path)
     try:
         workload = find_workload(rc.workload)
     except InputError as error:
         raise rc.error("WORKLOAD", error.message) from None
-    if rc.mixfile is not None:
-        shares, _ = normalise(read_mixfile(rc.mixfile))
-        workload = dataclasses.replace(workload, mix=shares, mix_note=None)
+    if mixfile is not None and rc.mixfile is not None:
+        raise rc.error("MIXFILE", f"the rc file sets MIXFILE and --mixfile names {mixfile}; give one")
+    if mixfile is not None or rc.mixfile is not None:
+        workload = with_mixfile(workload, mixfile or rc.mixfile)
     if rc.access_share is not None:
         workload = dataclasses.replace(workload, fileset={**workload.fileset, "active_fraction": rc.access_share})
     for name, most in (("BIOD_MAX_READS", rc.biod_reads), ("BIOD_MAX_WRITES", rc.biod_writes)):
@@ -103,7 +105,7 @@ def plan(path: Path, spec_rounding: bool) -> Plan:
         check_space(target, workload.bytes_at(loads[-1]))
     except InputError as error:  # a --target error on the command line is a MNT_POINTS error here
         raise InputError(error.message, file=mount.file, line=mount.line, field="MNT_POINTS") from None
-    return Plan(rc, workload, target, loads, spec_rounding)
+    return Plan(rc, workload, target, loads, spec_rounding, mixfile.absolute() if mixfile else None)
 
 
 def mount_target(rc: RcFile, url: str) -> dict:
@@ -122,7 +124,8 @@ def describe(chosen: Plan) -> list[str]:
         f" {len(rc.clients)} client(s) x {rc.procs} proc(s) = {rc.processes} processes):"
         f" {' '.join(f'{load:g}' for load in chosen.loads)} ops/s",
         f"{chosen.workload.name} on {target_label(chosen.target)}; warm-up {rc.warmup_s:g} s, measured"
-        f" {rc.runtime_s:g} s per point" + (f"; mix from {rc.mixfile}" if rc.mixfile else ""),
+        f" {rc.runtime_s:g} s per point"
+        + (f"; mix from {rc.mixfile or chosen.mixfile_option}" if chosen.workload.name != rc.workload else ""),
     ]
     advice = rc.guidance(chosen.loads)
     if advice:
@@ -303,7 +306,7 @@ def _point(engine, store: store_module.Store, run_id: int, chosen: Plan, spec: d
 
 def command(args, console: Console, engine_for) -> int:
     """`engine_for(args, workload)`: the context manager that gives the engine (or load clients)."""
-    chosen = plan(args.rcfile, args.spec_rounding)
+    chosen = plan(args.rcfile, args.spec_rounding, args.mixfile)
     for line in describe(chosen):
         print(line, file=sys.stderr)
     if args.dry_run:
