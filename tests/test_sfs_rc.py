@@ -3,6 +3,7 @@
 import json
 import re
 import sqlite3
+import xml.etree.ElementTree as ET
 
 import pytest
 from peakbench.errors import InputError
@@ -221,6 +222,28 @@ def test_monitor_debug_and_init_timeout_in_a_run(engine_path, cli, tmp_path):
     with sqlite3.connect(db) as connection:
         notes = [json.loads(n) for (n,) in connection.execute("SELECT notes FROM trials ORDER BY id")]
     assert notes[1] == [f"PRIME_MON_SCRIPT output: {tmp_path / 'p-sfs-1' / 'point-2-monitor.txt'}"]
+    # SPEC's outputs: the sfssum file beside the store in the guide's columns (§4.4), and the warnings.
+    assert "warning: 2 load points; a publishable SPECsfs2008 curve has at least 10" in done.stderr
+    assert "warning: 20 to 40 ops/s per process" not in done.stderr  # inside SPEC's 10-250
+    lines = (tmp_path / "p-sfs-1" / "sfssum.1").read_text().splitlines()
+    assert [line.split()[0] for line in lines] == ["20", "40"]
+    for line in lines:
+        fields = line.split()
+        assert fields[5:8] == ["POSIX", "-", "-"] and fields[9:] == ["1", "1", "1", "1", "2008"]
+        assert int(fields[3]) == round(float(fields[1]) * float(fields[4]))  # total ops = achieved x time
+        # right-aligned like the guide's sample, `            320     321     1.5    96187  299 CIFS ...`
+        assert [m.end() for m in re.finditer(r"\S+", line)][:5] == [15, 23, 31, 40, 45]
+    shown = cli("report", "sfs:1", "--db", str(db), "--submission", str(tmp_path / "sub"))
+    assert shown.returncode == 0, shown.stderr
+    text = (tmp_path / "sub.txt").read_text()
+    assert "2 load points; a publishable SPECsfs2008 curve has at least 10" in text
+    root = ET.parse(tmp_path / "sub.xml").getroot()
+    assert [p.get("requested_ops_per_s") for p in root.find("load_points")] == ["20", "40"]
+    settings = {f.get("name"): f.text for f in root.find("rc_settings")}
+    assert (settings["debug"], settings["access_share"], settings["monitor"]) == ("4 12", "0.5", f"{monitor} disk")
+    result = {f.get("name"): f.text for f in root.find("result")}
+    assert result["load points"] == "2" and float(result["overall response time ms"]) > 0
+    assert "120 MB" in {f.get("name"): f.text for f in root.find("run")}["file set size"]
     # A file set that cannot be built within INIT_TIMEOUT ends the curve with that verdict.
     slow = tmp_path / "slow_rc"
     slow.write_text(f"LOAD=5000\nMNT_POINTS={tmp_path / 'other'}\nINIT_TIMEOUT=0.01\nRUNTIME=1\n")

@@ -36,6 +36,7 @@ from ..trials import TrialFailed, TrialRecord, run_trial
 from ..units import format_size
 from ..workload import Workload, find_workload, trial_spec, with_mixfile
 from .rcfile import DEBUG_FLAGS, RcFile, read_rcfile
+from .submission import warnings, write_sfssum
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +64,8 @@ class Plan:
             "mixfile": str(rc.mixfile or self.mixfile_option or "") or None,
             "mixfile_option": str(self.mixfile_option) if self.mixfile_option else None,
             "mix": self.workload.mix,
+            "scale": 1.0,
+            "bytes_per_op": self.workload.scaling.bytes_per_op,
             "warmup_s": rc.warmup_s,
             "runtime_s": rc.runtime_s,
             "ignored": list(rc.ignored),
@@ -196,10 +199,22 @@ def run_points(
             for number, spec in enumerate(specs, start=1):
                 if store_module.point_key(spec["load"]["rate"]) not in done:
                     _point(engine, store, run_id, chosen, spec, system, number)
+                    _write_sfssum(store, run_id)
         except BaseException as error:
             store.finish_sfs_run(run_id, error=str(error) or type(error).__name__)
             raise
         store.finish_sfs_run(run_id)
+
+
+def sfssum_path(db: Path, run_id: int) -> Path:
+    return output_dir(db, run_id) / f"sfssum.{run_id}"
+
+
+def _write_sfssum(store: store_module.Store, run_id: int) -> None:
+    """The run's sfssum file as far as it has gone, rewritten after each load point."""
+    (series,) = select(store, [f"sfs:{run_id}"]).series
+    output_dir(store.path, run_id).mkdir(exist_ok=True)
+    write_sfssum(series, sfssum_path(store.path, run_id))
 
 
 def output_dir(db: Path, run_id: int) -> Path:
@@ -335,6 +350,9 @@ def print_summary(db: Path, run_id: int, console: Console) -> None:
     console.print(
         f"peak {peak:,.1f} ops/s achieved" + (f"; overall response time {ort:.3g} ms" if ort is not None else "")
     )
+    for warning in warnings(series):
+        print(f"warning: {warning}", file=sys.stderr)
+    print(f"sfssum file: {sfssum_path(db, run_id)}", file=sys.stderr)
     print(
         f"sfs run {run_id} and its {len(points)} load points stored in {db};"
         f" `peakbench report sfs:{run_id} --db {db} --html report.html` for the full report",
