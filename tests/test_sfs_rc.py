@@ -278,3 +278,24 @@ def test_a_spec_mixfile_wherever_a_mix_is_expected(engine_path, cli, tmp_path):
     rc.write_text(f"LOAD=10\nMIXFILE=reads.mix\nMNT_POINTS={tmp_path / 'c'}\n")
     done = cli("sfs", str(rc), "--mixfile", str(mix), "--dry-run", "--db", str(db))
     assert done.returncode == 2 and f"{rc}:2: field MIXFILE: " in done.stderr
+
+
+def test_validate_checks_every_mount_point_then_an_nfs_export_runs(engine_path, cli, nfs_url, tmp_path):
+    export = nfs_url.removeprefix("nfs://").replace("/", ":/", 1)  # SPEC's server:/path
+    local = tmp_path / "local"
+    local.mkdir()
+    rc = tmp_path / "sfs_rc"
+    rc.write_text(f"LOAD=20\nPROCS=2\nMNT_POINTS='{export} {local}'\nWARMUP_TIME=0\nRUNTIME=1\n")
+    done = cli("sfs", str(rc), "--validate", "--db", str(tmp_path / "p.db"))
+    assert done.returncode == 0, done.stderr
+    assert f"validation of {export} ({nfs_url}; {rc}:3)" in " ".join(done.stdout.split())
+    assert f"validation of {local}" in done.stdout and done.stdout.count("all operations passed") == 2
+    assert not (tmp_path / "p.db").exists() and not any(local.iterdir())  # no load, nothing left behind
+    rc.write_text(f"LOAD=20\nMNT_POINTS={export}\nSFS_NFS_USER_ID=0\nBLOCK_SIZE=8\nWARMUP_TIME=0\nRUNTIME=1\n")
+    done = cli("sfs", str(rc), "--db", str(tmp_path / "p.db"))
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(tmp_path / "p.db") as connection:
+        (spec,) = [json.loads(s) for (s,) in connection.execute("SELECT spec FROM trials")]
+    assert (spec["target"]["url"], spec["target"]["rsize"], spec["target"]["wsize"]) == (nfs_url, 8192, 8192)
+    (line,) = (tmp_path / "p-sfs-1" / "sfssum.1").read_text().splitlines()
+    assert line.split()[5:8] == ["NFS3", "T", "4"]

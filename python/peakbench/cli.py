@@ -52,7 +52,7 @@ from .report import command as report_command
 from .sfs import run as sfs_command
 from .surfaceplan import load_plan
 from .sysinfo import peakbench_version, snapshot
-from .table import error_count, print_trial
+from .table import error_count, print_trial, print_validation
 from .targets import check_ours, check_space, parse_target, target_label
 from .trials import TrialFailed, TrialRecord, run_trial
 from .units import MAX_RATE, format_size, parse_duration
@@ -349,6 +349,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sfs_run.add_argument("--mixfile", type=Path, metavar="FILE", help="the rc file's MIXFILE, when it names none")
     sfs_run.add_argument("--dry-run", action="store_true", help="print the load points and stop")
+    sfs_run.add_argument(
+        "--validate",
+        action="store_true",
+        help="check every mount point operation by operation, as SPEC's -v, and run no load",
+    )
     sfs_run.set_defaults(handler=lambda args: sfs_command.command(args, _console(), _engine))
 
     report = commands.add_parser(
@@ -569,20 +574,7 @@ def command_validate(args: argparse.Namespace) -> int:
         raise InputError("null:// does nothing, so there is nothing to validate", field="TARGET")
     check_output(args.json, "--json")
     result = Engine().validate_target(target)
-    console = _console(args.json)
-    table = Table(title=f"validation of {target_label(target)}")
-    for heading in ("op", "result", "check", "detail"):
-        table.add_column(heading, no_wrap=heading in ("op", "result"), overflow="fold")
-    style = {"pass": "green", "fail": "bold red", "skipped": "yellow"}
-    for check in result["checks"]:
-        status = check["status"]
-        table.add_row(check["op"], f"[{style[status]}]{status}[/{style[status]}]", check["check"], check["detail"])
-    console.print(table)
-    cleanup = (
-        "scratch directory removed" if result["cleaned_up"] else f"[red]cleanup failed: {result['cleanup_error']}[/red]"
-    )
-    verdict = "[green]all operations passed[/green]" if result["ok"] else "[bold red]VALIDATION FAILED[/bold red]"
-    console.print(f"{verdict}: {result['passed']} passed, {result['failed']} failed; {cleanup}")
+    print_validation(result, target_label(target), _console(args.json))
     write_json(args.json, result)
     return 0 if result["ok"] else 1
 

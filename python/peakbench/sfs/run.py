@@ -31,11 +31,12 @@ from ..report.sections import sfs_summary
 from ..report.sections.load_curve import overall_response_time
 from ..report.selection import select
 from ..sysinfo import snapshot
+from ..table import print_validation
 from ..targets import check_ours, check_space, parse_target, target_label
 from ..trials import TrialFailed, TrialRecord, run_trial
 from ..units import format_size
 from ..workload import Workload, find_workload, trial_spec, with_mixfile
-from .rcfile import DEBUG_FLAGS, RcFile, read_rcfile
+from .rcfile import DEBUG_FLAGS, MountPoint, RcFile, read_rcfile
 from .submission import warnings, write_sfssum
 
 
@@ -94,21 +95,49 @@ def plan(path: Path, spec_rounding: bool, mixfile: Path | None = None) -> Plan:
                 f"{most} transfers of one logical I/O in flight: the engine sends them one at a time"
                 " (as 0 or 1); read-ahead and write-behind are not built yet",
             )
-    distinct = sorted({mount.url for mount in rc.mounts})
-    if len(distinct) > 1:
+    mounts = mount_targets(rc)
+    if len(mounts) > 1:
         raise rc.error(
             "MNT_POINTS",
-            f"{len(distinct)} different mount points; peakbench sfs loads one mount point (repeat it once per proc)",
+            f"{len(mounts)} different mount points; peakbench sfs loads one mount point"
+            " (repeat it once per proc); --validate checks them all",
         )
     loads = rc.loads(spec_rounding)
-    mount = rc.mounts[0]
+    ((mount, target),) = mounts
     try:
-        target = mount_target(rc, mount.url)
         check_ours(target)
         check_space(target, workload.bytes_at(loads[-1]))
     except InputError as error:  # a --target error on the command line is a MNT_POINTS error here
         raise InputError(error.message, file=mount.file, line=mount.line, field="MNT_POINTS") from None
     return Plan(rc, workload, target, loads, spec_rounding, mixfile.absolute() if mixfile else None)
+
+
+def mount_targets(rc: RcFile) -> list[tuple[MountPoint, dict]]:
+    """Each distinct mount point once, with the engine's target for it."""
+    found: dict[str, tuple[MountPoint, dict]] = {}
+    for mount in rc.mounts:
+        if mount.url not in found:
+            try:
+                found[mount.url] = (mount, mount_target(rc, mount.url))
+            except InputError as error:
+                raise InputError(error.message, file=mount.file, line=mount.line, field="MNT_POINTS") from None
+    return list(found.values())
+
+
+def validate(path: Path, console: Console) -> int:
+    """SPEC's -v: every distinct mount point of the rc file checked operation by operation (from this
+    machine), before any load; 0 when all pass."""
+    rc = read_rcfile(path)
+    failed = []
+    for mount, target in mount_targets(rc):
+        print(f"sfs  validating {mount.written}", file=sys.stderr, flush=True)
+        result = Engine().validate_target(target)
+        print_validation(result, f"{mount.written} ({target_label(target)}; {mount.file}:{mount.line})", console)
+        if not result["ok"]:
+            failed.append(mount.written)
+    if failed:
+        print(f"sfs  validation failed for {' '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def mount_target(rc: RcFile, url: str) -> dict:
@@ -321,6 +350,8 @@ def _point(engine, store: store_module.Store, run_id: int, chosen: Plan, spec: d
 
 def command(args, console: Console, engine_for) -> int:
     """`engine_for(args, workload)`: the context manager that gives the engine (or load clients)."""
+    if args.validate:
+        return validate(args.rcfile, console)
     chosen = plan(args.rcfile, args.spec_rounding, args.mixfile)
     for line in describe(chosen):
         print(line, file=sys.stderr)
