@@ -273,8 +273,9 @@ def test_a_spec_mixfile_wherever_a_mix_is_expected(engine_path, cli, tmp_path):
     assert [json.loads(s)["fileset"]["active_fraction"] for _, s in trials] == [0.3, 1.0]
     rc = tmp_path / "sfs_rc"
     rc.write_text(f"LOAD=10\nMNT_POINTS={tmp_path / 'c'}\n")
-    done = cli("sfs", str(rc), "--mixfile", str(mix), "--dry-run", "--db", str(db))
+    done = cli("sfs", str(rc), "--mixfile", str(mix), "--scale", "1000", "--dry-run", "--db", str(db))
     assert done.returncode == 0 and f"mix from {mix}" in done.stderr, done.stderr
+    assert "file set: 120 MB of file set per op/s (scale 1000; SPECsfs2008 uses 120 MB)" in done.stderr
     rc.write_text(f"LOAD=10\nMIXFILE=reads.mix\nMNT_POINTS={tmp_path / 'c'}\n")
     done = cli("sfs", str(rc), "--mixfile", str(mix), "--dry-run", "--db", str(db))
     assert done.returncode == 2 and f"{rc}:2: field MIXFILE: " in done.stderr

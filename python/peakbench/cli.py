@@ -348,6 +348,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="floor each process's rate as SPEC does (default: split the load exactly)",
     )
     sfs_run.add_argument("--mixfile", type=Path, metavar="FILE", help="the rc file's MIXFILE, when it names none")
+    sfs_run.add_argument(
+        "--scale",
+        type=_scale,
+        default=1.0,
+        metavar="F",
+        help="multiply the self-scaled file set (specsfs2008: 1000 gives SPEC's 120 MB per op/s)",
+    )
     sfs_run.add_argument("--dry-run", action="store_true", help="print the load points and stop")
     sfs_run.add_argument(
         "--validate",

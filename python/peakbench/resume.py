@@ -156,7 +156,12 @@ def resume_sfs(store: store_module.Store, run_id: int) -> None:
     record = store.sfs_run(run_id)
     settings = record["settings"]
     mixfile = settings.get("mixfile_option")
-    chosen = sfs_run.plan(Path(settings["rcfile"]), settings["spec_rounding"], Path(mixfile) if mixfile else None)
+    chosen = sfs_run.plan(
+        Path(settings["rcfile"]),
+        settings["spec_rounding"],
+        Path(mixfile) if mixfile else None,
+        settings.get("scale", 1.0),
+    )
     if chosen.loads != settings["loads"]:
         raise InputError(
             f"sfs run {run_id} cannot be resumed: its rc file now gives the load points"

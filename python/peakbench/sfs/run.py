@@ -29,6 +29,7 @@ from ..report import terminal
 from ..report.model import ReportOptions
 from ..report.sections import sfs_summary
 from ..report.sections.load_curve import overall_response_time
+from ..report.sections.sfs_summary import size_used
 from ..report.selection import select
 from ..sysinfo import snapshot
 from ..table import print_validation
@@ -48,6 +49,7 @@ class Plan:
     loads: list[float]
     spec_rounding: bool
     mixfile_option: Path | None = None  # --mixfile
+    scale: float = 1.0  # --scale: multiplies the self-scaled file set
 
     def settings(self) -> dict:
         """What the store keeps about the curve: enough to rebuild its summary and know what is missing."""
@@ -65,7 +67,7 @@ class Plan:
             "mixfile": str(rc.mixfile or self.mixfile_option or "") or None,
             "mixfile_option": str(self.mixfile_option) if self.mixfile_option else None,
             "mix": self.workload.mix,
-            "scale": 1.0,
+            "scale": self.scale,
             "bytes_per_op": self.workload.scaling.bytes_per_op,
             "warmup_s": rc.warmup_s,
             "runtime_s": rc.runtime_s,
@@ -74,9 +76,9 @@ class Plan:
         }
 
 
-def plan(path: Path, spec_rounding: bool, mixfile: Path | None = None) -> Plan:
+def plan(path: Path, spec_rounding: bool, mixfile: Path | None = None, scale: float = 1.0) -> Plan:
     """Everything that can be wrong in the rc file and what it names, checked before anything runs.
-    `mixfile`: --mixfile, for an rc file without MIXFILE."""
+    `mixfile`: --mixfile, for an rc file without MIXFILE; `scale`: --scale."""
     rc = read_rcfile(path)
     try:
         workload = find_workload(rc.workload)
@@ -106,10 +108,10 @@ def plan(path: Path, spec_rounding: bool, mixfile: Path | None = None) -> Plan:
     ((mount, target),) = mounts
     try:
         check_ours(target)
-        check_space(target, workload.bytes_at(loads[-1]))
+        check_space(target, workload.bytes_at(loads[-1], scale))
     except InputError as error:  # a --target error on the command line is a MNT_POINTS error here
         raise InputError(error.message, file=mount.file, line=mount.line, field="MNT_POINTS") from None
-    return Plan(rc, workload, target, loads, spec_rounding, mixfile.absolute() if mixfile else None)
+    return Plan(rc, workload, target, loads, spec_rounding, mixfile.absolute() if mixfile else None, scale)
 
 
 def mount_targets(rc: RcFile) -> list[tuple[MountPoint, dict]]:
@@ -159,6 +161,7 @@ def describe(chosen: Plan) -> list[str]:
         f" {rc.runtime_s:g} s per point"
         + (f"; mix from {rc.mixfile or chosen.mixfile_option}" if chosen.workload.name != rc.workload else ""),
     ]
+    lines.append(f"file set: {size_used(chosen.settings())}")
     advice = rc.guidance(chosen.loads)
     if advice:
         lines.append(f"note: {advice}")
@@ -206,6 +209,7 @@ def point_specs(chosen: Plan) -> list[dict]:
             warmup_s=chosen.rc.warmup_s,
             runtime_s=chosen.rc.runtime_s,
             seed=index + 1,
+            scale=chosen.scale,
         )
         for index, load in enumerate(chosen.loads)
     ]
@@ -314,7 +318,7 @@ def _point(engine, store: store_module.Store, run_id: int, chosen: Plan, spec: d
         mix = " ".join(f"{op} {share:.1%}" for op, share in sorted(spec["mix"].items(), key=lambda item: -item[1]))
         print(
             f"debug 12: point {number}: {fileset['files']:,} files, about"
-            f" {format_size(chosen.workload.bytes_at(rate))}, {fileset['active_fraction']:.0%} accessed; mix {mix}",
+            f" {format_size(chosen.workload.bytes_at(rate, chosen.scale))}, {fileset['active_fraction']:.0%} accessed; mix {mix}",
             file=sys.stderr,
         )
     monitor_output = None
@@ -352,7 +356,7 @@ def command(args, console: Console, engine_for) -> int:
     """`engine_for(args, workload)`: the context manager that gives the engine (or load clients)."""
     if args.validate:
         return validate(args.rcfile, console)
-    chosen = plan(args.rcfile, args.spec_rounding, args.mixfile)
+    chosen = plan(args.rcfile, args.spec_rounding, args.mixfile, args.scale)
     for line in describe(chosen):
         print(line, file=sys.stderr)
     if args.dry_run:

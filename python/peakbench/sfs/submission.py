@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..report.model import Series
 from ..report.sections.load_curve import overall_response_time
-from ..report.sections.sfs_summary import sfssum_lines
+from ..report.sections.sfs_summary import sfssum_lines, size_used
 from .rcfile import PER_PROC_GUIDANCE, PUBLISHABLE_POINTS
 
 POINT_FIELDS = ("requested ops/s", "achieved ops/s", "mean response ms", "trials")
@@ -45,15 +45,6 @@ def warnings(series: Series) -> list[str]:
             f" {PER_PROC_GUIDANCE[0]:g} to {PER_PROC_GUIDANCE[1]:g}"
         )
     return found
-
-
-def size_used(settings: dict) -> str:
-    """Which file-set size the run used: SPEC's own, or a scaled-down one."""
-    scale = settings.get("scale", 1.0)
-    per_op = settings.get("bytes_per_op")
-    if per_op is None:
-        return f"scale {scale:g}"
-    return f"{per_op * scale / 1e6:.4g} MB of file set per op/s (scale {scale:g}; SPECsfs2008 uses 120 MB)"
 
 
 def _report(series: Series) -> dict:

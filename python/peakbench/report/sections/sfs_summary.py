@@ -65,6 +65,15 @@ def rows(series: Series) -> list[list]:
     return found
 
 
+def size_used(settings: dict) -> str:
+    """Which file-set size the run used: SPEC's own, or a scaled-down one."""
+    scale = settings.get("scale", 1.0)
+    per_op = settings.get("bytes_per_op")
+    if per_op is None:
+        return f"scale {scale:g}"
+    return f"{per_op * scale / 1e6:.4g} MB of file set per op/s (scale {scale:g}; SPECsfs2008 uses 120 MB)"
+
+
 COLUMNS = [
     Column("requested", "ops/s", 1),
     Column("achieved", "ops/s", 1),
@@ -126,7 +135,7 @@ def section(data: ReportData, options: ReportOptions) -> Section | None:
                 COLUMNS,
                 found,
                 "each row: the measured trials at that load (n trials); mean response over all their"
-                " requests (total ops); run time summed over them",
+                f" requests (total ops); run time summed over them; file set {size_used(series.settings)}",
             )
         )
         blocks.append(
