@@ -90,21 +90,30 @@ def test_the_command_prints_the_points_or_one_line_errors(cli, tmp_path):
     assert not (tmp_path / "p.db").exists()
 
 
-def test_load_points_can_come_from_several_dask_clients(engine_path, cli, tmp_path):
-    target = tmp_path / "sfs"
-    target.mkdir()
+def test_processes_on_several_mount_points_run_as_one_load_client_each(engine_path, cli, tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
     rc = tmp_path / "sfs_rc"
-    rc.write_text(f"LOAD=100 200\nMNT_POINTS={target}\nWARMUP_TIME=0.5\nRUNTIME=1\n")
+    # 3 procs: one on the first directory, two on the second (a mount point may repeat)
+    rc.write_text(f"LOAD='90 180'\nPROCS=3\nMNT_POINTS='{one} {two} {two}'\nWARMUP_TIME=0.5\nRUNTIME=1\n")
     db = tmp_path / "p.db"
-    done = cli("sfs", str(rc), "--clients", "2", "--db", str(db))
+    # Both clients are worker processes on this machine, whose clocks agree; a loaded machine's slow
+    # round trips only blur the measurement of that, so the skew bound is wider than the default.
+    done = cli("sfs", str(rc), "--db", str(db), "--clock-tolerance", "200")
     assert done.returncode == 0, done.stderr
+    assert "2 load clients, one per mount point: 1 procs on " in done.stderr
     with sqlite3.connect(db) as connection:
         results = [json.loads(r) for (r,) in connection.execute("SELECT result FROM trials ORDER BY id")]
-    # One stored trial per load point: the two clients' results merged, each client offering half.
-    assert [r["requested_rate"] for r in results] == [100, 200]
+    # One stored trial per load point: the two clients' results merged, each offering its procs' share.
+    assert [r["requested_rate"] for r in results] == [90, 180]
     for result in results:
-        assert [c["requested_rate"] for c in result["clients"]] == [result["requested_rate"] / 2] * 2
+        rate = result["requested_rate"]
+        assert [c["requested_rate"] for c in result["clients"]] == pytest.approx([rate / 3, rate * 2 / 3])
         assert result["achieved_rate"] == sum(c["achieved_rate"] for c in result["clients"])
+    manifests = [json.loads((d / ".peakbench-manifest.json").read_text()) for d in (one, two)]
+    files = [sum(fileset["complete_files"] for fileset in m["filesets"].values()) for m in manifests]
+    assert 0 < files[0] < files[1]  # each directory holds its client's file set, sized by its procs
     # The report shows every client of every load point beside the merged curve.
     page = tmp_path / "report.html"
     shown = cli("report", "sfs:1", "--db", str(db), "--html", str(page))
@@ -300,3 +309,27 @@ def test_validate_checks_every_mount_point_then_an_nfs_export_runs(engine_path, 
     assert (spec["target"]["url"], spec["target"]["rsize"], spec["target"]["wsize"]) == (nfs_url, 8192, 8192)
     (line,) = (tmp_path / "p-sfs-1" / "sfssum.1").read_text().splitlines()
     assert line.split()[5:8] == ["NFS3", "T", "4"]
+
+
+def test_with_a_cluster_each_clients_processes_go_to_a_worker_on_that_host(tmp_path):
+    from peakbench.cluster.connection import LoadClient, LoadCluster
+    from peakbench.sfs.run import _workers_for
+
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+    path = write(tmp_path, "LOAD=100\nCLIENTS='hostb hosta'\nPROCS=2\nMNT_POINTS='{target}/one {target}/two'\n")
+    chosen = plan(path, spec_rounding=False, by_client=True)
+    assert [(g.client, g.mount.written[-3:], g.procs) for g in chosen.groups] == [
+        ("hostb", "one", 1),
+        ("hostb", "two", 1),
+        ("hosta", "one", 1),
+        ("hosta", "two", 1),
+    ]
+    workers = [
+        LoadClient(f"client-{i}", f"tcp://w{i}", host, i) for i, host in enumerate(["hosta"] * 2 + ["hostb"] * 2)
+    ]
+    picked = _workers_for(chosen, LoadCluster(None, workers))
+    assert [w.worker for w in picked] == ["tcp://w2", "tcp://w3", "tcp://w0", "tcp://w1"]
+    with pytest.raises(InputError, match="client hostb .* has no free Dask worker on its host") as raised:
+        _workers_for(chosen, LoadCluster(None, workers[:3]))
+    assert (raised.value.line, raised.value.field) == (2, "CLIENTS")

@@ -361,7 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="check every mount point operation by operation, as SPEC's -v, and run no load",
     )
-    sfs_run.set_defaults(handler=lambda args: sfs_command.command(args, _console(), _engine))
+    sfs_run.set_defaults(handler=lambda args: sfs_command.command(args, _console()))
 
     report = commands.add_parser(
         "report", parents=[store_option], help="tables, figures and a self-contained HTML report from the store"

@@ -161,6 +161,7 @@ def resume_sfs(store: store_module.Store, run_id: int) -> None:
         settings["spec_rounding"],
         Path(mixfile) if mixfile else None,
         settings.get("scale", 1.0),
+        by_client=(record["invocation"] or {}).get("cluster") is not None,
     )
     if chosen.loads != settings["loads"]:
         raise InputError(
@@ -177,7 +178,10 @@ def resume_sfs(store: store_module.Store, run_id: int) -> None:
         flush=True,
     )
     store.reopen("sfs", run_id)
-    with _engine(record["invocation"] or {}, chosen.workload) as engine:
+    invocation = record["invocation"] or {}
+    with sfs_run.engines(
+        chosen, invocation.get("clients"), invocation.get("cluster"), invocation.get("clock_tolerance_ms", 10.0)
+    ) as engine:
         sfs_run.run_points(
             store, run_id, chosen, sfs_run.point_specs(chosen), engine, snapshot(chosen.target, engine.version()), done
         )

@@ -95,24 +95,37 @@ def check_shareable(spec: dict) -> None:
         )
 
 
-def client_specs(spec: dict, n: int, shared_fileset: bool = False) -> list[dict]:
-    """The N clients' TrialSpecs for one trial at the aggregate rate of `spec` (see the module's doc)."""
+def client_specs(
+    spec: dict, n: int, shared_fileset: bool = False, parts: list[tuple[float, dict]] | None = None
+) -> list[dict]:
+    """The N clients' TrialSpecs for one trial at the aggregate rate of `spec` (see the module's doc).
+    `parts`: each client's (share of the load, target) where they differ, as an sfs rc file's
+    processes on several mount points; by default every client takes 1/N on the spec's target."""
     if n < 1:
         raise ValueError("at least one client")
+    if parts is not None and len(parts) != n:
+        raise ValueError(f"{len(parts)} parts for {n} clients")
     if shared_fileset:
         check_shareable(spec)
     cap = spec["load"].get("max_outstanding")
     specs = []
     for i in range(n):
-        part = {**spec, "schema": SPEC_SCHEMA_V2, "seed": spec.get("seed", 0) + i * SEED_STRIDE}
+        # An equal split divides (a product with 1/n can land an ulp above a whole number of files).
+        split = (lambda x: x / n) if parts is None else (lambda x, share=parts[i][0]: x * share)
+        target = spec["target"] if parts is None else parts[i][1]
+        part = {**spec, "schema": SPEC_SCHEMA_V2, "seed": spec.get("seed", 0) + i * SEED_STRIDE, "target": target}
         part["load"] = {
             **spec["load"],
-            "rate": spec["load"]["rate"] / n,
-            "max_outstanding": math.ceil(cap / n) if cap else cap,
+            "rate": split(spec["load"]["rate"]),
+            "max_outstanding": math.ceil(split(cap)) if cap else cap,
         }
         if not shared_fileset:
             fileset = spec["fileset"]
-            part["fileset"] = {**fileset, "files": math.ceil(fileset["files"] / n), "seed": fileset.get("seed", 0) + i}
+            part["fileset"] = {
+                **fileset,
+                "files": math.ceil(split(fileset["files"])),
+                "seed": fileset.get("seed", 0) + i,
+            }
         part.pop("start_at_unix_s", None)
         specs.append(part)
     return specs
@@ -289,8 +302,10 @@ class DistributedEngine:
         start_lead_s: float | None = None,
         clock: Callable[[], float] = worker_clock,
         poll_s: float = POLL_S,
+        parts: list[tuple[float, dict]] | None = None,
     ):
         self.cluster = cluster
+        self.parts = parts  # each client's (share, target), see client_specs
         self.shared_fileset = shared_fileset
         self.clock_tolerance_s = clock_tolerance_s
         self.compensate_clocks = compensate_clocks
@@ -306,12 +321,12 @@ class DistributedEngine:
 
     def validate(self, spec: dict) -> None:
         engine = Engine()
-        for part in client_specs(spec, self.cluster.size, self.shared_fileset):
+        for part in client_specs(spec, self.cluster.size, self.shared_fileset, self.parts):
             engine.validate({**part, "start_at_unix_s": time.time() + 60})
 
     def prepare(self, spec: dict, on_progress=None, timeout_s: float | None = None) -> dict:
         """Each client's part of the file set (client-0 alone for a shared one), one client at a time."""
-        specs = client_specs(spec, self.cluster.size, self.shared_fileset)
+        specs = client_specs(spec, self.cluster.size, self.shared_fileset, self.parts)
         clients = self.cluster.clients[:1] if self.shared_fileset else self.cluster.clients
         prepared = []
         for load_client, part in zip(clients, specs):
@@ -357,7 +372,7 @@ class DistributedEngine:
 
     def run_trial(self, spec: dict, on_progress=None) -> DistributedTrial:
         cluster = self.cluster
-        specs = client_specs(spec, cluster.size, self.shared_fileset)
+        specs = client_specs(spec, cluster.size, self.shared_fileset, self.parts)
         offsets = measure_offsets(cluster, clock=self.clock, good_enough_s=self.clock_tolerance_s / 4)
         self.last_offsets = offsets
         bound = check_skew(offsets, self.clock_tolerance_s, self.compensate_clocks)

@@ -13,7 +13,9 @@ one directory any number of times.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import socket
 import subprocess
 import sys
 import threading
@@ -22,6 +24,8 @@ from pathlib import Path
 from rich.console import Console
 
 from .. import store as store_module
+from ..cluster.connection import LoadClient, LoadCluster
+from ..cluster.fanout import DistributedEngine, engine_for
 from ..engine import Engine
 from ..errors import InputError, RunError
 from ..locks import StoreLock
@@ -42,14 +46,36 @@ from .submission import warnings, write_sfssum
 
 
 @dataclasses.dataclass(frozen=True)
+class Group:
+    """The processes of one client on one mount point: one engine's share of the load."""
+
+    client: str | None  # a CLIENTS name, mapped to a Dask worker on that host; None: any load client
+    mount: MountPoint
+    target: dict
+    procs: int
+
+
+@dataclasses.dataclass(frozen=True)
 class Plan:
     rc: RcFile
     workload: Workload
-    target: dict
+    groups: tuple[Group, ...]
     loads: list[float]
     spec_rounding: bool
     mixfile_option: Path | None = None  # --mixfile
     scale: float = 1.0  # --scale: multiplies the self-scaled file set
+
+    @property
+    def target(self) -> dict:
+        """The first group's target: the whole load's when there is one group."""
+        return self.groups[0].target
+
+    def label(self) -> str:
+        return " ".join(dict.fromkeys(target_label(group.target) for group in self.groups))
+
+    def parts(self) -> list[tuple[float, dict]]:
+        """Each group's share of the load and its target, for the DistributedEngine."""
+        return [(group.procs / self.rc.processes, group.target) for group in self.groups]
 
     def settings(self) -> dict:
         """What the store keeps about the curve: enough to rebuild its summary and know what is missing."""
@@ -76,9 +102,12 @@ class Plan:
         }
 
 
-def plan(path: Path, spec_rounding: bool, mixfile: Path | None = None, scale: float = 1.0) -> Plan:
+def plan(
+    path: Path, spec_rounding: bool, mixfile: Path | None = None, scale: float = 1.0, by_client: bool = False
+) -> Plan:
     """Everything that can be wrong in the rc file and what it names, checked before anything runs.
-    `mixfile`: --mixfile, for an rc file without MIXFILE; `scale`: --scale."""
+    `mixfile`: --mixfile, for an rc file without MIXFILE; `scale`: --scale; `by_client`: CLIENTS
+    are hosts of a --cluster, so each client's processes run there."""
     rc = read_rcfile(path)
     try:
         workload = find_workload(rc.workload)
@@ -97,21 +126,28 @@ def plan(path: Path, spec_rounding: bool, mixfile: Path | None = None, scale: fl
                 f"{most} transfers of one logical I/O in flight: the engine sends them one at a time"
                 " (as 0 or 1); read-ahead and write-behind are not built yet",
             )
-    mounts = mount_targets(rc)
-    if len(mounts) > 1:
-        raise rc.error(
-            "MNT_POINTS",
-            f"{len(mounts)} different mount points; peakbench sfs loads one mount point"
-            " (repeat it once per proc); --validate checks them all",
-        )
     loads = rc.loads(spec_rounding)
-    ((mount, target),) = mounts
-    try:
-        check_ours(target)
-        check_space(target, workload.bytes_at(loads[-1], scale))
-    except InputError as error:  # a --target error on the command line is a MNT_POINTS error here
-        raise InputError(error.message, file=mount.file, line=mount.line, field="MNT_POINTS") from None
-    return Plan(rc, workload, target, loads, spec_rounding, mixfile.absolute() if mixfile else None, scale)
+    groups = load_groups(rc, by_client)
+    for group in groups:
+        try:
+            check_ours(group.target)
+            check_space(group.target, workload.bytes_at(loads[-1], scale) * group.procs / rc.processes)
+        except InputError as error:  # a --target error on the command line is a MNT_POINTS error here
+            raise InputError(error.message, file=group.mount.file, line=group.mount.line, field="MNT_POINTS") from None
+    return Plan(rc, workload, groups, loads, spec_rounding, mixfile.absolute() if mixfile else None, scale)
+
+
+def load_groups(rc: RcFile, by_client: bool) -> tuple[Group, ...]:
+    """The processes grouped by mount point (and by client when clients are hosts), in rc-file order."""
+    targets = {mount.url: target for mount, target in mount_targets(rc)}
+    groups: dict[tuple[str | None, str], Group] = {}
+    for index, mount in enumerate(rc.mounts):
+        client = rc.clients[index // rc.procs] if by_client else None
+        key = (client, mount.url)
+        found = groups.get(key)
+        procs = found.procs + 1 if found else 1
+        groups[key] = Group(client, found.mount if found else mount, targets[mount.url], procs)
+    return tuple(groups.values())
 
 
 def mount_targets(rc: RcFile) -> list[tuple[MountPoint, dict]]:
@@ -157,7 +193,7 @@ def describe(chosen: Plan) -> list[str]:
         f"{len(chosen.loads)} load points ({'SPEC rounding' if chosen.spec_rounding else 'exact split'} over"
         f" {len(rc.clients)} client(s) x {rc.procs} proc(s) = {rc.processes} processes):"
         f" {' '.join(f'{load:g}' for load in chosen.loads)} ops/s",
-        f"{chosen.workload.name} on {target_label(chosen.target)}; warm-up {rc.warmup_s:g} s, measured"
+        f"{chosen.workload.name} on {chosen.label()}; warm-up {rc.warmup_s:g} s, measured"
         f" {rc.runtime_s:g} s per point"
         + (f"; mix from {rc.mixfile or chosen.mixfile_option}" if chosen.workload.name != rc.workload else ""),
     ]
@@ -165,10 +201,20 @@ def describe(chosen: Plan) -> list[str]:
     advice = rc.guidance(chosen.loads)
     if advice:
         lines.append(f"note: {advice}")
-    if len(rc.clients) > 1 or rc.clients[0] != "localhost":
+    if len(chosen.groups) > 1:
         lines.append(
-            f"note: CLIENTS {' '.join(rc.clients)}: their {rc.processes} processes' load is generated by one engine"
-            " per load client of --clients/--cluster (this machine by default)"
+            f"{len(chosen.groups)} load clients, one per "
+            + ("client and mount point" if chosen.groups[0].client else "mount point")
+            + ": "
+            + "; ".join(
+                f"{g.procs} procs on {g.mount.written}" + (f" from {g.client}" if g.client else "")
+                for g in chosen.groups
+            )
+        )
+    elif chosen.groups[0].client is None and rc.clients != ("localhost",):
+        lines.append(
+            f"note: CLIENTS {' '.join(rc.clients)}: their {rc.processes} processes' load comes from this machine"
+            " (give --cluster to run each client's processes on a Dask worker on that host)"
         )
     for flag in sorted(rc.debug):
         lines.append(f"debug {flag}: {DEBUG_FLAGS[flag]}")
@@ -191,7 +237,7 @@ def run(chosen: Plan, db: Path, engine=None, invocation: dict | None = None) -> 
     with store_module.Store(db) as store:
         run_id = store.add_sfs_run(
             workload=chosen.workload.name,
-            target=target_label(chosen.target),
+            target=chosen.label(),
             settings=chosen.settings(),
             invocation=invocation,
         )
@@ -330,7 +376,7 @@ def _point(engine, store: store_module.Store, run_id: int, chosen: Plan, spec: d
         notes = (f"PRIME_MON_SCRIPT output: {monitor_output}",)
     record = TrialRecord(
         workload=chosen.workload.name,
-        target=target_label(chosen.target),
+        target=chosen.label(),
         sysinfo=system,
         sfs_run_id=run_id,
         notes=notes,
@@ -352,17 +398,77 @@ def _point(engine, store: store_module.Store, run_id: int, chosen: Plan, spec: d
         )
 
 
-def command(args, console: Console, engine_for) -> int:
-    """`engine_for(args, workload)`: the context manager that gives the engine (or load clients)."""
+@contextlib.contextmanager
+def engines(chosen: Plan, clients: int | None, address: str | None, clock_tolerance_ms: float):
+    """The engine of a run: one local engine (or --clients' load clients) for one group of processes;
+    for several, one load client per group: local Dask workers, or with --cluster (address) a worker
+    on each group's CLIENTS host."""
+    announce = lambda text: print(f"cluster: {text}", file=sys.stderr)  # noqa: E731
+    shared = chosen.workload.cluster_fileset == "shared"
+    if len(chosen.groups) == 1:
+        with engine_for(
+            clients, address, shared_fileset=shared, clock_tolerance_s=clock_tolerance_ms / 1e3, announce=announce
+        ) as engine:
+            yield engine
+        return
+    if clients is not None:
+        raise InputError(
+            f"the rc file's CLIENTS and MNT_POINTS make {len(chosen.groups)} load clients, one per mount point"
+            " and client; --clients cannot split them differently",
+            field="--clients",
+        )
+    from ..cluster import connect
+
+    with connect(clients=None if address else len(chosen.groups), address=address) as cluster:
+        workers = _workers_for(chosen, cluster) if address else cluster.clients
+        announce(
+            f"{len(chosen.groups)} load clients, one per group of processes: "
+            + "; ".join(
+                f"{worker.host} runs {group.procs} procs on {group.mount.written}"
+                for worker, group in zip(workers, chosen.groups)
+            )
+        )
+        chosen_cluster = LoadCluster(cluster.client, workers, None, cluster.identities)
+        yield DistributedEngine(chosen_cluster, clock_tolerance_s=clock_tolerance_ms / 1e3, parts=chosen.parts())
+
+
+def _workers_for(chosen: Plan, cluster: LoadCluster) -> list[LoadClient]:
+    """A distinct Dask worker on each group's CLIENTS host."""
+    free = list(cluster.clients)
+    picked = []
+    for group in chosen.groups:
+        matching = [worker for worker in free if same_host(group.client, worker.host)]
+        if not matching:
+            raise chosen.rc.error(
+                "CLIENTS",
+                f"client {group.client} (its procs on {group.mount.written}) has no free Dask worker on its host;"
+                f" the cluster's workers run on {', '.join(sorted({w.host for w in cluster.clients}))}",
+            )
+        picked.append(matching[0])
+        free.remove(matching[0])
+    return picked
+
+
+def same_host(name: str, host: str) -> bool:
+    """Whether a CLIENTS name (host name or address) is the host a worker reports."""
+    if name.lower() == host.lower() or name.lower().split(".")[0] == host.lower().split(".")[0]:
+        return True
+    try:
+        return socket.gethostbyname(name) == socket.gethostbyname(host)
+    except OSError:
+        return False
+
+
+def command(args, console: Console) -> int:
     if args.validate:
         return validate(args.rcfile, console)
-    chosen = plan(args.rcfile, args.spec_rounding, args.mixfile, args.scale)
+    chosen = plan(args.rcfile, args.spec_rounding, args.mixfile, args.scale, by_client=args.cluster is not None)
     for line in describe(chosen):
         print(line, file=sys.stderr)
     if args.dry_run:
         console.print(" ".join(f"{load:g}" for load in chosen.loads))
         return 0
-    with engine_for(args, chosen.workload) as engine:
+    with engines(chosen, args.clients, args.cluster, args.clock_tolerance) as engine:
         run_id = run(
             chosen,
             args.db,
