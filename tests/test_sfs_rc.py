@@ -9,6 +9,7 @@ import pytest
 from peakbench.errors import InputError
 from peakbench.sfs.rcfile import read_rcfile
 from peakbench.sfs.run import plan
+from peakbench.workload import find_workload
 
 SPEC_EXAMPLE = """\
 # the User's Guide's example: 10 points ending at 2000 ops/s on 4 clients x 8 procs
@@ -265,29 +266,32 @@ def test_monitor_debug_and_init_timeout_in_a_run(engine_path, cli, tmp_path):
 def test_a_spec_mixfile_wherever_a_mix_is_expected(engine_path, cli, tmp_path):
     mix = tmp_path / "reads.mix"
     mix.write_text("SFS MIXFILE VERSION 2\n# reads only\nread 60%\ngetattr 40%\n")
+    # A .mix in place of a workload: its mix on SPECsfs2008's file set (30% of the files accessed).
+    bare = find_workload(str(mix))
+    assert (bare.name, bare.mix, bare.fileset["active_fraction"]) == (
+        "specsfs2008+reads.mix",
+        {"read": 0.6, "getattr": 0.4},
+        0.3,
+    )
     db = tmp_path / "p.db"
-    (tmp_path / "c").mkdir()
-    done = cli("run", str(mix), "--target", "null://", "--rate", "20", "--warmup", "0", "--runtime", "1",
-               "--db", str(db))  # fmt: skip
-    assert done.returncode == 0, done.stderr
     done = cli("run", "web-server", "--mixfile", str(mix), "--target", "null://", "--rate", "20",
                "--warmup", "0", "--runtime", "1", "--db", str(db))  # fmt: skip
     assert done.returncode == 0, done.stderr
     with sqlite3.connect(db) as connection:
-        trials = connection.execute("SELECT workload, spec FROM trials ORDER BY id").fetchall()
-    assert [workload for workload, _ in trials] == ["specsfs2008+reads.mix", "web-server+reads.mix"]
-    for _, spec in trials:
-        assert json.loads(spec)["mix"] == {"read": 0.6, "getattr": 0.4}
-    # the file set is the named workload's: SPECsfs2008's 30% active share, the web server's all
-    assert [json.loads(s)["fileset"]["active_fraction"] for _, s in trials] == [0.3, 1.0]
+        ((workload, spec),) = connection.execute("SELECT workload, spec FROM trials").fetchall()
+    # the mix is the file's, the file set the web server's (every file accessed)
+    assert workload == "web-server+reads.mix" and json.loads(spec)["mix"] == {"read": 0.6, "getattr": 0.4}
+    assert json.loads(spec)["fileset"]["active_fraction"] == 1.0
+    (tmp_path / "c").mkdir()
     rc = tmp_path / "sfs_rc"
     rc.write_text(f"LOAD=10\nMNT_POINTS={tmp_path / 'c'}\n")
     done = cli("sfs", str(rc), "--mixfile", str(mix), "--scale", "1000", "--dry-run", "--db", str(db))
     assert done.returncode == 0 and f"mix from {mix}" in done.stderr, done.stderr
     assert "file set: 120 MB of file set per op/s (scale 1000; SPECsfs2008 uses 120 MB)" in done.stderr
     rc.write_text(f"LOAD=10\nMIXFILE=reads.mix\nMNT_POINTS={tmp_path / 'c'}\n")
-    done = cli("sfs", str(rc), "--mixfile", str(mix), "--dry-run", "--db", str(db))
-    assert done.returncode == 2 and f"{rc}:2: field MIXFILE: " in done.stderr
+    with pytest.raises(InputError, match="the rc file sets MIXFILE and --mixfile names") as raised:
+        plan(rc, spec_rounding=False, mixfile=mix)
+    assert (raised.value.line, raised.value.field) == (2, "MIXFILE")
 
 
 def test_validate_checks_every_mount_point_then_an_nfs_export_runs(engine_path, cli, nfs_url, tmp_path):
