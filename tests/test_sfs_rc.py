@@ -164,6 +164,7 @@ def test_a_mount_point_file_names_each_clients_mount_points(tmp_path):
         ("SFS_NFS_GROUP_ID=x\n", "SFS_NFS_GROUP_ID", "not a whole number"),
         ("BLOCK_SIZE=32\n", "BLOCK_SIZE", "applies to NFS mount points"),
         ("BIOD_MAX_READS=33\n", "BIOD_MAX_READS", "more than 32"),
+        ("BIOD_MAX_WRITES=2\n", "BIOD_MAX_WRITES", "applies to NFS mount points"),
         ("ACCESS_PCNT=130\n", "ACCESS_PCNT", "percentage"),
         ("INIT_TIMEOUT=0\n", "INIT_TIMEOUT", "longer than 0"),
         ("PRIME_MON_SCRIPT=missing.sh\n", "PRIME_MON_SCRIPT", "not an executable file"),
@@ -200,12 +201,6 @@ def test_nfs_variables_reach_the_target_and_access_pcnt_the_file_set(tmp_path):
     assert chosen.rc.debug == {4, 12} and chosen.rc.init_timeout_s == 90
     settings = chosen.settings()
     assert (settings["block_size"], settings["access_share"], settings["biod_max_reads"]) == (32768, 0.1, 0)
-
-
-def test_read_ahead_beyond_one_transfer_is_refused_until_the_engine_has_it(tmp_path):
-    with pytest.raises(InputError, match="one at a time") as raised:
-        plan(write(tmp_path, "LOAD=100\nMNT_POINTS={target}\nBIOD_MAX_WRITES=2\n"), spec_rounding=False)
-    assert (raised.value.line, raised.value.field) == (3, "BIOD_MAX_WRITES")
 
 
 def test_monitor_debug_and_init_timeout_in_a_run(engine_path, cli, tmp_path):
@@ -305,12 +300,21 @@ def test_validate_checks_every_mount_point_then_an_nfs_export_runs(engine_path, 
     assert f"validation of {export} ({nfs_url}; {rc}:3)" in " ".join(done.stdout.split())
     assert f"validation of {local}" in done.stdout and done.stdout.count("all operations passed") == 2
     assert not (tmp_path / "p.db").exists() and not any(local.iterdir())  # no load, nothing left behind
-    rc.write_text(f"LOAD=20\nMNT_POINTS={export}\nSFS_NFS_USER_ID=0\nBLOCK_SIZE=8\nWARMUP_TIME=0\nRUNTIME=1\n")
+    rc.write_text(
+        f"LOAD=20\nMNT_POINTS={export}\nSFS_NFS_USER_ID=0\nBLOCK_SIZE=4\nBIOD_MAX_READS=4\nBIOD_MAX_WRITES=3\n"
+        "WARMUP_TIME=0\nRUNTIME=1\n"
+    )
     done = cli("sfs", str(rc), "--db", str(tmp_path / "p.db"))
     assert done.returncode == 0, done.stderr
     with sqlite3.connect(tmp_path / "p.db") as connection:
-        (spec,) = [json.loads(s) for (s,) in connection.execute("SELECT spec FROM trials")]
-    assert (spec["target"]["url"], spec["target"]["rsize"], spec["target"]["wsize"]) == (nfs_url, 8192, 8192)
+        ((spec, result),) = [
+            (json.loads(s), json.loads(r)) for s, r in connection.execute("SELECT spec, result FROM trials")
+        ]
+    target = spec["target"]
+    assert (target["url"], target["rsize"], target["wsize"]) == (nfs_url, 4096, 4096)
+    assert (target["biod_reads"], target["biod_writes"]) == (4, 3)
+    # 8 KiB reads and writes in 4 KiB transfers, up to 4 and 3 in flight: every one answered correctly
+    assert result["outcomes"]["errors"] == 0 and result["ops"]["read"]["successes"] > 0
     (line,) = (tmp_path / "p-sfs-1" / "sfssum.1").read_text().splitlines()
     assert line.split()[5:8] == ["NFS3", "T", "4"]
 

@@ -20,6 +20,7 @@ means what the guide says or is refused with the reason:
     SFS_NFS_USER_ID, SFS_NFS_GROUP_ID   the AUTH_SYS uid and gid of NFS mount points
     TCP          unset, 1 or on; UDP (0, off) is refused: the engine speaks TCP only
     BIOD_MAX_READS, BIOD_MAX_WRITES   0 to 32: transfers of one logical read or write in flight
+                 (NFS mount points; 0 and 1 send one at a time, as a directory's reads do)
     WARMUP_TIME, RUNTIME   seconds (SPEC's defaults: 300 and 300)
     INIT_TIMEOUT the longest one load point's file-set build may take (seconds)
     BLOCK_SIZE   the largest NFS transfer (rsize and wsize), in KB, or with a unit
@@ -333,8 +334,16 @@ def _interpret(path: Path, values: dict[str, list[str]], lines: dict[str, int]) 
         raise fail("WORKLOAD", "name one workload")
     uid, gid = whole("SFS_NFS_USER_ID", None, 2**32 - 1, 0), whole("SFS_NFS_GROUP_ID", None, 2**32 - 1, 0)
     local = [m for m in mounts if not m.url.startswith("nfs://")]
-    for name, value in (("SFS_NFS_USER_ID", uid), ("SFS_NFS_GROUP_ID", gid), ("BLOCK_SIZE", "BLOCK_SIZE" in values)):
-        if value is not None and value is not False and local:
+    biod_reads, biod_writes = whole("BIOD_MAX_READS", None, MAX_BIOD, 0), whole("BIOD_MAX_WRITES", None, MAX_BIOD, 0)
+    nfs_only = (
+        ("SFS_NFS_USER_ID", uid is not None),
+        ("SFS_NFS_GROUP_ID", gid is not None),
+        ("BLOCK_SIZE", "BLOCK_SIZE" in values),
+        ("BIOD_MAX_READS", (biod_reads or 0) > 1),  # 0 or 1: one transfer at a time, as every target does
+        ("BIOD_MAX_WRITES", (biod_writes or 0) > 1),
+    )
+    for name, set_here in nfs_only:
+        if set_here and local:
             raise fail(name, f"{name} applies to NFS mount points (server:/path), and {local[0].written} is not one")
     access = numbers("ACCESS_PCNT")
     if len(access) > 1 or (access and access[0] > 100):
@@ -357,8 +366,8 @@ def _interpret(path: Path, values: dict[str, list[str]], lines: dict[str, int]) 
         uid=uid,
         gid=gid,
         block_size=_block_size(values, fail),
-        biod_reads=whole("BIOD_MAX_READS", None, MAX_BIOD, 0),
-        biod_writes=whole("BIOD_MAX_WRITES", None, MAX_BIOD, 0),
+        biod_reads=biod_reads,
+        biod_writes=biod_writes,
         init_timeout_s=init_timeout,
         access_share=access[0] / 100 if access else None,
         monitor=_monitor(path, values, fail),

@@ -119,13 +119,6 @@ def plan(
         workload = with_mixfile(workload, mixfile or rc.mixfile)
     if rc.access_share is not None:
         workload = dataclasses.replace(workload, fileset={**workload.fileset, "active_fraction": rc.access_share})
-    for name, most in (("BIOD_MAX_READS", rc.biod_reads), ("BIOD_MAX_WRITES", rc.biod_writes)):
-        if most is not None and most > 1:
-            raise rc.error(
-                name,
-                f"{most} transfers of one logical I/O in flight: the engine sends them one at a time"
-                " (as 0 or 1); read-ahead and write-behind are not built yet",
-            )
     loads = rc.loads(spec_rounding)
     groups = load_groups(rc, by_client)
     for group in groups:
@@ -183,6 +176,7 @@ def mount_target(rc: RcFile, url: str) -> dict:
     target = parse_target(url)
     if target["kind"] == "nfs":
         nfs = {"uid": rc.uid, "gid": rc.gid, "rsize": rc.block_size, "wsize": rc.block_size}
+        nfs.update({"biod_reads": rc.biod_reads, "biod_writes": rc.biod_writes})
         target.update({key: value for key, value in nfs.items() if value is not None})
     return target
 

@@ -24,8 +24,8 @@ from ..histograms import pooled
 from ..model import Column, Html, ReportData, ReportOptions, Section, Series, Table
 
 SPEC_VERSION = 2008
-# The BIOD columns say what ran: the engine sends the transfers of a logical I/O one at a time
-# (SPECsfs2008 itself defaults to 2 when BIOD_MAX_READS/WRITES are unset).
+# The BIOD columns say what ran: unset, the engine sends the transfers of a logical I/O one at a
+# time (SPECsfs2008 itself defaults to 2 when BIOD_MAX_READS/WRITES are unset).
 ENGINE_TRANSFERS_IN_FLIGHT = 1
 PROTOCOLS = {
     "posix": ("POSIX", "local"),
