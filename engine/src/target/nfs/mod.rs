@@ -226,7 +226,7 @@ impl Nfs {
                 |at, n, e| {
                     e.opaque(fh).u64(offset + at).u32(n).u32(stable as u32).opaque(self.content_at(offset + at, n as usize));
                 },
-                proto::dec_write,
+                |d, _| proto::dec_write(d).map(|w| (w, false)),
             )?;
             for (_, w) in replies {
                 if w.count == 0 {
@@ -271,7 +271,7 @@ impl Nfs {
             |at, n, e| {
                 e.opaque(fh).u64(offset + at).u32(n);
             },
-            proto::dec_read,
+            |d, n| proto::dec_read(d).map(|r| (r, r.1 || r.0 < n)),
         )?;
         let mut done = 0;
         for (at, (count, eof, _)) in replies {
@@ -287,8 +287,9 @@ impl Nfs {
     }
 
     /// The transfers of one logical I/O of `len` bytes in `chunk`s, at most `window` in flight:
-    /// each is sent when an earlier one's reply arrives. Returns every reply by its offset
-    /// within the I/O, or the first error (after the transfers in flight have finished).
+    /// each is sent when an earlier one's reply arrives, until a reply `decode` marks as the
+    /// last (end of file). Returns every reply by its offset within the I/O, or the first error
+    /// (after the transfers in flight have finished).
     fn in_flight<T: Send + 'static>(
         &self,
         proc_: u32,
@@ -296,23 +297,23 @@ impl Nfs {
         len: u64,
         chunk: u64,
         args: impl Fn(u64, u32, &mut xdr::Enc),
-        decode: impl Fn(&mut xdr::Dec) -> Res<T> + Send + Sync + Copy + 'static,
+        decode: impl Fn(&mut xdr::Dec, u32) -> Res<(T, bool)> + Send + Sync + Copy + 'static,
     ) -> Res<Vec<(u64, T)>> {
-        let (tx, rx) = std::sync::mpsc::channel::<(u64, Res<T>, u32)>();
+        let (tx, rx) = std::sync::mpsc::channel::<(u64, Res<(T, bool)>, u32)>();
         // Every call reports once: its reply, its timeout after the retransmissions, or a broken connection.
         let wait = self.nfs.rpc.give_up_after() + Duration::from_secs(5);
         let (mut sent, mut outstanding) = (0u64, 0usize);
         let mut replies = Vec::new();
-        let mut failed = None;
+        let (mut failed, mut ended) = (None, false);
         loop {
-            while outstanding < window && sent < len && failed.is_none() {
+            while outstanding < window && sent < len && failed.is_none() && !ended {
                 let (at, n) = (sent, (len - sent).min(chunk) as u32);
                 let tx = tx.clone();
                 self.nfs.rpc.call_async(
                     proc_,
                     |e| args(at, n, e),
                     Box::new(move |r, retrans| {
-                        let _ = tx.send((at, r.map_err(Error::Rpc).and_then(|reply| decode(&mut reply.dec())), retrans));
+                        let _ = tx.send((at, r.map_err(Error::Rpc).and_then(|reply| decode(&mut reply.dec(), n)), retrans));
                     }),
                 );
                 sent += n as u64;
@@ -326,7 +327,10 @@ impl Nfs {
             rpc::add_retransmissions(retrans);
             outstanding -= 1;
             match reply {
-                Ok(r) => replies.push((at, r)),
+                Ok((r, last)) => {
+                    ended |= last;
+                    replies.push((at, r));
+                }
                 Err(e) => {
                     failed.get_or_insert(e);
                 }
