@@ -231,11 +231,7 @@ def test_ganesha_saw_the_op_mix_and_bytes_that_the_result_reports(engine_path, g
     that writes grew (SETATTR): nothing else may show."""
     mix = {"getattr": 0.3, "access": 0.15, "fsstat": 0.1, "pathconf": 0.05, "read": 0.2, "write": 0.2}
     spec = _spec(nfs_url, mix, rate=600, runtime_s=1.0)
-    _engine(engine_path, "prepare", spec)
-    before = ganesha_server.nfs3_stats()
-    result = _engine(engine_path, "run", spec)
-    after = ganesha_server.nfs3_stats()
-    seen = {name: after["calls"].get(name, 0) - before["calls"].get(name, 0) for name in after["calls"]}
+    before, result, after, seen = _counted_run(engine_path, ganesha_server, spec)
     ops = result["ops"]
     assert all(ops[op]["successes"] == ops[op]["count"] > 10 for op in mix), ops
     for op in ("getattr", "access", "fsstat", "pathconf", "write"):
@@ -256,11 +252,7 @@ def test_transfers_in_flight_split_each_logical_io_as_ganesha_counts_it(engine_p
     spec["fileset"]["file_sizes"] = {"kind": "constant", "value": 16384}
     for io in ("read", "write"):
         spec[io] = {"size": {"kind": "constant", "value": 16384}, "pattern": "random"}  # the whole file, at 0
-    _engine(engine_path, "prepare", spec)
-    before = ganesha_server.nfs3_stats()
-    result = _engine(engine_path, "run", spec)
-    after = ganesha_server.nfs3_stats()
-    seen = {name: after["calls"].get(name, 0) - before["calls"].get(name, 0) for name in after["calls"]}
+    before, result, after, seen = _counted_run(engine_path, ganesha_server, spec)
     ops = result["ops"]
     assert all(ops[op]["successes"] == ops[op]["count"] > 50 for op in ("read", "write")), ops
     manifest = next(export_path(ganesha_server, nfs_url).rglob(".peakbench-manifest.json"))
@@ -445,6 +437,21 @@ def _spec(url: str, mix: dict, *, rate: float, runtime_s: float, warmup_s: float
         },
         "mix": mix,
     }
+
+
+def _counted_run(engine_path, ganesha_server, spec: dict) -> tuple[dict, dict, dict, dict]:
+    """Prepare, then run with ganesha's NFSv3 counters read around the run: (before, result, after,
+    calls seen per procedure)."""
+    _engine(engine_path, "prepare", spec)
+    before = ganesha_server.nfs3_stats()
+    result = _engine(engine_path, "run", spec)
+    after = ganesha_server.nfs3_stats()
+    return (
+        before,
+        result,
+        after,
+        {name: after["calls"].get(name, 0) - before["calls"].get(name, 0) for name in after["calls"]},
+    )
 
 
 def _engine(engine_path, command: str, spec: dict, check: bool = True):
