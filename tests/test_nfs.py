@@ -40,6 +40,7 @@ def test_nfs_urls_parse_with_options():
     assert parse_target("nfs://h/e?recv_wait=100us")["recv_wait_us"] == 100.0
     assert parse_target("nfs://h/e?recv_wait=0.2ms")["recv_wait_us"] == 200.0
     assert parse_target("nfs://h/e?recv_wait=0")["recv_wait_us"] == 0.0  # off; absent: adaptive
+    assert (parse_target("nfs://h/e?biod_reads=4&biod_writes=0")["biod_reads"], t.get("biod_reads")) == (4, None)
     assert target_label(t).startswith("nfs://server:2050/a/b/")
 
 
@@ -57,6 +58,7 @@ def test_nfs_urls_parse_with_options():
         ("nfs://h/e?conns=2&conns=3", "given twice"),
         ("nfs://h/e?recv_wait=2ms", "recv_wait=2ms must be 0 to 1000us"),
         ("nfs://h/e?recv_wait=soon", "recv_wait=soon must be 0 to 1000us"),
+        ("nfs://h/e?biod_writes=33", "biod_writes=33 must be 0 to 32"),
     ],
 )
 def test_bad_nfs_urls_are_one_line_input_errors(url, message):
@@ -229,11 +231,7 @@ def test_ganesha_saw_the_op_mix_and_bytes_that_the_result_reports(engine_path, g
     that writes grew (SETATTR): nothing else may show."""
     mix = {"getattr": 0.3, "access": 0.15, "fsstat": 0.1, "pathconf": 0.05, "read": 0.2, "write": 0.2}
     spec = _spec(nfs_url, mix, rate=600, runtime_s=1.0)
-    _engine(engine_path, "prepare", spec)
-    before = ganesha_server.nfs3_stats()
-    result = _engine(engine_path, "run", spec)
-    after = ganesha_server.nfs3_stats()
-    seen = {name: after["calls"].get(name, 0) - before["calls"].get(name, 0) for name in after["calls"]}
+    before, result, after, seen = _counted_run(engine_path, ganesha_server, spec)
     ops = result["ops"]
     assert all(ops[op]["successes"] == ops[op]["count"] > 10 for op in mix), ops
     for op in ("getattr", "access", "fsstat", "pathconf", "write"):
@@ -246,6 +244,24 @@ def test_ganesha_saw_the_op_mix_and_bytes_that_the_result_reports(engine_path, g
     assert {name for name, n in seen.items() if n} <= {"LOOKUP", "READDIRPLUS", "FSINFO", "SETATTR"}, seen
 
 
+def test_transfers_in_flight_split_each_logical_io_as_ganesha_counts_it(engine_path, ganesha_server, nfs_url):
+    """BIOD_MAX_READS/WRITES = 4: each 16 KiB logical read or write is four 4 KiB transfers sent
+    four at a time; ganesha sees every one (and one COMMIT per write), with the bytes the result reports."""
+    spec = _spec(nfs_url + "?rsize=4096&wsize=4096&biod_reads=4&biod_writes=4", {"read": 0.5, "write": 0.5}, rate=200,
+                 runtime_s=1.0)  # fmt: skip
+    spec["fileset"]["file_sizes"] = {"kind": "constant", "value": 16384}
+    for io in ("read", "write"):
+        spec[io] = {"size": {"kind": "constant", "value": 16384}, "pattern": "random"}  # the whole file, at 0
+    before, result, after, seen = _counted_run(engine_path, ganesha_server, spec)
+    ops = result["ops"]
+    assert all(ops[op]["successes"] == ops[op]["count"] > 50 for op in ("read", "write")), ops
+    manifest = next(export_path(ganesha_server, nfs_url).rglob(".peakbench-manifest.json"))
+    reads_of_manifest = -(-manifest.stat().st_size // 4096)
+    assert seen["READ"] == 4 * ops["read"]["count"] + reads_of_manifest
+    assert (seen["WRITE"], seen["COMMIT"]) == (4 * ops["write"]["count"], ops["write"]["count"])
+    assert after["write_bytes"] - before["write_bytes"] == ops["write"]["bytes"] == 16384 * ops["write"]["count"]
+
+
 def test_a_receive_wait_beyond_the_limit_is_a_one_line_spec_error(engine_path, tmp_path):
     spec = _spec("nfs://127.0.0.1/export", {"getattr": 1.0}, rate=10, runtime_s=1.0)
     spec["target"]["recv_wait_us"] = 5000
@@ -253,6 +269,14 @@ def test_a_receive_wait_beyond_the_limit_is_a_one_line_spec_error(engine_path, t
     assert done.returncode != 0
     assert "target.recv_wait_us" in done.stderr and "0 to 1000" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_more_than_32_transfers_in_flight_is_a_one_line_spec_error(engine_path, tmp_path):
+    spec = _spec("nfs://127.0.0.1/export", {"read": 1.0}, rate=10, runtime_s=1.0)
+    spec["target"]["biod_reads"] = 33
+    done = _engine(engine_path, "run", spec, check=False)
+    assert done.returncode != 0 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "target.biod_reads" in done.stderr and "0 to 32" in done.stderr
 
 
 def test_nfs_errors_are_counted_by_status(engine_path, ganesha_server, nfs_url, tmp_path):
@@ -413,6 +437,21 @@ def _spec(url: str, mix: dict, *, rate: float, runtime_s: float, warmup_s: float
         },
         "mix": mix,
     }
+
+
+def _counted_run(engine_path, ganesha_server, spec: dict) -> tuple[dict, dict, dict, dict]:
+    """Prepare, then run with ganesha's NFSv3 counters read around the run: (before, result, after,
+    calls seen per procedure)."""
+    _engine(engine_path, "prepare", spec)
+    before = ganesha_server.nfs3_stats()
+    result = _engine(engine_path, "run", spec)
+    after = ganesha_server.nfs3_stats()
+    return (
+        before,
+        result,
+        after,
+        {name: after["calls"].get(name, 0) - before["calls"].get(name, 0) for name in after["calls"]},
+    )
 
 
 def _engine(engine_path, command: str, spec: dict, check: bool = True):

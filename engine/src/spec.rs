@@ -128,6 +128,9 @@ pub enum TargetSpec {
     },
 }
 
+/// SPECsfs2008's limit on BIOD_MAX_READS and BIOD_MAX_WRITES.
+pub const MAX_BIOD: u32 = 32;
+
 /// An NFSv3 export spoken to over ONC-RPC/TCP.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -149,6 +152,12 @@ pub struct NfsSpec {
     pub rsize: Option<u32>,
     #[serde(default)]
     pub wsize: Option<u32>,
+    /// Transfers of one logical READ or WRITE in flight at once (SPECsfs's BIOD_MAX_READS and
+    /// BIOD_MAX_WRITES: the client's read-ahead and write-behind); absent, 0 or 1: one at a time.
+    #[serde(default)]
+    pub biod_reads: Option<u32>,
+    #[serde(default)]
+    pub biod_writes: Option<u32>,
     #[serde(default = "one_usize")]
     pub connections: usize,
     /// Cap on RPCs in flight across the connections.
@@ -472,6 +481,11 @@ impl TrialSpec {
             }
             if n.recv_wait_us.is_some_and(|w| !(0.0..=MAX_RECV_WAIT_US).contains(&w)) {
                 return Err(bad("target.recv_wait_us", format!("must be 0 to {MAX_RECV_WAIT_US} µs")));
+            }
+            for (name, v) in [("target.biod_reads", n.biod_reads), ("target.biod_writes", n.biod_writes)] {
+                if v.is_some_and(|v| v > MAX_BIOD) {
+                    return Err(bad(name, format!("must be 0 to {MAX_BIOD} transfers in flight")));
+                }
             }
             for (name, v) in [("target.rsize", n.rsize), ("target.wsize", n.wsize)] {
                 if v.is_some_and(|v| !(512..=(1 << 20)).contains(&v)) {

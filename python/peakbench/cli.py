@@ -57,11 +57,11 @@ from .report import command as report_command
 from .sfs import run as sfs_command
 from .surfaceplan import load_plan
 from .sysinfo import peakbench_version, snapshot
-from .table import error_count, print_trial
+from .table import error_count, print_trial, print_validation
 from .targets import check_ours, check_space, parse_target, target_label
 from .trials import TrialFailed, TrialRecord, run_trial
 from .units import MAX_RATE, format_size, parse_duration
-from .workload import ARRIVALS, Workload, canned_names, find_workload, trial_spec
+from .workload import ARRIVALS, Workload, canned_names, find_workload, trial_spec, with_mixfile
 
 
 def _console(json_to: Path | None = None) -> Console:
@@ -147,6 +147,9 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+MIXFILE_HELP = "a SPECsfs mix file (SFS MIXFILE VERSION 2) for the workload's op mix"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="peakbench", description="Open-loop benchmarking of file services.")
     parser.add_argument("--version", action=_Version, nargs=0, help="print peakbench's and its engine's versions")
@@ -175,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
             " (default: through the server, with WebDAV PUT and MKCOL)",
         )
         command.add_argument("--rate", required=True, type=_rate, metavar="OPS", help="offered load in ops/s")
+        command.add_argument("--mixfile", type=Path, metavar="FILE", help=MIXFILE_HELP)
         command.add_argument(
             "--scale", type=_scale, default=1.0, metavar="F", help="multiply the self-scaled file-set size (default 1)"
         )
@@ -238,6 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument(
         "--docroot", metavar="DIR", help="with http://: the directory the server serves; the file set is built there"
     )
+    search.add_argument("--mixfile", type=Path, metavar="FILE", help=MIXFILE_HELP)
     search.add_argument(
         "--policy",
         choices=sorted(POLICIES),
@@ -381,8 +386,21 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="floor each process's rate as SPEC does (default: split the load exactly)",
     )
+    sfs_run.add_argument("--mixfile", type=Path, metavar="FILE", help="the rc file's MIXFILE, when it names none")
+    sfs_run.add_argument(
+        "--scale",
+        type=_scale,
+        default=1.0,
+        metavar="F",
+        help="multiply the self-scaled file set (specsfs2008: 1000 gives SPEC's 120 MB per op/s)",
+    )
     sfs_run.add_argument("--dry-run", action="store_true", help="print the load points and stop")
-    sfs_run.set_defaults(handler=lambda args: sfs_command.command(args, _console(), _engine))
+    sfs_run.add_argument(
+        "--validate",
+        action="store_true",
+        help="check every mount point operation by operation, as SPEC's -v, and run no load",
+    )
+    sfs_run.set_defaults(handler=lambda args: sfs_command.command(args, _console()))
 
     report = commands.add_parser(
         "report", parents=[store_option], help="tables, figures and a self-contained HTML report from the store"
@@ -478,6 +496,8 @@ def _checked_trial(
 ) -> tuple[Workload, dict]:
     """Everything about a trial that can be wrong in the input, checked before anything is written."""
     workload = find_workload(args.workload)
+    if args.mixfile is not None:
+        workload = with_mixfile(workload, args.mixfile)
     target = parse_target(args.target, getattr(args, "docroot", None))
     check_ours(target)
     # Before the spec, whose file count has a limit too: a set larger than the disk says so first.
@@ -601,20 +621,7 @@ def command_validate(args: argparse.Namespace) -> int:
         raise InputError("null:// does nothing, so there is nothing to validate", field="TARGET")
     check_output(args.json, "--json")
     result = Engine().validate_target(target)
-    console = _console(args.json)
-    table = Table(title=f"validation of {target_label(target)}")
-    for heading in ("op", "result", "check", "detail"):
-        table.add_column(heading, no_wrap=heading in ("op", "result"), overflow="fold")
-    style = {"pass": "green", "fail": "bold red", "skipped": "yellow"}
-    for check in result["checks"]:
-        status = check["status"]
-        table.add_row(check["op"], f"[{style[status]}]{status}[/{style[status]}]", check["check"], check["detail"])
-    console.print(table)
-    cleanup = (
-        "scratch directory removed" if result["cleaned_up"] else f"[red]cleanup failed: {result['cleanup_error']}[/red]"
-    )
-    verdict = "[green]all operations passed[/green]" if result["ok"] else "[bold red]VALIDATION FAILED[/bold red]"
-    console.print(f"{verdict}: {result['passed']} passed, {result['failed']} failed; {cleanup}")
+    print_validation(result, target_label(target), _console(args.json))
     write_json(args.json, result)
     return 0 if result["ok"] else 1
 
@@ -680,6 +687,7 @@ def command_search(args: argparse.Namespace) -> int:
                 max_outstanding=args.max_outstanding,
                 invocation={
                     "workload": _workload_reference(args.workload),
+                    "mixfile": str(args.mixfile.absolute()) if args.mixfile else None,
                     "target": spec["target"],
                     "scale": args.scale,
                     "seed": seed,

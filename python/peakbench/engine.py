@@ -67,9 +67,10 @@ class Engine:
         """Raise InputError if the engine would refuse `spec`."""
         self._call("validate-spec", spec, timeout_s=30, on_progress=None, expect_result=False)
 
-    def prepare(self, spec: dict, on_progress: Progress | None = None) -> dict:
-        """Create or augment the file set, then write it back; returns the engine's PrepareResult."""
-        prepared = self._call("prepare", spec, prepare_timeout(spec), on_progress)
+    def prepare(self, spec: dict, on_progress: Progress | None = None, timeout_s: float | None = None) -> dict:
+        """Create or augment the file set, then write it back; returns the engine's PrepareResult.
+        `timeout_s`: the longest the build may take (default: generous for the set's size)."""
+        prepared = self._call("prepare", spec, timeout_s or prepare_timeout(spec), on_progress)
         settle(spec["target"])
         return prepared
 
@@ -140,7 +141,7 @@ class Engine:
 
         error_text = "; ".join(messages) or "(no message)"
         if timed_out.is_set():
-            raise RunError(f"engine {command} did not finish within {timeout_s:.0f} s and was stopped")
+            raise RunError(f"engine {command} did not finish within {timeout_s:.3g} s and was stopped")
         if process.returncode == 2:
             # A spec's own errors, or its access log's (which name the log themselves).
             prefix = "" if error_text.startswith("access log ") else "the engine refused the trial spec: "

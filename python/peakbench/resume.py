@@ -40,7 +40,7 @@ from .sfs import run as sfs_run
 from .surfaceplan import load_plan
 from .sysinfo import snapshot
 from .trials import TrialRecord
-from .workload import find_workload
+from .workload import find_workload, with_mixfile
 
 RESUMABLE = ("search", "sfs", "replay", "surface", "plan")
 
@@ -127,6 +127,8 @@ def resume_search(store: store_module.Store, search_id: int):
         )
     settings = SearchSettings.from_stored(search["settings"])
     workload = find_workload(invocation["workload"])
+    if invocation.get("mixfile"):
+        workload = with_mixfile(workload, Path(invocation["mixfile"]))
     trials = store.search_trials(search_id)
     done = [t for t in trials if t["status"] == "done"]
     _take_over(store, "search", search_id, f"{len(done)} stored trials")
@@ -158,7 +160,14 @@ def resume_search(store: store_module.Store, search_id: int):
 def resume_sfs(store: store_module.Store, run_id: int) -> None:
     record = store.sfs_run(run_id)
     settings = record["settings"]
-    chosen = sfs_run.plan(Path(settings["rcfile"]), settings["spec_rounding"])
+    mixfile = settings.get("mixfile_option")
+    chosen = sfs_run.plan(
+        Path(settings["rcfile"]),
+        settings["spec_rounding"],
+        Path(mixfile) if mixfile else None,
+        settings.get("scale", 1.0),
+        by_client=(record["invocation"] or {}).get("cluster") is not None,
+    )
     if chosen.loads != settings["loads"]:
         raise InputError(
             f"sfs run {run_id} cannot be resumed: its rc file now gives the load points"
@@ -168,7 +177,10 @@ def resume_sfs(store: store_module.Store, run_id: int) -> None:
         )
     done = frozenset(store_module.point_key(t["rate"]) for t in store.sfs_run_trials(run_id) if t["status"] == "done")
     _take_over(store, "sfs", run_id, f"{len(done)} of {len(chosen.loads)} load points done")
-    with _engine(record["invocation"] or {}, chosen.workload) as engine:
+    invocation = record["invocation"] or {}
+    with sfs_run.engines(
+        chosen, invocation.get("clients"), invocation.get("cluster"), invocation.get("clock_tolerance_ms", 10.0)
+    ) as engine:
         sfs_run.run_points(
             store, run_id, chosen, sfs_run.point_specs(chosen), engine, snapshot(chosen.target, engine.version()), done
         )

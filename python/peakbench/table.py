@@ -211,3 +211,20 @@ def print_trial(spec: dict, result: dict, console: Console | None = None) -> Non
     console.print(op_table(spec, result))
     for line in summary_lines(spec, result):
         console.print(line)
+
+
+def print_validation(result: dict, label: str, console: Console) -> None:
+    """The engine's validate-target result: one row per check, then the verdict and the cleanup."""
+    table = Table(title=f"validation of {label}")
+    for heading in ("op", "result", "check", "detail"):
+        table.add_column(heading, no_wrap=heading in ("op", "result"), overflow="fold")
+    style = {"pass": "green", "fail": "bold red", "skipped": "yellow"}
+    for check in result["checks"]:
+        status = check["status"]
+        table.add_row(check["op"], f"[{style[status]}]{status}[/{style[status]}]", check["check"], check["detail"])
+    console.print(table)
+    cleanup = (
+        "scratch directory removed" if result["cleaned_up"] else f"[red]cleanup failed: {result['cleanup_error']}[/red]"
+    )
+    verdict = "[green]all operations passed[/green]" if result["ok"] else "[bold red]VALIDATION FAILED[/bold red]"
+    console.print(f"{verdict}: {result['passed']} passed, {result['failed']} failed; {cleanup}")

@@ -30,6 +30,12 @@ NFS_OPTIONS = {
     "gid": ("gid", "id", "AUTH_SYS gid (default 0)"),
     "rsize": ("rsize", "xfer", "READ transfer size in bytes (default: FSINFO's)"),
     "wsize": ("wsize", "xfer", "WRITE transfer size in bytes (default: FSINFO's)"),
+    "biod_reads": (
+        "biod_reads",
+        "biod",
+        "READs of one logical read in flight, 0-32 (SPECsfs's BIOD_MAX_READS; default 1)",
+    ),
+    "biod_writes": ("biod_writes", "biod", "WRITEs of one logical write in flight, 0-32 (BIOD_MAX_WRITES; default 1)"),
     "conns": ("connections", "conns", "TCP connections (default 1)"),
     "max_outstanding": ("max_outstanding", "count", "cap on RPCs in flight (default: none)"),
     "timeout": ("timeout_ms", "duration", "per-attempt RPC timeout, e.g. 500ms, 5s (default 5s)"),
@@ -69,6 +75,7 @@ def _nfs_number(text: str, name: str, kind: str, label: str) -> float | int:
         "conns": (1, 1024),
         "count": (1, 2**32),
         "retrans": (0, 100),
+        "biod": (0, 32),
     }[kind]
     try:
         value = int(text)

@@ -53,6 +53,7 @@ from .mix import OPS, normalise
 from .mixfile import read_mixfile
 from .units import parse_size
 
+MIX_FILESET_WORKLOAD = "specsfs2008"  # a bare SPECsfs mix file runs on this canned workload's file set
 CANNED_DIR = Path(__file__).parent / "workloads"
 
 TABLES = ("fileset", "scaling", "mix", "read", "write", "load", "cluster")
@@ -144,15 +145,24 @@ def canned_names() -> list[str]:
 
 
 def find_workload(name_or_path: str) -> Workload:
-    """A canned workload by name, or a workload file by path (./NAME for a file named like a canned one)."""
+    """A canned workload by name, a workload file by path (./NAME for a file named like a canned one),
+    or a SPECsfs mix file (.mix) on the file set of MIX_FILESET_WORKLOAD."""
     if name_or_path in canned_names():
         return load_workload(CANNED_DIR / f"{name_or_path}.toml")
     path = Path(name_or_path)
+    if path.suffix == ".mix":
+        return with_mixfile(find_workload(MIX_FILESET_WORKLOAD), path)
     if path.suffix == ".toml" or path.is_file():
         return load_workload(path)
     raise InputError(
         f"unknown workload {name_or_path!r}; known: {', '.join(canned_names())} (or give a path to a .toml file)"
     )
+
+
+def with_mixfile(workload: Workload, path: Path) -> Workload:
+    """`workload` with the op mix of a SPECsfs mix file instead of its own; the name says so."""
+    mix, note = normalise(read_mixfile(path))
+    return dataclasses.replace(workload, name=f"{workload.name}+{Path(path).name}", mix=mix, mix_note=note)
 
 
 def load_workload(path: Path) -> Workload:

@@ -101,10 +101,16 @@ def check_shareable(spec: dict) -> None:
         )
 
 
-def client_specs(spec: dict, n: int, shared_fileset: bool = False) -> list[dict]:
-    """The N clients' TrialSpecs for one trial at the aggregate rate of `spec` (see the module's doc)."""
+def client_specs(
+    spec: dict, n: int, shared_fileset: bool = False, parts: list[tuple[float, dict]] | None = None
+) -> list[dict]:
+    """The N clients' TrialSpecs for one trial at the aggregate rate of `spec` (see the module's doc).
+    `parts`: each client's (share of the load, target) where they differ, as an sfs rc file's
+    processes on several mount points; by default every client takes 1/N on the spec's target."""
     if n < 1:
         raise ValueError("at least one client")
+    if parts is not None and len(parts) != n:
+        raise ValueError(f"{len(parts)} parts for {n} clients")
     replay = spec.get("replay")
     if shared_fileset and replay is None:
         check_shareable(spec)
@@ -114,11 +120,14 @@ def client_specs(spec: dict, n: int, shared_fileset: bool = False) -> list[dict]
     cap = spec["load"].get("max_outstanding")
     specs = []
     for i in range(n):
-        part = {**spec, "schema": SPEC_SCHEMA_V2, "seed": spec.get("seed", 0) + i * SEED_STRIDE}
+        # An equal split divides (a product with 1/n can land an ulp above a whole number of files).
+        split = (lambda x: x / n) if parts is None else (lambda x, share=parts[i][0]: x * share)
+        target = spec["target"] if parts is None else parts[i][1]
+        part = {**spec, "schema": SPEC_SCHEMA_V2, "seed": spec.get("seed", 0) + i * SEED_STRIDE, "target": target}
         part["load"] = {
             **spec["load"],
-            "rate": spec["load"]["rate"] / n,
-            "max_outstanding": math.ceil(cap / n) if cap else cap,
+            "rate": split(spec["load"]["rate"]),
+            "max_outstanding": math.ceil(split(cap)) if cap else cap,
         }
         if closed is not None:
             part["load"]["clients"] = closed // n + (i < closed % n)
@@ -126,7 +135,11 @@ def client_specs(spec: dict, n: int, shared_fileset: bool = False) -> list[dict]
             part["replay"] = {**replay, "share": {"index": i, "count": n}}
         elif not shared_fileset:
             fileset = spec["fileset"]
-            part["fileset"] = {**fileset, "files": math.ceil(fileset["files"] / n), "seed": fileset.get("seed", 0) + i}
+            part["fileset"] = {
+                **fileset,
+                "files": math.ceil(split(fileset["files"])),
+                "seed": fileset.get("seed", 0) + i,
+            }
         part.pop("start_at_unix_s", None)
         specs.append(part)
     return specs
@@ -179,9 +192,9 @@ def _engine_of_this_task():
             _ENGINES.pop(key, None)
 
 
-def prepare_on_worker(spec: dict) -> dict:
+def prepare_on_worker(spec: dict, timeout_s: float | None = None) -> dict:
     with _engine_of_this_task() as engine:
-        return engine.prepare(spec)
+        return engine.prepare(spec, timeout_s=timeout_s)
 
 
 def run_on_worker(spec: dict, name: str | None = None, topic: str | None = None) -> dict:
@@ -306,8 +319,10 @@ class DistributedEngine:
         start_lead_s: float | None = None,
         clock: Callable[[], float] = worker_clock,
         poll_s: float = POLL_S,
+        parts: list[tuple[float, dict]] | None = None,
     ):
         self.cluster = cluster
+        self.parts = parts  # each client's (share, target), see client_specs
         self.shared_fileset = shared_fileset
         self.clock_tolerance_s = clock_tolerance_s
         self.compensate_clocks = compensate_clocks
@@ -323,12 +338,12 @@ class DistributedEngine:
 
     def validate(self, spec: dict) -> None:
         engine = Engine()
-        for part in client_specs(spec, self.cluster.size, self.shared_fileset):
+        for part in client_specs(spec, self.cluster.size, self.shared_fileset, self.parts):
             engine.validate({**part, "start_at_unix_s": time.time() + 60})
 
-    def prepare(self, spec: dict, on_progress=None) -> dict:
+    def prepare(self, spec: dict, on_progress=None, timeout_s: float | None = None) -> dict:
         """Each client's part of the file set (client-0 alone for a shared one), one client at a time."""
-        specs = client_specs(spec, self.cluster.size, self.shared_fileset)
+        specs = client_specs(spec, self.cluster.size, self.shared_fileset, self.parts)
         shared = self.shared_fileset or "replay" in spec  # a replay's document tree is the target's one
         clients = self.cluster.clients[:1] if shared else self.cluster.clients
         prepared = []
@@ -336,6 +351,7 @@ class DistributedEngine:
             future = self.cluster.client.submit(
                 prepare_on_worker,
                 part,
+                timeout_s,
                 key=f"peakbench-prepare-{load_client.name}-{uuid.uuid4().hex[:8]}",
                 workers=[load_client.worker],
                 allow_other_workers=False,
@@ -346,7 +362,7 @@ class DistributedEngine:
             self._gather(
                 {load_client.name: future},
                 {load_client.name: run},
-                prepare_timeout(part) + MARGIN_S,
+                (timeout_s or prepare_timeout(part)) + MARGIN_S,
                 on_progress,
                 phase="prepare",
             )
@@ -374,7 +390,7 @@ class DistributedEngine:
 
     def run_trial(self, spec: dict, on_progress=None) -> DistributedTrial:
         cluster = self.cluster
-        specs = client_specs(spec, cluster.size, self.shared_fileset)
+        specs = client_specs(spec, cluster.size, self.shared_fileset, self.parts)
         offsets = measure_offsets(cluster, clock=self.clock, good_enough_s=self.clock_tolerance_s / 4)
         self.last_offsets = offsets
         bound = check_skew(offsets, self.clock_tolerance_s, self.compensate_clocks)

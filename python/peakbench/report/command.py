@@ -13,6 +13,7 @@ from rich.console import Console
 from .. import store as store_module
 from ..errors import InputError
 from ..output import check_output
+from ..sfs import submission
 from . import build, csvout, figures, html, selection, terminal
 from .model import Figure, ReportOptions
 
@@ -54,11 +55,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also show harness results: getstats, comparisons, warnings (JSON, see report/sections/harness.py)",
     )
     parser.add_argument(
+        "--submission",
+        type=Path,
+        metavar="PREFIX",
+        help="an sfs run's SPECsfs2008-style submission report as PREFIX.txt and PREFIX.xml",
+    )
+    parser.add_argument(
         "--confidence",
         type=float,
         metavar="C",
         help="confidence of the intervals the report computes (default: a search's own, else 0.95)",
     )
+
+
+def _submission(data, prefix: Path) -> int:
+    """The text and XML submission reports of the one sfs run selected, each written whole."""
+    runs = [series for series in data.series if series.kind == "sfs"]
+    if len(data.series) != 1 or not runs:
+        raise InputError("select exactly one sfs run (sfs:ID) for a submission report", field="--submission")
+    check_output(prefix, "--submission")
+    written = []
+    for suffix, render in ((".txt", submission.submission_text), (".xml", submission.submission_xml)):
+        path = prefix.with_name(prefix.name + suffix)
+        partial = path.with_name(path.name + ".partial")
+        partial.write_text(render(runs[0]), encoding="utf-8")
+        os.replace(partial, path)
+        written.append(str(path))
+    print(f"submission report written to {' and '.join(written)}", file=sys.stderr)
+    return 0
 
 
 def _formats(text: str) -> tuple[str, ...]:
@@ -101,6 +125,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     harness = _json_file(args.harness, "--harness") if args.harness else None
     with store_module.Store(args.db, readonly=True) as store:
         data = selection.select(store, args.selectors)
+    if args.submission is not None:
+        return _submission(data, args.submission)
     data.extra["surfaces"] = data.extra.get("surfaces", []) + surfaces
     if harness is not None:
         data.extra["harness"] = harness

@@ -32,6 +32,9 @@ pub struct Nfs {
     cache: Arc<Mutex<HashMap<String, Fh>>>,
     pub rsize: u32,
     pub wsize: u32,
+    /// Transfers of one logical read or write in flight (at least 1).
+    biod_reads: usize,
+    biod_writes: usize,
     mount: Option<(RpcClient, String)>,
     content: Vec<u8>,
 }
@@ -125,6 +128,8 @@ impl Nfs {
             cache: Arc::new(Mutex::new(HashMap::new())),
             rsize,
             wsize,
+            biod_reads: spec.biod_reads.unwrap_or(1).max(1) as usize,
+            biod_writes: spec.biod_writes.unwrap_or(1).max(1) as usize,
             mount: Some((mount, spec.export.clone())),
             content: crate::content::block(0),
         })
@@ -190,6 +195,9 @@ impl Nfs {
     /// A logical read: READs of at most the negotiated size, until `len` bytes or end of file.
     pub fn logical_read(&self, fh: &Fh, offset: u64, len: u64, xfer: u64) -> Res<u64> {
         let chunk = xfer.clamp(1, self.rsize as u64);
+        if self.biod_reads > 1 && len > chunk && self.nfs.rpc.pipelines() {
+            return self.read_ahead(fh, offset, len, chunk);
+        }
         let mut done = 0;
         while done < len {
             let n = (len - done).min(chunk) as u32;
@@ -209,6 +217,28 @@ impl Nfs {
         let mut done = 0;
         let mut need_commit = false;
         let mut verf = None;
+        if self.biod_writes > 1 && len > chunk && self.nfs.rpc.pipelines() {
+            let replies = self.in_flight(
+                proto::WRITE,
+                self.biod_writes,
+                len,
+                chunk,
+                |at, n, e| {
+                    e.opaque(fh).u64(offset + at).u32(n).u32(stable as u32).opaque(self.content_at(offset + at, n as usize));
+                },
+                |d, _| proto::dec_write(d).map(|w| (w, false)),
+            )?;
+            for (_, w) in replies {
+                if w.count == 0 {
+                    return Err(Error::Status(5)); // a server that accepts nothing: NFS3ERR_IO
+                }
+                done += w.count as u64;
+                need_commit |= w.committed != Stable::FileSync as u32;
+                if *verf.get_or_insert(w.verf) != w.verf {
+                    return Err(Error::Rpc(rpc::RpcError::Rejected("WRITE_VERIFIER_CHANGED between the transfers of one write".into())));
+                }
+            }
+        }
         while done < len {
             let n = (len - done).min(chunk) as usize;
             let w = self.nfs.write(fh, offset + done, self.content_at(offset + done, n), stable)?;
@@ -230,6 +260,89 @@ impl Nfs {
     }
 
     /// Every entry of a directory, page by page.
+    /// Read-ahead: the READs of one logical read, up to BIOD_MAX_READS in flight; the bytes read
+    /// are those up to the first short reply or end of file.
+    fn read_ahead(&self, fh: &Fh, offset: u64, len: u64, chunk: u64) -> Res<u64> {
+        let replies = self.in_flight(
+            proto::READ,
+            self.biod_reads,
+            len,
+            chunk,
+            |at, n, e| {
+                e.opaque(fh).u64(offset + at).u32(n);
+            },
+            |d, n| proto::dec_read(d).map(|r| (r, r.1 || r.0 < n)),
+        )?;
+        let mut done = 0;
+        for (at, (count, eof, _)) in replies {
+            if at != done {
+                break;
+            }
+            done += count as u64;
+            if eof || (count as u64) < chunk.min(len - at) {
+                break;
+            }
+        }
+        Ok(done)
+    }
+
+    /// The transfers of one logical I/O of `len` bytes in `chunk`s, at most `window` in flight:
+    /// each is sent when an earlier one's reply arrives, until a reply `decode` marks as the
+    /// last (end of file). Returns every reply by its offset within the I/O, or the first error
+    /// (after the transfers in flight have finished).
+    fn in_flight<T: Send + 'static>(
+        &self,
+        proc_: u32,
+        window: usize,
+        len: u64,
+        chunk: u64,
+        args: impl Fn(u64, u32, &mut xdr::Enc),
+        decode: impl Fn(&mut xdr::Dec, u32) -> Res<(T, bool)> + Send + Sync + Copy + 'static,
+    ) -> Res<Vec<(u64, T)>> {
+        let (tx, rx) = std::sync::mpsc::channel::<(u64, Res<(T, bool)>, u32)>();
+        // Every call reports once: its reply, its timeout after the retransmissions, or a broken connection.
+        let wait = self.nfs.rpc.give_up_after() + Duration::from_secs(5);
+        let (mut sent, mut outstanding) = (0u64, 0usize);
+        let mut replies = Vec::new();
+        let (mut failed, mut ended) = (None, false);
+        loop {
+            while outstanding < window && sent < len && failed.is_none() && !ended {
+                let (at, n) = (sent, (len - sent).min(chunk) as u32);
+                let tx = tx.clone();
+                self.nfs.rpc.call_async(
+                    proc_,
+                    |e| args(at, n, e),
+                    Box::new(move |r, retrans| {
+                        let _ = tx.send((at, r.map_err(Error::Rpc).and_then(|reply| decode(&mut reply.dec(), n)), retrans));
+                    }),
+                );
+                sent += n as u64;
+                outstanding += 1;
+            }
+            self.nfs.rpc.flush();
+            if outstanding == 0 {
+                break;
+            }
+            let (at, reply, retrans) = rx.recv_timeout(wait).map_err(|_| Error::Rpc(rpc::RpcError::Timeout))?;
+            rpc::add_retransmissions(retrans);
+            outstanding -= 1;
+            match reply {
+                Ok((r, last)) => {
+                    ended |= last;
+                    replies.push((at, r));
+                }
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        replies.sort_by_key(|(at, _)| *at);
+        Ok(replies)
+    }
+
     pub fn list(&self, dir_path: &str, plus: bool) -> Res<(u64, Vec<proto::DirEntry>)> {
         let dir = self.resolve(dir_path)?;
         let (mut cookie, mut verf, mut bytes, mut all) = (0u64, [0u8; 8], 0u64, Vec::new());

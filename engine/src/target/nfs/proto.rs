@@ -7,6 +7,9 @@ use std::sync::Arc;
 pub const PMAP_PROG: u32 = 100000;
 pub const MOUNT_PROG: u32 = 100005;
 pub const NFS_PROG: u32 = 100003;
+/// NFSv3 procedure numbers sent asynchronously by a logical I/O's transfers in flight.
+pub const READ: u32 = 6;
+pub const WRITE: u32 = 7;
 pub const FHSIZE3: usize = 64;
 const MAX_NAME: usize = 4096;
 const MAX_PATH: usize = 65536;

@@ -66,6 +66,11 @@ pub fn take_retransmissions() -> u32 {
     RETRANSMISSIONS.with(|c| c.replace(0))
 }
 
+/// Counts an asynchronous call's retransmissions as this thread's, when this thread waited for it.
+pub fn add_retransmissions(n: u32) {
+    RETRANSMISSIONS.with(|c| c.set(c.get() + n));
+}
+
 /// A reply whose header was accepted: the results start at `at`. A blocking call's
 /// reply owns its bytes; an asynchronous call's borrows them from the read buffer.
 pub struct Reply<B = Vec<u8>> {
@@ -395,6 +400,11 @@ impl RpcClient {
                 live.kill(&RpcError::Connection(format!("send to {}: {e}", self.addr)));
             }
         }
+    }
+
+    /// How long a call may take before it times out, retransmissions included.
+    pub fn give_up_after(&self) -> Duration {
+        self.opts.timeout * (self.opts.retrans + 1)
     }
 
     /// Whether `call_async` may be used: a cap on calls in flight needs blocking callers.
