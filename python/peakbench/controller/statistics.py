@@ -7,7 +7,7 @@ explodes and turns right-skewed near saturation; a t-interval of the raw
 means there reaches below zero. With x̄ the plain mean of the n trial means
 and s the deviation of their logs (at least the within-trial one, below),
     point  x̄
-    bounds x̄·exp(−h), x̄·exp(h + max(0, d̄))
+    bounds x̄·exp(−h), x̄·exp(h + max(0, d̄ + sd/√m))
     h = t·√(s0²/n + s0⁴/(2(n−1)))        (Cox's half-width of a lognormal mean)
 positive and holding its own point. In Stein's two-stage form s0 and t's
 degrees of freedom come from the pilot stage alone, so the number of trials
@@ -16,11 +16,15 @@ interval, both measured in simulated queues near saturation (BENCHMARKS §7):
 the point is the plain mean, not exp(ȳ + s²/2), because there the logs of
 trial means are themselves right-skewed (skewness +0.4 to +0.7), which puts
 the lognormal point low and the whole interval below the truth in up to 12%
-of cases at a nominal 90%; and the upper bound is raised by d̄, the trials'
-mean drift (`half_drift`: the log of a trial's second half's mean response
-over its first half's), because a trial that started from an empty queue
-and was still filling it through its window is slower at its end than its
-mean says, and independent trials all share that bias. And s is at least
+of cases at a nominal 90%; and the upper bound is raised by d̄ + sd/√m, the
+m trials' mean drift (`half_drift`: the log of a trial's second half's mean
+response over its first half's) plus its standard error (sd/√m, none for
+one trial), because a trial that started from an empty queue and was still
+filling it through its window is slower at its end than its mean says, and
+independent trials all share that bias; a drift's noise is as large as a
+trial's, so the mean alone still missed the truth in 21% of intervals at a
+nominal 90% where quick trials run at 95% of capacity, the bound by one
+standard error in 13%. And s is at least
 the deviation each trial's own quarters show (`trial_log_deviation`, batch
 means: √(mean within-trial variance of the log quarter means / 4)), so that
 a few trials which happen to agree, as right-skewed trials that all missed
@@ -130,7 +134,10 @@ def response_interval(
     mean = math.fsum(values) / count
     half_width = log_half_width(pilot_log_deviation, count, pilot_size, confidence)
     drifts = [half_drift(q) for q in quarters]
-    rise = max(math.fsum(drifts) / len(drifts), 0.0) if drifts else 0.0
+    rise = 0.0
+    if drifts:
+        error = sample_deviation(drifts) / math.sqrt(len(drifts)) if len(drifts) >= 2 else 0.0
+        rise = max(math.fsum(drifts) / len(drifts) + error, 0.0)
     return ConfidenceInterval(mean, mean * math.exp(-half_width), mean * math.exp(half_width + rise), confidence, count)
 
 
