@@ -334,11 +334,13 @@ class _Search:
         """Careful trials at one load until it is below, above, or the peak (or noisy).
 
         Classification looks after every trial from min_trials on, as in
-        Algorithm 2. R̄'s interval is Cox's lognormal interval of the trial
-        means (statistics.response_interval): positive, and fitted to the
-        right skew of trial means near saturation. The accuracy claim uses
+        Algorithm 2. R̄'s interval (statistics.response_interval) has a
+        lognormal (Cox) width about the plain mean of the trial means, at
+        least the width the trials' quarters show, and an upper end raised by
+        their drift: positive, and fitted to the right skew of trial means
+        and to trials still filling their queue near saturation. The accuracy claim uses
         Stein's two-stage procedure on the log scale: the first `pilot`
-        trials fix the deviation s0 of the log trial means, which sets the
+        trials fix the deviation s0 (statistics.trial_log_deviation), which sets the
         total N (statistics.stein_trials) for the target accuracy; the
         interval's width rests on s0 with t on pilot−1 degrees of freedom, and
         the peak is claimed only at the end of a stage (a stage that falls

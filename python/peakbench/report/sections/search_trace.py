@@ -117,7 +117,7 @@ def _caption(series: Series, settings: dict, trace: list[Step]) -> str:
     return (
         f"{series.title}. Left: {left} against cumulative benchmarking cost"
         f" (filled: careful trials of {runlengths} s{shorter}; hollow: scouts). Middle:"
-        f" trials per test load. Right: {settings.get('confidence', 0.95):.0%} lognormal (Cox) interval of the"
+        f" trials per test load. Right: {settings.get('confidence', 0.95):.0%} interval (the search's, lognormal width) of the"
         f" mean response time over the first n careful trials at each load (the search's final claim at λ* uses"
         f" its two-stage Stein form), and the peak region."
     )
