@@ -2,12 +2,15 @@
 //! progress as JSON lines on stderr. It never decides what to run next.
 
 mod clock;
+mod content;
 mod interrupt;
+mod op;
 mod pacer;
 mod prepare;
 mod progress;
 mod record;
 mod replay;
+mod result;
 mod spec;
 mod start;
 mod target;
@@ -113,7 +116,8 @@ fn execute(command: &str, source: &str) -> Result<Option<serde_json::Value>, Fai
         "run" => {
             interrupt::install();
             let target = target::open(&spec.target).map_err(run)?;
-            trial::run(&spec, target).map(Some).map_err(run)
+            // Through a Value, whose sorted keys keep the printed bytes as they were before the struct.
+            trial::run(&spec, target).map(|r| Some(serde_json::to_value(r).expect("a TrialResult serialises"))).map_err(run)
         }
         other => Err(Failure::Spec(format!("unknown command {other:?}\n{USAGE}"))),
     }

@@ -5,7 +5,7 @@
 use crate::progress;
 use crate::replay::Trace;
 use crate::spec::{FilesetSpec, ReplaySpec, TrialSpec};
-use crate::target::{posix::fill_content, Target};
+use crate::target::Target;
 use crate::workload::fileset::{items, layout_id, FileSet, Item};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
@@ -59,12 +59,6 @@ pub fn complete_files(target: &dyn Target, fileset: &FilesetSpec) -> anyhow::Res
     Ok(read_manifest(target)?.and_then(|m| m.filesets.get(&id).map(|e| e.complete_files)).unwrap_or(0))
 }
 
-pub fn content_block(seed: u64) -> Vec<u8> {
-    let mut block = vec![0u8; 1 << 20];
-    fill_content(&mut block, seed.wrapping_mul(4099));
-    block
-}
-
 /// The manifest, or a new one if the target is empty; a non-empty target that peakbench
 /// did not prepare is refused.
 fn own_manifest(target: &dyn Target, path_label: &str) -> anyhow::Result<Manifest> {
@@ -95,7 +89,7 @@ pub fn prepare(spec: &TrialSpec, target: &mut dyn Target, path_label: &str) -> a
     target.enter_fileset(&id, true)?;
 
     let set = FileSet::build(&spec.fileset); // only for path names
-    let content = content_block(spec.fileset.seed);
+    let content = crate::content::block(spec.fileset.seed);
     let wanted = spec.fileset.files;
     let (mut files_seen, mut made, mut checked) = (0u64, 0u64, 0u64);
     // A set the manifest trusts may have been damaged since (files deleted, truncated, replaced
@@ -191,7 +185,7 @@ fn prepare_docroot(replay: &ReplaySpec, target: &mut dyn Target, path_label: &st
         check_free_space(path_label, bytes)?;
         manifest.docroots.insert(id.clone(), DocrootEntry { log: replay.log.clone(), files, bytes, complete: false });
         save(target, &manifest)?;
-        let content = content_block(0);
+        let content = crate::content::block(0);
         let mut dirs: HashSet<String> = HashSet::new();
         let mut last_report = Instant::now();
         for (i, &f) in used.iter().enumerate() {

@@ -1,6 +1,6 @@
 //! Latency histograms and counters per op type, and their JSON summaries.
 
-use crate::workload::mix::Op;
+use crate::op::Op;
 use base64::Engine as _;
 use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;

@@ -1,8 +1,8 @@
 //! The TrialSpec the engine reads (see SPEC.md) and its validation.
 //! Field errors name the JSON path, so a caller can point at the offending key.
 
+use crate::op::Op;
 use crate::workload::dist::Dist;
-use crate::workload::mix::Op;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -12,7 +12,6 @@ pub const SPEC_SCHEMA: &str = "peakbench.trial-spec/1";
 pub const SPEC_SCHEMA_V2: &str = "peakbench.trial-spec/2";
 /// A start further ahead than this is a controller bug or a wildly wrong clock, never a plan.
 pub const MAX_START_AHEAD_S: f64 = 3600.0;
-pub const RESULT_SCHEMA: &str = "peakbench.trial-result/1";
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]

@@ -7,11 +7,14 @@ output), so a surface or plan records the failure and goes on.
 
 from __future__ import annotations
 
-import subprocess
+import os
+import tempfile
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from .errors import RunError
+from .harness.process import run_together
 
 READY_RETRY_S = 0.5  # pause between readiness probes
 
@@ -21,24 +24,29 @@ class HookError(RunError):
 
 
 def run_command(argv: Sequence[str], timeout_s: float) -> str:
-    """Run `argv`; its output (stdout and stderr together) if it exits 0, else HookError."""
-    try:
-        done = subprocess.run(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=timeout_s,
-        )
-    except subprocess.TimeoutExpired:
-        raise HookError(f"{_shown(argv)} did not finish within {timeout_s:g} s and was stopped") from None
-    except OSError as error:
-        raise HookError(f"{_shown(argv)} could not start: {error.strerror}") from None
-    if done.returncode != 0:
-        last = done.stdout.strip().splitlines()[-1:] or ["(no output)"]
-        raise HookError(f"{_shown(argv)} failed with exit status {done.returncode}: {last[0]}")
-    return done.stdout
+    """Run `argv` as a plan runs its hooks (harness/process.py: its own process group, killed whole at
+    the timeout, dying with peakbench); its output (stdout, then stderr) if it exits 0, else HookError."""
+    with tempfile.TemporaryDirectory(prefix="peakbench-hook-") as directory:
+        try:
+            done = run_together(
+                [list(argv)],
+                shell=False,
+                envs=[dict(os.environ)],
+                timeout_s=timeout_s,
+                output_dir=Path(directory),
+                label="hook",
+            )[0]
+        except OSError as error:
+            raise HookError(f"{_shown(argv)} could not start: {error.strerror}") from None
+    if done.timed_out:
+        raise HookError(f"{_shown(argv)} did not finish within {timeout_s:g} s and was stopped")
+    if done.error:
+        raise HookError(f"{_shown(argv)} could not start: {done.error}")
+    if done.exit_status != 0:
+        output = (done.stdout + done.stderr).strip().splitlines()[-1:] or ["(no output)"]
+        status = f"exit status {done.exit_status}" if done.signal is None else f"signal {done.signal}"
+        raise HookError(f"{_shown(argv)} failed with {status}: {output[0]}")
+    return done.stdout + done.stderr
 
 
 def configure(step, fill: Callable[[str], str]) -> None:

@@ -1,4 +1,11 @@
-"""Surface plans: the TOML file `peakbench surface PLAN.toml` reads.
+"""Surface plans: what `peakbench surface PLAN.toml` maps.
+
+A surface is one step of the plan language (docs/plans.md): a [[test]] with
+kind = "surface" and the keys below. `peakbench surface` takes a plan with one
+surface step, or the older surface-plan file written here, which is read as
+that step. In both, templates are the plan's ({factor}; {{ }} for braces) and
+durations the plan's (60, "60s", "2m"); the older `timeout_s` and
+`ready_timeout_s` are still read. The older form:
 
     workload = "mail"                                    # canned name or workload .toml
     target = "sim://db-tp?disks={disks}&nfsds={nfsds}"   # {factor} is replaced per sample
@@ -20,10 +27,10 @@
     scale = "linear"          # or "log"
 
     [configure]               # optional: run before each sample's search (argv, no shell)
-    command = ["./set-threads.sh", "{nfsds}"]
-    timeout_s = 60
-    ready = ["./probe.sh"]    # optional: retried until it exits 0 or ready_timeout_s passes
-    ready_timeout_s = 30
+    argv = ["./set-threads.sh", "{nfsds}"]               # or command = [...]
+    timeout = "60s"
+    ready = ["./probe.sh"]    # optional: retried until it exits 0 or ready_timeout passes
+    ready_timeout = "30s"
 
 Everything is checked on load; an error names the file, line and field.
 """
@@ -31,22 +38,28 @@ Everything is checked on load; an error names the file, line and field.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
-import string
+import re
 from pathlib import Path
 
 from . import sim, tomlfile
 from .controller import DEFAULT_POLICY, POLICIES, SearchSettings
 from .controller.design import Factor, Sample, d_optimal, full_factorial
 from .errors import InputError
+from .templates import names_in, render
+from .units import parse_duration
 from .workload import find_workload
 
 TABLES = ("design", "search", "factors", "configure")
 TOP_KEYS = ("workload", "target", "policy", "fail_fast", "seeding", *TABLES)
 DESIGNS = ("d-optimal", "full-factorial")
+# argv or command; each duration also under its older name with _s (a number of seconds).
+CONFIGURE_KEYS = ("argv", "command", "timeout", "timeout_s", "ready", "ready_timeout", "ready_timeout_s")
 MAX_SAMPLES = 1_000  # searches in one surface: weeks of measurement already
 MAX_CANDIDATES = 100_000  # combinations a D-optimal design chooses from, all held in memory
 SETTINGS_FIELDS = tuple(f.name for f in dataclasses.fields(SearchSettings))
+DURATION_SETTINGS = {name.removesuffix("_s"): name for name in SETTINGS_FIELDS if name.endswith("_s")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +85,7 @@ class SurfacePlan:
     seeding: bool
 
     def fill(self, template: str, sample: Sample) -> str:
-        return template.format_map({name: f"{value:g}" for name, value in sample.items()})
+        return render(template, {name: f"{value:g}" for name, value in sample.items()})
 
     def summary(self) -> dict:
         """The plan as plain data, as it is stored with the surface."""
@@ -82,11 +95,36 @@ class SurfacePlan:
 
 
 def load_plan(path: Path, quick_settings: dict) -> SurfacePlan:
+    """A plan file's one surface step, the older surface-plan file, or the JSON a plan's step hands on."""
     path = Path(path)
-    return tomlfile.load(path, lambda document: _parse(document, path, quick_settings), "surface plan")
+    if path.suffix == ".json":  # written by the plan runner from a checked step
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise InputError(f"cannot read surface step: {error}", file=path) from None
+        return parse_document(document, path, quick_settings)
+    text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+    if re.search(r"^\s*\[\[\s*test\s*\]\]", text, re.MULTILINE):  # a plan: its steps are [[test]]
+        return _plan_step(path, quick_settings)
+    return tomlfile.load(path, lambda document: parse_document(document, path, quick_settings), "surface plan")
 
 
-def _parse(document: dict, path: Path, quick_settings: dict) -> SurfacePlan:
+def _plan_step(path: Path, quick_settings: dict) -> SurfacePlan:
+    from .harness.plan import load_plan as load_experiment_plan
+
+    plan = load_experiment_plan(path)
+    steps = [test for test in plan.tests if test["kind"] == "surface"]
+    if len(steps) != 1:
+        names = ", ".join(t["name"] for t in steps) or "none"
+        raise InputError(
+            f"`peakbench surface` maps a plan with one surface step (this one has {len(steps)}: {names});"
+            " run the plan with `peakbench plan run`",
+            file=path,
+        )
+    return parse_document(steps[0]["step"]["surface"], path, quick_settings)
+
+
+def parse_document(document: dict, path: Path, quick_settings: dict) -> SurfacePlan:
     tomlfile.check_keys(document, TOP_KEYS, "")
     workload = _required_string(document, "workload")
     try:
@@ -198,10 +236,16 @@ def _design(table: dict, factors: tuple[Factor, ...]) -> tuple[Sample, ...]:
 
 
 def _settings(table: dict, quick_settings: dict) -> tuple[bool, SearchSettings]:
-    tomlfile.check_keys(table, ("quick", *SETTINGS_FIELDS), "search.")
+    tomlfile.check_keys(table, ("quick", *SETTINGS_FIELDS, *DURATION_SETTINGS), "search.")
     quick = _boolean(table, "quick", False, "search.")
     chosen = dict(quick_settings) if quick else {}
-    chosen.update({k: v for k, v in table.items() if k != "quick"})
+    for key, value in table.items():
+        if key in DURATION_SETTINGS:  # runlength = "4s", the plan's duration syntax, for runlength_s = 4
+            if DURATION_SETTINGS[key] in table:
+                raise InputError(f"give {key} or {DURATION_SETTINGS[key]}, not both", field=f"search.{key}")
+            chosen[DURATION_SETTINGS[key]] = parse_duration(value, f"search.{key}")
+        elif key != "quick":
+            chosen[key] = value
     try:
         return quick, SearchSettings(**chosen)
     except (ValueError, TypeError) as error:
@@ -212,10 +256,11 @@ def _settings(table: dict, quick_settings: dict) -> tuple[bool, SearchSettings]:
 def _configure(table: dict, factors: tuple[Factor, ...]) -> Configure | None:
     if not table:
         return None
-    tomlfile.check_keys(table, ("command", "timeout_s", "ready", "ready_timeout_s"), "configure.")
-    command = _argv(table.get("command"), "configure.command", factors)
+    tomlfile.check_keys(table, CONFIGURE_KEYS, "configure.")
+    key = "argv" if "argv" in table else "command"
+    command = _argv(table.get(key), f"configure.{key}", factors)
     ready = _argv(table["ready"], "configure.ready", factors) if "ready" in table else None
-    return Configure(command, _seconds(table, "timeout_s", 60.0), ready, _seconds(table, "ready_timeout_s", 30.0))
+    return Configure(command, _seconds(table, "timeout", 60.0), ready, _seconds(table, "ready_timeout", 30.0))
 
 
 def _argv(value: object, field: str, factors: tuple[Factor, ...]) -> tuple[str, ...]:
@@ -229,19 +274,22 @@ def _argv(value: object, field: str, factors: tuple[Factor, ...]) -> tuple[str, 
 def _check_template(template: str, factors: tuple[Factor, ...], field: str) -> None:
     names = {f.name for f in factors}
     try:
-        fields = [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+        render(template, {}, keep=tuple(names_in(template)))
     except ValueError as error:
-        raise InputError(f"{template!r}: {error} (write {{{{ and }}}} for literal braces)", field=field) from None
-    for name in fields:
+        raise InputError(str(error), field=field) from None
+    for name in sorted(names_in(template)):
         if name not in names:
             raise InputError(f"{{{name}}} names no factor; factors: {', '.join(sorted(names))}", field=field)
 
 
 def _seconds(table: dict, key: str, default: float) -> float:
-    value = table.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 86_400:
-        raise InputError(f"must be a number of seconds in (0, 86400] (got {value!r})", field=f"configure.{key}")
-    return float(value)
+    if key in table and f"{key}_s" in table:
+        raise InputError(f"give {key} or {key}_s, not both", field=f"configure.{key}")
+    written = key if key in table else f"{key}_s"
+    seconds = parse_duration(table.get(written, default), f"configure.{written}")
+    if not 0 < seconds <= 86_400:
+        raise InputError(f"must be a duration in (0 s, 1 day] (got {seconds:g} s)", field=f"configure.{written}")
+    return seconds
 
 
 def _table(document: dict, key: str) -> dict:

@@ -8,11 +8,10 @@
 //! parse is never replayed silently: it is counted, and the first few are quoted with
 //! their line number and what was wrong.
 
+use crate::op::{Op, Request, WHOLE};
 use crate::spec::ReplaySpec;
-use crate::target::{Request, WHOLE};
-use crate::workload::mix::Op;
 use anyhow::bail;
-use serde_json::{json, Value};
+use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 
 mod blocks;
@@ -74,7 +73,7 @@ pub fn file_of(target: &[u8]) -> Option<String> {
 }
 
 /// Why lines were not replayed.
-#[derive(Default, Debug)]
+#[derive(Default, Debug, Clone, Serialize)]
 pub struct Skipped {
     pub unparseable: u64,
     pub method: u64,
@@ -82,6 +81,7 @@ pub struct Skipped {
     pub path: u64,
     pub blank: u64,
     /// (line number, what was wrong, the line) for the first unparseable lines.
+    #[serde(skip)]
     pub examples: Vec<(u64, String, String)>,
 }
 
@@ -363,27 +363,66 @@ impl Trace {
         (out, period)
     }
 
-    pub fn summary(&self, spec: &ReplaySpec, len: usize, files: u64, bytes: u64) -> Value {
-        let s = &self.skipped;
+    pub fn summary(&self, spec: &ReplaySpec, len: usize, files: u64, bytes: u64) -> ReplaySummary {
         let (_, all_files, all_bytes) = self.prefix(None);
         let span = if len > 0 { self.times[..len].iter().max().unwrap() - self.times[0] } else { 0 };
-        json!({
-            "log": spec.log,
-            "format": spec.format,
-            "lines": self.lines,
-            "replayable": self.requests.len(),
-            "skipped": {"unparseable": s.unparseable, "method": s.method, "status": s.status, "path": s.path, "blank": s.blank},
-            "first_unparseable": s.examples.iter().map(|(line, why, text)| json!({"line": line, "error": why, "text": text})).collect::<Vec<_>>(),
-            "requests": len,
-            "files": files,
-            "dataset_bytes": bytes,
-            "log_files": all_files,
-            "log_dataset_bytes": all_bytes,
-            "truncated": len < self.requests.len(),
-            "span_s": span,
-            "parse_s": self.parse_s,
-        })
+        ReplaySummary {
+            log: spec.log.clone(),
+            format: spec.format.clone(),
+            lines: self.lines,
+            replayable: self.requests.len(),
+            skipped: self.skipped.clone(),
+            first_unparseable: self
+                .skipped
+                .examples
+                .iter()
+                .map(|(line, why, text)| Unparseable { line: *line, error: why.clone(), text: text.clone() })
+                .collect(),
+            requests: len,
+            files,
+            dataset_bytes: bytes,
+            log_files: all_files,
+            log_dataset_bytes: all_bytes,
+            truncated: len < self.requests.len(),
+            span_s: span,
+            parse_s: self.parse_s,
+            issued: 0,
+            loops: 0.0,
+            exhausted_at_s: None,
+        }
     }
+}
+
+/// What the replay read from its log, for the result (SPEC.md, "replay").
+#[derive(Serialize, Debug)]
+pub struct ReplaySummary {
+    pub log: String,
+    pub format: String,
+    pub lines: u64,
+    pub replayable: usize,
+    pub skipped: Skipped,
+    pub first_unparseable: Vec<Unparseable>,
+    /// The (truncated) stream.
+    pub requests: usize,
+    pub files: u64,
+    pub dataset_bytes: u64,
+    pub log_files: u64,
+    pub log_dataset_bytes: u64,
+    pub truncated: bool,
+    pub span_s: i64,
+    pub parse_s: f64,
+    /// Filled in after the trial: requests sent, how often the stream was gone through, and when
+    /// a stream that does not loop ran out.
+    pub issued: u64,
+    pub loops: f64,
+    pub exhausted_at_s: Option<f64>,
+}
+
+#[derive(Serialize, Debug)]
+pub struct Unparseable {
+    pub line: u64,
+    pub error: String,
+    pub text: String,
 }
 
 /// Size classes of the per-class latency breakdown (by the size the log served).
@@ -439,6 +478,7 @@ pub fn class_label(key: &ClassKey) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn spec(log: &str, format: &str) -> ReplaySpec {
         serde_json::from_value(json!({"log": log, "format": format})).unwrap()

@@ -18,9 +18,9 @@
 //! Every request has one deadline (the target's timeout) across all its reads and writes.
 
 use super::posix::{errno_name, Posix};
-use super::{Outcome, Request, Target, WHOLE};
+use super::Target;
+use crate::op::{Op, Outcome, Request, WHOLE};
 use crate::spec::GetattrMethod;
-use crate::workload::mix::Op;
 use anyhow::{anyhow, bail, Context};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -146,7 +146,7 @@ impl Http {
             conditional_getattr: getattr == GetattrMethod::Conditional,
             writable: false,
             pool: Mutex::new(Vec::new()),
-            content: crate::prepare::content_block(0),
+            content: crate::content::block(0),
         };
         // Reachable at all? One clear line now instead of every request failing later.
         // Writable when the server says it allows PUT (WebDAV), unless the spec says.

@@ -6,85 +6,8 @@ pub mod nfs;
 pub mod null;
 pub mod posix;
 
+use crate::op::{Op, Outcome, Request};
 use crate::spec::TargetSpec;
-use crate::workload::mix::Op;
-
-/// One operation, with paths relative to the file-set root.
-#[derive(Debug, Clone)]
-pub enum Request {
-    Null,
-    Getattr {
-        path: String,
-    },
-    Setattr {
-        path: String,
-    },
-    Lookup {
-        dir: String,
-        name: String,
-    },
-    Access {
-        path: String,
-    },
-    Readlink {
-        path: String,
-    },
-    /// A logical read or write of `len` bytes at `offset`, in transfers of at most `xfer` bytes.
-    /// A read of `len` WHOLE from offset 0 reads the whole file, whatever its size.
-    Read {
-        path: String,
-        offset: u64,
-        len: u64,
-        xfer: u64,
-    },
-    Write {
-        path: String,
-        offset: u64,
-        len: u64,
-        xfer: u64,
-    },
-    Create {
-        path: String,
-    },
-    Mkdir {
-        path: String,
-    },
-    Symlink {
-        path: String,
-        points_to: String,
-    },
-    Remove {
-        path: String,
-    },
-    Rmdir {
-        path: String,
-    },
-    Rename {
-        from: String,
-        to: String,
-    },
-    Link {
-        from: String,
-        to: String,
-    },
-    Readdir {
-        path: String,
-        plus: bool,
-    },
-    Fsstat,
-    Fsinfo,
-    Pathconf,
-    Commit {
-        path: String,
-    },
-}
-
-/// `Request::Read { offset: 0, len: WHOLE, .. }`: the whole file (an HTTP GET; a
-/// file system reads to the end of the file).
-pub const WHOLE: u64 = u64::MAX;
-
-/// Bytes moved, or the kind of error (an errno name such as "ENOENT").
-pub type Outcome = Result<u64, String>;
 
 /// The completion of a request started with `Target::start`: its outcome and the
 /// retransmissions it took. Called exactly once, on any thread.

@@ -1,7 +1,7 @@
 //! The null target does nothing, so a trial against it measures the engine's own floor.
 
-use super::{no_fileset, Outcome, Request, Target};
-use crate::workload::mix::Op;
+use super::{no_fileset, Target};
+use crate::op::{Op, Outcome, Request};
 
 pub struct NullTarget;
 

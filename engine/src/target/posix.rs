@@ -15,8 +15,8 @@
 //! flushing on network file systems is unchanged. `"fd_cache": false` in the
 //! target spec opens and closes per read too.
 
-use super::{Outcome, Request, Target};
-use crate::workload::mix::Op;
+use super::Target;
+use crate::op::{Op, Outcome, Request};
 use anyhow::{anyhow, bail, Context};
 use std::cell::RefCell;
 use std::ffi::CString;
@@ -499,7 +499,7 @@ impl Posix {
             while done < len {
                 let n = ((len - done) as usize).min(buf.len());
                 let at = offset + done;
-                fill_content(&mut buf[..n], at);
+                crate::content::fill(&mut buf[..n], at);
                 let got = unsafe { libc::pwrite(fd.0, buf.as_ptr() as *const _, n, at as libc::off_t) };
                 let got = check(got as libc::c_long)? as u64;
                 done += got;
@@ -552,14 +552,6 @@ impl Posix {
 
     fn io_error(&self, what: &str, path: &str) -> anyhow::Error {
         anyhow!("target {}: {what} {path}: {}", self.base_path, std::io::Error::last_os_error())
-    }
-}
-
-/// Deterministic, incompressible-looking file content: a function of the byte offset.
-pub fn fill_content(buf: &mut [u8], offset: u64) {
-    for (i, b) in buf.iter_mut().enumerate() {
-        let x = (offset + i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        *b = (x >> 56) as u8;
     }
 }
 

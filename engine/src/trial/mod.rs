@@ -17,21 +17,20 @@ mod tally;
 mod tests;
 
 use crate::clock::Clock;
+use crate::op::Op;
 use crate::pacer;
 use crate::prepare::complete_files;
-use crate::record::{summarize, OpSummary};
+use crate::record::summarize;
 use crate::replay::{class_label, ReplayStream, Trace};
-use crate::spec::{TargetSpec, Timing, TrialSpec, RESULT_SCHEMA};
+use crate::result::{ClassSummary, FilesetInfo, Latency, Mode, Outcomes, Outstanding, Restore, ScheduleLag, Start, TrialResult, RESULT_SCHEMA};
+use crate::spec::{TargetSpec, Timing, TrialSpec};
 use crate::target::Target;
 use crate::workload::fileset::{layout_id, FileSet, Origin};
 use crate::workload::generator::Generator;
-use crate::workload::mix::Op;
 use anyhow::bail;
 use lead::Lead;
 use sched::{Sched, Source};
 use sender::{Shared, COUNTED};
-use serde_json::{json, Value};
-use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::*;
 use std::sync::Arc;
 use tally::{MeanNs, Window};
@@ -39,7 +38,7 @@ use tally::{MeanNs, Window};
 /// Upper bound on sender threads when the user sets no cap.
 const DEFAULT_THREAD_LIMIT: usize = 4096;
 
-pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Value> {
+pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<TrialResult> {
     for (op, w) in &spec.mix {
         if *w > 0.0 && !target.supports(*op) {
             bail!("the target cannot do {}", op.name());
@@ -128,22 +127,22 @@ pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Valu
         sched.tally.rec.ops[op.index()].cancellations += shared.in_flight[op.index()].load(Acquire);
     }
     let restore = match &mut sched.source {
-        _ if timed_out => json!({"done": false, "reason": "requests still outstanding at the drain timeout"}),
+        _ if timed_out => Restore::skipped("requests still outstanding at the drain timeout"),
         Source::Synthetic(gen) => restore::restore(gen, shared.target.as_ref()),
-        Source::Replay(_) => json!({"done": true, "errors": 0, "first_errors": []}), // GET and HEAD change nothing
+        Source::Replay(_) => Restore::from_errors(Vec::new()), // GET and HEAD change nothing
     };
     let Some(runtime_s) = measured_s(&shared, load.runtime_s) else {
         bail!("interrupted during the warm-up: nothing was measured");
     };
-    let mut out = result(spec, &shared, sched, max_busy, restore, &id, runtime_s);
-    out["start"] = json!({"at_unix_s": started_at_unix_s, "requested_unix_s": spec.start_at_unix_s, "late_ms": start_late_ms});
+    let start = Start { at_unix_s: started_at_unix_s, requested_unix_s: spec.start_at_unix_s, late_ms: start_late_ms };
+    let mut out = result(spec, &shared, sched, max_busy, restore, start, &id, runtime_s);
     if let Some(mut summary) = replay_summary {
         if let Source::Replay(stream) = &sched.source {
-            summary["issued"] = json!(stream.issued);
-            summary["loops"] = json!(stream.issued as f64 / summary["requests"].as_f64().unwrap_or(1.0));
+            summary.issued = stream.issued;
+            summary.loops = stream.issued as f64 / summary.requests as f64;
         }
-        summary["exhausted_at_s"] = json!(sched.exhausted_ns.map(|ns| ns as f64 / 1e9));
-        out["replay"] = summary;
+        summary.exhausted_at_s = sched.exhausted_ns.map(|ns| ns as f64 / 1e9);
+        out.replay = Some(summary);
     }
     Ok(out)
 }
@@ -159,7 +158,8 @@ fn measured_s(shared: &Shared, runtime_s: f64) -> Option<f64> {
     (covered > 0.0).then_some(covered)
 }
 
-fn result(spec: &TrialSpec, shared: &Shared, state: &Sched, max_busy: usize, restore: Value, id: &str, runtime_s: f64) -> Value {
+#[allow(clippy::too_many_arguments)]
+fn result(spec: &TrialSpec, shared: &Shared, state: &Sched, max_busy: usize, restore: Restore, start: Start, id: &str, runtime_s: f64) -> TrialResult {
     let load = &spec.load;
     let tally = &state.tally;
     let (ops, all) = tally.rec.summaries();
@@ -183,108 +183,107 @@ fn result(spec: &TrialSpec, shared: &Shared, state: &Sched, max_busy: usize, res
     } else {
         None
     };
-    let saturated = saturation_reason.is_some();
     let lag = summarize(&tally.rec.lag);
-    let mix_actual: serde_json::Map<String, Value> = Op::ALL
+    let mix_actual = Op::ALL
         .iter()
         .filter(|op| state.sent_by_op[op.index()] > 0)
-        .map(|op| (op.name().to_string(), json!(state.sent_by_op[op.index()] as f64 / state.sent_in_window.max(1) as f64)))
+        .map(|op| (op.name(), state.sent_by_op[op.index()] as f64 / state.sent_in_window.max(1) as f64))
         .collect();
     let (cpu_s, rss_kib) = own_usage();
     let capped = load.max_outstanding.is_some();
     let timed = spec.replay.as_ref().is_some_and(|r| r.timing == Timing::Log);
-    // Closed loop offers no rate; a timed replay offers what the log's times put in the window.
-    let requested = if shared.closed {
-        Value::Null
+    let mode = if shared.closed {
+        Mode::Closed
     } else if timed {
-        json!(state.sent_in_window as f64 / runtime_s)
+        Mode::Timed
     } else {
-        json!(load.rate)
+        Mode::Open
+    };
+    // Closed loop offers no rate; a timed replay offers what the log's times put in the window.
+    let requested_rate = match mode {
+        Mode::Closed => None,
+        Mode::Timed => Some(state.sent_in_window as f64 / runtime_s),
+        Mode::Open => Some(load.rate),
     };
     let bytes: u64 = ops.values().map(|o| o.bytes).sum();
-    let mut latency = json!(summarize(&all));
-    // Counts beside the means, so results of several clients merge exactly.
-    latency["quarters_mean_ms"] = json!(tally.latency_quarters.iter().map(|q| q.mean_ms()).collect::<Vec<_>>());
-    latency["quarters_count"] = json!(tally.latency_quarters.iter().map(|q| q.count).collect::<Vec<_>>());
     let fileset = match &state.source {
         Source::Synthetic(gen) => {
             let set = &gen.set;
-            json!({"id": id, "files": spec.fileset.files,
-                   "dirs": set.dirs.iter().filter(|d| d.origin == Origin::Prepared).count(),
-                   "symlinks": set.symlinks.iter().filter(|s| s.origin == Origin::Prepared).count(), "bytes": set.prepared_bytes})
+            Some(FilesetInfo {
+                id: id.to_string(),
+                files: spec.fileset.files,
+                dirs: set.dirs.iter().filter(|d| d.origin == Origin::Prepared).count(),
+                symlinks: set.symlinks.iter().filter(|s| s.origin == Origin::Prepared).count(),
+                bytes: set.prepared_bytes,
+            })
         }
-        Source::Replay(_) => Value::Null,
+        Source::Replay(_) => None,
     };
-    let mut result = json!({
-        "schema": RESULT_SCHEMA,
-        "engine_version": env!("CARGO_PKG_VERSION"),
-        "mode": if shared.closed { "closed" } else if timed { "timed" } else { "open" },
-        "clients": load.clients,
-        "requested_rate": requested,
-        // Goodput: a reply that says the server failed or shed the request is no throughput.
-        "achieved_rate": tally.succeeded_in_window as f64 / runtime_s,
-        "completed_rate": tally.completed_in_window as f64 / runtime_s,
-        "outcomes": outcomes(&ops),
-        "sent": state.sent_in_window,
-        "unsent": state.unsent,
-        "completed": all.len(),
-        "issued": monitor::counts(shared, 0).completed,
-        "bytes": bytes,
-        "output_mbit_s": bytes as f64 * 8.0 / runtime_s / 1e6,
-        "warmup_s": load.warmup_s,
-        "runtime_s": runtime_s,
-        // Ended early by Ctrl-C or SIGTERM: runtime_s is the part of the window measured.
-        "interrupted": runtime_s < load.runtime_s,
-        "ops": ops,
-        "latency": latency,
-        "schedule_lag": {"mean_ms": lag.mean_ms, "p99_ms": lag.p99_ms, "max_ms": lag.max_ms, "hist": lag.hist,
-                          "quarters_mean_ms": quarters.iter().map(|q| q.mean_ms()).collect::<Vec<_>>()},
-        "generator_saturated": saturated,
-        "saturation_reason": saturation_reason,
-        "outstanding": {"cap": load.max_outstanding, "cap_bound": if capped { state.held_by_limit } else { 0 }, "max": max_busy,
-                         "threads": shared.threads.load(Relaxed), "thread_limit_bound": if capped { 0 } else { state.held_by_limit }},
-        "mix_actual": mix_actual,
-        "engine_cpu_s": cpu_s,
-        "engine_clock": shared.clock.source(),
-        "peak_rss_kib": rss_kib,
-        "fileset": fileset,
-        "restore": restore,
-    });
-    if let Value::Object(fields) = &mut result {
-        fields.extend(shared.target.result_fields());
-    }
-    if !tally.classes.is_empty() {
-        let classes: serde_json::Map<String, Value> = tally
+    let classes = (!tally.classes.is_empty()).then(|| {
+        tally
             .classes
             .iter()
             .map(|(key, rec)| {
-                let h = rec.hist.as_ref().expect("a recorded class has a histogram");
-                let s = summarize(h);
-                (
-                    class_label(key),
-                    json!({"count": s.count, "bytes": rec.bytes, "mean_ms": s.mean_ms, "p50_ms": s.p50_ms,
-                                          "p99_ms": s.p99_ms, "max_ms": s.max_ms, "hist": s.hist}),
-                )
+                let s = summarize(rec.hist.as_ref().expect("a recorded class has a histogram"));
+                let class =
+                    ClassSummary { count: s.count, bytes: rec.bytes, mean_ms: s.mean_ms, p50_ms: s.p50_ms, p99_ms: s.p99_ms, max_ms: s.max_ms, hist: s.hist };
+                (class_label(key), class)
             })
-            .collect();
-        result["classes"] = Value::Object(classes);
+            .collect()
+    });
+    TrialResult {
+        schema: RESULT_SCHEMA,
+        engine_version: env!("CARGO_PKG_VERSION"),
+        mode,
+        clients: load.clients,
+        requested_rate,
+        // Goodput: a reply that says the server failed or shed the request is no throughput.
+        achieved_rate: tally.succeeded_in_window as f64 / runtime_s,
+        completed_rate: tally.completed_in_window as f64 / runtime_s,
+        outcomes: Outcomes::of(&ops),
+        sent: state.sent_in_window,
+        unsent: state.unsent,
+        completed: all.len(),
+        issued: monitor::counts(shared, 0).completed,
+        bytes,
+        output_mbit_s: bytes as f64 * 8.0 / runtime_s / 1e6,
+        warmup_s: load.warmup_s,
+        runtime_s,
+        interrupted: runtime_s < load.runtime_s,
+        ops,
+        latency: Latency {
+            all: summarize(&all),
+            quarters_mean_ms: tally.latency_quarters.iter().map(|q| q.mean_ms()).collect(),
+            quarters_count: tally.latency_quarters.iter().map(|q| q.count).collect(),
+        },
+        schedule_lag: ScheduleLag {
+            mean_ms: lag.mean_ms,
+            p99_ms: lag.p99_ms,
+            max_ms: lag.max_ms,
+            hist: lag.hist,
+            quarters_mean_ms: quarters.iter().map(|q| q.mean_ms()).collect(),
+        },
+        generator_saturated: saturation_reason.is_some(),
+        saturation_reason,
+        outstanding: Outstanding {
+            cap: load.max_outstanding,
+            cap_bound: if capped { state.held_by_limit } else { 0 },
+            max: max_busy,
+            threads: shared.threads.load(Relaxed),
+            thread_limit_bound: if capped { 0 } else { state.held_by_limit },
+        },
+        mix_actual,
+        engine_cpu_s: cpu_s,
+        engine_clock: shared.clock.source(),
+        peak_rss_kib: rss_kib,
+        fileset,
+        restore,
+        start,
+        replay: None,
+        classes,
+        op_trace: (spec.trace_ops > 0).then(|| state.trace.clone()),
+        transport: shared.target.result_fields(),
     }
-    if spec.trace_ops > 0 {
-        result["op_trace"] = Value::Array(state.trace.clone());
-    }
-    result
-}
-
-/// What became of the requests due in the window: every one is exactly one of these.
-fn outcomes(ops: &BTreeMap<String, OpSummary>) -> Value {
-    let sum = |f: fn(&OpSummary) -> u64| ops.values().map(f).sum::<u64>();
-    let succeeded = sum(|o| o.successes);
-    let errors = sum(|o| o.errors.values().sum());
-    let (shed, timeouts, cancelled) = (sum(|o| o.shed), sum(|o| o.timeouts), sum(|o| o.cancellations));
-    let failed = errors + shed + timeouts + cancelled;
-    let all = succeeded + failed;
-    json!({"succeeded": succeeded, "errors": errors, "shed": shed, "timeouts": timeouts, "cancelled": cancelled,
-           "failed_share": if all == 0 { 0.0 } else { failed as f64 / all as f64 }})
 }
 
 fn own_usage() -> (f64, u64) {

@@ -1,12 +1,13 @@
 //! Putting the file set back after a trial.
 
-use crate::target::{Outcome, Request, Target};
+use crate::op::{Outcome, Request};
+use crate::result::Restore;
+use crate::target::Target;
 use crate::workload::fileset::Origin;
 use crate::workload::generator::Generator;
-use serde_json::{json, Value};
 
 /// Put the file set back as prepare left it, untimed, so every trial starts from the same state.
-pub fn restore(gen: &mut Generator, target: &dyn Target) -> Value {
+pub fn restore(gen: &mut Generator, target: &dyn Target) -> Restore {
     let mut errors: Vec<String> = Vec::new();
     let mut note = |r: Outcome, what: &str| {
         if let Err(e) = r {
@@ -21,7 +22,7 @@ pub fn restore(gen: &mut Generator, target: &dyn Target) -> Value {
         let path = set.symlink_path(s as u32);
         note(target.execute(&Request::Remove { path: path.clone() }), &path);
     }
-    let content = crate::prepare::content_block(0);
+    let content = crate::content::block(0);
     for i in 0..set.files.len() {
         let f = &set.files[i];
         let (alive, origin, generation) = (f.alive, f.origin, f.generation);
@@ -52,5 +53,5 @@ pub fn restore(gen: &mut Generator, target: &dyn Target) -> Value {
         set.dir_path(d as u32, &mut path);
         note(target.execute(&Request::Rmdir { path: path.clone() }), &path);
     }
-    json!({"done": errors.is_empty(), "errors": errors.len(), "first_errors": errors.iter().take(5).collect::<Vec<_>>()})
+    Restore::from_errors(errors)
 }

@@ -4,12 +4,10 @@
 
 use super::sender::{Shared, NOT_DUE, SPAWN_AFTER_NS};
 use super::tally::Tally;
+use crate::op::{Op, Request};
 use crate::pacer::Schedule;
 use crate::replay::ReplayStream;
-use crate::target::Request;
 use crate::workload::generator::Generator;
-use crate::workload::mix::Op;
-use serde_json::{json, Value};
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Where requests come from: the Fstress generator, or a replayed access log.
@@ -62,7 +60,7 @@ pub struct Sched {
     /// Requests of the window the generator never got to send.
     pub unsent: u64,
     pub unsent_by_generator: u64,
-    pub trace: Vec<Value>,
+    pub trace: Vec<(Op, Option<u32>)>,
     pub trace_limit: usize,
     /// When a replay without loop ran out of requests.
     pub exhausted_ns: Option<u64>,
@@ -123,7 +121,7 @@ impl Sched {
             return None;
         };
         if self.trace.len() < self.trace_limit {
-            self.trace.push(json!([op.name(), object]));
+            self.trace.push((op, object));
         }
         self.n += 1;
         if !shared.closed {

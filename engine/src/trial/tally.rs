@@ -1,10 +1,9 @@
 //! What completions add up to: per-op latency and errors, schedule lag and latency per
 //! quarter of the measured window, and (in a replay) latency per size class.
 
+use crate::op::{Op, Outcome};
 use crate::record::{OpRecord, Recorder};
 use crate::replay::ClassKey;
-use crate::target::Outcome;
-use crate::workload::mix::Op;
 use std::collections::BTreeMap;
 
 /// A mean of nanosecond durations (schedule lag, latency) over a stretch of the run.

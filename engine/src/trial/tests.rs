@@ -3,7 +3,9 @@
 //! real one out of these parallel unit tests, tests/test_nfs.py drives it).
 
 use super::*;
-use crate::target::{Completion, Outcome, Request};
+use crate::op::{Outcome, Request};
+use crate::target::Completion;
+use serde_json::Value;
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Condvar, Mutex};
@@ -107,6 +109,11 @@ fn spec(rate: f64, runtime_s: f64, cap: Option<usize>, trace: usize) -> TrialSpe
     .expect("test spec")
 }
 
+/// A trial's result as the engine prints it: these tests check the JSON contract itself.
+fn run_json(spec: &TrialSpec, target: Box<dyn Target>) -> anyhow::Result<Value> {
+    Ok(serde_json::to_value(run(spec, target)?)?)
+}
+
 fn num(v: &Value) -> f64 {
     v.as_f64().expect("a number")
 }
@@ -122,7 +129,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 fn a_blocking_target_gets_threads_and_the_schedule_holds() {
     let _one_at_a_time = serial();
     // 20 ms per op at 500/s: about 10 requests in flight. One thread would manage 50/s.
-    let r = run(&spec(500.0, 1.5, None, 0), Box::new(Sleepy::new(20_000, 20_000, 1, None))).unwrap();
+    let r = run_json(&spec(500.0, 1.5, None, 0), Box::new(Sleepy::new(20_000, 20_000, 1, None))).unwrap();
     assert_eq!(r["generator_saturated"], false, "{}", r["saturation_reason"]);
     assert!((num(&r["achieved_rate"]) - 500.0).abs() < 10.0, "{}", r["achieved_rate"]);
     let lat = &r["latency"];
@@ -139,7 +146,7 @@ fn an_op_that_blocks_unexpectedly_does_not_stall_the_schedule() {
     let _one_at_a_time = serial();
     // Mostly instant, but every 250th op blocks for 100 ms: the monitor must let another
     // thread lead meanwhile, so at 2,500/s the lag stays far below 100 ms.
-    let r = run(&spec(2500.0, 1.5, None, 0), Box::new(Sleepy::new(0, 100_000, 250, None))).unwrap();
+    let r = run_json(&spec(2500.0, 1.5, None, 0), Box::new(Sleepy::new(0, 100_000, 250, None))).unwrap();
     assert_eq!(r["generator_saturated"], false, "{}", r["saturation_reason"]);
     assert!((num(&r["achieved_rate"]) - 2500.0).abs() < 50.0, "{}", r["achieved_rate"]);
     assert!(num(&r["schedule_lag"]["max_ms"]) < 50.0, "{}", r["schedule_lag"]);
@@ -151,7 +158,7 @@ fn an_op_that_blocks_unexpectedly_does_not_stall_the_schedule() {
 fn a_cap_holds_requests_back_and_the_server_gets_the_blame() {
     let _one_at_a_time = serial();
     // Two outstanding at most, 10 ms each: capacity 200/s, offered 400/s.
-    let r = run(&spec(400.0, 1.0, Some(2), 0), Box::new(Sleepy::new(10_000, 10_000, 1, None))).unwrap();
+    let r = run_json(&spec(400.0, 1.0, Some(2), 0), Box::new(Sleepy::new(10_000, 10_000, 1, None))).unwrap();
     assert!(r["outstanding"]["threads"].as_u64().unwrap() <= 2);
     assert!(r["outstanding"]["cap_bound"].as_u64().unwrap() > 50, "{}", r["outstanding"]);
     assert_eq!(r["generator_saturated"], false, "{}", r["saturation_reason"]);
@@ -165,7 +172,7 @@ fn an_overloaded_server_shows_its_queue_in_the_latency() {
     let _one_at_a_time = serial();
     // One worker, 10 ms per op (100/s), offered 200/s for 1 s: the request due at t
     // completes at about 2t, so the mean latency is hundreds of ms, and threads pile up.
-    let r = run(&spec(200.0, 1.0, None, 0), Box::new(Sleepy::new(10_000, 10_000, 1, Some(1)))).unwrap();
+    let r = run_json(&spec(200.0, 1.0, None, 0), Box::new(Sleepy::new(10_000, 10_000, 1, Some(1)))).unwrap();
     assert!(num(&r["latency"]["mean_ms"]) > 150.0, "{}", r["latency"]);
     assert!(num(&r["achieved_rate"]) < 130.0);
     assert_eq!(r["generator_saturated"], false, "{}", r["saturation_reason"]);
@@ -183,8 +190,8 @@ fn an_overloaded_server_shows_its_queue_in_the_latency() {
 #[test]
 fn the_op_sequence_does_not_depend_on_threads_or_timing() {
     let _one_at_a_time = serial();
-    let fast = run(&spec(20_000.0, 0.3, None, 2000), Box::new(Sleepy::new(0, 0, 1, None))).unwrap();
-    let slow = run(&spec(20_000.0, 0.3, None, 2000), Box::new(Sleepy::new(0, 3000, 7, None))).unwrap();
+    let fast = run_json(&spec(20_000.0, 0.3, None, 2000), Box::new(Sleepy::new(0, 0, 1, None))).unwrap();
+    let slow = run_json(&spec(20_000.0, 0.3, None, 2000), Box::new(Sleepy::new(0, 3000, 7, None))).unwrap();
     assert!(slow["outstanding"]["threads"].as_u64().unwrap() > 1);
     assert_eq!(fast["op_trace"], slow["op_trace"]);
     assert_eq!(fast["op_trace"].as_array().unwrap().len(), 2000);
@@ -194,7 +201,7 @@ fn the_op_sequence_does_not_depend_on_threads_or_timing() {
 fn a_pipelining_target_keeps_many_in_flight_from_one_thread() {
     let _one_at_a_time = serial();
     // 5 ms per request at 2,000/s: about 10 in flight, all started by the one leader.
-    let r = run(&spec(2000.0, 1.0, None, 0), Box::new(Sleepy::pipelined(5_000))).unwrap();
+    let r = run_json(&spec(2000.0, 1.0, None, 0), Box::new(Sleepy::pipelined(5_000))).unwrap();
     assert_eq!(r["generator_saturated"], false, "{}", r["saturation_reason"]);
     assert!((num(&r["achieved_rate"]) - 2000.0).abs() < 40.0, "{}", r["achieved_rate"]);
     assert_eq!(r["outstanding"]["threads"], 1, "{}", r["outstanding"]);
@@ -208,7 +215,7 @@ fn a_pipelining_target_keeps_many_in_flight_from_one_thread() {
 fn a_cap_holds_a_pipelining_target_back() {
     let _one_at_a_time = serial();
     // At most two in flight, 10 ms each: capacity 200/s, offered 400/s.
-    let r = run(&spec(400.0, 1.0, Some(2), 0), Box::new(Sleepy::pipelined(10_000))).unwrap();
+    let r = run_json(&spec(400.0, 1.0, Some(2), 0), Box::new(Sleepy::pipelined(10_000))).unwrap();
     assert!(r["outstanding"]["max"].as_u64().unwrap() <= 2, "{}", r["outstanding"]);
     assert!(num(&r["achieved_rate"]) < 230.0, "{}", r["achieved_rate"]);
     assert!(num(&r["latency"]["mean_ms"]) > 100.0, "{}", r["latency"]);
@@ -221,7 +228,7 @@ fn closed_loop_clients_send_at_once_and_each_waits_for_its_reply() {
     for target in [Sleepy::new(10_000, 10_000, 1, None), Sleepy::pipelined(10_000)] {
         let mut closed = spec(1.0, 1.0, None, 0);
         closed.load.clients = Some(4);
-        let r = run(&closed, Box::new(target)).unwrap();
+        let r = run_json(&closed, Box::new(target)).unwrap();
         assert_eq!(r["mode"], "closed");
         assert_eq!(r["outstanding"]["threads"], 4, "{}", r["outstanding"]);
         assert!((300.0..=410.0).contains(&num(&r["achieved_rate"])), "{}", r["achieved_rate"]);
@@ -255,7 +262,7 @@ fn shed_replies_are_counted_apart_from_errors_and_are_no_goodput() {
     let _one_at_a_time = serial();
     for kind in ["http_503", "http_429", "NFS3ERR_JUKEBOX"] {
         // Every 4th request refused at 400/s: 300/s succeed, 400/s complete.
-        let r = run(&spec(400.0, 1.0, None, 0), Box::new(Refusing { kind, every: 4, count: AtomicU64::new(0) })).unwrap();
+        let r = run_json(&spec(400.0, 1.0, None, 0), Box::new(Refusing { kind, every: 4, count: AtomicU64::new(0) })).unwrap();
         let o = &r["outcomes"];
         let (succeeded, shed) = (o["succeeded"].as_u64().unwrap(), o["shed"].as_u64().unwrap());
         assert_eq!(o["errors"], 0, "{kind}: {o}");
@@ -273,7 +280,7 @@ fn shed_replies_are_counted_apart_from_errors_and_are_no_goodput() {
 #[test]
 fn other_errors_are_errors_not_shed_and_no_goodput_either() {
     let _one_at_a_time = serial();
-    let r = run(&spec(400.0, 1.0, None, 0), Box::new(Refusing { kind: "http_500", every: 2, count: AtomicU64::new(0) })).unwrap();
+    let r = run_json(&spec(400.0, 1.0, None, 0), Box::new(Refusing { kind: "http_500", every: 2, count: AtomicU64::new(0) })).unwrap();
     let o = &r["outcomes"];
     assert_eq!(o["shed"], 0, "{o}");
     assert_eq!(o["errors"], 200, "{o}");

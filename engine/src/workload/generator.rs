@@ -4,9 +4,9 @@
 //! sequence depends only on the spec and seed, never on timing.
 
 use super::fileset::{FileSet, Origin};
-use super::mix::{Mix, Op};
+use super::mix::Mix;
+use crate::op::{Op, Request, WHOLE};
 use crate::spec::{IoSpec, Pattern, TrialSpec};
-use crate::target::{Request, WHOLE};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use std::collections::{HashMap, VecDeque};

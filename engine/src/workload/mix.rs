@@ -1,98 +1,8 @@
-//! The operation vocabulary (NFSv3 procedure names) and weighted op choice.
+//! Weighted op choice.
 
+use crate::op::Op;
 use rand::Rng;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Op {
-    Null,
-    Getattr,
-    Setattr,
-    Lookup,
-    Access,
-    Readlink,
-    Read,
-    Write,
-    Create,
-    Mkdir,
-    Symlink,
-    Remove,
-    Rmdir,
-    Rename,
-    Link,
-    Readdir,
-    Readdirplus,
-    Fsstat,
-    Fsinfo,
-    Pathconf,
-    Commit,
-}
-
-impl Op {
-    pub const ALL: [Op; 21] = [
-        Op::Null,
-        Op::Getattr,
-        Op::Setattr,
-        Op::Lookup,
-        Op::Access,
-        Op::Readlink,
-        Op::Read,
-        Op::Write,
-        Op::Create,
-        Op::Mkdir,
-        Op::Symlink,
-        Op::Remove,
-        Op::Rmdir,
-        Op::Rename,
-        Op::Link,
-        Op::Readdir,
-        Op::Readdirplus,
-        Op::Fsstat,
-        Op::Fsinfo,
-        Op::Pathconf,
-        Op::Commit,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Op::Null => "null",
-            Op::Getattr => "getattr",
-            Op::Setattr => "setattr",
-            Op::Lookup => "lookup",
-            Op::Access => "access",
-            Op::Readlink => "readlink",
-            Op::Read => "read",
-            Op::Write => "write",
-            Op::Create => "create",
-            Op::Mkdir => "mkdir",
-            Op::Symlink => "symlink",
-            Op::Remove => "remove",
-            Op::Rmdir => "rmdir",
-            Op::Rename => "rename",
-            Op::Link => "link",
-            Op::Readdir => "readdir",
-            Op::Readdirplus => "readdirplus",
-            Op::Fsstat => "fsstat",
-            Op::Fsinfo => "fsinfo",
-            Op::Pathconf => "pathconf",
-            Op::Commit => "commit",
-        }
-    }
-
-    pub fn index(self) -> usize {
-        self as usize
-    }
-
-    /// Ops that act on an existing file of the set.
-    pub fn needs_file(self) -> bool {
-        matches!(
-            self,
-            Op::Getattr | Op::Setattr | Op::Lookup | Op::Access | Op::Read | Op::Write | Op::Remove | Op::Rename | Op::Link | Op::Commit | Op::Symlink
-        )
-    }
-}
 
 /// Chooses ops with fixed probabilities: one uniform draw, a scan of at most 21 entries.
 pub struct Mix {
@@ -186,15 +96,6 @@ mod tests {
             let want = spec97.get(&op).copied().unwrap_or(0.0) / total * 100.0;
             let got = counts[op.index()] as f64 / n as f64 * 100.0;
             assert!((want - got).abs() < 0.1, "{}: want {want:.3}% got {got:.3}%", op.name());
-        }
-    }
-
-    #[test]
-    fn names_round_trip_through_json() {
-        for op in Op::ALL {
-            let json = serde_json::to_string(&op).unwrap();
-            assert_eq!(json, format!("\"{}\"", op.name()));
-            assert_eq!(serde_json::from_str::<Op>(&json).unwrap(), op);
         }
     }
 }

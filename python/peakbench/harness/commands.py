@@ -26,7 +26,8 @@ from .. import analysis
 from .. import store as store_module
 from ..errors import InputError
 from ..output import check_output, write_json
-from . import report, runner
+from . import importing, report, runner
+from .expr import Expression, ExpressionError
 from .plan import load_plan
 
 
@@ -53,11 +54,39 @@ def add_commands(commands, parser_class, store_option) -> None:
     resume = actions.add_parser("resume", parents=[store_option], help="finish a plan that was interrupted")
     resume.add_argument("plan_id", type=int, nargs="?", metavar="PLAN_ID", help="default: the latest unfinished")
     resume.add_argument("--json", type=Path, metavar="FILE", help="also write the analysis to this JSON file")
+    resume.add_argument(
+        "--after-reboot",
+        action="store_true",
+        help="for a boot script: resume the plan a reboot cache policy interrupted; else do nothing, exit 0",
+    )
     resume.set_defaults(handler=command_resume)
+
+    imported = actions.add_parser(
+        "import", parents=[store_option], help="store other programs' results as a plan (for report and compare)"
+    )
+    imported.add_argument("name", metavar="NAME", help="the plan's name")
+    imported.add_argument("files", type=Path, nargs="+", metavar="FILE")
+    imported.add_argument("--format", required=True, choices=importing.FORMATS, help="how each file holds its runs")
+    imported.add_argument("--metric", help="the tests' main metric (default: elapsed, else the first one read)")
+    imported.add_argument(
+        "--vars", metavar="COL[,COL]", help="columns (JSON keys) that are the runs' variables, not metrics"
+    )
+    imported.set_defaults(handler=command_import)
 
     show = actions.add_parser("report", parents=[store_option], help="getstats table and warnings of a plan")
     show.add_argument("plan_id", type=int, nargs="?", metavar="PLAN_ID", help="default: the latest plan")
     show.add_argument("--all-metrics", action="store_true", help="every metric, not only the stop metrics")
+    show.add_argument(
+        "--derive",
+        action="append",
+        default=[],
+        metavar="NAME=EXPR",
+        help="a metric computed from each run's metrics, e.g. 'ops_per_cpu_s=ops / cpu' (repeatable)",
+    )
+    show.add_argument("--where", metavar="EXPR", help="only tests whose variables satisfy it, e.g. \"fs == 'ext4'\"")
+    show.add_argument(
+        "--group-by", metavar="VAR[,VAR]", help="pool the runs of tests that share these loop variables' values"
+    )
     show.add_argument("--json", type=Path, metavar="FILE", help="also write the analysis to this JSON file")
     show.set_defaults(handler=command_report)
 
@@ -137,6 +166,9 @@ def command_run(args: argparse.Namespace) -> int:
 
 def command_resume(args: argparse.Namespace) -> int:
     check_output(args.json, "--json")
+    if args.after_reboot and not runner.waiting_for_reboot(args.db, args.plan_id):
+        print(f"peakbench: no plan in {args.db} waits for a reboot; nothing to resume", file=sys.stderr)
+        return 0
     plan_id, status = runner.resume_plan(args.db, args.plan_id)
     return _finish(args.db, plan_id, status, args.json)
 
@@ -154,12 +186,41 @@ def command_report(args: argparse.Namespace) -> int:
             if row[0] is None:
                 raise InputError("no plans in the store", file=args.db)
             plan_id = row[0]
-        data = report.plan_analysis(store, plan_id)
+        data = report.plan_analysis(store, plan_id, **_transformations(args))
     if not data:
         raise InputError(f"no plan {plan_id} in the store", file=args.db)
     report.print_plan_report(data, _console(), all_metrics=args.all_metrics)
     write_json(args.json, finite(data), default=_json_default)
     return 0
+
+
+def _transformations(args: argparse.Namespace) -> dict:
+    """--derive, --where and --group-by, checked before the store is read."""
+    derive = {}
+    for text in args.derive:
+        name, equals, formula = text.partition("=")
+        name = name.strip()
+        if not equals or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise InputError(f"{text!r}: write NAME=EXPRESSION, e.g. ops_per_cpu_s=ops / cpu", field="--derive")
+        try:
+            derive[name] = Expression(formula)
+        except ExpressionError as error:
+            raise InputError(str(error), field="--derive") from None
+    where = None
+    if args.where:
+        try:
+            where = Expression(args.where)
+        except ExpressionError as error:
+            raise InputError(str(error), field="--where") from None
+    group_by = [v.strip() for v in args.group_by.split(",") if v.strip()] if args.group_by else None
+    return {"derive": derive, "where": where, "group_by": group_by}
+
+
+def command_import(args: argparse.Namespace) -> int:
+    variables = tuple(v.strip() for v in (args.vars or "").split(",") if v.strip())
+    plan_id, tests, runs = importing.import_plan(args.name, args.files, args.format, args.db, args.metric, variables)
+    print(f"plan {plan_id} ({args.name}): {runs} runs of {tests} test(s) imported into {args.db}", file=sys.stderr)
+    return _finish(args.db, plan_id, "done", None)
 
 
 def command_list(args: argparse.Namespace) -> int:

@@ -81,10 +81,14 @@ def _bounded_binary(op: type, left, right, text: str):
 
 
 class Expression:
-    def __init__(self, text: str):
+    """`functions` names extra functions the caller supplies at evaluation (a plan's result())."""
+
+    def __init__(self, text: str, functions: tuple[str, ...] = ()):
         if not isinstance(text, str) or not text.strip():
             raise ExpressionError("an expression must be a non-empty string")
         self.text = text
+        self.functions = functions
+        self.calls: list[tuple[str, list]] = []  # (function, its constant arguments) for load-time checks
         # TOML-style booleans read naturally in a plan.
         source = text.strip()
         try:
@@ -125,9 +129,10 @@ class Expression:
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)
-            and node.func.id in FUNCTIONS
+            and (node.func.id in FUNCTIONS or node.func.id in self.functions)
             and not node.keywords
         ):
+            self.calls.append((node.func.id, [a.value if isinstance(a, ast.Constant) else None for a in node.args]))
             for argument in node.args:
                 self._check(argument)
         else:
@@ -148,14 +153,14 @@ class Expression:
                     f"{'; known: ' + ', '.join(sorted(dotted_ok)) if dotted_ok else ''}"
                 )
 
-    def evaluate(self, variables: dict):
-        return _evaluate(self.tree, variables, self.text)
+    def evaluate(self, variables: dict, functions: dict | None = None):
+        return _evaluate(self.tree, variables, self.text, {**FUNCTIONS, **(functions or {})})
 
     def __repr__(self) -> str:
         return f"Expression({self.text!r})"
 
 
-def _evaluate(node: ast.AST, variables: dict, text: str):
+def _evaluate(node: ast.AST, variables: dict, text: str, functions: dict = FUNCTIONS):
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.Name):
@@ -176,23 +181,26 @@ def _evaluate(node: ast.AST, variables: dict, text: str):
         if isinstance(node.op, ast.And):
             result = True
             for value in node.values:
-                result = _evaluate(value, variables, text)
+                result = _evaluate(value, variables, text, functions)
                 if not result:
                     return result
             return result
         result = False
         for value in node.values:
-            result = _evaluate(value, variables, text)
+            result = _evaluate(value, variables, text, functions)
             if result:
                 return result
         return result
     if isinstance(node, ast.UnaryOp):
-        operand = _evaluate(node.operand, variables, text)
+        operand = _evaluate(node.operand, variables, text, functions)
         if isinstance(node.op, ast.Not):
             return not operand
         return -operand if isinstance(node.op, ast.USub) else +operand
     if isinstance(node, ast.BinOp):
-        left, right = _evaluate(node.left, variables, text), _evaluate(node.right, variables, text)
+        left, right = (
+            _evaluate(node.left, variables, text, functions),
+            _evaluate(node.right, variables, text, functions),
+        )
         try:
             return _bounded_binary(type(node.op), left, right, text)
         except ZeroDivisionError:
@@ -202,9 +210,9 @@ def _evaluate(node: ast.AST, variables: dict, text: str):
         except TypeError as error:
             raise ExpressionError(f"{error} in {text!r}") from None
     if isinstance(node, ast.Compare):
-        left = _evaluate(node.left, variables, text)
+        left = _evaluate(node.left, variables, text, functions)
         for op, comparator in zip(node.ops, node.comparators):
-            right = _evaluate(comparator, variables, text)
+            right = _evaluate(comparator, variables, text, functions)
             try:
                 if not _COMPARE[type(op)](left, right):
                     return False
@@ -213,11 +221,11 @@ def _evaluate(node: ast.AST, variables: dict, text: str):
             left = right
         return True
     if isinstance(node, (ast.List, ast.Tuple)):
-        return [_evaluate(element, variables, text) for element in node.elts]
+        return [_evaluate(element, variables, text, functions) for element in node.elts]
     if isinstance(node, ast.Call):
-        arguments = [_evaluate(a, variables, text) for a in node.args]
+        arguments = [_evaluate(a, variables, text, functions) for a in node.args]
         try:
-            return FUNCTIONS[node.func.id](*arguments)
+            return functions[node.func.id](*arguments)
         except (TypeError, ValueError, OverflowError) as error:  # int('x'), round(inf), str(2**5000)...
             raise ExpressionError(f"{node.func.id}(): {error} in {text!r}") from None
     raise ExpressionError(f"cannot evaluate {text!r}")

@@ -51,16 +51,28 @@
     warmup = "2s"
     runtime = "10s"
 
+    [[test]]                            # steps that run peakbench's own commands on the plan's store
+    name = "peak"
+    kind = "search"                     # search | surface | sfs | replay
+    workload = "mail"
+    target = "sim://?capacity=400"
+    args = ["--quick"]                  # the command's options, checked by its parser now
+    if = "result('mail-100') < 5"       # decided at run time from stored results; [test.else] or skipped
+    # while = "last.mean_ms < 50" with max_iterations = N repeats a test ({iteration})
+
+The whole language, with an example of every construct: docs/plans.md.
 Expansion turns the plan into a list of test instances (plain dicts, stored
 with the plan so `plan resume` never re-reads the file). Templates use
-{name}; {{ and }} are literal braces. {run}, {thread}, {threads}, {mount},
-{workdir}, {plan} and {test} are filled in when a run starts.
+{name}; {{ and }} are literal braces (templates.py). {run}, {thread}, {threads},
+{mount}, {workdir}, {plan} and {test} are filled in when a run starts.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
+import io
 import itertools
 import json
 import math
@@ -70,7 +82,10 @@ import shutil
 import tomllib
 from pathlib import Path
 
+from .. import searching, surfaceplan
 from ..errors import InputError
+from ..surfaceplan import TOP_KEYS as SURFACE_KEYS
+from ..templates import names_in, render
 from ..tomlfile import syntax_error
 from ..tomlpos import Positions
 from ..units import parse_duration, parse_size
@@ -123,13 +138,38 @@ TEST_KEYS = (
     "monitor",
     "on_failure",
     "server_version",
+    "if",
+    "else",
+    "while",
+    "max_iterations",
+    "args",
+    "rcfile",
+    "log",
+    *SURFACE_KEYS,
 )
-DEFAULTABLE = tuple(k for k in TEST_KEYS if k not in ("name", "loop", "when"))
+TEST_KEYS = tuple(dict.fromkeys(TEST_KEYS))  # a surface's workload and target are a trial's keys too
+CONTROL_KEYS = ("name", "loop", "when", "if", "else", "while", "max_iterations")
+DEFAULTABLE = tuple(k for k in TEST_KEYS if k not in CONTROL_KEYS)
+# Steps that run a peakbench command (in a child process, as a user would) and read its --json.
+COMMAND_STEPS = {"search": ("workload", "target"), "surface": (), "sfs": ("rcfile",), "replay": ("log",)}
+KINDS = ("command", "trial", *COMMAND_STEPS)
+STEP_METRICS = {"search": "peak_rate", "surface": "elapsed", "sfs": "elapsed", "replay": "elapsed"}
+# Exit statuses of a finished job: search and surface exit 3 when no peak was found, which is a result.
+STEP_DONE_STATUSES = {"search": [0, 3], "surface": [0, 3], "sfs": [0], "replay": [0]}
+STEP_ONLY_KEYS = {
+    "args": tuple(COMMAND_STEPS),
+    "rcfile": ("sfs",),
+    "log": ("replay",),
+    **{key: ("surface",) for key in SURFACE_KEYS if key not in ("workload", "target")},
+}
+MAX_ITERATIONS = 1_000
+RESULT_FUNCTION = "result"  # result("test name"[, "stat"[, "metric"]]) in if and while conditions
 HOOK_PHASES = ("presetup", "setup", "cleanup", "postcleanup")
 HOOK_KEYS = ("argv", "command", "shell", "timeout", "ignore_errors")
 STOP_KEYS = ("min_runs", "max_runs", "check_every", "until")
-CACHE_POLICIES = ("warm", "drop", "remount", "chill")
-CACHE_KEYS = ("policy", "chill", "mount")
+CACHE_POLICIES = ("warm", "drop", "remount", "chill", "reboot")
+CACHE_KEYS = ("policy", "chill", "mount", "reboot", "reboot_wait")
+DEFAULT_REBOOT_WAIT_S = 600.0
 FS_KEYS = ("type", "size", "options")
 FS_TYPES = ("ext4", "xfs", "btrfs")
 MONITOR_KEYS = ("enabled", "interval", "processes", "device")
@@ -170,9 +210,6 @@ MAX_INCLUDE_DEPTH = 16
 DEFAULT_TIMEOUT_S = 3600.0
 DEFAULT_HOOK_TIMEOUT_S = 600.0
 
-_TEMPLATE = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}|\{|\}")
-
-
 # ---------------------------------------------------------------------------------------------
 # errors with places
 
@@ -198,43 +235,6 @@ def _field_name(path: tuple) -> str:
         else:
             out += ("." if out else "") + str(part)
     return out
-
-
-# ---------------------------------------------------------------------------------------------
-# templates
-
-
-def render(template: str, values: dict, keep: tuple[str, ...] = (), final: bool = True) -> str:
-    """Fill {name}s from `values`. Names in `keep` are left as they are (for a later pass);
-    with final=False, {{ and }} are left too. An unknown name raises KeyError(name)."""
-
-    def replace(match: re.Match) -> str:
-        token = match.group(0)
-        if token in ("{{", "}}"):
-            return token[0] if final else token
-        name = match.group(1)
-        if name is None:
-            raise ValueError(f"unmatched {token!r} in {template!r} (write {token * 2} for a literal brace)")
-        if name in values:
-            value = values[name]
-            return _scalar_text(value)
-        if name in keep:
-            return token
-        raise KeyError(name)
-
-    return _TEMPLATE.sub(replace, template)
-
-
-def _scalar_text(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return str(int(value))
-    return str(value)
-
-
-def names_in(template: str) -> set[str]:
-    return {m.group(1) for m in _TEMPLATE.finditer(template) if m.group(1)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -407,6 +407,12 @@ def load_plan(path: str | Path, check_programs: bool = True) -> Plan:
                 " point of its loops; nothing to run"
             )
         for instance in expanded:
+            if interleave and (instance["if"] or instance["while"]):
+                raise raw.error(
+                    ("if" if instance["if"] else "while",),
+                    "a condition reads the results of earlier tests, which an interleaved plan"
+                    " (interleave = true) has not finished when it comes up; run this plan without interleave",
+                )
             if instance["name"] in seen:
                 raise raw.error(
                     ("name",),
@@ -416,8 +422,11 @@ def load_plan(path: str | Path, check_programs: bool = True) -> Plan:
             instances.append(instance)
             if len(instances) > MAX_INSTANCES:
                 raise raw.error(("loop",), f"the plan expands to more than {MAX_INSTANCES} tests")
+    _check_results_named(instances, {str(source.path): source for source in loaded.sources})
     for seq, instance in enumerate(instances):
         instance["seq"] = seq
+        if instance.get("else"):
+            instance["else"].update(seq=seq, key=instance["key"])
     return Plan(
         name=name,
         path=str(path.resolve()),
@@ -636,6 +645,37 @@ class _Fields:
         return value
 
 
+def _condition(raw: RawTest, key: str) -> Expression | None:
+    """A run-time condition (if, while): parsed now, its names checked per instance."""
+    if key not in raw.table:
+        return None
+    try:
+        return Expression(raw.table[key], functions=(RESULT_FUNCTION,))
+    except ExpressionError as error:
+        raise raw.error((key,), str(error)) from None
+
+
+def _iterations(raw: RawTest, points: list[dict]) -> list[dict]:
+    """A WHILE test's instances: its loop points in order (or 1..max_iterations), each with {iteration}."""
+    table = raw.table
+    if "max_iterations" in table and "while" not in table:
+        raise raw.error(("max_iterations",), "max_iterations bounds a while loop; this test has no while")
+    if "while" not in table:
+        return points
+    bound = table.get("max_iterations")
+    if bound is None and "loop" not in table:
+        raise raw.error(("while",), "a while loop needs max_iterations = N (or a loop whose points it walks)")
+    if bound is not None and (
+        isinstance(bound, bool) or not isinstance(bound, int) or not 1 <= bound <= MAX_ITERATIONS
+    ):
+        raise raw.error(("max_iterations",), f"must be a whole number from 1 to {MAX_ITERATIONS:,} (got {bound!r})")
+    if "iteration" in points[0]:
+        raise raw.error(("loop", "iteration"), "{iteration} is filled in by the while loop; choose another name")
+    if "loop" not in table:
+        points = [{} for _ in range(bound)]
+    return [{**point, "iteration": number} for number, point in enumerate(points[:bound], start=1)]
+
+
 def _expand_test(
     raw: RawTest, defaults: dict, plan_vars: dict, plan_env: dict, plan_failure: str, check_programs: bool
 ) -> list[dict]:
@@ -645,13 +685,21 @@ def _expand_test(
         raise raw.error((), "a [[test]] needs a name")
     if not isinstance(table["name"], str) or not table["name"].strip():
         raise raw.error(("name",), "must be a non-empty string")
-    points = _expand_loop(raw, table["loop"]) if "loop" in table else [{}]
+    points = _iterations(raw, _expand_loop(raw, table["loop"]) if "loop" in table else [{}])
     when = None
     if "when" in table:
         try:
             when = Expression(table["when"])
         except ExpressionError as error:
             raise raw.error(("when",), str(error)) from None
+    condition, repeat = _condition(raw, "if"), _condition(raw, "while")
+    otherwise = table.get("else")
+    if otherwise is not None:
+        if condition is None:
+            raise raw.error(("else",), "an else branch belongs to a test with if = '...'")
+        if not isinstance(otherwise, dict):
+            raise raw.error(("else",), "must be a table of the keys that differ when the condition is false")
+        _check_keys(otherwise, DEFAULTABLE, raw.source, ("test", raw.index, "else"))
     merged = _merged(raw, defaults)
     instances = []
     for point in points:
@@ -664,8 +712,47 @@ def _expand_test(
                 raise raw.error(("when",), str(error)) from None
             if not selected:
                 continue
-        instances.append(_instance(raw, merged, values, point, plan_env, plan_failure, check_programs))
+        instance = _instance(raw, merged, dict(values), point, plan_env, plan_failure, check_programs)
+        for key, expression in (("if", condition), ("while", repeat)):
+            if expression is not None:
+                try:
+                    expression.check_names(values, dotted_ok={"last"} if key == "while" else set())
+                except ExpressionError as error:
+                    raise raw.error((key,), str(error)) from None
+        instance["if"] = condition.text if condition else None
+        instance["while"] = (
+            {"condition": repeat.text, "group": f"{raw.source.path}#{raw.index}", "iteration": point["iteration"]}
+            if repeat
+            else None
+        )
+        if otherwise is not None:
+            branch = {**merged, **{k: (v, raw.source, ("test", raw.index, "else", k)) for k, v in otherwise.items()}}
+            instance["else"] = _instance(raw, branch, dict(values), point, plan_env, plan_failure, check_programs)
+        instances.append(instance)
     return instances
+
+
+def _check_results_named(instances: list[dict], sources: dict) -> None:
+    """result("name") in a condition must name a test that runs before the one asking."""
+    earlier: set[str] = set()
+    for instance in instances:
+        for key in ("if", "while"):
+            text = instance[key] if key == "if" else (instance[key] or {}).get("condition")
+            if not text:
+                continue
+            for function, arguments in Expression(text, functions=(RESULT_FUNCTION,)).calls:
+                if function != RESULT_FUNCTION:
+                    continue
+                wanted = arguments[0] if arguments else None
+                if not isinstance(wanted, str) or wanted not in earlier:
+                    where = instance["source"]
+                    source = sources[where["file"]]
+                    raise source.error(
+                        ("test", where["index"], key),
+                        f"result({wanted!r}): the first argument must name a test that runs earlier"
+                        f" (earlier: {', '.join(sorted(earlier)) or 'none'})",
+                    )
+        earlier.add(instance["name"])
 
 
 def _instance(
@@ -693,8 +780,11 @@ def _instance(
     kind = f.raw("kind")
     if kind is None:
         kind = "trial" if f.has("workload") else "command"
-    if kind not in ("command", "trial"):
-        raise f.error(("kind",), f"must be 'command' or 'trial' (got {kind!r})")
+    if kind not in KINDS:
+        raise f.error(("kind",), f"must be one of {', '.join(KINDS)} (got {kind!r})")
+    for key, owners in STEP_ONLY_KEYS.items():
+        if f.has(key) and kind not in owners:
+            raise f.error((key,), f"{key!r} belongs to a {' or '.join(owners)} step, not a {kind} test")
     if f.has("threads") and f.has("clients"):
         raise f.error(("clients",), "give threads or clients, not both (they are the same thing)")
     threads_key = "clients" if f.has("clients") else "threads"
@@ -724,7 +814,17 @@ def _instance(
 
     metric_names: set[str] = set()
     parses_json = False
-    if kind == "command":
+    if kind in COMMAND_STEPS:
+        for key in ("command", "shell", "parse", "metrics", "rate", "warmup", "runtime", "threads", "clients"):
+            if f.has(key):
+                raise f.error((key,), f"{key!r} does not apply to a {kind} step (give its options in args = [...])")
+        instance["step"] = _command_step(f, raw, kind)
+        instance.update(command=None, shell=False, parse="json" if instance["step"]["json"] else "none", metrics={})
+        instance["target"] = None
+        parses_json = instance["step"]["json"]
+        metric_names = set(COMMAND_METRICS)
+        default_metric = STEP_METRICS[kind]
+    elif kind == "command":
         for key in ("workload", "rate", "warmup", "runtime", "scale", "seed", "max_outstanding"):
             if f.has(key):
                 raise f.error((key,), f"{key!r} belongs to a trial test (kind = 'trial'), not a command")
@@ -816,7 +916,9 @@ def _instance(
 
     # stop rule
     stop = f.table("stop", STOP_KEYS)
-    min_runs = f.number(("stop", "min_runs"), stop.get("min_runs", 3), integer=True, minimum=1)
+    # A search, surface, sfs run or replay is a whole experiment: once, unless the plan asks for more.
+    default_min = 1 if kind in COMMAND_STEPS else 3
+    min_runs = f.number(("stop", "min_runs"), stop.get("min_runs", default_min), integer=True, minimum=1)
     check_every = f.number(("stop", "check_every"), stop.get("check_every", 1), integer=True, minimum=1)
     until = None
     if "until" in stop:
@@ -878,7 +980,15 @@ def _instance(
     if "remount" in policy and fs is None and mount is None:
         raise f.error(("cache",), "remount needs the test's fs image or cache.mount = '/the/mount/point'")
     chill_bytes = f.size(("cache", "chill"), cache_value["chill"]) if "chill" in cache_value else None
-    instance["cache"] = {"policy": policy, "mount": mount, "chill_bytes": chill_bytes}
+    reboot = None
+    if "reboot" in policy:
+        if "reboot" not in cache_value:
+            raise f.error(("cache",), 'the reboot policy needs its command: reboot = ["systemctl", "reboot"]')
+        reboot = _hook_entry(f, ("cache", "reboot"), cache_value["reboot"], check_programs, environment)
+        reboot["wait_s"] = f.duration(("cache", "reboot_wait"), cache_value.get("reboot_wait", DEFAULT_REBOOT_WAIT_S))
+    elif "reboot" in cache_value or "reboot_wait" in cache_value:
+        raise f.error(("cache", "reboot"), "a reboot command belongs to policy = ['reboot']")
+    instance["cache"] = {"policy": policy, "mount": mount, "chill_bytes": chill_bytes, "reboot": reboot}
 
     # monitors
     monitor = f.table("monitor", MONITOR_KEYS)
@@ -1041,3 +1151,90 @@ def _hook_entry_keep(f: _Fields, path: tuple, item, check_programs: bool, enviro
         "timeout_s": timeout,
         "ignore_errors": f.boolean(path + ("ignore_errors",), item.get("ignore_errors", True)),
     }
+
+
+def _command_step(f: _Fields, raw: RawTest, kind: str) -> dict:
+    """The peakbench command line a search, surface, sfs or replay step runs (without --db and --json,
+    which the runner adds), checked now by that command's own argument parser."""
+    for key in COMMAND_STEPS[kind]:
+        if not f.has(key):
+            raise raw.error((), f"a {kind} step needs {key!r}")
+    args = f.raw("args", [])
+    if not isinstance(args, list) or not all(
+        isinstance(a, (str, int, float)) and not isinstance(a, bool) for a in args
+    ):
+        raise f.error(("args",), f'must be a list of `peakbench {kind}` options, e.g. ["--seed", "3"]')
+    args = [f.text(("args", i), a, keep=RUNTIME_NAMES) for i, a in enumerate(args)]
+    for word in args:
+        if word.split("=")[0] in ("--db", "--json"):
+            raise f.error(("args",), f"{word.split('=')[0]} is set by the plan (its store, and the metrics it reads)")
+    surface = None
+    if kind == "search":
+        argv = ["search", f.text(("workload",), f.raw("workload")), "--target", f.text(("target",), f.raw("target"))]
+    elif kind == "sfs":
+        argv = ["sfs", _beside(raw, f.text(("rcfile",), f.raw("rcfile")))]
+    elif kind == "replay":
+        argv = ["replay", _beside(raw, f.text(("log",), f.raw("log")))]
+        if f.has("target"):
+            argv += ["--target", f.text(("target",), f.raw("target"))]
+    else:
+        surface = _surface_document(f)
+        argv = ["surface", "{surface_file}"]
+    argv += args
+    if not any(names_in(word) for word in argv if word != "{surface_file}"):  # else checked when it runs
+        _check_arguments(f, argv)
+    return {"argv": argv, "json": kind != "sfs", "done_statuses": STEP_DONE_STATUSES[kind], "surface": surface}
+
+
+def _beside(raw: RawTest, name: str) -> str:
+    """A file a step names, relative to the plan file that names it (as includes are)."""
+    return name if names_in(name) else str(raw.source.path.parent / name)
+
+
+def _check_arguments(f: _Fields, argv: list[str]) -> None:
+    from ..cli import build_parser  # the command's own parser: one definition of its options
+
+    words = [word if word != "{surface_file}" else os.devnull for word in argv]
+    shown = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(shown), contextlib.redirect_stdout(shown):
+            build_parser().parse_args(words)
+    except SystemExit:
+        message = shown.getvalue().strip().splitlines()[-1:] or ["bad arguments"]
+        raise f.error(("args",) if f.has("args") else ("kind",), message[0].removeprefix("peakbench ")) from None
+
+
+def _surface_document(f: _Fields) -> dict:
+    """A surface step's keys as a surface plan, checked by surfaceplan itself; {factor} names stay for
+    each sample, every other {name} is filled in now."""
+    document = {key: f.raw(key) for key in SURFACE_KEYS if f.has(key)}
+    factors = document.get("factors") if isinstance(document.get("factors"), list) else []
+    names = [t["name"] for t in factors if isinstance(t, dict) and isinstance(t.get("name"), str)]
+    keep = (*names, *RUNTIME_NAMES)
+    if isinstance(document.get("target"), str):
+        document["target"] = f.text(("target",), document["target"], keep=keep)
+    configure = document.get("configure")
+    if isinstance(configure, dict):
+        for key in ("argv", "command", "ready"):
+            words = configure.get(key)
+            if isinstance(words, list):
+                configure = {
+                    **configure,
+                    key: [f.text(("configure", key, i), w, keep=keep) for i, w in enumerate(words)],
+                }
+        document["configure"] = configure
+    try:
+        surfaceplan.parse_document(document, Path("plan"), searching.QUICK)
+    except InputError as error:
+        if error.file is not None:  # the workload file's own error
+            raise
+        raise f.error(_field_path(error.field or "kind"), error.message) from None
+    return document
+
+
+def _field_path(field: str) -> tuple:
+    path: list = []
+    for part in field.split("."):
+        indexed = re.fullmatch(r"(\w+)\[(\d+)\]", part)
+        path += [indexed.group(1), int(indexed.group(2))] if indexed else [part]
+    return tuple(path)

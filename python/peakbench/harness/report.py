@@ -16,6 +16,8 @@ from rich.table import Table
 
 from .. import analysis
 from .. import store as store_module
+from ..errors import InputError
+from .expr import Expression, ExpressionError
 
 # Always-constant or bookkeeping metrics: no outlier or drift warnings on them.
 QUIET_METRICS = {"exit_status", "generator_saturated", "errors"}
@@ -95,18 +97,73 @@ def warnings_for(series: list[dict], outlier_z: float, confidence: float) -> lis
     return warnings
 
 
-def plan_analysis(store: store_module.Store, plan_id: int, metrics: list[str] | None = None) -> dict:
+def _derive(tests: list[dict], derive: dict[str, Expression]) -> None:
+    """Add each derived metric to every counted run whose metrics it can be computed from."""
+    for test in tests:
+        for run in counted_runs(test):
+            for name, expression in derive.items():
+                if expression.names <= set(run["metrics"]):
+                    try:
+                        value = expression.evaluate(run["metrics"])
+                    except ExpressionError:
+                        continue
+                    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                        run["metrics"][name] = float(value)
+
+
+def _selected(tests: list[dict], where: Expression) -> list[dict]:
+    chosen = []
+    for test in tests:
+        try:
+            if where.evaluate(test["vars"]):
+                chosen.append(test)
+        except ExpressionError as error:
+            raise InputError(f"test {test['name']}: {error}", field="--where") from None
+    return chosen
+
+
+def _grouped(series: list[dict], tests: list[dict], group_by: list[str]) -> list[dict]:
+    """Series of tests that share the group_by variables' values pooled into one, named by those values."""
+    vars_of = {t["name"]: t["vars"] for t in tests}
+    pooled: dict[tuple, dict] = {}
+    for item in series:
+        values = vars_of[item["test"]]
+        missing = [v for v in group_by if v not in values]
+        if missing:
+            raise InputError(f"test {item['test']} has no variable {missing[0]!r}", field="--group-by")
+        name = " ".join(f"{v}={values[v]}" for v in group_by)
+        group = pooled.setdefault((name, item["metric"]), {**item, "test": name, "values": [], "labels": []})
+        group["values"] += item["values"]
+        group["labels"] += [f"{item['test']} run {label}" for label in item["labels"]]
+    return list(pooled.values())
+
+
+def plan_analysis(
+    store: store_module.Store,
+    plan_id: int,
+    metrics: list[str] | None = None,
+    derive: dict[str, Expression] | None = None,
+    where: Expression | None = None,
+    group_by: list[str] | None = None,
+) -> dict:
+    """`derive` adds metrics computed per run, `where` keeps the tests whose variables satisfy it,
+    `group_by` pools the runs of tests that share those variables' values (getstats transformations)."""
     data = load_plan_runs(store, plan_id)
     if not data:
         return {}
     settings = json.loads(data["plan"]["plan"]) if isinstance(data["plan"]["plan"], str) else data["plan"]["plan"]
     confidence = settings["settings"]["confidence"]
     z = settings["settings"]["outlier_z"]
+    if where is not None:
+        data["tests"] = _selected(data["tests"], where)
+    _derive(data["tests"], derive or {})
     series = []
     for test in data["tests"]:
         for item in test_series(test, metrics):
-            item["primary"] = item["metric"] == test["settings"]["metric"]
+            item["primary"] = item["metric"] == test["settings"]["metric"] or item["metric"] in (derive or {})
             series.append(item)
+    if group_by:
+        series = _grouped(series, data["tests"], group_by)
     # getstats: all tests for one metric together, baseline = the first test with that metric
     ordered = sorted(series, key=lambda s: (not s["primary"], s["metric"].startswith("mon_"), s["metric"]))
     metric_order: list[str] = []

@@ -32,7 +32,7 @@ from ..errors import InputError, RunError
 from ..locks import StoreLock
 from ..sysinfo import snapshot
 from ..targets import check_ours, parse_target, target_label
-from . import cache, stoprule, trials
+from . import cache, control, stoprule, trials
 from .monitor import Monitor, device_of, monitor_metrics
 from .plan import Plan, render
 from .process import aggregate, run_together
@@ -259,15 +259,37 @@ class Runner:
         """Run every unfinished test; returns the plan's final status ('done', 'failed' or 'stopped')."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         total = len(self.tests)
-        # A test that failed before (fast-fail, or on_failure = continue) is tried again on
-        # resume: its failed runs stay stored but never count.
-        unfinished = [test for test in self.tests if test["status"] != "done"]
+        flow = control.Flow(self.tests, lambda test_id: stored_runs(self.store, test_id), self.settings["confidence"])
+        failed_tests = 0
+        interleaved: list[tuple[dict, dict]] = []  # (test, the row chosen to run) of an interleaved plan
         try:
-            if self.settings.get("interleave"):
-                statuses = self.run_interleaved(unfinished, total)
-            else:
-                statuses = [self.run_test(test, total) for test in unfinished]
-            failed_tests = statuses.count("failed")
+            for test in self.tests:
+                if test["status"] in ("done", "skipped"):
+                    continue
+                # A test that failed before (fast-fail, or on_failure = continue) is tried again on
+                # resume: its failed runs stay stored but never count.
+                try:
+                    chosen, why = flow.choose(test)
+                except control.ConditionError as error:
+                    test["status"] = self._fail(test["settings"], test["id"], 0, f"its condition: {error}")
+                    failed_tests += 1
+                    continue
+                if chosen is None:
+                    _set_test(self.store, test["id"], status="skipped", stop_reason=why)
+                    test["status"] = "skipped"
+                    self.say(f"[{test['seq'] + 1}/{total}] {test['name']}: skipped ({why})")
+                    continue
+                if why:
+                    _event(self.store, self.plan_id, test["id"], "branch", f"{test['name']}: {why}")
+                if self.settings.get("interleave"):  # plan.py allows no condition there, so all choices stand
+                    interleaved.append((test, chosen))
+                    continue
+                test["status"] = self.run_test(chosen, total)
+                failed_tests += test["status"] == "failed"
+            statuses = self.run_interleaved([chosen for _, chosen in interleaved], total)
+            for (test, _), status in zip(interleaved, statuses):
+                test["status"] = status
+            failed_tests += statuses.count("failed")
         except PlanStopped as stop:
             _set_plan(self.store, self.plan_id, status="failed", error=str(stop), finished=_now())
             self.say(f"plan {self.plan['name']}: stopped: {stop}")
@@ -494,9 +516,11 @@ class Runner:
                 return f"{phase} hook {number} ({_show(command)}) failed: {result.describe_failure()}"
         return None
 
-    def _cache(self, test: dict, values: dict, fs) -> list[dict]:
+    def _cache(self, test: dict, test_id: int, attempt: int, values: dict, fs) -> list[dict]:
         done = []
         policy = test["cache"]["policy"]
+        if "reboot" in policy:
+            done.append(self._reboot(test, test_id, attempt, values))
         if "remount" in policy:
             if fs is not None:
                 os.sync()
@@ -524,7 +548,7 @@ class Runner:
         error = self._hooks(test, test_id, "setup", values, test_dir, collect=hooks)
         if error is None:
             try:
-                cache_done = self._cache(test, values, fs)
+                cache_done = self._cache(test, test_id, attempt, values, fs)
             except (RunError, OSError, RuntimeError, subprocess.SubprocessError) as failure:
                 error = f"cache policy: {failure}"
         if error is None:
@@ -539,10 +563,10 @@ class Runner:
                 monitor = Monitor(test["monitor"]["interval_s"], device, test["monitor"]["processes"])
                 monitor.start()
             try:
-                if test["kind"] == "command":
-                    metrics, threads_out, error = self._run_command(test, values, test_dir)
-                else:
+                if test["kind"] == "trial":
                     metrics, threads_out, result, trial_rows, error = self._run_trial(test, values, attempt, sysinfo)
+                else:  # a command, or a step that runs a peakbench command
+                    metrics, threads_out, error = self._run_command(test, values, test_dir)
             finally:
                 if monitor is not None:
                     summary = monitor.stop()
@@ -573,6 +597,45 @@ class Runner:
                 _event(self.store, self.plan_id, test_id, "warning", f"{test['name']}: {cleanup_error}")
         return ""
 
+    def _reboot(self, test: dict, test_id: int, attempt: int, values: dict) -> dict:
+        """Checkpoint, then the reboot command; the run goes on after `plan resume`, from here."""
+        events = self.store.connection.execute(
+            "SELECT detail FROM plan_events WHERE plan_id = ? AND kind = 'reboot'", (self.plan_id,)
+        ).fetchall()
+        checkpoint = control.reboot_done([dict(e) for e in events], test_id, attempt)
+        if checkpoint:
+            return {
+                "policy": "reboot",
+                "resumed_after": checkpoint["at"],
+                "booted": checkpoint["boot_id"] != control.boot_id(),
+            }
+        hook = test["cache"]["reboot"]
+        command = _render_command(hook["command"], values)
+        detail = {
+            "test_id": test_id,
+            "attempt": attempt,
+            "boot_id": control.boot_id(),
+            "at": _now(),
+            "command": command,
+        }
+        _event(self.store, self.plan_id, test_id, "reboot", f"{test['name']}: run {attempt}: rebooting", detail)
+        self.say(
+            f"{test['name']} run {attempt}: rebooting ({_show(command)}); the plan goes on with"
+            f" `peakbench plan resume --after-reboot --db {self.store.path}` when the machine is back"
+        )
+        result = run_together(
+            [command],
+            shell=hook["shell"],
+            envs=[self._env(test, values, 1)],
+            timeout_s=hook["timeout_s"],
+            output_dir=Path(values["workdir"]) / "out",
+            label=f"reboot.run{attempt}",
+        )[0]
+        if not result.ok:
+            raise RunError(f"the reboot command failed: {result.describe_failure()}")
+        time.sleep(hook["wait_s"])  # the machine goes down during this wait
+        raise RunError(f"the reboot command returned, and the machine was still up {hook['wait_s']:g} s later")
+
     def _target_path(self, test: dict, values: dict) -> str | None:
         """The directory under test: a trial's target, a command test's `target`, else the fs image's mount."""
         written = test["trial"]["target"] if test["kind"] == "trial" else test.get("target")
@@ -583,9 +646,23 @@ class Runner:
             return None if "://" in rendered else rendered
         return values["mount"] if test["fs"] else None
 
+    def _step_command(self, test: dict, values: dict, test_dir: Path) -> list[str]:
+        """`peakbench SEARCH|SURFACE|SFS|REPLAY ...` on this plan's store, its --json on standard output."""
+        step = test["step"]
+        surface_file = test_dir / "surface.json"
+        if step["surface"] is not None:
+            surface_file.write_text(json.dumps(step["surface"]))
+        argv = _render_command(step["argv"], {**values, "surface_file": str(surface_file)})
+        return [sys.executable, "-m", "peakbench.cli", *argv, "--db", str(self.store.path)] + (
+            ["--json", "-"] if step["json"] else []
+        )
+
     def _run_command(self, test: dict, values: dict, test_dir: Path) -> tuple[dict, list, str | None]:
         count = test["threads"]
-        commands = [_render_command(test["command"], {**values, "thread": i}) for i in range(1, count + 1)]
+        if test.get("step"):
+            commands = [self._step_command(test, values, test_dir)]
+        else:
+            commands = [_render_command(test["command"], {**values, "thread": i}) for i in range(1, count + 1)]
         envs = [self._env(test, values, i) for i in range(1, count + 1)]
         results = run_together(
             commands,
@@ -607,7 +684,8 @@ class Runner:
             for key, value in parsed.items():
                 combined[key] = combined.get(key, 0.0) + value  # threads' throughputs and counts add up
         metrics.update(combined)
-        failed = [r for r in results if not r.ok]
+        finished = test["step"]["done_statuses"] if test.get("step") else [0]
+        failed = [r for r in results if r.error or r.timed_out or r.exit_status not in finished]
         error = None
         if failed:
             first = failed[0]
@@ -767,6 +845,26 @@ def unfinished_plan(store, plan_id: int | None) -> int:
     if row is None:
         raise InputError("no unfinished plan in the store; nothing to resume", file=store.path)
     return row["id"]
+
+
+def waiting_for_reboot(db: Path, plan_id: int | None = None) -> bool:
+    """Whether the newest unfinished plan (or `plan_id`) stopped at a reboot whose run is not stored yet."""
+    if not Path(db).exists():
+        return False
+    with store_module.Store(db, readonly=True) as store:
+        try:
+            plan_id = unfinished_plan(store, plan_id)
+        except InputError:
+            return False
+        events = store.connection.execute(
+            "SELECT detail FROM plan_events WHERE plan_id = ? AND kind = 'reboot'", (plan_id,)
+        ).fetchall()
+        attempts = {
+            (row["test_id"], row["attempt"])
+            for row in store.connection.execute("SELECT test_id, attempt FROM plan_runs WHERE plan_id = ?", (plan_id,))
+        }
+    checkpoints = [json.loads(e["detail"]) for e in events]
+    return any((c["test_id"], c["attempt"]) not in attempts for c in checkpoints)
 
 
 def resume_plan(db: Path, plan_id: int | None = None, out=sys.stderr) -> tuple[int, str]:

@@ -8,9 +8,9 @@ pub mod proto;
 pub mod rpc;
 pub mod xdr;
 
-use super::{Completion, Outcome, Request, Target};
+use super::{Completion, Target};
+use crate::op::{Op, Outcome, Request};
 use crate::spec::NfsSpec;
-use crate::workload::mix::Op;
 use anyhow::{anyhow, bail};
 use proto::{CreateHow, Error, Fh, Nfs3, Res, Sattr, Stable};
 use rpc::{CallOptions, Moderation, RpcClient};
@@ -126,7 +126,7 @@ impl Nfs {
             rsize,
             wsize,
             mount: Some((mount, spec.export.clone())),
-            content: crate::prepare::content_block(0),
+            content: crate::content::block(0),
         })
     }
 

@@ -1,0 +1,186 @@
+//! The operation vocabulary shared by the spec, the workload and the targets: the op
+//! names (NFSv3 procedure names), the request an op becomes, and its outcome. A leaf
+//! module: it depends on nothing else in the engine.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    Null,
+    Getattr,
+    Setattr,
+    Lookup,
+    Access,
+    Readlink,
+    Read,
+    Write,
+    Create,
+    Mkdir,
+    Symlink,
+    Remove,
+    Rmdir,
+    Rename,
+    Link,
+    Readdir,
+    Readdirplus,
+    Fsstat,
+    Fsinfo,
+    Pathconf,
+    Commit,
+}
+
+impl Op {
+    pub const ALL: [Op; 21] = [
+        Op::Null,
+        Op::Getattr,
+        Op::Setattr,
+        Op::Lookup,
+        Op::Access,
+        Op::Readlink,
+        Op::Read,
+        Op::Write,
+        Op::Create,
+        Op::Mkdir,
+        Op::Symlink,
+        Op::Remove,
+        Op::Rmdir,
+        Op::Rename,
+        Op::Link,
+        Op::Readdir,
+        Op::Readdirplus,
+        Op::Fsstat,
+        Op::Fsinfo,
+        Op::Pathconf,
+        Op::Commit,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Null => "null",
+            Op::Getattr => "getattr",
+            Op::Setattr => "setattr",
+            Op::Lookup => "lookup",
+            Op::Access => "access",
+            Op::Readlink => "readlink",
+            Op::Read => "read",
+            Op::Write => "write",
+            Op::Create => "create",
+            Op::Mkdir => "mkdir",
+            Op::Symlink => "symlink",
+            Op::Remove => "remove",
+            Op::Rmdir => "rmdir",
+            Op::Rename => "rename",
+            Op::Link => "link",
+            Op::Readdir => "readdir",
+            Op::Readdirplus => "readdirplus",
+            Op::Fsstat => "fsstat",
+            Op::Fsinfo => "fsinfo",
+            Op::Pathconf => "pathconf",
+            Op::Commit => "commit",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Ops that act on an existing file of the set.
+    pub fn needs_file(self) -> bool {
+        matches!(
+            self,
+            Op::Getattr | Op::Setattr | Op::Lookup | Op::Access | Op::Read | Op::Write | Op::Remove | Op::Rename | Op::Link | Op::Commit | Op::Symlink
+        )
+    }
+}
+
+/// One operation, with paths relative to the file-set root.
+#[derive(Debug, Clone)]
+pub enum Request {
+    Null,
+    Getattr {
+        path: String,
+    },
+    Setattr {
+        path: String,
+    },
+    Lookup {
+        dir: String,
+        name: String,
+    },
+    Access {
+        path: String,
+    },
+    Readlink {
+        path: String,
+    },
+    /// A logical read or write of `len` bytes at `offset`, in transfers of at most `xfer` bytes.
+    /// A read of `len` WHOLE from offset 0 reads the whole file, whatever its size.
+    Read {
+        path: String,
+        offset: u64,
+        len: u64,
+        xfer: u64,
+    },
+    Write {
+        path: String,
+        offset: u64,
+        len: u64,
+        xfer: u64,
+    },
+    Create {
+        path: String,
+    },
+    Mkdir {
+        path: String,
+    },
+    Symlink {
+        path: String,
+        points_to: String,
+    },
+    Remove {
+        path: String,
+    },
+    Rmdir {
+        path: String,
+    },
+    Rename {
+        from: String,
+        to: String,
+    },
+    Link {
+        from: String,
+        to: String,
+    },
+    Readdir {
+        path: String,
+        plus: bool,
+    },
+    Fsstat,
+    Fsinfo,
+    Pathconf,
+    Commit {
+        path: String,
+    },
+}
+
+/// `Request::Read { offset: 0, len: WHOLE, .. }`: the whole file (an HTTP GET; a
+/// file system reads to the end of the file).
+pub const WHOLE: u64 = u64::MAX;
+
+/// Bytes moved, or the kind of error (an errno name such as "ENOENT").
+pub type Outcome = Result<u64, String>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_through_json() {
+        for op in Op::ALL {
+            let json = serde_json::to_string(&op).unwrap();
+            assert_eq!(json, format!("\"{}\"", op.name()));
+            assert_eq!(serde_json::from_str::<Op>(&json).unwrap(), op);
+        }
+    }
+}
