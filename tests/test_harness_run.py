@@ -425,3 +425,23 @@ def test_an_interleaved_plan_runs_its_tests_in_turn(cli, tmp_path):
     assert cli("plan", "run", str(plan), "--db", str(db)).returncode == 0
     assert log.read_text().split() == ["a", "b"] * 3
     assert [len(runs_of(db, name)) for name in ("a", "b")] == [3, 3]
+
+
+def test_an_interleaved_plan_with_a_condition_is_refused_with_its_line(cli, tmp_path):
+    # A condition reads earlier tests' results, which interleaved tests have not finished when it comes up.
+    plan = write(
+        tmp_path / "plan.toml",
+        """
+        interleave = true
+        [[test]]
+        name = "a"
+        command = ["true"]
+        [[test]]
+        name = "b"
+        command = ["true"]
+        if = "result('a', 'count') > 0"
+        """,
+    )
+    checked = cli("plan", "check", str(plan))
+    assert checked.returncode == 2
+    assert "plan.toml:8" in checked.stderr and "interleave" in checked.stderr
