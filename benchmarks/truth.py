@@ -19,7 +19,8 @@ seconds), trials and wall time; per server, policy and kind: how many stated a p
 share within the claimed accuracy (|λ̂ − λ*|/λ* ≤ 1 − a, of all searches), the share whose
 interval [ci_low, ci_high] contains λ* (of all searches), median cost and trials, and how
 often each explanation was given (the message with its numbers blanked out).
-Results: benchmarks/results/truth.json (or --out), with the machine and its load.
+Results: benchmarks/results/truth.json (or --out), with the machine and its load, rewritten after every
+search so that an interrupted run keeps what it measured ("complete": false until the end).
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ def one_search(
         env_extra=env,
         check=False,
     )
-    if proc.rc != 0:
+    if proc.rc not in (0, 3):  # 3: the search ended without a peak, and says why in its JSON
         last_line = (proc.stderr.strip().splitlines() or [f"exit {proc.rc}"])[-1]
         return {
             "seed": seed,
@@ -190,6 +191,33 @@ def main(argv: list[str]) -> int:
     print("machine: " + ", ".join(f"{k}={v}" for k, v in machine.items()), flush=True)
 
     servers, rows, seed = [], [], args.first_seed
+
+    def save(complete: bool) -> None:
+        doc = {
+            "benchmark": "truth",
+            "command": "python3 benchmarks/truth.py " + " ".join(argv),
+            "complete": complete,
+            "machine": machine,
+            "load": {
+                "loadavg_before": loadavg_before,
+                "during": runner.cpu_share(load_before, runner.cpu_times()),
+                "loadavg_now": Path("/proc/loadavg").read_text().split()[:3],
+            },
+            "settings": {
+                "rsat_ms": RSAT_MS,
+                "width": WIDTH,
+                "max_outstanding": args.max_outstanding,
+                "kinds": KINDS,
+                "priority": PRIORITY,
+                "workload": EXAMPLE_WORKLOAD.read_text(),
+            },
+            "servers": servers,
+        }
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        partial = args.out.with_suffix(".partial")
+        partial.write_text(json.dumps(doc, indent=2) + "\n")
+        partial.replace(args.out)
+
     for workers in [int(w) for w in args.workers.split(",")]:
         work = Path(tempfile.mkdtemp(prefix="peakbench-truth-"))
         docroot = work / "www"
@@ -204,32 +232,35 @@ def main(argv: list[str]) -> int:
                     "peak_region": region,
                     "policies": {},
                 }
+                servers.append(record)
                 runner.header(f"M/D/{workers}: λ* = {truth:.1f} req/s, peak region {region[0]:.1f}-{region[1]:.1f}")
-                for policy in policies:
-                    record["policies"][policy] = {}
-                    for kind, count in (("quick", args.quick), ("careful", args.careful)):
-                        searches = []
-                        for _ in range(count):
+                # Policies take turns search by search, so that a run stopped early compares them on equal n.
+                found: dict[tuple[str, str], list[dict]] = {}
+                for kind, count in (("quick", args.quick), ("careful", args.careful)):
+                    for _ in range(count):
+                        for policy in policies:
+                            searches = found.setdefault((policy, kind), [])
                             searches.append(one_search(server, docroot, work, policy, kind, seed, truth, env, cap))
                             seed += 1000
                             s = searches[-1]
+                            kinds = record["policies"].setdefault(policy, {})
+                            kinds[kind] = {"summary": summary(searches), "searches": searches}
+                            save(complete=False)
                             print(
                                 f"  {policy} {kind} seed {s['seed']}: {s['verdict']} {s.get('peak_rate')} "
                                 f"[{s.get('ci_low')}, {s.get('ci_high')}] {s.get('cost_s')} s: {s['message']}",
                                 flush=True,
                             )
-                        if searches:
-                            record["policies"][policy][kind] = {"summary": summary(searches), "searches": searches}
-                            rows.append(
-                                {
-                                    "server": f"M/D/{workers}",
-                                    "policy": policy,
-                                    "kind": kind,
-                                    **{k: v for k, v in summary(searches).items() if k != "explanations"},
-                                }
-                            )
+                for (policy, kind), searches in found.items():
+                    rows.append(
+                        {
+                            "server": f"M/D/{workers}",
+                            "policy": policy,
+                            "kind": kind,
+                            **{k: v for k, v in summary(searches).items() if k != "explanations"},
+                        }
+                    )
             record["server_timing"] = server.stats  # known once the server has stopped
-            servers.append(record)
         finally:
             shutil.rmtree(work, ignore_errors=True)
     runner.table("searches against a known peak (within: |λ̂−λ*|/λ* ≤ 1−a; contains: λ* in [ci_low, ci_high])", rows)
@@ -239,27 +270,7 @@ def main(argv: list[str]) -> int:
                 print(f"\nM/D/{record['workers']} {policy} {kind}: explanations")
                 for text, times in data["summary"]["explanations"].items():
                     print(f"  {times:3d} x {text}")
-    doc = {
-        "benchmark": "truth",
-        "command": "python3 benchmarks/truth.py " + " ".join(argv),
-        "machine": machine,
-        "load": {
-            "loadavg_before": loadavg_before,
-            "during": runner.cpu_share(load_before, runner.cpu_times()),
-            "loadavg_after": Path("/proc/loadavg").read_text().split()[:3],
-        },
-        "settings": {
-            "rsat_ms": RSAT_MS,
-            "width": WIDTH,
-            "max_outstanding": args.max_outstanding,
-            "kinds": KINDS,
-            "priority": PRIORITY,
-            "workload": EXAMPLE_WORKLOAD.read_text(),
-        },
-        "servers": servers,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=2) + "\n")
+    save(complete=True)
     print(f"  -> {args.out}")
     return 0
 

@@ -358,7 +358,8 @@ def compare(
     """Do two results differ, by how much, and at what level?
 
     The verdict's alpha holds for independent runs: measured on the same machine one side after the other,
-    runs share its drift and equal results are declared different more often (BENCHMARKS.md, A/A rate).
+    runs share its drift and equal results are declared different more often (BENCHMARKS.md, A/A rate);
+    a plan with `interleave = true` alternates its tests' runs so that both sides share the drift.
 
     Each of a and b needs at least two values. Returns plain data:
       summaries       the Summary of each (as dicts)

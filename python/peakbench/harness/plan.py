@@ -6,6 +6,7 @@
     notify = ["mail-me", "{test} failed: {error}"]   # run when a run fails
     confidence = 0.95                   # of every interval; alpha = 1 - confidence
     outlier_z = 2.0                     # |z| above this warns
+    interleave = false                  # true: one run of each test in turn (for tests to be compared)
 
     [vars]                              # scalars; strings may use earlier {vars}
     files = 200
@@ -105,6 +106,7 @@ TOP_KEYS = (
     "on_failure",
     "confidence",
     "outlier_z",
+    "interleave",
 )
 TEST_KEYS = (
     "name",
@@ -359,6 +361,9 @@ def load_plan(path: str | Path, check_programs: bool = True) -> Plan:
     outlier_z = top.get("outlier_z", 2.0)
     if isinstance(outlier_z, bool) or not isinstance(outlier_z, (int, float)) or not outlier_z > 0:
         raise main.error(("outlier_z",), f"must be a number > 0 (got {outlier_z!r})")
+    interleave = top.get("interleave", False)
+    if not isinstance(interleave, bool):
+        raise main.error(("interleave",), f"must be true or false (got {interleave!r})")
     plan_failure = top.get("on_failure", "stop")
     if plan_failure not in ("stop", "continue"):
         raise main.error(("on_failure",), f"must be 'stop' or 'continue' (got {plan_failure!r})")
@@ -402,6 +407,12 @@ def load_plan(path: str | Path, check_programs: bool = True) -> Plan:
                 " point of its loops; nothing to run"
             )
         for instance in expanded:
+            if interleave and (instance["if"] or instance["while"]):
+                raise raw.error(
+                    ("if" if instance["if"] else "while",),
+                    "a condition reads the results of earlier tests, which an interleaved plan"
+                    " (interleave = true) has not finished when it comes up; run this plan without interleave",
+                )
             if instance["name"] in seen:
                 raise raw.error(
                     ("name",),
@@ -421,7 +432,12 @@ def load_plan(path: str | Path, check_programs: bool = True) -> Plan:
         path=str(path.resolve()),
         description=description,
         sources={str(s.path): s.text for s in loaded.sources},
-        settings={"confidence": float(confidence), "outlier_z": float(outlier_z), "notify": notify},
+        settings={
+            "confidence": float(confidence),
+            "outlier_z": float(outlier_z),
+            "notify": notify,
+            "interleave": interleave,
+        },
         tests=instances,
         notes=notes,
     )

@@ -167,9 +167,10 @@ class Runner:
     def run(self) -> str:
         """Run every unfinished test; returns the plan's final status ('done', 'failed' or 'stopped')."""
         self.workdir.mkdir(parents=True, exist_ok=True)
-        failed_tests = 0
         total = len(self.tests)
         flow = control.Flow(self.tests, self.store.plan_runs, self.settings["confidence"])
+        failed_tests = 0
+        interleaved: list[tuple[dict, dict]] = []  # (test, the row chosen to run) of an interleaved plan
         try:
             for test in self.tests:
                 if test["status"] in ("done", "skipped"):
@@ -189,10 +190,15 @@ class Runner:
                     continue
                 if why:
                     self.store.add_plan_event(self.plan_id, test["id"], "branch", f"{test['name']}: {why}")
-                status = self.run_test(chosen, total)
+                if self.settings.get("interleave"):  # plan.py allows no condition there, so all choices stand
+                    interleaved.append((test, chosen))
+                    continue
+                test["status"] = self.run_test(chosen, total)
+                failed_tests += test["status"] == "failed"
+            statuses = self.run_interleaved([chosen for _, chosen in interleaved], total)
+            for (test, _), status in zip(interleaved, statuses):
                 test["status"] = status
-                if status == "failed":
-                    failed_tests += 1
+            failed_tests += statuses.count("failed")
         except PlanStopped as stop:
             self.store.update_plan(self.plan_id, status="failed", error=str(stop), finished=_now())
             self.say(f"plan {self.plan['name']}: stopped: {stop}")
@@ -206,8 +212,36 @@ class Runner:
         )
         return final
 
+    def run_interleaved(self, rows: list[dict], total: int) -> list[str]:
+        """One run of each unfinished test in turn until each stops (the plan's `interleave`), so that
+        tests compared with each other share the machine's drift rather than each having a stretch of it."""
+        steps = [self.test_steps(row, total) for row in rows]
+        statuses: list[str | None] = [None] * len(rows)
+        try:
+            while None in statuses:
+                for index, step in enumerate(steps):
+                    if statuses[index] is None:
+                        try:
+                            next(step)
+                        except StopIteration as finished:
+                            statuses[index] = finished.value
+        finally:
+            for step in steps:
+                step.close()  # a stopped plan still tears down every test's file system
+        return statuses
+
     # -- one test -------------------------------------------------------------------------------
     def run_test(self, row: dict, total: int) -> str:
+        """Run one test until its stop rule decides; its status ('done' or 'failed')."""
+        steps = self.test_steps(row, total)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as finished:
+                return finished.value
+
+    def test_steps(self, row: dict, total: int):
+        """One test as steps: set up, then yield after each run, then tear down; returns its status."""
         test = row["settings"]
         test_id = row["id"]
         label = f"[{test['seq'] + 1}/{total}] {test['name']}"
@@ -270,6 +304,7 @@ class Runner:
                 decision = self._decision(test, runs)
                 if decision:
                     break
+                yield
             failure = self._hooks(test, test_id, "postcleanup", values, test_dir)
             if failure:
                 return self._fail(test, test_id, attempt, failure)
