@@ -28,7 +28,6 @@ class LoadRecord:
     reason: str  # why it was classified so, for the user
     settled: bool = True  # False: too noisy to settle, classified by R̄'s side of Rsat only to steer
     means_ms: tuple[float, ...] = ()  # R̄ of each careful trial, for intervals at other confidence levels
-    quarters: tuple[tuple[float, ...], ...] = ()  # the careful trials' quarter means, where all are known
 
 
 class SearchHistory:

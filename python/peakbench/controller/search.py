@@ -44,14 +44,11 @@ from .settings import SearchSettings
 from .statistics import (
     STEIN_PILOT,
     ConfidenceInterval,
-    half_drift,
-    known_quarters,
     log_deviation,
     response_interval,
     sample_deviation,
     stein_trials,
     t_quantile,
-    trial_log_deviation,
 )
 
 RunTrial = Callable[[float, float], Observation]
@@ -108,15 +105,6 @@ def find_peak(
     if seed_load is not None and not (math.isfinite(seed_load) and seed_load > 0):
         raise ValueError(f"seed_load must be a positive number (got {seed_load!r})")
     return _Search(run_trial, settings, policy, progress).run(seed_load)
-
-
-def careful_at(run_trial: RunTrial, settings: SearchSettings, load: float) -> LoadRecord | None:
-    """The careful trials a search runs at one load for settings.runlength_s each, and what it concludes
-    there with R̄'s interval; None when the load stays too noisy within max_trials (for coverage checks)."""
-    try:
-        return _Search(run_trial, settings, policy_named("binsearch"), None).careful(load)
-    except _Stopped:
-        return None
 
 
 class _Search:
@@ -180,7 +168,6 @@ class _Search:
             else s.runlength_s
         )
         means: list[float] = []
-        quarters: list[tuple[float, ...]] = []
         try:
             for number in range(1, 2 * STEIN_PILOT + 1):
                 observation = self.trial(load, runlength, "careful", number)
@@ -188,10 +175,9 @@ class _Search:
                 if saturation_signal(observation, s) is not None:
                     return
                 means.append(observation.mean_ms)
-                quarters.extend(_quarters(observation))
                 if len(means) < 2:
                     continue
-                interval = response_interval(means, s.confidence, quarters=quarters)
+                interval = response_interval(means, s.confidence)
                 side = BELOW if interval.mean < s.rsat_ms else ABOVE
                 self.history.add(
                     LoadRecord(
@@ -204,7 +190,6 @@ class _Search:
                         f"{self.describe(interval)}, measured for the slope at the peak",
                         settled=interval.high < s.region_low_ms or interval.low > s.region_high_ms,
                         means_ms=tuple(means),
-                        quarters=tuple(quarters),
                     )
                 )
                 if self.peak_rate_interval(peak) is not None:
@@ -334,13 +319,11 @@ class _Search:
         """Careful trials at one load until it is below, above, or the peak (or noisy).
 
         Classification looks after every trial from min_trials on, as in
-        Algorithm 2. R̄'s interval (statistics.response_interval) has a
-        lognormal (Cox) width about the plain mean of the trial means, at
-        least the width the trials' quarters show, and an upper end raised by
-        their drift: positive, and fitted to the right skew of trial means
-        and to trials still filling their queue near saturation. The accuracy claim uses
+        Algorithm 2. R̄'s interval is Cox's lognormal interval of the trial
+        means (statistics.response_interval): positive, and fitted to the
+        right skew of trial means near saturation. The accuracy claim uses
         Stein's two-stage procedure on the log scale: the first `pilot`
-        trials fix the deviation s0 (statistics.trial_log_deviation), which sets the
+        trials fix the deviation s0 of the log trial means, which sets the
         total N (statistics.stein_trials) for the target accuracy; the
         interval's width rests on s0 with t on pilot−1 degrees of freedom, and
         the peak is claimed only at the end of a stage (a stage that falls
@@ -353,7 +336,7 @@ class _Search:
         s = self.settings
         pilot = max(s.min_trials, STEIN_PILOT)
         means: list[float] = []
-        quarters: list[tuple[float, ...]] = []  # of the trials whose quarter means are all known
+        drifts: list[float] = []  # per trial: log of its second half's mean over its first half's
         interval: ConfidenceInterval | None = None
         stage: tuple[int, float] | None = None  # (size, log deviation) of the completed stage
         planned = pilot  # trials this stage runs before the interval is judged for accuracy
@@ -368,37 +351,31 @@ class _Search:
             if signal is not None:
                 self.report(load, number, None)
                 return LoadRecord(
-                    load,
-                    ABOVE,
-                    observation.mean_ms,
-                    interval,
-                    False,
-                    False,
-                    signal,
-                    means_ms=tuple(means),
-                    quarters=tuple(quarters),
+                    load, ABOVE, observation.mean_ms, interval, False, False, signal, means_ms=tuple(means)
                 )
             means.append(observation.mean_ms)
-            quarters.extend(_quarters(observation))
+            drift = _drift(observation)
+            if drift is not None:
+                drifts.append(drift)
             if len(means) < s.min_trials:
                 self.report(load, number, None)
                 continue
             self.variance_seconds[load] = log_deviation(means) ** 2 * runlength
             if stage is None:
-                interval = response_interval(means, s.confidence, quarters=quarters)
+                interval = response_interval(means, s.confidence)
             else:
-                interval = response_interval(means, s.confidence, stage[1], stage[0], quarters)
+                interval = response_interval(means, s.confidence, stage[1], stage[0])
             self.report(load, number, interval.high - interval.low)
-            decided = self.classify(load, interval, tuple(means), tuple(quarters), final=len(means) >= planned)
+            decided = self.classify(load, interval, tuple(means), final=len(means) >= planned)
             if decided is not None:
-                if decided.classification != ABOVE and self.still_rising(quarters):
-                    return self.warming(load, interval, tuple(means), quarters)
+                if decided.classification != ABOVE and self.still_rising(drifts):
+                    return self.warming(load, interval, tuple(means), drifts)
                 return decided
             if len(means) >= planned:  # a stage is complete: it is the pilot of the next
-                stage = (len(means), trial_log_deviation(means, quarters))
+                stage = (len(means), log_deviation(means))
                 planned = stein_trials(stage[1], s.confidence, s.accuracy, stage[0])
                 if planned > s.max_trials:
-                    return self.unresolvable(load, interval, tuple(means), tuple(quarters), planned)
+                    return self.unresolvable(load, interval, tuple(means), planned)
                 planned = min(planned, STAGE_GROWTH * stage[0])
         raise _Stopped(
             verdicts.NOISY,
@@ -407,19 +384,18 @@ class _Search:
             "trials; lengthen the runlength or allow more trials per load",
         )
 
-    def still_rising(self, quarters: list[tuple[float, ...]]) -> bool:
+    def still_rising(self, drifts: list[float]) -> bool:
         """Whether the trials' response time still rises through their measured windows (see _rising)."""
-        return _rising([half_drift(q) for q in quarters], self.settings)
+        return _rising(drifts, self.settings)
 
     def warming(
-        self, load: float, interval: ConfidenceInterval, means: tuple[float, ...], quarters: list[tuple[float, ...]]
+        self, load: float, interval: ConfidenceInterval, means: tuple[float, ...], drifts: list[float]
     ) -> LoadRecord:
         """A load whose trials had not settled into steady state: never a peak, nor a lower bound.
 
         Its R̄ underestimates the steady-state mean, so it is taken as above
         Rsat to steer the search, and cannot bound a bracket.
         """
-        drifts = [half_drift(q) for q in quarters]
         rise = math.exp(math.fsum(drifts) / len(drifts)) - 1
         return LoadRecord(
             load,
@@ -434,16 +410,10 @@ class _Search:
             "(lengthen --warmup to measure it)",
             settled=False,
             means_ms=means,
-            quarters=tuple(quarters),
         )
 
     def unresolvable(
-        self,
-        load: float,
-        interval: ConfidenceInterval,
-        means: tuple[float, ...],
-        quarters: tuple[tuple[float, ...], ...],
-        needed: int,
+        self, load: float, interval: ConfidenceInterval, means: tuple[float, ...], needed: int
     ) -> LoadRecord:
         """A load whose trials vary too much to reach the accuracy within max_trials.
 
@@ -464,43 +434,21 @@ class _Search:
             f" limit {self.settings.max_trials}); taken as {side} Rsat to steer the search",
             settled=False,
             means_ms=means,
-            quarters=quarters,
         )
 
     def classify(
-        self,
-        load: float,
-        interval: ConfidenceInterval,
-        means: tuple[float, ...],
-        quarters: tuple[tuple[float, ...], ...],
-        final: bool,
+        self, load: float, interval: ConfidenceInterval, means: tuple[float, ...], final: bool
     ) -> LoadRecord | None:
         """Below or above the region whenever the interval says so; the peak only on a final interval."""
         s = self.settings
         described = self.describe(interval)
         if interval.high < s.region_low_ms:
             return LoadRecord(
-                load,
-                BELOW,
-                interval.mean,
-                interval,
-                True,
-                False,
-                f"{described} below the peak region",
-                means_ms=means,
-                quarters=quarters,
+                load, BELOW, interval.mean, interval, True, False, f"{described} below the peak region", means_ms=means
             )
         if interval.low > s.region_high_ms:
             return LoadRecord(
-                load,
-                ABOVE,
-                interval.mean,
-                interval,
-                True,
-                False,
-                f"{described} above the peak region",
-                means_ms=means,
-                quarters=quarters,
+                load, ABOVE, interval.mean, interval, True, False, f"{described} above the peak region", means_ms=means
             )
         if final and interval.accuracy >= s.accuracy:
             return LoadRecord(
@@ -512,7 +460,6 @@ class _Search:
                 False,
                 f"{described} in the peak region, accuracy {interval.accuracy:.1%}",
                 means_ms=means,
-                quarters=quarters,
             )
         return None
 
@@ -666,7 +613,7 @@ class _Search:
         level = math.sqrt(self.settings.confidence)
         if len(peak.means_ms) < 2:
             return None
-        at_peak = response_interval(peak.means_ms, level, quarters=peak.quarters)
+        at_peak = response_interval(peak.means_ms, level)
         others = sorted(
             (
                 r
@@ -676,7 +623,7 @@ class _Search:
             key=lambda r: abs(math.log(r.mean_ms / rsat)),
         )
         for nearest in others:
-            at_other = response_interval(nearest.means_ms, level, quarters=nearest.quarters)
+            at_other = response_interval(nearest.means_ms, level)
             lines = [
                 line_through((peak.load, r_peak), (nearest.load, r_other))
                 for r_peak in (at_peak.low, at_peak.high)
@@ -756,19 +703,21 @@ class _Search:
         return summaries
 
 
-def _quarters(observation: Observation) -> list[tuple[float, ...]]:
-    """The trial's quarter means as a list of one, or none when not all are known."""
-    quarters = known_quarters(observation.quarter_means_ms)
-    return [] if quarters is None else [quarters]
+def _drift(observation: Observation) -> float | None:
+    """log(mean of the last two quarters / mean of the first two) of one trial, or None if unknown."""
+    quarters = observation.quarter_means_ms  # None for results of engines from before the quarters
+    if not quarters or len(quarters) != 4 or any(q is None or not q > 0 for q in quarters):
+        return None
+    return math.log((quarters[2] + quarters[3]) / (quarters[0] + quarters[1]))
 
 
 def trials_still_rising(observations: Sequence[Observation], settings: SearchSettings) -> bool:
     """Whether these trials of one load are still rising through their windows (see _rising)."""
-    return _rising([half_drift(q) for o in observations for q in _quarters(o)], settings)
+    return _rising([d for d in map(_drift, observations) if d is not None], settings)
 
 
 def _rising(drifts: Sequence[float], settings: SearchSettings) -> bool:
-    """Whether trials whose drifts (statistics.half_drift) these are still rise through their windows.
+    """Whether trials whose drifts (see _drift) these are still rise through their windows.
 
     A trial that starts from an empty queue near saturation has not reached
     steady state after a short warm-up: its later quarters are slower than

@@ -4,31 +4,13 @@
 sign (differences, throughputs). `response_interval`: for a positive, skewed
 quantity such as a trial's mean response time, whose trial-to-trial spread
 explodes and turns right-skewed near saturation; a t-interval of the raw
-means there reaches below zero. With x̄ the plain mean of the n trial means
-and s the deviation of their logs (at least the within-trial one, below),
-    point  x̄
-    bounds x̄·exp(−h), x̄·exp(h + max(0, d̄ + sd/√m))
-    h = t·√(s0²/n + s0⁴/(2(n−1)))        (Cox's half-width of a lognormal mean)
-positive and holding its own point. In Stein's two-stage form s0 and t's
-degrees of freedom come from the pilot stage alone, so the number of trials
-fixed from the pilot does not bias the width. Two departures from Cox's
-interval, both measured in simulated queues near saturation (BENCHMARKS §7):
-the point is the plain mean, not exp(ȳ + s²/2), because there the logs of
-trial means are themselves right-skewed (skewness +0.4 to +0.7), which puts
-the lognormal point low and the whole interval below the truth in up to 12%
-of cases at a nominal 90%; and the upper bound is raised by d̄ + sd/√m, the
-m trials' mean drift (`half_drift`: the log of a trial's second half's mean
-response over its first half's) plus its standard error (sd/√m, none for
-one trial), because a trial that started from an empty queue and was still
-filling it through its window is slower at its end than its mean says, and
-independent trials all share that bias; a drift's noise is as large as a
-trial's, so the mean alone still missed the truth in 21% of intervals at a
-nominal 90% where quick trials run at 95% of capacity, the bound by one
-standard error in 13%. And s is at least
-the deviation each trial's own quarters show (`trial_log_deviation`, batch
-means: √(mean within-trial variance of the log quarter means / 4)), so that
-a few trials which happen to agree, as right-skewed trials that all missed
-the tail do, cannot claim a narrow interval their own windows contradict.
+means there reaches below zero. It is Cox's interval of a lognormal mean:
+with y = ln(trial mean), ȳ and s² over the trials,
+    point  exp(ȳ + s²/2)
+    bounds exp(ȳ + s²/2 ± t·√(s0²/n + s0⁴/(2(n−1))))
+which is positive, holds its own point, and in Stein's two-stage form takes
+s0 and t's degrees of freedom from the pilot stage alone, so the number of
+trials fixed from the pilot does not bias the width.
 """
 
 from __future__ import annotations
@@ -115,56 +97,24 @@ def stein_interval(
 
 
 def response_interval(
-    values: Sequence[float],
-    confidence: float,
-    pilot_log_deviation: float | None = None,
-    pilot_size: int | None = None,
-    quarters: Sequence[Sequence[float]] = (),
+    values: Sequence[float], confidence: float, pilot_log_deviation: float | None = None, pilot_size: int | None = None
 ) -> ConfidenceInterval:
-    """The interval of the mean of positive `values` (at least two trial means), see the module doc.
+    """Cox's lognormal interval of the mean of positive `values` (at least two), see the module doc.
 
-    Without a pilot, the deviation (`trial_log_deviation`) and degrees of freedom are those of all
-    values. `quarters`: the quarter means of the trials where all four are known (`known_quarters`).
+    Without a pilot, the deviation and degrees of freedom are those of all values.
     """
     if any(not v > 0 for v in values):
         raise ValueError("a response interval needs positive values")
-    count = len(values)
+    logs = [math.log(v) for v in values]
+    count = len(logs)
+    deviation = sample_deviation(logs)
     if pilot_log_deviation is None:
-        pilot_log_deviation, pilot_size = trial_log_deviation(values, quarters), count
-    mean = math.fsum(values) / count
+        pilot_log_deviation, pilot_size = deviation, count
+    centre = math.fsum(logs) / count + deviation**2 / 2
     half_width = log_half_width(pilot_log_deviation, count, pilot_size, confidence)
-    drifts = [half_drift(q) for q in quarters]
-    rise = 0.0
-    if drifts:
-        error = sample_deviation(drifts) / math.sqrt(len(drifts)) if len(drifts) >= 2 else 0.0
-        rise = max(math.fsum(drifts) / len(drifts) + error, 0.0)
-    return ConfidenceInterval(mean, mean * math.exp(-half_width), mean * math.exp(half_width + rise), confidence, count)
-
-
-def known_quarters(quarter_means: Sequence[float | None] | None) -> tuple[float, ...] | None:
-    """A trial's four quarter means when all are known and positive, else None (engines from before them)."""
-    if not quarter_means or len(quarter_means) != 4 or any(q is None or not q > 0 for q in quarter_means):
-        return None
-    return tuple(quarter_means)
-
-
-def half_drift(quarters: Sequence[float]) -> float:
-    """log(mean of a trial's last two quarters / mean of its first two): near zero in steady state,
-    positive while the queue is still filling (see the module doc)."""
-    return math.log((quarters[2] + quarters[3]) / (quarters[0] + quarters[1]))
-
-
-def trial_log_deviation(values: Sequence[float], quarters: Sequence[Sequence[float]] = ()) -> float:
-    """The deviation of the logs of the trial means `values`, or the larger deviation their trials'
-    quarters imply for a trial mean (batch means, see the module doc)."""
-    within = (
-        math.sqrt(
-            math.fsum(sample_deviation([math.log(q) for q in trial]) ** 2 for trial in quarters) / len(quarters) / 4
-        )
-        if quarters
-        else 0.0
+    return ConfidenceInterval(
+        math.exp(centre), math.exp(centre - half_width), math.exp(centre + half_width), confidence, count
     )
-    return max(log_deviation(values), within)
 
 
 def log_deviation(values: Sequence[float]) -> float:

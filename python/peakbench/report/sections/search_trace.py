@@ -14,7 +14,7 @@ import dataclasses
 
 from ...controller.history import same_load
 from ...controller.settings import SearchSettings
-from ...controller.statistics import known_quarters, response_interval
+from ...controller.statistics import response_interval
 from .. import figures
 from ..model import Column, Figure, ReportData, ReportOptions, Section, Series, Table
 
@@ -28,7 +28,6 @@ class Step:
     mean_ms: float
     cumulative_cost_s: float
     runlength_s: float
-    quarters: tuple[float, ...] | None  # the trial's quarter means where all are known (statistics.known_quarters)
 
 
 def steps(series: Series) -> list[Step]:
@@ -43,7 +42,6 @@ def steps(series: Series) -> list[Step]:
                 t["observation"]["mean_ms"],
                 t["cumulative_cost_s"],
                 t["runlength_s"],
-                known_quarters(t["observation"].get("quarter_means_ms")),
             )
             for t in result["trace"]
         ]
@@ -54,18 +52,8 @@ def steps(series: Series) -> list[Step]:
         load = trial["spec"]["load"]
         cost += load.get("warmup_s", 0.0) + load["runtime_s"]
         scout = settings.scout_runlength < settings.runlength_s and load["runtime_s"] == settings.scout_runlength
-        latency = trial["result"]["latency"]
         rebuilt.append(
-            Step(
-                number,
-                trial["rate"],
-                None,
-                scout,
-                latency["mean_ms"],
-                cost,
-                load["runtime_s"],
-                known_quarters(latency.get("quarters_mean_ms")),
-            )
+            Step(number, trial["rate"], None, scout, trial["result"]["latency"]["mean_ms"], cost, load["runtime_s"])
         )
     return rebuilt
 
@@ -117,7 +105,7 @@ def _caption(series: Series, settings: dict, trace: list[Step]) -> str:
     return (
         f"{series.title}. Left: {left} against cumulative benchmarking cost"
         f" (filled: careful trials of {runlengths} s{shorter}; hollow: scouts). Middle:"
-        f" trials per test load. Right: {settings.get('confidence', 0.95):.0%} interval (the search's, lognormal width) of the"
+        f" trials per test load. Right: {settings.get('confidence', 0.95):.0%} lognormal (Cox) interval of the"
         f" mean response time over the first n careful trials at each load (the search's final claim at λ* uses"
         f" its two-stage Stein form), and the peak region."
     )
@@ -221,15 +209,10 @@ def _draw(series: Series, trace: list[Step], settings: dict):
             load for load in loads if sum(1 for step in trace if same_load(step.load, load) and not step.scout) >= 2
         ]
         for index, load in enumerate(careful_loads):
-            careful = [step for step in trace if same_load(step.load, load) and not step.scout and step.mean_ms > 0]
-            intervals = [
-                response_interval(
-                    [step.mean_ms for step in careful[:n]],
-                    confidence,
-                    quarters=[step.quarters for step in careful[:n] if step.quarters is not None],
-                )
-                for n in range(2, len(careful) + 1)
+            careful = [
+                step.mean_ms for step in trace if same_load(step.load, load) and not step.scout and step.mean_ms > 0
             ]
+            intervals = [response_interval(careful[:n], confidence) for n in range(2, len(careful) + 1)]
             offset = (index - (len(careful_loads) - 1) / 2) * 0.08
             ci_axis.errorbar(
                 [n + offset for n in range(2, len(careful) + 1)],
