@@ -55,7 +55,7 @@ from .sysinfo import peakbench_version, snapshot
 from .table import error_count, print_trial
 from .targets import check_ours, check_space, parse_target, target_label
 from .trials import TrialFailed, TrialRecord, run_trial
-from .units import MAX_RATE, format_size, parse_duration
+from .units import format_size, parse_duration, parse_rate
 from .workload import ARRIVALS, Workload, canned_names, find_workload, trial_spec
 
 
@@ -92,15 +92,14 @@ def _positive_number(unit: str = ""):
 
 
 _positive_ms = _positive_number("milliseconds")
-_positive_rate = _positive_number("ops/s")
 _scale = _positive_number()
 
 
 def _rate(text: str) -> float:
-    rate = _positive_rate(text)
-    if rate > MAX_RATE:
-        raise argparse.ArgumentTypeError(f"{text!r}: above {MAX_RATE:,} ops/s, more than one engine can schedule")
-    return rate
+    try:
+        return parse_rate(text)
+    except InputError as error:
+        raise argparse.ArgumentTypeError(error.message) from None
 
 
 def _duration(text: str) -> float:
