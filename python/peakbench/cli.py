@@ -7,7 +7,7 @@
     peakbench validate TARGET [--json FILE]
     peakbench simulate [--samples N] [--policies P,...] [--surfaces]
     peakbench workloads list | show NAME [--rate OPS] [--scale F]
-    peakbench results list | show ID | export (--csv FILE | --json FILE)
+    peakbench results list | show ID | export [SELECTOR...] (--csv | --json | --hlog | --openmetrics) FILE
     peakbench plan check|run PLAN.toml | resume [ID] | report [ID] | list
     peakbench compare A B [--metric M] [--alpha 0.05]
     peakbench sfs RCFILE [--spec-rounding] [--dry-run]
@@ -317,11 +317,25 @@ def build_parser() -> argparse.ArgumentParser:
     show_result.add_argument("id", type=int)
     show_result.set_defaults(handler=command_results_show)
     export = result_commands.add_parser(
-        "export", parents=[store_option], help="all trials to CSV (summary) or JSON (everything)"
+        "export",
+        parents=[store_option],
+        help="trials to CSV (summary), JSON (everything), an HdrHistogram log or OpenMetrics text",
+    )
+    export.add_argument(
+        "selectors",
+        nargs="*",
+        metavar="SELECTOR",
+        help="search:ID, sfs:ID, trial:ID[-ID], ... as `report` (default: all)",
     )
     export_to = export.add_mutually_exclusive_group(required=True)
     export_to.add_argument("--csv", type=Path, metavar="FILE")
     export_to.add_argument("--json", type=Path, metavar="FILE")
+    export_to.add_argument(
+        "--hlog", type=Path, metavar="FILE", help="HdrHistogram interval log: one interval per trial's window"
+    )
+    export_to.add_argument(
+        "--openmetrics", type=Path, metavar="FILE", help="OpenMetrics text: trial rates and latency, search peaks"
+    )
     export.set_defaults(handler=command_results_export)
 
     from .harness.commands import add_commands as add_harness_commands  # plan run|resume|..., compare
@@ -891,10 +905,25 @@ CSV_COLUMNS = (
 
 
 def command_results_export(args: argparse.Namespace) -> int:
+    output = args.csv or args.json or args.hlog or args.openmetrics
+    check_output(output, "--" + next(k for k in ("csv", "json", "hlog", "openmetrics") if getattr(args, k)))
     with _open_existing_store(args.db) as store:
-        trials = store.trials()
+        if args.selectors:
+            from .report.selection import select
+
+            chosen = select(store, args.selectors)
+            trials = chosen.trials
+            searches = [s.record for s in chosen.series if s.kind == "search" and s.record]
+        else:
+            trials, searches = store.trials(), store.searches()
     if args.json:
         write_json(args.json, trials)
+        return 0
+    if args.hlog or args.openmetrics:
+        from . import exports
+
+        with opened(output) as file:
+            file.write(exports.hlog(trials) if args.hlog else exports.openmetrics(trials, searches))
         return 0
     with opened(args.csv, newline="") as file:
         writer = csv.DictWriter(file, fieldnames=CSV_COLUMNS)
