@@ -20,7 +20,12 @@ command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need_apt+=(nginx)
 # A real access log for the replay tests: the example that Debian's logstalgia ships.
 [ -f /usr/share/logstalgia/example.log ] || need_apt+=(logstalgia)
 command -v python3 >/dev/null || need_apt+=(python3 python3-pip python3-venv)
-if ! command -v cargo >/dev/null && [ ! -x "$HOME/.cargo/bin/cargo" ]; then need_apt+=(cargo); fi
+# The engine needs the Rust named by rust-version in engine/Cargo.toml. Debian 12's own
+# rustc (1.63) is too old; its rustc-web and cargo-web (1.96, security updates) are new enough.
+rust_needed=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' engine/Cargo.toml)
+rust_found() { PATH="$HOME/.cargo/bin:$PATH" rustc --version 2>/dev/null | awk '{print $2}'; }
+rust_new_enough() { [ -n "$(rust_found)" ] && printf '%s\n%s\n' "$rust_needed" "$(rust_found)" | sort -V -C; }
+rust_new_enough || need_apt+=(cargo-web rustc-web)
 # The test script holds the engine to rustfmt and clippy.
 PATH="$HOME/.cargo/bin:$PATH" cargo fmt --version >/dev/null 2>&1 || need_apt+=(rustfmt)
 PATH="$HOME/.cargo/bin:$PATH" cargo clippy --version >/dev/null 2>&1 || need_apt+=(rust-clippy)
@@ -28,4 +33,10 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
 fi
 export PATH="$HOME/.cargo/bin:$PATH"
+if ! rust_new_enough; then
+  found=$(rust_found)
+  echo "install.sh: peakbench's engine needs Rust >= $rust_needed; found ${found:-none}." \
+    "Install it with rustup (https://rustup.rs) or, on Debian 12, apt-get install cargo-web rustc-web." >&2
+  exit 2
+fi
 python3 -m pip install -q --disable-pip-version-check ".[test]"

@@ -38,10 +38,19 @@ def run(cli, sandbox, *args, target=None):
         ("inf", "above 0"),
         ("1e12", "above 50,000,000 ops/s"),
         ("fast", "'fast' is not a number of ops/s"),
+        ("2x", "'2x' is not a number of ops/s; write e.g. 500, 2k or 1.5M"),
+        ("60M", "above 50,000,000 ops/s"),
     ],
 )
 def test_impossible_rates(cli, sandbox, rate, fragment):
     assert_refused(run(cli, sandbox, "web-server", "--rate", rate), sandbox, fragment)
+
+
+def test_rates_may_be_written_with_k_and_m(cli):
+    # `--rate 2k` sizes the file set exactly as `--rate 2000` does.
+    written = cli("workloads", "show", "mail", "--rate", "2k")
+    assert written.returncode == 0, written.stderr
+    assert written.stdout == cli("workloads", "show", "mail", "--rate", "2000").stdout
 
 
 def test_unknown_workload(cli, sandbox):

@@ -181,7 +181,7 @@ def test_the_report_reads_well_in_a_real_browser(store, tmp_path):
     assert "overall response time" in seen["text"] and "n = " in seen["text"]
     # Each table's data travels with the page, as the same CSV `--csv` writes.
     lines = seen["csv"].splitlines()
-    assert lines[0].startswith("requested (ops/s),achieved (ops/s),") and len(lines) == 1 + len(SFS_LOADS)
+    assert lines[0].startswith("requested_ops_per_s,achieved_ops_per_s,") and len(lines) == 1 + len(SFS_LOADS)
     assert (ARTEFACTS / "report.png").stat().st_size > 50_000
     assert on_screen is False and in_print is True
     assert (ARTEFACTS / "report.pdf").read_bytes().startswith(b"%PDF")
@@ -212,9 +212,9 @@ def test_figures_and_tables_come_out_as_files(store, tmp_path):
         rows = list(csv.DictReader(file))
     with Store(store) as opened:
         trials = opened.sfs_run_trials(1)
-    assert [float(r["requested (ops/s)"]) for r in rows] == list(SFS_LOADS)
-    assert [float(r["achieved (ops/s)"]) for r in rows] == [t["result"]["achieved_rate"] for t in trials]
-    assert [int(r["total ops"]) for r in rows] == [t["result"]["latency"]["count"] for t in trials]
+    assert [float(r["requested_ops_per_s"]) for r in rows] == list(SFS_LOADS)
+    assert [float(r["achieved_ops_per_s"]) for r in rows] == [t["result"]["achieved_rate"] for t in trials]
+    assert [int(r["total_ops"]) for r in rows] == [t["result"]["latency"]["count"] for t in trials]
 
     # The terminal gets the key tables: the SPECsfs summary, one row per load point.
     summary = done.stdout[done.stdout.index("SPECsfs summary") :]

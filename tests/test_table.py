@@ -118,3 +118,8 @@ def test_receive_holds_are_stated_beside_the_latencies_they_inflate():
     ) in text
     fixed = {"mode": "fixed", "reads": 10, "holds": 3, "mean_hold_us": 100.0, "max_hold_us": 120.0, "hold_us": 100.0}
     assert "receive moderation (fixed, 100 µs, while" in render(result(receive_moderation=fixed))
+
+
+def test_output_bandwidth_is_stated_in_megabytes_and_megabits():
+    text = render(result(bytes=25_000_000, output_mbit_s=20.0))  # 2.5 MB/s over a 10 s window
+    assert "output 2.50 MB/s = 20.00 Mb/s (25,000,000 bytes in the window)" in text

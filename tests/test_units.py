@@ -1,6 +1,6 @@
 import pytest
 from peakbench.errors import InputError
-from peakbench.units import format_size, parse_duration, parse_size
+from peakbench.units import format_size, parse_duration, parse_rate, parse_size
 
 
 @pytest.mark.parametrize(
@@ -53,3 +53,17 @@ def test_sizes_print_in_the_units_they_were_written_in():
     assert format_size(138_000_000) == "138 MB"
     assert format_size(25_276_502_016) == "23.5 GiB"
     assert format_size(100) == "100 B"
+
+
+@pytest.mark.parametrize(
+    "written, rate", [("2k", 2000.0), ("1.5M", 1.5e6), ("250", 250.0), ("0.5k", 500.0), (40, 40.0)]
+)
+def test_rates_take_k_and_m_suffixes(written, rate):
+    assert parse_rate(written, "--rate") == rate
+
+
+@pytest.mark.parametrize("bad", ["2x", "2kB", "0", "-1k", "nan", "inf", "51M", True])
+def test_bad_rates_name_the_field(bad):
+    with pytest.raises(InputError) as refused:
+        parse_rate(bad, "--rate")
+    assert str(refused.value).startswith("field --rate: ")

@@ -10,7 +10,7 @@
     peakbench workloads model web-proxy --memory-hit H --disk-hit D [--reads-per-file N] [--eviction P] [--output F]
     peakbench workloads model web-server --hit H [--reads-per-file N] [--output FILE]
     peakbench workloads derive BASE --set KEY=VALUE ... [--name NAME] [--output FILE]
-    peakbench results list | show ID | export (--csv FILE | --json FILE)
+    peakbench results list | show ID | export [SELECTOR...] (--csv | --json | --hlog | --openmetrics) FILE
     peakbench plan check|run PLAN.toml | resume [ID] | report [ID] | list
     peakbench compare A B [--metric M] [--alpha 0.05]
     peakbench sfs RCFILE [--spec-rounding] [--dry-run]
@@ -60,7 +60,7 @@ from .sysinfo import peakbench_version, snapshot
 from .table import error_count, print_trial, print_validation
 from .targets import check_ours, check_space, parse_target, target_label
 from .trials import TrialFailed, TrialRecord, run_trial
-from .units import MAX_RATE, format_size, parse_duration
+from .units import format_size, parse_duration, parse_rate
 from .workload import ARRIVALS, Workload, canned_names, find_workload, trial_spec, with_mixfile
 
 
@@ -97,15 +97,14 @@ def _positive_number(unit: str = ""):
 
 
 _positive_ms = _positive_number("milliseconds")
-_positive_rate = _positive_number("ops/s")
 _scale = _positive_number()
 
 
 def _rate(text: str) -> float:
-    rate = _positive_rate(text)
-    if rate > MAX_RATE:
-        raise argparse.ArgumentTypeError(f"{text!r}: above {MAX_RATE:,} ops/s, more than one engine can schedule")
-    return rate
+    try:
+        return parse_rate(text)
+    except InputError as error:
+        raise argparse.ArgumentTypeError(error.message) from None
 
 
 def _duration(text: str) -> float:
@@ -362,11 +361,25 @@ def build_parser() -> argparse.ArgumentParser:
     show_result.add_argument("id", type=int)
     show_result.set_defaults(handler=command_results_show)
     export = result_commands.add_parser(
-        "export", parents=[store_option], help="all trials to CSV (summary) or JSON (everything)"
+        "export",
+        parents=[store_option],
+        help="trials to CSV (summary), JSON (everything), an HdrHistogram log or OpenMetrics text",
+    )
+    export.add_argument(
+        "selectors",
+        nargs="*",
+        metavar="SELECTOR",
+        help="search:ID, sfs:ID, trial:ID[-ID], ... as `report` (default: all)",
     )
     export_to = export.add_mutually_exclusive_group(required=True)
     export_to.add_argument("--csv", type=Path, metavar="FILE")
     export_to.add_argument("--json", type=Path, metavar="FILE")
+    export_to.add_argument(
+        "--hlog", type=Path, metavar="FILE", help="HdrHistogram interval log: one interval per trial's window"
+    )
+    export_to.add_argument(
+        "--openmetrics", type=Path, metavar="FILE", help="OpenMetrics text: trial rates and latency, search peaks"
+    )
     export.set_defaults(handler=command_results_export)
 
     from .harness.commands import add_commands as add_harness_commands  # plan run|resume|..., compare
@@ -1003,10 +1016,25 @@ CSV_COLUMNS = (
 
 
 def command_results_export(args: argparse.Namespace) -> int:
+    output = args.csv or args.json or args.hlog or args.openmetrics
+    check_output(output, "--" + next(k for k in ("csv", "json", "hlog", "openmetrics") if getattr(args, k)))
     with _open_existing_store(args.db) as store:
-        trials = store.trials()
+        if args.selectors:
+            from .report.selection import select
+
+            chosen = select(store, args.selectors)
+            trials = chosen.trials
+            searches = [s.record for s in chosen.series if s.kind == "search" and s.record]
+        else:
+            trials, searches = store.trials(), store.searches()
     if args.json:
         write_json(args.json, trials)
+        return 0
+    if args.hlog or args.openmetrics:
+        from . import exports
+
+        with opened(output) as file:
+            file.write(exports.hlog(trials) if args.hlog else exports.openmetrics(trials, searches))
         return 0
     with opened(args.csv, newline="") as file:
         writer = csv.DictWriter(file, fieldnames=CSV_COLUMNS)

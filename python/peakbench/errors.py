@@ -53,3 +53,17 @@ class TrialInterrupted(KeyboardInterrupt):
 
 class RunError(Exception):
     """The trial could not be run; the message is one line for the user."""
+
+
+def import_extra(module: str, extra: str, field: str):
+    """`module`, which only the `extra` install of peakbench brings; without it, an InputError
+    that says which install to run, for the option (`field`) that needed it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise InputError(
+            f"needs {module.split('.')[0]}, which peakbench installs as an extra: pip install 'peakbench[{extra}]'",
+            field=field,
+        ) from None

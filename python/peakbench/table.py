@@ -123,7 +123,10 @@ def summary_lines(spec: dict, result: dict) -> list[Text]:
                 )
             )
     if result.get("bytes"):
-        lines.append(Text(f"output {result['output_mbit_s']:.2f} Mb/s ({result['bytes']:,} bytes in the window)"))
+        megabits = result["output_mbit_s"]  # storage people read MB/s, network people Mb/s: both
+        lines.append(
+            Text(f"output {megabits / 8:.2f} MB/s = {megabits:.2f} Mb/s ({result['bytes']:,} bytes in the window)")
+        )
     latency = result["latency"]
     samples = latency.get("count", result.get("completed", 0))
     lines.append(

@@ -69,6 +69,26 @@ def parse_size(value: object, field: str | None = None) -> float:
     return number
 
 
+RATE_SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6}
+
+
+def parse_rate(value: object, field: str | None = None) -> float:
+    """Operations per second from a number or a string with a k or M suffix ("2k", "1.5M"):
+    finite, above 0 and at most MAX_RATE."""
+    try:  # a plain number first, so "nan", "inf" and "-5" are judged by value, not by form
+        number, suffix = float(value), ""
+    except (TypeError, ValueError):
+        number, suffix = _split(str(value)) or (0.0, "?")
+    if isinstance(value, bool) or suffix not in RATE_SUFFIXES:
+        raise InputError(f"{value!r} is not a number of ops/s; write e.g. 500, 2k or 1.5M", field=field)
+    rate = number * RATE_SUFFIXES[suffix]
+    if not (math.isfinite(rate) and rate > 0):
+        raise InputError(f"{value!r}: must be a finite number of ops/s above 0", field=field)
+    if rate > MAX_RATE:
+        raise InputError(f"{value!r}: above {MAX_RATE:,} ops/s, more than one engine can schedule", field=field)
+    return rate
+
+
 def parse_duration(value: object, field: str | None = None) -> float:
     """Seconds from a number or a string such as "500ms", "30s", "2m"."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):

@@ -25,7 +25,7 @@ import sys
 import time
 
 from ..engine import Engine
-from ..errors import InputError, RunError
+from ..errors import InputError, RunError, import_extra
 
 # Bumped whenever the functions the controller sends to workers change their contract.
 PROTOCOL = 1
@@ -171,8 +171,9 @@ def connect(
         raise InputError("give a number of clients or a scheduler address", field="--clients")
     if clients is not None and clients < 1:
         raise InputError(f"must be at least 1 (got {clients})", field="--clients")
-    import dask
-    from distributed import Client, LocalCluster
+    dask = import_extra("dask", "cluster", "--cluster" if address else "--clients")
+    distributed = import_extra("distributed", "cluster", "--cluster" if address else "--clients")
+    Client, LocalCluster = distributed.Client, distributed.LocalCluster
 
     _quiet_dask()
     local = None

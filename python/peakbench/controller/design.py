@@ -16,6 +16,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..errors import import_extra
+
 Sample = dict[str, float]
 SCALES = ("linear", "log")
 
@@ -82,7 +84,8 @@ def d_optimal(factors: Sequence[Factor], n_samples: int, candidates: Sequence[Sa
             f"a D-optimal design for a quadratic in {len(factors)} factors needs between "
             f"{terms} and {len(candidates)} samples (got {n_samples})"
         )
-    from pyDOE3.doe_optimal import optimal_design  # here, not at the top: it pulls in scipy
+    # Imported here, not at the top: it pulls in scipy, and only surfaces need it.
+    optimal_design = import_extra("pyDOE3.doe_optimal", "surfaces", "surface design").optimal_design
 
     codes = np.array([coded(factors, s) for s in candidates])
     design, _ = optimal_design(codes, n_samples, degree=2, criterion="D", method="fedorov")

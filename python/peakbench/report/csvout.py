@@ -1,4 +1,6 @@
-"""Every table of the report as CSV (raw values, full precision), for a spreadsheet or a paper's plots."""
+"""Every table of the report as CSV (raw values, full precision), for a spreadsheet or a paper's plots.
+
+Headers are machine-readable names with the unit in them (`achieved_ops_per_s`), not display labels."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from .model import Section, Table
 def text(table: Table) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow([c.label for c in table.columns])
+    writer.writerow([c.key for c in table.columns])
     writer.writerows([["" if v is None else v for v in row] for row in table.rows])
     return buffer.getvalue()
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from typing import Any
 
 from ..controller.history import same_load
@@ -141,6 +142,21 @@ class Column:
     @property
     def label(self) -> str:
         return f"{self.heading} ({self.unit})" if self.unit else self.heading
+
+    @property
+    def key(self) -> str:
+        """The label as a machine-readable name, units in it: "90% CI low (ms)" -> "90pct_ci_low_ms"."""
+        unit = _slug(self.unit.replace("/", " per "))  # ops/s -> ops_per_s; in a heading, O/H stays o_h
+        return "_".join(part for part in (_slug(self.heading), unit) if part)
+
+
+_SPELLED_OUT = {"%": " pct ", "ρ": "rho", "−": " minus ", "≤": " le ", "≥": " ge ", ".": " "}
+
+
+def _slug(text: str) -> str:
+    for sign, word in _SPELLED_OUT.items():
+        text = text.replace(sign, word)
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
 
 
 @dataclasses.dataclass
