@@ -2,6 +2,8 @@
 //! progress as JSON lines on stderr. It never decides what to run next.
 
 mod clock;
+#[cfg(test)]
+mod fuzz;
 mod interrupt;
 mod pacer;
 mod prepare;
