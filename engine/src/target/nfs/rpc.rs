@@ -822,26 +822,7 @@ mod tests {
 
     /// Every NFSv3 reply decoder on the results after a reply header.
     fn decode_all(results: &[u8]) {
-        use super::super::proto::*;
-        let each: &[fn(&mut Dec)] = &[
-            |d| drop(dec_getattr(d)),
-            |d| drop(dec_wcc(d)),
-            |d| drop(dec_lookup(d)),
-            |d| drop(dec_access(d)),
-            |d| drop(dec_readlink(d)),
-            |d| drop(dec_read(d)),
-            |d| drop(dec_write(d)),
-            |d| drop(dec_diropres(d)),
-            |d| drop(dec_rename(d)),
-            |d| drop(dec_link(d)),
-            |d| drop(dec_readdir(d, false)),
-            |d| drop(dec_readdir(d, true)),
-            |d| drop(dec_fsstat(d)),
-            |d| drop(dec_fsinfo(d)),
-            |d| drop(dec_pathconf(d)),
-            |d| drop(dec_commit(d)),
-        ];
-        for decode in each {
+        for decode in super::super::proto::DECODERS {
             decode(&mut Dec::new(results));
         }
     }
