@@ -35,7 +35,7 @@ import math
 import string
 from pathlib import Path
 
-from . import sim, tomlfile
+from . import targets, tomlfile
 from .controller import DEFAULT_POLICY, POLICIES, SearchSettings
 from .controller.design import Factor, Sample, d_optimal, full_factorial
 from .errors import InputError
@@ -117,21 +117,9 @@ def _parse(document: dict, path: Path, quick_settings: dict) -> SurfacePlan:
         _boolean(document, "fail_fast", False),
         _boolean(document, "seeding", True),
     )
-    _check_sim_targets(plan)
+    if plan.target.startswith("sim://"):
+        targets.check_simulated(plan.fill(plan.target, sample) for sample in plan.samples)
     return plan
-
-
-def _check_sim_targets(plan: SurfacePlan) -> None:
-    """A simulated target is checked for every sample now, not when its search comes up
-    after a surface has been stored (an unknown surface, a level it cannot take)."""
-    if not plan.target.startswith("sim://"):
-        return
-    for sample in plan.samples:
-        url = plan.fill(plan.target, sample)
-        try:
-            sim.target_from_url(url)
-        except (ValueError, OverflowError) as error:
-            raise InputError(f"{url}: {error}", field="target") from None
 
 
 def _factors(value: object) -> tuple[Factor, ...]:

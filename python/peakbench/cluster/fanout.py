@@ -53,27 +53,13 @@ import uuid
 from collections.abc import Callable
 
 from ..engine import Engine, prepare_timeout, run_timeout
-from ..errors import InputError, RunError
+from ..errors import RunError
+from ..workload import check_shareable
 from .clock import DEFAULT_TOLERANCE_S, ClockOffset, check_skew, measure_offsets, worker_clock
 from .merge import merge_results
 
 SPEC_SCHEMA_V2 = "peakbench.trial-spec/2"
 SEED_STRIDE = 1_000_003
-READ_ONLY_OPS = frozenset(
-    {
-        "null",
-        "getattr",
-        "lookup",
-        "access",
-        "readlink",
-        "read",
-        "readdir",
-        "readdirplus",
-        "fsstat",
-        "fsinfo",
-        "pathconf",
-    }
-)
 DEFAULT_START_LEAD_S = 1.0
 POLL_S = 0.2
 PROGRESS_S = 1.0
@@ -85,22 +71,12 @@ COMPLETE, LOST, FAILED = "complete", "lost-clients", "failed-clients"
 # ------------------------------------------------------------------ the split (pure)
 
 
-def check_shareable(spec: dict) -> None:
-    writes = sorted(op for op, share in spec["mix"].items() if share > 0 and op not in READ_ONLY_OPS)
-    if writes:
-        raise InputError(
-            f"a file set shared by several clients needs a read-only mix; this one has"
-            f" {', '.join(writes)} (use a per-client file set)",
-            field="cluster.fileset",
-        )
-
-
 def client_specs(spec: dict, n: int, shared_fileset: bool = False) -> list[dict]:
     """The N clients' TrialSpecs for one trial at the aggregate rate of `spec` (see the module's doc)."""
     if n < 1:
         raise ValueError("at least one client")
     if shared_fileset:
-        check_shareable(spec)
+        check_shareable(spec["mix"])
     cap = spec["load"].get("max_outstanding")
     specs = []
     for i in range(n):
