@@ -16,7 +16,7 @@ from pathlib import Path
 
 import atheris
 
-with atheris.instrument_imports():
+with atheris.instrument_imports(include=["peakbench"]):
     from peakbench.distributions import mean, parse_distribution
     from peakbench.errors import InputError
     from peakbench.harness.plan import load_plan
