@@ -13,5 +13,7 @@ export PATH="$HOME/.cargo/bin:$PATH"
 python3 -m ruff check python tests benchmarks
 python3 -m ruff format --check python tests benchmarks
 (cd engine && cargo test --release --quiet)
+# Every parser under random input for a moment (bash scripts/fuzz.sh 60 is the real run).
+bash scripts/fuzz.sh 1
 # pytest exits 5 when it collects nothing: that is a failure here, never a pass.
 python3 -m pytest -q -p no:cacheprovider "$@"

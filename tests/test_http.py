@@ -2,6 +2,7 @@
 
 import collections
 import json
+import random
 import socket
 import threading
 import time
@@ -213,6 +214,12 @@ class MisbehavingServer:
                 elif path == b"/garbage":
                     conn.sendall(b"SPAM SPAM SPAM\r\n\r\n")
                     return
+                elif path == b"/random":  # bytes that cannot be HTTP, and the connection left open
+                    conn.sendall(random.Random(16).randbytes(4096))
+                    self.stop.wait(15)
+                    return
+                elif path == b"/huge-status":
+                    conn.sendall(b"HTTP/1.1 999999999999 OK\r\nContent-Length: 0\r\n\r\n")
                 else:
                     conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
 
@@ -261,6 +268,33 @@ def test_faults_are_counted_per_kind_and_the_trial_ends(engine_path, cli, tmp_pa
         assert read["timeouts"] == 1
         assert read["bytes"] == 15  # the three good responses
         assert result["replay"]["exhausted_at_s"] is not None
+    finally:
+        server.close()
+
+
+def test_a_reply_that_cannot_be_http_is_a_bad_reply_at_once_not_a_timeout(engine_path, cli, tmp_path):
+    """Random bytes on an open connection, and a status of twelve digits: both bad replies, found
+    as they arrive, although the timeout is 10 s (the server is a fake: nginx cannot send these)."""
+    server = MisbehavingServer()
+    try:
+        log = tmp_path / "access.log"
+        log.write_text(
+            "".join(
+                f'h - - [01/Jan/2024:00:00:00 +0000] "GET {p} HTTP/1.1" 200 5\n' for p in ["/random", "/huge-status"]
+            )
+        )
+        report = tmp_path / "out.json"
+        started = time.monotonic()
+        done = cli(
+            *("replay", str(log), "--target", f"http://127.0.0.1:{server.port}/", "--clients", "1", "--no-loop"),
+            *("--warmup", "0", "--runtime", "2", "--timeout", "10", "--format", "common"),
+            *("--db", str(tmp_path / "p.db"), "--json", str(report)),
+        )
+        assert done.returncode == 0, done.stderr
+        assert time.monotonic() - started < 10
+        read = json.loads(report.read_text())["ops"]["read"]
+        assert read["errors"] == {"http_bad_response": 2}
+        assert read["timeouts"] == 0
     finally:
         server.close()
 

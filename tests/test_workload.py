@@ -108,9 +108,9 @@ def test_specsfs2008_scales_a_thousandth_of_spec(tmp_path):
     assert workload.bytes_at(100, scale=1000) == pytest.approx(100 * 120e6, rel=0.001)
 
 
-def test_scaling_by_bytes_needs_a_finite_mean(tmp_path):
+def test_a_file_set_needs_a_finite_mean_file_size(tmp_path):
     text = MINIMAL.replace('file_sizes = "10KB"', 'file_sizes = {kind = "pareto", alpha = 0.9, scale = "1KB"}')
-    assert error_of(tmp_path, text).startswith("w.toml:8: field fileset.file_sizes: scaling by bytes_per_op needs")
+    assert error_of(tmp_path, text).startswith("w.toml:8: field fileset.file_sizes: the mean file size is infinite")
 
 
 def test_histogram_and_mix_files_are_found_next_to_the_workload(tmp_path):

@@ -3,6 +3,8 @@
 
 mod clock;
 mod content;
+#[cfg(test)]
+mod fuzz;
 mod interrupt;
 mod op;
 mod pacer;

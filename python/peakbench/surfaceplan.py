@@ -51,7 +51,7 @@ import math
 import re
 from pathlib import Path
 
-from . import sim, tomlfile
+from . import targets, tomlfile
 from .controller import DEFAULT_POLICY, POLICIES, SearchSettings
 from .controller.design import Factor, Sample, d_optimal, full_factorial
 from .errors import InputError
@@ -184,7 +184,8 @@ def parse_document(document: dict, path: Path, quick_settings: dict) -> SurfaceP
         _boolean(document, "seeding", True),
         fixed_rate,
     )
-    _check_sim_targets(plan)
+    if plan.target.startswith("sim://"):
+        targets.check_simulated(plan.fill(plan.target, sample) for sample in plan.samples)
     _check_knobs(plan, find_workload(workload))
     return plan
 
@@ -225,19 +226,6 @@ def _check_knobs(plan: SurfacePlan, base: Workload) -> None:
                 f"at {', '.join(f'{k}={v:g}' for k, v in sample.items())}: {error.message}",
                 field=f"factors[{index}].levels" if index is not None else "factors",
             ) from None
-
-
-def _check_sim_targets(plan: SurfacePlan) -> None:
-    """A simulated target is checked for every sample now, not when its search comes up
-    after a surface has been stored (an unknown surface, a level it cannot take)."""
-    if not plan.target.startswith("sim://"):
-        return
-    for sample in plan.samples:
-        url = plan.fill(plan.target, sample)
-        try:
-            sim.target_from_url(url)
-        except (ValueError, OverflowError) as error:
-            raise InputError(f"{url}: {error}", field="target") from None
 
 
 def _factors(value: object) -> tuple[Factor, ...]:

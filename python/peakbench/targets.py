@@ -13,6 +13,7 @@ line instead of after the engine has started.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -160,6 +161,19 @@ def parse_http(text: str, docroot: str | Path | None = None) -> dict:
         _check_directory(root)
         target["docroot"] = str(root)
     return target
+
+
+def check_simulated(urls: Iterable[str], field: str = "target") -> None:
+    """Each sim:// URL names a surface the simulator has, with parameters it can take: checked
+    for every sample of a plan when it is read, not when its search comes up after a surface
+    has been stored."""
+    from . import sim  # the simulator brings the controller with it; only plans with sim:// need it
+
+    for url in urls:
+        try:
+            sim.target_from_url(url)
+        except (ValueError, OverflowError) as error:
+            raise InputError(f"{url}: {error}", field=field) from None
 
 
 def target_label(target: dict) -> str:

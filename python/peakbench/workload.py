@@ -54,6 +54,21 @@ from .mixfile import read_mixfile
 from .units import parse_size
 
 MIX_FILESET_WORKLOAD = "specsfs2008"  # a bare SPECsfs mix file runs on this canned workload's file set
+READ_ONLY_OPS = frozenset(
+    {
+        "null",
+        "getattr",
+        "lookup",
+        "access",
+        "readlink",
+        "read",
+        "readdir",
+        "readdirplus",
+        "fsstat",
+        "fsinfo",
+        "pathconf",
+    }
+)
 CANNED_DIR = Path(__file__).parent / "workloads"
 
 TABLES = ("fileset", "scaling", "mix", "read", "write", "load", "cluster")
@@ -206,12 +221,18 @@ def _parse(document: dict, path: Path) -> Workload:
     base_dir = path.parent
     fileset = _parse_fileset(_table(document, "fileset", required=True), base_dir)
     scaling = _parse_scaling(_table(document, "scaling", required=True))
-    if scaling.bytes_per_op is not None and not 0 < distributions.mean(fileset["file_sizes"]) < math.inf:
+    mean_size = distributions.mean(fileset["file_sizes"])
+    if not mean_size < math.inf:
+        # No file set size to check space for, whichever way it scales.
         raise InputError(
-            "scaling by bytes_per_op needs a finite, non-zero mean file size (a pareto with alpha <= 1 needs a max)",
-            field="fileset.file_sizes",
+            "the mean file size is infinite (a pareto with alpha <= 1 needs a max)", field="fileset.file_sizes"
         )
+    if scaling.bytes_per_op is not None and mean_size == 0:
+        raise InputError("scaling by bytes_per_op needs a non-zero mean file size", field="fileset.file_sizes")
     mix, mix_note = _parse_mix(_table(document, "mix", required=True), base_dir)
+    cluster_fileset = _parse_cluster(_table(document, "cluster", required=False))
+    if cluster_fileset == "shared":
+        check_shareable(mix)
     return Workload(
         name=_string(document, "name", path.stem),
         description=_string(document, "description", ""),
@@ -224,8 +245,20 @@ def _parse(document: dict, path: Path) -> Workload:
         read=_parse_io(_table(document, "read", required=False), "read", READ_PATTERNS, base_dir),
         write=_parse_io(_table(document, "write", required=False), "write", WRITE_PATTERNS, base_dir),
         arrivals=_choice(_table(document, "load", required=False), "arrivals", "load.", ARRIVALS, "uniform"),
-        cluster_fileset=_parse_cluster(_table(document, "cluster", required=False)),
+        cluster_fileset=cluster_fileset,
     )
+
+
+def check_shareable(mix: dict[str, float]) -> None:
+    """A file set that several load clients share must not be written: each would change files
+    the others count on."""
+    writes = sorted(op for op, share in mix.items() if share > 0 and op not in READ_ONLY_OPS)
+    if writes:
+        raise InputError(
+            f"a file set shared by several clients needs a read-only mix; this one has"
+            f" {', '.join(writes)} (use a per-client file set)",
+            field="cluster.fileset",
+        )
 
 
 def _parse_cluster(table: dict) -> str:

@@ -239,4 +239,40 @@ mod tests {
         // Some mutations leave a line well formed (a digit for a digit, a letter in the agent).
         assert!(taken.iter().all(|&n| n > 1_000), "taken: {taken:?}");
     }
+
+    #[test]
+    #[ignore = "a fuzz target: scripts/fuzz.sh runs it"]
+    fn fuzz_access_log_line() {
+        let seeds: &[&[u8]] = &[
+            br#"1.2.3.4 - frank [10/Oct/2000:13:55:36 -0700] "GET /a/b.html?x=1 HTTP/1.0" 200 2326"#,
+            br#"h - - [10/Oct/2000:13:56:02 -0700] "HEAD /x%20y/ HTTP/1.1" 304 - "http://r/" "Mozilla/5.0 (X11)""#,
+            br#"h - - [10/Oct/2000:13:56:00 -0700] "GET / HTTP/1.1" 200 1 "-" "a \"quoted\" agent""#,
+            b"$remote_addr [$time_local] \"$request\" $status $body_bytes_sent",
+            b"%h %l %u %t \"%r\" %>s %b %D",
+        ];
+        let layouts = [(Layout::Common, Format::parse(COMMON).unwrap()), (Layout::Combined, Format::parse(COMBINED).unwrap())];
+        crate::fuzz::fuzz("access log line", seeds, |input| {
+            // The input as a block of a log, lines found as the parser finds them, in both
+            // layouts: the scan checked against the walk.
+            let mut index = Index::default();
+            index.build(input);
+            for (layout, format) in &layouts {
+                let (mut lines, mut last_time) = (index.lines(), LastTime::default());
+                while let Some(line) = lines.next(input) {
+                    let walk = walked(format, &input[line.start..line.end]);
+                    if let Some(fields) = &walk {
+                        crate::replay::file_of(&fields.target);
+                    }
+                    if let Some(fast) = scan(input, &index, &line, *layout, &mut last_time) {
+                        assert_eq!(Some(&fast), walk.as_ref(), "{layout:?}");
+                    }
+                }
+            }
+            // The input as a format string: it compiles or is refused, and what compiles reads a line.
+            if let Ok(format) = Format::parse(&String::from_utf8_lossy(input)) {
+                walked(&format, seeds[0]);
+                walked(&format, input);
+            }
+        });
+    }
 }

@@ -48,8 +48,9 @@ pub struct Http {
     content: Vec<u8>,
 }
 
-struct Conn {
-    stream: TcpStream,
+/// One connection; generic over the stream so the fuzz test can feed it bytes from memory.
+struct Conn<S = TcpStream> {
+    stream: S,
     buf: Box<[u8]>,
     start: usize,
     end: usize,
@@ -247,7 +248,7 @@ struct HeadMeta {
     allow: String,
 }
 
-impl Conn {
+impl<S: Read + Write> Conn<S> {
     /// Send the request and read the whole response. Err carries whether nothing at all came back.
     #[allow(clippy::too_many_arguments)]
     fn exchange(
@@ -296,6 +297,11 @@ impl Conn {
         if let Err(e) = sent {
             return Err((io_kind(&e), true));
         }
+        self.read_reply(method, keep_body, deadline)
+    }
+
+    /// Read one reply to `method`: its head, then its body as the head frames it.
+    fn read_reply(&mut self, method: &str, keep_body: bool, deadline: Instant) -> Result<(Response, bool), (String, bool)> {
         let (status, meta) = match self.read_head(deadline) {
             Ok(x) => x,
             Err(e) => return Err((e, self.end == 0 && self.start == 0)),
@@ -354,37 +360,17 @@ impl Conn {
             if self.fill(deadline)? == 0 {
                 return Err("http_eof".into());
             }
+            // Bytes that cannot begin a reply are a bad reply now, not a timeout later.
+            let got = &self.buf[self.start..self.end];
+            match memchr::memchr(b'\n', got) {
+                Some(eol) => drop(status_line(&got[..eol])?),
+                None if !VERSION.starts_with(&got[..got.len().min(VERSION.len())]) => return Err("http_bad_response".into()),
+                None => {}
+            }
         };
         let head = &self.buf[self.start..head_end];
         self.start = head_end;
-        let mut lines = head.split(|&b| b == b'\n');
-        let status_line = lines.next().unwrap_or(b"");
-        // "HTTP/1.1 200 OK"
-        if !status_line.starts_with(b"HTTP/1.") || status_line.len() < 12 {
-            return Err("http_bad_response".into());
-        }
-        let http10 = status_line[7] == b'0';
-        let status = std::str::from_utf8(&status_line[9..12]).ok().and_then(|s| s.parse::<u16>().ok()).ok_or("http_bad_response")?;
-        let mut meta = HeadMeta { content_length: None, chunked: false, close: http10, allow: String::new() };
-        for line in lines {
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
-            let Some(colon) = line.iter().position(|&b| b == b':') else { continue };
-            let (name, value) = (&line[..colon], trim(&line[colon + 1..]));
-            if name.eq_ignore_ascii_case(b"content-length") {
-                meta.content_length = Some(std::str::from_utf8(value).ok().and_then(|s| s.parse().ok()).ok_or("http_bad_response")?);
-            } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-                meta.chunked = contains_ci(value, b"chunked");
-            } else if name.eq_ignore_ascii_case(b"connection") {
-                if contains_ci(value, b"close") {
-                    meta.close = true;
-                } else if contains_ci(value, b"keep-alive") {
-                    meta.close = false;
-                }
-            } else if name.eq_ignore_ascii_case(b"allow") {
-                meta.allow = String::from_utf8_lossy(value).into_owned();
-            }
-        }
-        Ok((status, meta))
+        parse_head(head)
     }
 
     fn take(&mut self, n: usize, keep: &mut Option<&mut Vec<u8>>) {
@@ -452,6 +438,50 @@ impl Conn {
             }
         }
     }
+}
+
+const VERSION: &[u8] = b"HTTP/1.";
+
+/// "HTTP/1.1 200 OK": the status (three digits, 100 to 599) and whether the server speaks HTTP/1.0.
+fn status_line(line: &[u8]) -> Result<(u16, bool), String> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let bad = || "http_bad_response".to_string();
+    let rest = line.strip_prefix(VERSION).ok_or_else(bad)?;
+    let (minor, code) = (rest.first().ok_or_else(bad)?, rest.get(2..5).ok_or_else(bad)?);
+    if !matches!(minor, b'0' | b'1') || rest[1] != b' ' || !code.iter().all(u8::is_ascii_digit) || rest.get(5).is_some_and(|&b| b != b' ') {
+        return Err(bad());
+    }
+    let status = code.iter().fold(0u16, |n, d| n * 10 + (d - b'0') as u16);
+    if !(100..600).contains(&status) {
+        return Err(bad());
+    }
+    Ok((status, *minor == b'0'))
+}
+
+/// The status and the headers peakbench uses, from a whole head (status line to the empty line).
+fn parse_head(head: &[u8]) -> Result<(u16, HeadMeta), String> {
+    let mut lines = head.split(|&b| b == b'\n');
+    let (status, http10) = status_line(lines.next().unwrap_or(b""))?;
+    let mut meta = HeadMeta { content_length: None, chunked: false, close: http10, allow: String::new() };
+    for line in lines {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Some(colon) = line.iter().position(|&b| b == b':') else { continue };
+        let (name, value) = (&line[..colon], trim(&line[colon + 1..]));
+        if name.eq_ignore_ascii_case(b"content-length") {
+            meta.content_length = Some(std::str::from_utf8(value).ok().and_then(|s| s.parse().ok()).ok_or("http_bad_response")?);
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            meta.chunked = contains_ci(value, b"chunked");
+        } else if name.eq_ignore_ascii_case(b"connection") {
+            if contains_ci(value, b"close") {
+                meta.close = true;
+            } else if contains_ci(value, b"keep-alive") {
+                meta.close = false;
+            }
+        } else if name.eq_ignore_ascii_case(b"allow") {
+            meta.allow = String::from_utf8_lossy(value).into_owned();
+        }
+    }
+    Ok((status, meta))
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
@@ -625,5 +655,83 @@ mod tests {
         assert_eq!(split_url("http://[::1]/").unwrap(), ("[::1]:80".into(), "/".into()));
         assert!(split_url("https://h/").is_err());
         assert!(split_url("http:///x").is_err());
+    }
+
+    /// A server's bytes, handed over `step` at a time, then end of stream; what is sent is dropped.
+    struct Replies<'a> {
+        bytes: &'a [u8],
+        step: usize,
+    }
+
+    impl Read for Replies<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.step.min(self.bytes.len()).min(out.len());
+            out[..n].copy_from_slice(&self.bytes[..n]);
+            self.bytes = &self.bytes[n..];
+            Ok(n)
+        }
+    }
+
+    impl Write for Replies<'_> {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// The replies read from `bytes` until one fails or the connection cannot be reused.
+    fn replies(bytes: &[u8], step: usize, method: &str) -> Vec<Result<u16, String>> {
+        let mut conn = Conn { stream: Replies { bytes, step }, buf: vec![0u8; READ_BUF].into_boxed_slice(), start: 0, end: 0 };
+        let mut got = Vec::new();
+        loop {
+            match conn.read_reply(method, true, Instant::now() + Duration::from_secs(1)) {
+                Ok((r, reusable)) => {
+                    assert!((100..600).contains(&r.status), "status {}", r.status);
+                    assert_eq!(r.bytes, r.body.len() as u64);
+                    got.push(Ok(r.status));
+                    if !reusable {
+                        return got;
+                    }
+                }
+                Err((e, _)) => {
+                    got.push(Err(e));
+                    return got;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_reply_that_cannot_be_http_is_bad_as_soon_as_its_first_bytes_arrive() {
+        // No blank line ever comes and the stream stays open: the first bytes must decide.
+        assert_eq!(replies(b"SPAM\x00\xff spam spam", 4, "GET"), vec![Err("http_bad_response".into())]);
+        assert_eq!(replies(b"HTTP/1.1 999999999999 OK\r\nContent-Length: 0\r\n\r\n", 64, "GET"), vec![Err("http_bad_response".into())]);
+        for status in ["+20", "004", "600"] {
+            let reply = format!("HTTP/1.1 {status} OK\r\n\r\n");
+            assert_eq!(replies(reply.as_bytes(), 64, "GET"), vec![Err("http_bad_response".into())], "{status}");
+        }
+        let two = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhiHTTP/1.0 404\r\n\r\n";
+        assert_eq!(replies(two, 3, "GET"), vec![Ok(200), Ok(404)]);
+        assert_eq!(replies(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n", 5, "GET"), vec![Ok(200), Err("http_eof".into())]);
+    }
+
+    #[test]
+    #[ignore = "a fuzz target: scripts/fuzz.sh runs it"]
+    fn fuzz_http_reply() {
+        let seeds: &[&[u8]] = &[
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=1\r\nhello\r\n0\r\nTrailer: t\r\n\r\n",
+            b"HTTP/1.0 404 Not Found\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n",
+            b"HTTP/1.1 207 Multi-Status\r\nConnection: close\r\n\r\n<d:multistatus/>",
+            b"HTTP/1.1 200 OK\r\nAllow: GET, PUT\r\nContent-Length: 0\r\n\r\n",
+        ];
+        crate::fuzz::fuzz("http reply", seeds, |input| {
+            let step = 1 + input.first().copied().unwrap_or(0) as usize % 64;
+            for method in ["GET", "HEAD"] {
+                replies(input, step, method);
+            }
+        });
     }
 }

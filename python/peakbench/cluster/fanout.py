@@ -61,25 +61,11 @@ from collections.abc import Callable
 from ..contract import SPEC_SCHEMA_V2
 from ..engine import Engine, prepare_timeout, run_timeout
 from ..errors import InputError, RunError
+from ..workload import check_shareable
 from .clock import DEFAULT_TOLERANCE_S, ClockOffset, check_skew, measure_offsets, worker_clock
 from .merge import merge_results
 
 SEED_STRIDE = 1_000_003
-READ_ONLY_OPS = frozenset(
-    {
-        "null",
-        "getattr",
-        "lookup",
-        "access",
-        "readlink",
-        "read",
-        "readdir",
-        "readdirplus",
-        "fsstat",
-        "fsinfo",
-        "pathconf",
-    }
-)
 DEFAULT_START_LEAD_S = 1.0
 POLL_S = 0.2
 PROGRESS_S = 1.0
@@ -89,16 +75,6 @@ COMPLETE, LOST, FAILED = "complete", "lost-clients", "failed-clients"
 
 
 # ------------------------------------------------------------------ the split (pure)
-
-
-def check_shareable(spec: dict) -> None:
-    writes = sorted(op for op, share in spec["mix"].items() if share > 0 and op not in READ_ONLY_OPS)
-    if writes:
-        raise InputError(
-            f"a file set shared by several clients needs a read-only mix; this one has"
-            f" {', '.join(writes)} (use a per-client file set)",
-            field="cluster.fileset",
-        )
 
 
 def client_specs(
@@ -113,7 +89,7 @@ def client_specs(
         raise ValueError(f"{len(parts)} parts for {n} clients")
     replay = spec.get("replay")
     if shared_fileset and replay is None:
-        check_shareable(spec)
+        check_shareable(spec["mix"])
     closed = spec["load"].get("clients")
     if closed is not None and closed < n:
         raise InputError(f"{closed} closed-loop clients cannot be dealt out among {n} load clients", field="--clients")

@@ -829,4 +829,58 @@ mod tests {
         Enc(&mut v).u32(9).u32(0);
         assert!(matches!(parse_reply(v), Err(RpcError::Malformed(_))));
     }
+
+    /// Every NFSv3 reply decoder on the results after a reply header.
+    fn decode_all(results: &[u8]) {
+        for decode in super::super::proto::DECODERS {
+            decode(&mut Dec::new(results));
+        }
+    }
+
+    #[test]
+    #[ignore = "a fuzz target: scripts/fuzz.sh runs it"]
+    fn fuzz_nfs_reply() {
+        // Record-marked replies: an accepted header, then results (a post_op_attr, a READ, a READDIR page).
+        let mut header = Vec::new();
+        Enc(&mut header).u32(7).u32(1).u32(0).u32(0).u32(0).u32(0);
+        let mut attr = Vec::new();
+        Enc(&mut attr).u32(0).bool(true).u32(1).u32(0o644).u32(1).u32(0).u32(0).u64(4096).u64(4096).u64(0).u64(1).u64(2);
+        Enc(&mut attr).u32(0).u32(0).u32(0).u32(0).u32(0).u32(0);
+        let mut read = attr.clone();
+        Enc(&mut read).u32(5).bool(true).opaque(b"hello");
+        let mut page = attr.clone();
+        Enc(&mut page).fixed(&[0; 8]).bool(true).u64(9).str("f0").u64(1).bool(false).bool(false).bool(true);
+        let seeds: Vec<Vec<u8>> = [attr, read, page]
+            .iter()
+            .map(|results| {
+                let record = [&header[..], results].concat();
+                [&(LAST_FRAGMENT | record.len() as u32).to_be_bytes()[..], &record].concat()
+            })
+            .collect();
+        let seeds: Vec<&[u8]> = seeds.iter().map(Vec::as_slice).collect();
+        crate::fuzz::fuzz("nfs reply", &seeds, |input| {
+            let step = 1 + input.last().copied().unwrap_or(0) as usize * 97;
+            let (mut records, mut rest) = (Records::new(64 * 1024), input);
+            'stream: while !rest.is_empty() {
+                let space = records.space();
+                let n = space.len().min(step).min(rest.len());
+                space[..n].copy_from_slice(&rest[..n]);
+                records.filled(n);
+                rest = &rest[n..];
+                loop {
+                    match records.next() {
+                        Next::Record(r) => {
+                            if let Ok(reply) = parse_reply(records.get(r)) {
+                                decode_all(&reply.buf[reply.at..]);
+                            }
+                        }
+                        Next::Incomplete => break,
+                        Next::Broken(_) => break 'stream, // the reader gives up on the connection
+                    }
+                }
+            }
+            // The same bytes as results without a header, so the decoders meet every mutation.
+            decode_all(input.get(4..).unwrap_or(&[]));
+        });
+    }
 }
