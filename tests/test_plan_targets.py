@@ -1,8 +1,10 @@
-"""Plan trial tests against every kind of server target: a real nfs-ganesha (nfs://) and a real nginx
-(http://, its file set built in the docroot it serves), the same plan file naming both."""
+"""Plans against real servers: trial tests on nfs-ganesha (nfs://) and nginx (http://, its file set
+built in the docroot it serves) in one plan file, and a replay step run end to end against nginx."""
 
 import json
 
+import pytest
+from peakbench import tracegen
 from test_harness_run import query, runs_of, write
 
 RATE = 100
@@ -63,3 +65,38 @@ def test_a_plan_refuses_several_clients_on_one_server_directory(cli, tmp_path):
     done = cli("plan", "run", str(plan), "--db", str(tmp_path / "s.db"))
     assert done.returncode == 2
     assert f"{plan}:" in done.stderr and "clients" in done.stderr and "one client per trial" in done.stderr
+
+
+def test_a_replay_step_replays_a_log_against_nginx_at_each_rate(engine_path, nginx, cli, tmp_path):
+    log = tracegen.write(tmp_path / "access.log.gz", tracegen.TraceShape(requests=500, files=50, seed=3))
+    docroot = tmp_path / "www"
+    assert cli("replay", "--build-docroot", str(docroot), str(log)).returncode == 0
+    server = nginx(docroot)
+    plan = write(
+        tmp_path / "replay.toml",
+        f"""
+        name = "replays"
+        [[test]]
+        name = "replay-{{rate}}"
+        kind = "replay"
+        loop = {{rate = [100, 200]}}
+        log = "access.log.gz"
+        target = "{server.url}"
+        args = ["--rate", "{{rate}}", "--warmup", "0", "--runtime", "1"]
+        metric = "achieved_rate"
+        """,
+    )
+    db = tmp_path / "s.db"
+    done = cli("plan", "run", str(plan), "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    sent = 0
+    for rate in (100, 200):
+        (run,) = runs_of(db, f"replay-{rate}")
+        assert run["status"] == "done", run
+        assert run["metrics"]["achieved_rate"] == pytest.approx(rate, rel=0.1), run["metrics"]
+        assert run["metrics"]["output_mbit_s"] > 0
+        sent += run["metrics"]["sent"]
+    # Every request the two replays sent reached nginx, and the store holds both as replay trials.
+    assert sent == 300 and len([e for e in server.access_log_entries() if e[0] != "OPTIONS"]) == sent
+    workloads = [row["workload"] for row in query(db, "SELECT workload FROM trials ORDER BY id")]
+    assert workloads == ["replay:access.log.gz"] * 2
