@@ -9,6 +9,10 @@ from chromium import Page, find_chromium
 from conftest import REPO
 from peakbench.cli import main as peakbench
 from peakbench.harness import importing
+from peakbench.report import selection
+from peakbench.report.model import Figure, ReportOptions
+from peakbench.report.sections import harness
+from peakbench.store import Store
 
 ARTEFACTS = REPO / "test-artifacts"
 # (fs, threads, ops, cpu): two runs at most points, one at xfs with 2 threads.
@@ -95,3 +99,19 @@ def test_plan_figures_as_files_and_in_a_real_browser_with_imported_getstats(plan
     assert rows[("sleep", "elapsed")][3] == "3"  # COUNT: the three imported runs
     assert "fig-plan-2-elapsed-bars" in gnu["figures"]
     assert "n = 3 runs per test" in gnu["figures"]["fig-plan-2-elapsed-bars"]["caption"]
+
+
+def test_each_whisker_spans_its_tests_interval_and_a_single_run_has_none(plans):
+    _, db = plans
+    with Store(db, readonly=True) as store:
+        data = selection.select(store, ["plan:1"])
+    blocks = harness.section(data, ReportOptions()).blocks
+    (bars,) = [b.figure for b in blocks if isinstance(b, Figure) and b.name == "plan-1-ops-bars"]
+    rows = {r["test"]: r for r in data.extra["harness"]["getstats"] if r["metric"] == "ops"}
+    labels = [tick.get_text() for tick in bars.axes[0].get_xticklabels()]
+    (whiskers,) = [c for c in bars.axes[0].collections if len(c.get_segments())]
+    spans = {labels[round(s[0][0])]: (s[0][1], s[1][1]) for s in whiskers.get_segments()}
+    assert set(spans) == {test for test, row in rows.items() if row["count"] >= 2} and "tool-xfs-2" not in spans
+    for test, (low, high) in spans.items():
+        assert (low, high) == pytest.approx((max(rows[test]["low"], 0.0), rows[test]["high"]))
+        assert low <= rows[test]["mean"] <= high
