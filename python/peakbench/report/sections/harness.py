@@ -193,11 +193,14 @@ def _lines(
     figure, axes = figures.new_figure()
     axis = axes[0][0]
     with figures.style():
-        for colour, (label, points) in zip(itertools.cycle(figures.COLOURS), groups.items()):
+        # Each line a little aside from the others, so no interval hides another.
+        spread = (max(levels) - min(levels) if numeric else len(levels) - 1) or 1
+        for index, (colour, (label, points)) in enumerate(zip(itertools.cycle(figures.COLOURS), groups.items())):
             points.sort(key=lambda p: p[0])
             chosen = [row for _, row in points]
-            axis.plot([x for x, _ in points], [row["mean"] for row in chosen], marker="o", color=colour, label=label)
-            _whiskers(axis, [x for x, _ in points], chosen, colour)
+            xs = [x + (index - (len(groups) - 1) / 2) * 0.015 * spread for x, _ in points]
+            axis.plot(xs, [row["mean"] for row in chosen], marker="o", color=colour, label=label)
+            _whiskers(axis, xs, chosen, colour)
         # Ticks at the levels the tests ran: 1, 2 and 4 threads, not 1.5.
         axis.set_xticks(levels if numeric else range(len(levels)), [str(level) for level in levels])
         axis.set_xlabel(variable)
