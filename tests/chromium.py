@@ -125,10 +125,11 @@ class Page:
         message, self._buffer = self._buffer.split(b"\0", 1)
         return json.loads(message)
 
-    def wait_for(self, method: str) -> dict:
+    def wait_for(self, method: str, since: int = 0) -> dict:
+        """The first `method` event from the `since`-th event on (a page opened second waits for its own load)."""
         deadline = time.monotonic() + self.timeout_s
         while True:
-            for event in self.events:
+            for event in self.events[since:]:
                 if event.get("method") == method:
                     return event
             self.events.append(self._receive(deadline))
@@ -136,8 +137,9 @@ class Page:
     # -- what a test asks -------------------------------------------------------
 
     def open(self, path: Path) -> None:
+        since = len(self.events)
         self.call("Page.navigate", {"url": path.absolute().as_uri()}, session=True)
-        self.wait_for("Page.loadEventFired")
+        self.wait_for("Page.loadEventFired", since)
 
     def evaluate(self, expression: str):
         result = self.call(

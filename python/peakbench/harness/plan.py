@@ -92,6 +92,7 @@ from ..units import parse_duration, parse_size
 from .expr import Expression, ExpressionError
 
 RUNTIME_NAMES = ("run", "thread", "threads", "mount", "workdir", "plan", "test")
+TRIAL_SCHEMES = ("null://", "file://", "nfs://", "http://")  # the URL targets targets.parse_target takes
 # A plan may name its own variable `threads` (a loop over thread counts); the others are peakbench's.
 RESERVED_NAMES = tuple(n for n in RUNTIME_NAMES if n != "threads")
 TOP_KEYS = (
@@ -131,6 +132,7 @@ TEST_KEYS = (
     "scale",
     "seed",
     "max_outstanding",
+    "docroot",
     "hooks",
     "stop",
     "cache",
@@ -825,7 +827,7 @@ def _instance(
         metric_names = set(COMMAND_METRICS)
         default_metric = STEP_METRICS[kind]
     elif kind == "command":
-        for key in ("workload", "rate", "warmup", "runtime", "scale", "seed", "max_outstanding"):
+        for key in ("workload", "rate", "warmup", "runtime", "scale", "seed", "max_outstanding", "docroot"):
             if f.has(key):
                 raise f.error((key,), f"{key!r} belongs to a trial test (kind = 'trial'), not a command")
         if not f.has("command"):
@@ -893,8 +895,17 @@ def _instance(
                 raise f.error(("workload",), error.message) from None
             raise
         target = trial["target"]
-        if "://" in target and not target.startswith(("null://", "file://")):
-            raise f.error(("target",), "a trial target is a directory, file:///DIR or null://")
+        if "://" in target and not target.startswith(TRIAL_SCHEMES):
+            raise f.error(
+                ("target",),
+                "a trial target is a directory, file:///DIR, nfs://SERVER/EXPORT, http://HOST:PORT/ or null://",
+            )
+        if threads > 1 and target.startswith(("nfs://", "http://")):
+            # Each client would build and use the same files at the same place on the server.
+            raise f.error((threads_key,), "one client per trial on an nfs:// or http:// target")
+        trial["docroot"] = f.text(("docroot",), f.raw("docroot"), keep=RUNTIME_NAMES) if f.has("docroot") else None
+        if trial["docroot"] is not None and not target.startswith("http://"):
+            raise f.error(("docroot",), "a docroot goes with an http:// target only")
         instance["trial"] = trial
         metric_names = set(TRIAL_METRICS)
         default_metric = "mean_ms"

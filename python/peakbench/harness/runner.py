@@ -611,7 +611,8 @@ class Runner:
         t = test["trial"]
         try:
             workload = find_workload(t["workload"])
-            target = parse_target(render(t["target"], values))
+            docroot = t.get("docroot")  # absent in plans stored before trial tests took http:// targets
+            target = parse_target(render(t["target"], values), render(docroot, values) if docroot else None)
             spec = trial_spec(
                 workload,
                 target,

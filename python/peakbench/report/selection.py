@@ -113,7 +113,20 @@ def _plan_results(store: Store, ident: int) -> dict:
         "getstats": rows,
         "comparisons": _against_baseline(analysis["series"]),
         "warnings": [{"kind": w["kind"], "message": w["message"]} for w in analysis["warnings"]],
+        "plotted": _plotted(analysis["series"]),
+        "tests": [{"name": t["name"], "vars": t["vars"]} for t in analysis["tests"]],
+        "confidence": analysis["confidence"],
+        "name": f"plan-{ident}",
     }
+
+
+def _plotted(series: list[dict]) -> list[str]:
+    """The metrics a plan's figures show: the tests' stop metrics, then elapsed and CPU time, as
+    `plan report` prints them."""
+    from ..harness.report import OUTLIER_METRICS
+
+    primary = [s["metric"] for s in series if s.get("primary")]
+    return list(dict.fromkeys(primary + [s["metric"] for s in series if s["metric"] in OUTLIER_METRICS]))
 
 
 def _against_baseline(series: list[dict]) -> list[dict]:
