@@ -87,7 +87,7 @@ fn execute(command: &str, source: &str) -> Result<Option<serde_json::Value>, Fai
     }
     .map_err(|e| Failure::Spec(format!("{label}: {e}")))?;
     let run = |e: anyhow::Error| {
-        if e.chain().any(|cause| cause.is::<replay::BadLog>()) {
+        if e.chain().any(|cause| cause.is::<replay::BadLog>() || cause.is::<target::smb::Refused>()) {
             Failure::Spec(format!("{e:#}"))
         } else {
             Failure::Run(format!("{e:#}"))

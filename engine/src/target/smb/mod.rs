@@ -121,6 +121,19 @@ fn join(a: &str, b: &str) -> String {
     }
 }
 
+/// The server refused who or what peakbench asked for (user, share, dialect): bad input,
+/// so the engine exits 2 (main.rs) and the user sees one line.
+#[derive(Debug)]
+pub struct Refused(pub String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
 /// The parts of `smb://[user[:password]@]host[:port]/share[/path]` the engine gets as fields.
 fn resolve(spec: &SmbSpec) -> anyhow::Result<std::net::SocketAddr> {
     let h = spec.host.trim_start_matches('[').trim_end_matches(']');
@@ -158,8 +171,9 @@ impl Smb {
         let client = Client::new(addr, login.clone(), spec.connections, spec.max_outstanding);
         let live = client.connect_all().map_err(|e| match e {
             SetupError::Share(s) if s == wire::STATUS_BAD_NETWORK_NAME => {
-                anyhow!("{url}: the server has no share {:?}{}", spec.share, offered(&addr, &login))
+                Refused(format!("{url}: the server has no share {:?}{}", spec.share, offered(&addr, &login))).into()
             }
+            e @ (SetupError::Dialect(_) | SetupError::Logon(_) | SetupError::Share(_)) => Refused(format!("{url}: {e}")).into(),
             e => anyhow!("{url}: {e}"),
         })?;
         let xfer = live.negotiated.max_read.min(live.negotiated.max_write).clamp(512, MAX_XFER);
