@@ -11,12 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
+from peakbench.cli import main
 from peakbench.errors import InputError
 from peakbench.targets import parse_target, target_label
 
 sys.path.insert(0, str(Path(__file__).parent))
 from samba import Samba, ServerUnavailable  # noqa: E402
-
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,7 @@ def test_bad_smb_urls_are_one_line_input_errors(url, message):
 # ---------------------------------------------------------------- validate and refusals
 
 
-def test_validate_passes_every_smb2_operation_and_skips_those_smb2_lacks(samba, cli, tmp_path):
+def test_validate_passes_every_smb2_operation_and_skips_those_smb2_lacks(samba, engine_path, cli, tmp_path):
     out = tmp_path / "v.json"
     done = cli("validate", samba.url(), "--json", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -80,16 +80,21 @@ def test_validate_passes_every_smb2_operation_and_skips_those_smb2_lacks(samba, 
     assert not any(samba.share_dir.iterdir())  # the scratch directory is gone
 
 
-def test_wrong_password_missing_share_and_refused_dialect_are_one_line_errors(samba, cli):
-    wrong = cli("validate", samba.url(password="not-it"))
-    assert wrong.returncode == 2 and "STATUS_LOGON_FAILURE" in wrong.stderr, wrong.stderr
-    missing = cli("validate", samba.url(share="nope"))
-    assert missing.returncode == 2 and 'no share "nope"; it offers share' in missing.stderr, missing.stderr
+def test_wrong_password_missing_share_and_refused_dialect_are_one_line_errors(samba, engine_path, capsys):
+    # In-process `peakbench validate` (each a separate interpreter would cost seconds on a loaded machine).
+    def validate(url: str) -> tuple[int, str]:
+        status = main(["validate", url])
+        return status, capsys.readouterr().err
+
+    wrong = validate(samba.url(password="not-it"))
+    assert wrong[0] == 2 and "STATUS_LOGON_FAILURE" in wrong[1], wrong
+    missing = validate(samba.url(share="nope"))
+    assert missing[0] == 2 and 'no share "nope"; it offers share' in missing[1], missing
     with Samba(max_protocol="SMB2_10", port=samba.port + 1) as old:
-        refused = cli("validate", old.url(options="dialect=3.0"))
-    assert refused.returncode == 2 and "refused SMB 3.0" in refused.stderr, refused.stderr
-    for done in (wrong, missing, refused):
-        assert len(done.stderr.strip().splitlines()) == 1 and "not-it" not in done.stderr
+        refused = validate(old.url(options="dialect=3.0"))
+    assert refused[0] == 2 and "refused SMB 3.0" in refused[1], refused
+    for _, stderr in (wrong, missing, refused):
+        assert len(stderr.strip().splitlines()) == 1 and "not-it" not in stderr
 
 
 # ---------------------------------------------------------------- trials
@@ -172,3 +177,14 @@ def test_a_killed_server_is_counted_and_the_trial_ends_in_time(engine_path, samb
     succeeded = sum(op["successes"] for op in ops.values())
     assert failed > 100 and succeeded > 50, ops
     assert set().union(*(op["errors"] for op in ops.values())) <= {"SMB_CONNECTION"}, ops
+
+
+def test_a_mix_with_ops_smb2_lacks_is_refused_before_anything_is_prepared(samba, engine_path, tmp_path, capsys):
+    url = samba.url("refused")
+    status = main(
+        ["run", "specsfs2008", "--target", url, "--rate", "50", "--runtime", "1", "--db", str(tmp_path / "pb.db")]
+    )
+    err = capsys.readouterr().err
+    assert status == 2 and "readlink" in err and "smb:// targets cannot do" in err, err
+    assert len(err.strip().splitlines()) == 1
+    assert not any((samba.share_dir / "refused").iterdir())

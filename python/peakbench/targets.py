@@ -167,6 +167,22 @@ def parse_smb(text: str) -> dict:
     return target
 
 
+# Ops a kind of target has no form for (the engine refuses them too, but only once it has
+# connected): SMB2 makes no symlinks and has no pathconf.
+UNSUPPORTED_OPS = {"smb": ("symlink", "readlink", "pathconf")}
+
+
+def refuse_unsupported(target: dict, mix: dict, workload: str) -> None:
+    """Refuse a mix that names an op the target cannot do, before anything is prepared."""
+    named = [op for op in UNSUPPORTED_OPS.get(target["kind"], ()) if mix.get(op, 0) > 0]
+    if named:
+        raise InputError(
+            f"workload {workload} has {', '.join(named)} in its mix, which {target['kind']}:// targets cannot do;"
+            " give a mix without them",
+            field=FIELD,
+        )
+
+
 def _without_password(text: str) -> str:
     """An smb:// URL as shown and stored: the password replaced by ***."""
     url = urlsplit(text)

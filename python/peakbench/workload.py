@@ -50,6 +50,7 @@ from . import distributions, tomlfile
 from .errors import InputError
 from .mix import OPS, normalise
 from .mixfile import read_mixfile
+from .targets import refuse_unsupported
 from .units import parse_size
 
 SPEC_SCHEMA = "peakbench.trial-spec/1"
@@ -317,6 +318,7 @@ def trial_spec(
     `target` is the engine's target object (see targets.py); `arrivals`
     overrides the workload's own choice; `scale` multiplies the file set.
     """
+    refuse_unsupported(target, workload.mix, workload.name)
     return {
         "schema": SPEC_SCHEMA,
         "target": target,

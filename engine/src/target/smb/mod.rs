@@ -212,8 +212,24 @@ impl Smb {
         )?;
         check(&r, &[])?;
         let fid = wire::parse_create(&r[0]).map_err(malformed)?.fid;
-        self.handles.lock().expect("handles lock").insert(full.to_string(), (live.generation, fid));
-        Ok(fid)
+        // Another sender may have opened the same file meanwhile: keep one handle, close the other.
+        let kept = {
+            let mut handles = self.handles.lock().expect("handles lock");
+            match handles.get(full) {
+                Some((g, other)) if *g == live.generation => Some(*other),
+                _ => {
+                    handles.insert(full.to_string(), (live.generation, fid));
+                    None
+                }
+            }
+        };
+        match kept {
+            Some(other) => {
+                let _ = self.client.call(live, &[wire::close(&fid)]);
+                Ok(other)
+            }
+            None => Ok(fid),
+        }
     }
 
     fn cached(&self, live: &Live, full: &str) -> Option<Fid> {
