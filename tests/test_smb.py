@@ -76,6 +76,7 @@ def test_validate_passes_every_smb2_operation_and_skips_those_smb2_lacks(samba, 
     assert done.returncode == 0, done.stdout + done.stderr
     checks = {c["op"]: c for c in json.loads(out.read_text())["checks"]}
     assert {op for op, c in checks.items() if c["status"] == "skipped"} == {"symlink", "readlink", "pathconf"}
+    assert checks["lock"]["detail"] == "locked and released"
     assert all(c["status"] == "pass" for op, c in checks.items() if op not in ("symlink", "readlink", "pathconf"))
     assert not any(samba.share_dir.iterdir())  # the scratch directory is gone
 
@@ -131,10 +132,10 @@ def _engine(engine_path, command: str, spec: dict, check: bool = True):
 def test_smbd_counted_the_requests_the_result_reports(engine_path, samba):
     """Samba's own SMB2 counters (smbstatus --profile) as deltas around a 1.5 s trial at a fixed
     rate. Each op is a fixed set of SMB2 commands (target/smb/mod.rs): getattr and access are
-    CREATE + QUERY_INFO + CLOSE, setattr CREATE + SET_INFO + CLOSE, null an ECHO, and a read or
-    write one READ or WRITE on a handle kept open. The run's own set-up and restore account for
+    CREATE + QUERY_INFO + CLOSE, setattr CREATE + SET_INFO + CLOSE, null an ECHO, a read or write
+    one READ or WRITE on a handle kept open, and a lock two LOCKs (lock, unlock) on it. The run's own set-up and restore account for
     the rest, which is bounded by the file set's size."""
-    mix = {"null": 0.1, "getattr": 0.3, "access": 0.15, "setattr": 0.05, "read": 0.2, "write": 0.2}
+    mix = {"null": 0.1, "getattr": 0.3, "access": 0.1, "setattr": 0.05, "read": 0.2, "write": 0.2, "lock": 0.05}
     spec = _spec(samba.url("counts"), mix, rate=400, runtime_s=1.5)
     _engine(engine_path, "prepare", spec)
     before = samba.smb2_counts()
@@ -145,6 +146,7 @@ def test_smbd_counted_the_requests_the_result_reports(engine_path, samba):
     assert all(ops[op]["successes"] == ops[op]["count"] > 10 for op in mix), ops
     assert result["achieved_rate"] == pytest.approx(400, rel=0.1)
     assert seen["keepalive"] == ops["null"]["count"]
+    assert seen["lock"] == 2 * ops["lock"]["count"]  # lock and unlock
     assert seen["read"] == ops["read"]["count"] + 1  # and one READ of the file set's manifest
     assert seen["setinfo"] >= ops["setattr"]["count"]
     queries = ops["getattr"]["count"] + ops["access"]["count"]

@@ -29,9 +29,7 @@ pub type R<T> = Result<T, String>;
 pub trait Probe {
     fn label(&self) -> String;
     /// Ops the protocol has no form for are reported as skipped, not failed.
-    fn supports(&self, _op: crate::workload::mix::Op) -> bool {
-        true
-    }
+    fn supports(&self, op: crate::workload::mix::Op) -> bool;
     /// Whether `getattr` reports the mode `set_mode` set (SMB2 has no mode bits).
     fn has_modes(&self) -> bool {
         true
@@ -42,6 +40,10 @@ pub trait Probe {
     /// Unstable write (as NFS clients write); returns the bytes accepted.
     fn write(&self, path: &str, offset: u64, data: &[u8]) -> R<u64>;
     fn commit(&self, path: &str) -> R<()>;
+    /// Lock a byte range and release it; only probes whose `supports(Op::Lock)` is true are asked.
+    fn lock(&self, _path: &str) -> R<()> {
+        Err("no byte-range locks".into())
+    }
     fn read(&self, path: &str, offset: u64, len: u32) -> R<Vec<u8>>;
     fn set_mode(&self, path: &str, mode: u32) -> R<()>;
     fn getattr(&self, path: &str) -> R<Attr>;
@@ -120,6 +122,7 @@ pub fn validate(p: &dyn Probe) -> Value {
             "write",
             "read",
             "commit",
+            "lock",
             "setattr",
             "getattr",
             "lookup",
@@ -192,6 +195,7 @@ fn scratch_checks(p: &dyn Probe, c: &mut Checks, dir: &str, d: &dyn Fn(&str) -> 
         );
     if wrote {
         c.add("commit", "commit the unstable writes", p.commit(&file).map(|_| "committed".into()));
+        c.add("lock", "lock the first byte and release it", p.lock(&file).map(|_| "locked and released".into()));
         c.add(
             "read",
             "read back and compare, the hole as zeros, end of file",
@@ -217,6 +221,7 @@ fn scratch_checks(p: &dyn Probe, c: &mut Checks, dir: &str, d: &dyn Fn(&str) -> 
         );
     } else {
         c.skip("commit", "", "nothing was written");
+        c.skip("lock", "", "nothing was written");
         c.skip("read", "", "nothing was written");
     }
     if created {

@@ -168,8 +168,13 @@ def parse_smb(text: str) -> dict:
 
 
 # Ops a kind of target has no form for (the engine refuses them too, but only once it has
-# connected): SMB2 makes no symlinks and has no pathconf.
-UNSUPPORTED_OPS = {"smb": ("symlink", "readlink", "pathconf")}
+# connected): SMB2 makes no symlinks and has no pathconf; byte-range locks are SMB's alone so far.
+UNSUPPORTED_OPS = {
+    "smb": ("symlink", "readlink", "pathconf"),
+    "posix": ("lock",),
+    "nfs": ("lock",),
+    "http": ("lock",),
+}
 
 
 def refuse_unsupported(target: dict, mix: dict, workload: str) -> None:

@@ -78,6 +78,10 @@ pub enum Request {
     Commit {
         path: String,
     },
+    /// Lock a byte range of an open file and release it.
+    Lock {
+        path: String,
+    },
 }
 
 /// `Request::Read { offset: 0, len: WHOLE, .. }`: the whole file (an HTTP GET; a

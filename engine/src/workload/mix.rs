@@ -28,10 +28,12 @@ pub enum Op {
     Fsinfo,
     Pathconf,
     Commit,
+    /// A byte-range lock taken and released on an open file (SMB2 LOCK; SPECsfs2008 CIFS LOCKING_ANDX).
+    Lock,
 }
 
 impl Op {
-    pub const ALL: [Op; 21] = [
+    pub const ALL: [Op; 22] = [
         Op::Null,
         Op::Getattr,
         Op::Setattr,
@@ -53,6 +55,7 @@ impl Op {
         Op::Fsinfo,
         Op::Pathconf,
         Op::Commit,
+        Op::Lock,
     ];
 
     pub fn name(self) -> &'static str {
@@ -78,6 +81,7 @@ impl Op {
             Op::Fsinfo => "fsinfo",
             Op::Pathconf => "pathconf",
             Op::Commit => "commit",
+            Op::Lock => "lock",
         }
     }
 
@@ -89,12 +93,23 @@ impl Op {
     pub fn needs_file(self) -> bool {
         matches!(
             self,
-            Op::Getattr | Op::Setattr | Op::Lookup | Op::Access | Op::Read | Op::Write | Op::Remove | Op::Rename | Op::Link | Op::Commit | Op::Symlink
+            Op::Getattr
+                | Op::Setattr
+                | Op::Lookup
+                | Op::Access
+                | Op::Read
+                | Op::Write
+                | Op::Remove
+                | Op::Rename
+                | Op::Link
+                | Op::Commit
+                | Op::Symlink
+                | Op::Lock
         )
     }
 }
 
-/// Chooses ops with fixed probabilities: one uniform draw, a scan of at most 21 entries.
+/// Chooses ops with fixed probabilities: one uniform draw, a scan of at most 22 entries.
 pub struct Mix {
     cumulative: Vec<(f64, Op)>,
 }
@@ -178,7 +193,7 @@ mod tests {
         let mix = Mix::new(&spec97);
         let mut rng = Pcg64Mcg::seed_from_u64(2002);
         let n = 1_000_000;
-        let mut counts = [0u64; 21];
+        let mut counts = [0u64; Op::ALL.len()];
         for _ in 0..n {
             counts[mix.pick(&mut rng).index()] += 1;
         }

@@ -1,7 +1,7 @@
 //! SMB2 connections, pipelined: each connection negotiates, authenticates (NTLMv2) and
 //! connects to the share once, then carries many requests in flight, each matched to
-//! its response by message ID. A request is one message or a related compound (CREATE
-//! + QUERY_INFO + CLOSE go out as one), sent under the credits the server has granted.
+//! its response by message ID. A request is one message or a related compound (a CREATE,
+//! QUERY_INFO and CLOSE go out as one), sent under the credits the server has granted.
 //! One reader thread per connection reads responses in large chunks and completes the
 //! request whose every part has come; nothing else runs per request.
 
@@ -70,7 +70,6 @@ pub type Callback = Box<dyn FnOnce(Res<Replies>) + Send>;
 /// Who or what to connect as.
 #[derive(Clone, Debug)]
 pub struct Login {
-    pub host: String,
     pub share: String,
     pub user: String,
     pub password: String,
@@ -195,7 +194,7 @@ impl Live {
         for (i, r) in reqs.iter().enumerate() {
             if i > 0 {
                 // Each message of a compound starts 8-byte aligned; the one before points at it.
-                while (send.queued.len() - start - 4) % 8 != 0 {
+                while !(send.queued.len() - start - 4).is_multiple_of(8) {
                     send.queued.push(0);
                 }
                 let next = (send.queued.len() - last_at) as u32;

@@ -10,6 +10,7 @@
 //! | setattr | set file info | CREATE + SET_INFO(FileBasicInformation: last-write time) + CLOSE |
 //! | lookup | open and close | CREATE + CLOSE |
 //! | read, write, commit | READ, WRITE, FLUSH | on the file's handle, opened once and kept |
+//! | lock | LOCK + LOCK (unlock), one compound | the file's first byte, on its kept handle |
 //! | create, mkdir | CREATE (new) + CLOSE | |
 //! | remove, rmdir | CREATE (delete on close) + CLOSE | |
 //! | rename, link | CREATE + SET_INFO(FileRenameInformation, FileLinkInformation) + CLOSE | |
@@ -160,7 +161,6 @@ impl Smb {
         let url = Smb::url_of(spec);
         let addr = resolve(spec).map_err(|e| anyhow!("{url}: {e}"))?;
         let login = Login {
-            host: spec.host.clone(),
             share: spec.share.clone(),
             user: spec.user.clone(),
             password: spec.password.clone(),
@@ -300,6 +300,14 @@ impl Smb {
                 Some(f) => Plan::Compound(vec![wire::flush(&f)], zero),
                 None => Plan::Blocking,
             },
+            // Lock the file's first byte and release it, as one compound.
+            Request::Lock { .. } => match fid {
+                Some(f) => Plan::Compound(
+                    vec![wire::lock(&f, 0, 1, wire::LOCK_EXCLUSIVE | wire::LOCK_FAIL_IMMEDIATELY), wire::lock(&f, 0, 1, wire::LOCK_UNLOCK)],
+                    zero,
+                ),
+                None => Plan::Blocking,
+            },
             _ => Plan::Blocking,
         }
     }
@@ -312,7 +320,7 @@ impl Smb {
     /// The path whose connection (and kept handle) a request uses.
     fn path_of(request: &Request) -> Option<&str> {
         match request {
-            Request::Read { path, .. } | Request::Write { path, .. } | Request::Commit { path } => Some(path),
+            Request::Read { path, .. } | Request::Write { path, .. } | Request::Commit { path } | Request::Lock { path } => Some(path),
             _ => None,
         }
     }
@@ -649,6 +657,9 @@ impl crate::validate::Probe for Smb {
         }
         check(&r, &[]).map_err(|e| format!("READ: {e}"))?;
         wire::parse_read(&r[0]).map(<[u8]>::to_vec).map_err(|e| format!("READ: {e}"))
+    }
+    fn lock(&self, path: &str) -> Result<(), String> {
+        self.op(&Request::Lock { path: path.into() }).map(|_| ()).map_err(|e| format!("LOCK: {e}"))
     }
     fn set_mode(&self, path: &str, _mode: u32) -> Result<(), String> {
         self.op(&Request::Setattr { path: path.into() }).map(|_| ()).map_err(|e| format!("SET_INFO (basic): {e}"))

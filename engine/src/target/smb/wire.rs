@@ -21,21 +21,16 @@ pub const QUERY_DIRECTORY: u16 = 14;
 pub const QUERY_INFO: u16 = 16;
 pub const SET_INFO: u16 = 17;
 
-pub const FLAG_RESPONSE: u32 = 0x1;
 pub const FLAG_ASYNC: u32 = 0x2;
 pub const FLAG_RELATED: u32 = 0x4;
 
 pub const STATUS_SUCCESS: u32 = 0;
 pub const STATUS_PENDING: u32 = 0x0000_0103;
-pub const STATUS_BUFFER_OVERFLOW: u32 = 0x8000_0005;
 pub const STATUS_NO_MORE_FILES: u32 = 0x8000_0006;
 pub const STATUS_END_OF_FILE: u32 = 0xC000_0011;
 pub const STATUS_MORE_PROCESSING_REQUIRED: u32 = 0xC000_0016;
 pub const STATUS_OBJECT_NAME_NOT_FOUND: u32 = 0xC000_0034;
-pub const STATUS_OBJECT_NAME_COLLISION: u32 = 0xC000_0035;
-pub const STATUS_LOGON_FAILURE: u32 = 0xC000_006D;
 pub const STATUS_BAD_NETWORK_NAME: u32 = 0xC000_00CC;
-pub const STATUS_NOT_SUPPORTED: u32 = 0xC000_00BB;
 
 /// The name of an NTSTATUS, as an op's error kind.
 pub fn status_name(s: u32) -> String {
@@ -165,7 +160,6 @@ pub fn smb_path(path: &str) -> String {
 /// The fields of a response header peakbench uses.
 #[derive(Debug, Clone, Copy)]
 pub struct Header {
-    pub command: u16,
     pub status: u32,
     pub credits: u16,
     pub flags: u32,
@@ -181,7 +175,6 @@ pub fn parse_header(b: &[u8]) -> Result<Header, String> {
     }
     let g = |o| u32_at(b, o).unwrap_or(0);
     Ok(Header {
-        command: u16_at(b, 12).unwrap_or(0),
         status: g(8),
         credits: u16_at(b, 14).unwrap_or(0),
         flags: g(16),
@@ -400,8 +393,6 @@ fn buffer(msg: &[u8], offset: usize, len: usize) -> Result<&[u8], String> {
 #[derive(Debug, Clone)]
 pub struct Negotiated {
     pub dialect: u16,
-    pub security_mode: u16,
-    pub max_transact: u32,
     pub max_read: u32,
     pub max_write: u32,
 }
@@ -409,13 +400,7 @@ pub struct Negotiated {
 pub fn parse_negotiate(msg: &[u8]) -> Result<Negotiated, String> {
     let b = body(msg, 65)?;
     let g = |o| u32_at(b, o).ok_or("short NEGOTIATE response");
-    Ok(Negotiated {
-        dialect: u16_at(b, 4).ok_or("short NEGOTIATE response")?,
-        security_mode: u16_at(b, 2).ok_or("short NEGOTIATE response")?,
-        max_transact: g(28)?,
-        max_read: g(32)?,
-        max_write: g(36)?,
-    })
+    Ok(Negotiated { dialect: u16_at(b, 4).ok_or("short NEGOTIATE response")?, max_read: g(32)?, max_write: g(36)? })
 }
 
 /// The security token of a SESSION_SETUP response.
@@ -429,13 +414,12 @@ pub fn parse_session_setup(msg: &[u8]) -> Result<Vec<u8>, String> {
 pub struct Created {
     pub fid: Fid,
     pub size: u64,
-    pub attributes: u32,
 }
 
 pub fn parse_create(msg: &[u8]) -> Result<Created, String> {
     let b = body(msg, 89)?;
     let fid: Fid = b.get(64..80).ok_or("short CREATE response")?.try_into().map_err(|_| "short CREATE response")?;
-    Ok(Created { fid, size: u64_at(b, 48).ok_or("short CREATE response")?, attributes: u32_at(b, 56).ok_or("short CREATE response")? })
+    Ok(Created { fid, size: u64_at(b, 48).ok_or("short CREATE response")? })
 }
 
 /// The data of a READ response.
@@ -453,11 +437,6 @@ pub fn parse_write(msg: &[u8]) -> Result<u32, String> {
 pub fn parse_output(msg: &[u8]) -> Result<&[u8], String> {
     let b = body(msg, 9)?;
     buffer(msg, u16_at(b, 2).ok_or("short response")? as usize, u32_at(b, 4).ok_or("short response")? as usize)
-}
-
-/// FileNetworkOpenInformation: (size, attributes).
-pub fn parse_network_open(b: &[u8]) -> Result<(u64, u32), String> {
-    Ok((u64_at(b, 40).ok_or("short FileNetworkOpenInformation")?, u32_at(b, 48).ok_or("short FileNetworkOpenInformation")?))
 }
 
 /// FileStandardInformation: (size, links, directory).
@@ -509,7 +488,7 @@ mod tests {
     fn decoders_refuse_garbage_without_panicking() {
         // Every prefix of a well-formed message and bytes from a fixed-seed generator.
         let mut msg = Vec::new();
-        put_header(&mut msg, READ, 1, 1, FLAG_RESPONSE, 7, 1, 2);
+        put_header(&mut msg, READ, 1, 1, 0x1, 7, 1, 2); // a response
         msg.extend_from_slice(&W::new().u16(17).u8(80).u8(0).u32(4).u32(0).u32(0).bytes(b"data").0);
         assert_eq!(parse_read(&msg).unwrap(), b"data");
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
@@ -526,7 +505,7 @@ mod tests {
             junk[HEADER..HEADER + 2].copy_from_slice(&[9, 0]);
             let _ = parse_output(&junk).map(|o| (parse_names(o, FILE_NAMES_INFO), parse_names(o, FILE_ID_BOTH_DIR_INFO)));
             let _ = parse_session_setup(&junk);
-            let _ = (parse_fs_attribute(&junk), parse_fs_full_size(&junk), parse_standard(&junk), parse_network_open(&junk));
+            let _ = (parse_fs_attribute(&junk), parse_fs_full_size(&junk), parse_standard(&junk));
         }
     }
 
