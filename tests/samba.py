@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from debian import apt_install
+
 PORT = 4455
 USER = "root"
 PASSWORD = "peakbench-Samba-1"
@@ -70,19 +72,9 @@ class ServerUnavailable(Exception):
 def ensure_installed() -> None:
     if all(map(shutil.which, ("smbd", "smbpasswd", "smbstatus"))):
         return
-    if os.geteuid() != 0:
-        raise ServerUnavailable("samba is not installed and installing it needs root")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    done = subprocess.run(
-        ["apt-get", "install", "-y", "-qq", *PACKAGES], env=env, capture_output=True, text=True, timeout=600
-    )
-    if done.returncode != 0:
-        subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True, timeout=600)
-        done = subprocess.run(
-            ["apt-get", "install", "-y", "-qq", *PACKAGES], env=env, capture_output=True, text=True, timeout=600
-        )
-    if done.returncode != 0 or not shutil.which("smbd"):
-        raise ServerUnavailable(f"apt-get install {' '.join(PACKAGES)} failed: {done.stderr.strip()[-300:]}")
+    failed = apt_install(PACKAGES)
+    if failed or not shutil.which("smbd"):
+        raise ServerUnavailable(failed or "smbd is missing after apt-get install")
 
 
 def _listening(port: int) -> bool:

@@ -4,7 +4,6 @@ dialects, a trial whose op counts match what smbd counted, and a server killed m
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import threading
 import time
@@ -17,6 +16,8 @@ from peakbench.targets import parse_target, target_label
 
 sys.path.insert(0, str(Path(__file__).parent))
 from samba import Samba, ServerUnavailable  # noqa: E402
+from test_nfs import _engine  # noqa: E402
+from test_nfs import _spec as nfs_spec  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -102,31 +103,10 @@ def test_wrong_password_missing_share_and_refused_dialect_are_one_line_errors(sa
 
 
 def _spec(url: str, mix: dict, *, rate: float, runtime_s: float) -> dict:
-    return {
-        "schema": "peakbench.trial-spec/1",
-        "target": parse_target(url),
-        "seed": 1,
-        "load": {"rate": rate, "warmup_s": 0.0, "runtime_s": runtime_s, "drain_timeout_s": 3.0},
-        "fileset": {
-            "seed": 1,
-            "files": 40,
-            "files_per_dir": {"kind": "constant", "value": 10},
-            "dirs_per_dir": {"kind": "constant", "value": 3},
-            "max_depth": 2,
-            "file_sizes": {"kind": "constant", "value": 4096},
-        },
-        "mix": mix,
-    }
-
-
-def _engine(engine_path, command: str, spec: dict, check: bool = True):
-    done = subprocess.run(
-        [str(engine_path), command, "-"], input=json.dumps(spec), capture_output=True, text=True, timeout=120
-    )
-    if not check and done.returncode != 0:
-        return done
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    """test_nfs's small file set (50 files of 4 KiB), with a bounded drain."""
+    spec = nfs_spec(url, mix, rate=rate, runtime_s=runtime_s)
+    spec["load"]["drain_timeout_s"] = 3.0
+    return spec
 
 
 def test_smbd_counted_the_requests_the_result_reports(engine_path, samba):
@@ -152,10 +132,10 @@ def test_smbd_counted_the_requests_the_result_reports(engine_path, samba):
     queries = ops["getattr"]["count"] + ops["access"]["count"]
     # Set-up: the manifest, the file set's root and each handle the reads and writes open.
     assert queries <= seen["getinfo"] <= queries + 5
-    assert seen["write"] - ops["write"]["count"] in range(0, 41)  # the restore rewrites grown files
+    assert seen["write"] - ops["write"]["count"] in range(0, 51)  # the restore rewrites grown files
     opened = queries + ops["setattr"]["count"]
-    assert opened <= seen["create"] <= opened + 2 * 40 + 10
-    assert seen["create"] - seen["close"] in range(0, 41)  # the kept handles close with the session
+    assert opened <= seen["create"] <= opened + 2 * 50 + 10
+    assert seen["create"] - seen["close"] in range(0, 51)  # the kept handles close with the session
 
 
 def test_a_killed_server_is_counted_and_the_trial_ends_in_time(engine_path, samba):

@@ -349,6 +349,23 @@ impl std::fmt::Display for SpecError {
     }
 }
 
+/// The fields every protocol target over TCP has (nfs, smb).
+fn check_transport(host: &str, connections: usize, max_outstanding: Option<usize>, timeout_ms: f64) -> Result<(), SpecError> {
+    if host.is_empty() {
+        return Err(bad("target.host", "empty host"));
+    }
+    if connections == 0 || connections > 1024 {
+        return Err(bad("target.connections", "must be 1 to 1024"));
+    }
+    if max_outstanding == Some(0) {
+        return Err(bad("target.max_outstanding", "must be >= 1 (or absent for no cap)"));
+    }
+    if !(timeout_ms.is_finite() && timeout_ms > 0.0) {
+        return Err(bad("target.timeout_ms", "must be > 0"));
+    }
+    Ok(())
+}
+
 fn bad(field: impl Into<String>, message: impl Into<String>) -> SpecError {
     SpecError { field: field.into(), message: message.into() }
 }
@@ -476,20 +493,9 @@ impl TrialSpec {
             }
         }
         if let TargetSpec::Nfs(n) = &self.target {
-            if n.host.is_empty() {
-                return Err(bad("target.host", "empty host"));
-            }
+            check_transport(&n.host, n.connections, n.max_outstanding, n.timeout_ms)?;
             if !n.export.starts_with('/') {
                 return Err(bad("target.export", "must be an absolute path such as /export"));
-            }
-            if n.connections == 0 || n.connections > 1024 {
-                return Err(bad("target.connections", "must be 1 to 1024"));
-            }
-            if n.max_outstanding == Some(0) {
-                return Err(bad("target.max_outstanding", "must be >= 1 (or absent for no cap)"));
-            }
-            if !(n.timeout_ms.is_finite() && n.timeout_ms > 0.0) {
-                return Err(bad("target.timeout_ms", "must be > 0"));
             }
             if n.recv_wait_us.is_some_and(|w| !(0.0..=MAX_RECV_WAIT_US).contains(&w)) {
                 return Err(bad("target.recv_wait_us", format!("must be 0 to {MAX_RECV_WAIT_US} µs")));
@@ -501,20 +507,9 @@ impl TrialSpec {
             }
         }
         if let TargetSpec::Smb(s) = &self.target {
-            if s.host.is_empty() {
-                return Err(bad("target.host", "empty host"));
-            }
+            check_transport(&s.host, s.connections, s.max_outstanding, s.timeout_ms)?;
             if s.share.is_empty() || s.share.contains(['/', '\\']) {
                 return Err(bad("target.share", "must name one share"));
-            }
-            if s.connections == 0 || s.connections > 1024 {
-                return Err(bad("target.connections", "must be 1 to 1024"));
-            }
-            if s.max_outstanding == Some(0) {
-                return Err(bad("target.max_outstanding", "must be >= 1 (or absent for no cap)"));
-            }
-            if !(s.timeout_ms.is_finite() && s.timeout_ms > 0.0) {
-                return Err(bad("target.timeout_ms", "must be > 0"));
             }
             crate::target::smb::dialects(s.dialect.as_deref()).map_err(|e| bad("target.dialect", e.to_string()))?;
         }
