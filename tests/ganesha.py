@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from debian import apt_install
+
 NFS_PORT = 2049
 RPCBIND_PORT = 111
 STATE_DIR = Path(tempfile.gettempdir()) / "peakbench-ganesha"
@@ -98,19 +100,9 @@ class ServerUnavailable(Exception):
 def ensure_installed() -> None:
     if all(map(shutil.which, ("ganesha.nfsd", "dbus-daemon", "gdbus"))) and _rpcbind_binary():
         return
-    if os.geteuid() != 0:
-        raise ServerUnavailable("nfs-ganesha is not installed and installing it needs root")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    done = subprocess.run(
-        ["apt-get", "install", "-y", "-qq", *PACKAGES], env=env, capture_output=True, text=True, timeout=600
-    )
-    if done.returncode != 0:
-        subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True, timeout=600)
-        done = subprocess.run(
-            ["apt-get", "install", "-y", "-qq", *PACKAGES], env=env, capture_output=True, text=True, timeout=600
-        )
-    if done.returncode != 0 or not shutil.which("ganesha.nfsd"):
-        raise ServerUnavailable(f"apt-get install {' '.join(PACKAGES)} failed: {done.stderr.strip()[-300:]}")
+    failed = apt_install(PACKAGES)
+    if failed or not shutil.which("ganesha.nfsd"):
+        raise ServerUnavailable(failed or "ganesha.nfsd is missing after apt-get install")
 
 
 def _rpcbind_binary() -> str | None:

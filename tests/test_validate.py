@@ -36,6 +36,7 @@ OPS = {
     "fsstat",
     "fsinfo",
     "pathconf",
+    "lock",
 }
 
 
@@ -43,7 +44,11 @@ def _check_all_passed(done, out: Path, where: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads(out.read_text())
     assert {c["op"] for c in result["checks"]} == OPS
-    assert all(c["status"] == "pass" for c in result["checks"]), [c for c in result["checks"] if c["status"] != "pass"]
+    # Byte-range locks are SMB's alone so far: the others report them as skipped, not failed.
+    lock = next(c for c in result["checks"] if c["op"] == "lock")
+    assert lock["status"] == "skipped" and lock["detail"] == "the protocol has no such operation"
+    others = [c for c in result["checks"] if c["op"] != "lock"]
+    assert all(c["status"] == "pass" for c in others), [c for c in others if c["status"] != "pass"]
     assert result["ok"] and result["cleaned_up"]
     assert "all operations passed: 21 passed, 0 failed; scratch directory removed" in done.stdout
     assert list(where.iterdir()) == []  # nothing left behind

@@ -92,7 +92,7 @@ fn execute(command: &str, source: &str) -> Result<Option<serde_json::Value>, Fai
     }
     .map_err(|e| Failure::Spec(format!("{label}: {e}")))?;
     let run = |e: anyhow::Error| {
-        if e.chain().any(|cause| cause.is::<replay::BadLog>()) {
+        if e.chain().any(|cause| cause.is::<replay::BadLog>() || cause.is::<target::smb::Refused>()) {
             Failure::Spec(format!("{e:#}"))
         } else {
             Failure::Run(format!("{e:#}"))
@@ -111,6 +111,7 @@ fn execute(command: &str, source: &str) -> Result<Option<serde_json::Value>, Fai
                 spec::TargetSpec::Posix { path, .. } => path.clone(),
                 spec::TargetSpec::Null => "null://".into(),
                 spec::TargetSpec::Nfs(n) => target::nfs::Nfs::url_of(n),
+                spec::TargetSpec::Smb(s) => target::smb::Smb::url_of(s),
                 spec::TargetSpec::Http { url, docroot, .. } => docroot.clone().unwrap_or_else(|| url.clone()),
             };
             prepare::prepare(&spec, target.as_mut(), &where_).map(Some).map_err(run)

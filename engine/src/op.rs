@@ -28,10 +28,12 @@ pub enum Op {
     Fsinfo,
     Pathconf,
     Commit,
+    /// A byte-range lock taken and released on an open file (SMB2 LOCK; SPECsfs2008 CIFS LOCKING_ANDX).
+    Lock,
 }
 
 impl Op {
-    pub const ALL: [Op; 21] = [
+    pub const ALL: [Op; 22] = [
         Op::Null,
         Op::Getattr,
         Op::Setattr,
@@ -53,6 +55,7 @@ impl Op {
         Op::Fsinfo,
         Op::Pathconf,
         Op::Commit,
+        Op::Lock,
     ];
 
     pub fn name(self) -> &'static str {
@@ -78,6 +81,7 @@ impl Op {
             Op::Fsinfo => "fsinfo",
             Op::Pathconf => "pathconf",
             Op::Commit => "commit",
+            Op::Lock => "lock",
         }
     }
 
@@ -89,7 +93,18 @@ impl Op {
     pub fn needs_file(self) -> bool {
         matches!(
             self,
-            Op::Getattr | Op::Setattr | Op::Lookup | Op::Access | Op::Read | Op::Write | Op::Remove | Op::Rename | Op::Link | Op::Commit | Op::Symlink
+            Op::Getattr
+                | Op::Setattr
+                | Op::Lookup
+                | Op::Access
+                | Op::Read
+                | Op::Write
+                | Op::Remove
+                | Op::Rename
+                | Op::Link
+                | Op::Commit
+                | Op::Symlink
+                | Op::Lock
         )
     }
 }
@@ -160,6 +175,10 @@ pub enum Request {
     Fsinfo,
     Pathconf,
     Commit {
+        path: String,
+    },
+    /// Lock a byte range of an open file and release it.
+    Lock {
         path: String,
     },
 }

@@ -112,6 +112,7 @@ pub enum TargetSpec {
     },
     Null,
     Nfs(NfsSpec),
+    Smb(SmbSpec),
     /// An HTTP/1.1 server; see target/http.rs for the op mapping.
     Http {
         url: String,
@@ -177,6 +178,42 @@ pub struct NfsSpec {
     /// How the target is named in messages.
     #[serde(default)]
     pub url: Option<String>,
+}
+
+/// A share of an SMB2/3 server spoken to over TCP (target/smb).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SmbSpec {
+    pub host: String,
+    #[serde(default = "default_smb_port")]
+    pub port: u16,
+    pub share: String,
+    /// A directory below the share's root that holds the file sets ("" for the root).
+    #[serde(default)]
+    pub path: String,
+    #[serde(default)]
+    pub user: String,
+    #[serde(default)]
+    pub password: String,
+    #[serde(default)]
+    pub domain: String,
+    /// "2.1", "3.0" or "3.0.2"; absent: offer all three.
+    #[serde(default)]
+    pub dialect: Option<String>,
+    #[serde(default = "one_usize")]
+    pub connections: usize,
+    /// Cap on requests in flight across the connections.
+    #[serde(default)]
+    pub max_outstanding: Option<usize>,
+    #[serde(default = "default_rpc_timeout")]
+    pub timeout_ms: f64,
+    /// How the target is named in messages (without the password).
+    #[serde(default)]
+    pub url: Option<String>,
+}
+
+fn default_smb_port() -> u16 {
+    445
 }
 
 /// Longest receive moderation wait: beyond it the latency it adds is no longer small.
@@ -332,6 +369,23 @@ impl std::fmt::Display for SpecError {
     }
 }
 
+/// The fields every protocol target over TCP has (nfs, smb).
+fn check_transport(host: &str, connections: usize, max_outstanding: Option<usize>, timeout_ms: f64) -> Result<(), SpecError> {
+    if host.is_empty() {
+        return Err(bad("target.host", "empty host"));
+    }
+    if connections == 0 || connections > 1024 {
+        return Err(bad("target.connections", "must be 1 to 1024"));
+    }
+    if max_outstanding == Some(0) {
+        return Err(bad("target.max_outstanding", "must be >= 1 (or absent for no cap)"));
+    }
+    if !(timeout_ms.is_finite() && timeout_ms > 0.0) {
+        return Err(bad("target.timeout_ms", "must be > 0"));
+    }
+    Ok(())
+}
+
 fn bad(field: impl Into<String>, message: impl Into<String>) -> SpecError {
     SpecError { field: field.into(), message: message.into() }
 }
@@ -464,20 +518,9 @@ impl TrialSpec {
             }
         }
         if let TargetSpec::Nfs(n) = &self.target {
-            if n.host.is_empty() {
-                return Err(bad("target.host", "empty host"));
-            }
+            check_transport(&n.host, n.connections, n.max_outstanding, n.timeout_ms)?;
             if !n.export.starts_with('/') {
                 return Err(bad("target.export", "must be an absolute path such as /export"));
-            }
-            if n.connections == 0 || n.connections > 1024 {
-                return Err(bad("target.connections", "must be 1 to 1024"));
-            }
-            if n.max_outstanding == Some(0) {
-                return Err(bad("target.max_outstanding", "must be >= 1 (or absent for no cap)"));
-            }
-            if !(n.timeout_ms.is_finite() && n.timeout_ms > 0.0) {
-                return Err(bad("target.timeout_ms", "must be > 0"));
             }
             if n.recv_wait_us.is_some_and(|w| !(0.0..=MAX_RECV_WAIT_US).contains(&w)) {
                 return Err(bad("target.recv_wait_us", format!("must be 0 to {MAX_RECV_WAIT_US} µs")));
@@ -492,6 +535,13 @@ impl TrialSpec {
                     return Err(bad(name, "must be 512 to 1048576 bytes"));
                 }
             }
+        }
+        if let TargetSpec::Smb(s) = &self.target {
+            check_transport(&s.host, s.connections, s.max_outstanding, s.timeout_ms)?;
+            if s.share.is_empty() || s.share.contains(['/', '\\']) {
+                return Err(bad("target.share", "must name one share"));
+            }
+            crate::target::smb::dialects(s.dialect.as_deref()).map_err(|e| bad("target.dialect", e.to_string()))?;
         }
         if let TargetSpec::Http { url, timeout_s, .. } = &self.target {
             crate::target::http::split_url(url).map_err(|e| bad("target.url", e.to_string()))?;

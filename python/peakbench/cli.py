@@ -168,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
             "--target",
             required=True,
             metavar="DIR",
-            help="a directory, file:///DIR, nfs://SERVER/EXPORT[?options], http://HOST:PORT/, or null://",
+            help="a directory, file:///DIR, nfs://SERVER/EXPORT[?options], smb://[USER[:PASSWORD]@]SERVER/SHARE[?options], http://HOST:PORT/, or null://",
         )
         command.add_argument(
             "--docroot",
@@ -293,7 +293,11 @@ def build_parser() -> argparse.ArgumentParser:
     surface.set_defaults(handler=command_surface)
 
     validate = commands.add_parser("validate", help="check that the target performs every operation correctly")
-    validate.add_argument("target", metavar="TARGET", help="a directory, file:///DIR, or nfs://SERVER/EXPORT[?options]")
+    validate.add_argument(
+        "target",
+        metavar="TARGET",
+        help="a directory, file:///DIR, nfs://SERVER/EXPORT[?options] or smb://[USER[:PASSWORD]@]SERVER/SHARE[?options]",
+    )
     validate.add_argument("--json", type=Path, metavar="FILE", help="also write the checks to this JSON file")
     validate.set_defaults(handler=command_validate)
 

@@ -143,8 +143,8 @@ class Engine:
         if timed_out.is_set():
             raise RunError(f"engine {command} did not finish within {timeout_s:.3g} s and was stopped")
         if process.returncode == 2:
-            # A spec's own errors, or its access log's (which name the log themselves).
-            prefix = "" if error_text.startswith("access log ") else "the engine refused the trial spec: "
+            # A spec's own errors, or its access log's or an smb:// server's refusal (which name their source).
+            prefix = "" if error_text.startswith(("access log ", "smb://")) else "the engine refused the trial spec: "
             raise InputError(f"{prefix}{error_text}")
         if process.returncode != 0:
             how = f"exit status {process.returncode}" if process.returncode > 0 else f"signal {-process.returncode}"

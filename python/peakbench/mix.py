@@ -32,6 +32,7 @@ OPS = (
     "fsinfo",
     "pathconf",
     "commit",
+    "lock",
 )
 
 

@@ -115,6 +115,95 @@ def parse_nfs(text: str) -> dict:
     return target
 
 
+# smb:// URL options: name -> (engine field, parser, help).
+SMB_OPTIONS = {
+    "domain": ("domain", "text", "NTLM domain (default: none)"),
+    "conns": ("connections", "conns", "TCP connections, each with its own session (default 1)"),
+    "max_outstanding": ("max_outstanding", "count", "cap on requests in flight (default: none)"),
+    "timeout": ("timeout_ms", "duration", "per-request timeout, e.g. 500ms, 5s (default 5s)"),
+    "dialect": ("dialect", "dialect", "SMB dialect to offer: 2.1, 3.0 or 3.0.2 (default: all three)"),
+    "signing": ("signing", "signing", "message signing: off (the only choice so far)"),
+}
+SMB_DIALECTS = ("2.1", "3.0", "3.0.2")
+
+
+def parse_smb(text: str) -> dict:
+    """`smb://[user[:password]@]host[:port]/share[/path][?options]` as the engine's SMB target object."""
+    url = urlsplit(text)
+    try:
+        host, port = url.hostname, url.port
+    except ValueError:
+        raise InputError(f"{_without_password(text)}: the port is not a number from 1 to 65535", field=FIELD) from None
+    label = _without_password(text)
+    if not host:
+        raise InputError(f"{label}: no server; write smb://[USER[:PASSWORD]@]SERVER/SHARE", field=FIELD)
+    parts = [p for p in unquote(url.path).split("/") if p]
+    if not parts:
+        raise InputError(f"{label}: no share; write smb://[USER[:PASSWORD]@]SERVER/SHARE", field=FIELD)
+    target = {
+        "kind": "smb",
+        "host": host,
+        "share": parts[0],
+        "path": "/".join(parts[1:]),
+        "user": unquote(url.username or ""),
+        "password": unquote(url.password or ""),
+        "url": label,
+    }
+    if port is not None:
+        target["port"] = port
+    seen = set()
+    for name, value in parse_qsl(url.query, keep_blank_values=True, strict_parsing=False):
+        if name not in SMB_OPTIONS:
+            raise InputError(f"{label}: unknown option {name!r} (known: {', '.join(sorted(SMB_OPTIONS))})", field=FIELD)
+        if name in seen:
+            raise InputError(f"{label}: option {name!r} given twice", field=FIELD)
+        seen.add(name)
+        field, kind, _ = SMB_OPTIONS[name]
+        if kind == "text":
+            target[field] = value
+        elif kind == "dialect":
+            if value not in SMB_DIALECTS:
+                raise InputError(f"{label}: dialect={value} must be one of {', '.join(SMB_DIALECTS)}", field=FIELD)
+            target[field] = value
+        elif kind == "signing":
+            if value != "off":
+                raise InputError(
+                    f"{label}: signing={value}: peakbench does not sign SMB messages yet; use signing=off", field=FIELD
+                )
+        else:
+            target[field] = _nfs_number(value, name, kind, label)
+    return target
+
+
+# Ops a kind of target has no form for (the engine refuses them too, but only once it has
+# connected): SMB2 makes no symlinks and has no pathconf; byte-range locks are SMB's alone so far.
+UNSUPPORTED_OPS = {
+    "smb": ("symlink", "readlink", "pathconf"),
+    "posix": ("lock",),
+    "nfs": ("lock",),
+    "http": ("lock",),
+}
+
+
+def refuse_unsupported(target: dict, mix: dict, workload: str) -> None:
+    """Refuse a mix that names an op the target cannot do, before anything is prepared."""
+    named = [op for op in UNSUPPORTED_OPS.get(target["kind"], ()) if mix.get(op, 0) > 0]
+    if named:
+        raise InputError(
+            f"workload {workload} has {', '.join(named)} in its mix, which {target['kind']}:// targets cannot do;"
+            " give a mix without them",
+            field=FIELD,
+        )
+
+
+def _without_password(text: str) -> str:
+    """An smb:// URL as shown and stored: the password replaced by ***."""
+    url = urlsplit(text)
+    if url.password is None:
+        return text
+    return text.replace(f":{url.password}@", ":***@", 1)
+
+
 def parse_target(text: str, docroot: str | Path | None = None) -> dict:
     """The engine's target object, e.g. {"kind": "posix", "path": "/mnt/x"}."""
     if text == "null://":
@@ -127,10 +216,12 @@ def parse_target(text: str, docroot: str | Path | None = None) -> dict:
         url = urlsplit(text)
         if url.scheme == "nfs":
             return parse_nfs(text)
+        if url.scheme == "smb":
+            return parse_smb(text)
         if url.scheme != "file":
             raise InputError(
                 f"{url.scheme}:// targets are not supported yet; use a directory, file:///DIR,"
-                " nfs://SERVER/EXPORT, http://HOST:PORT/ or null://",
+                " nfs://SERVER/EXPORT, smb://SERVER/SHARE, http://HOST:PORT/ or null://",
                 field=FIELD,
             )
         if url.netloc not in ("", "localhost"):
@@ -182,7 +273,7 @@ def target_label(target: dict) -> str:
         return target["path"]
     if target["kind"] == "nfs":
         return target.get("url") or f"nfs://{target['host']}{target['export']}"
-    if target["kind"] == "http":
+    if target["kind"] in ("http", "smb"):
         return target["url"]
     return f"{target['kind']}://"
 

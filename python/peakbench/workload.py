@@ -51,6 +51,7 @@ from .contract import SPEC_SCHEMA
 from .errors import InputError
 from .mix import OPS, normalise
 from .mixfile import read_mixfile
+from .targets import refuse_unsupported
 from .units import parse_size
 
 MIX_FILESET_WORKLOAD = "specsfs2008"  # a bare SPECsfs mix file runs on this canned workload's file set
@@ -360,6 +361,7 @@ def trial_spec(
     `target` is the engine's target object (see targets.py); `arrivals`
     overrides the workload's own choice; `scale` multiplies the file set.
     """
+    refuse_unsupported(target, workload.mix, workload.name)
     return {
         "schema": SPEC_SCHEMA,
         "target": target,

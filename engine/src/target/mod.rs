@@ -5,6 +5,7 @@ pub mod http;
 pub mod nfs;
 pub mod null;
 pub mod posix;
+pub mod smb;
 
 use crate::op::{Op, Outcome, Request};
 use crate::spec::TargetSpec;
@@ -90,6 +91,7 @@ pub fn open(spec: &TargetSpec) -> anyhow::Result<Box<dyn Target>> {
         TargetSpec::Posix { path, fd_cache } => Box::new(posix::Posix::open_with(path, *fd_cache)?),
         TargetSpec::Null => Box::new(null::NullTarget),
         TargetSpec::Nfs(n) => Box::new(nfs::Nfs::open(n)?),
+        TargetSpec::Smb(s) => Box::new(smb::Smb::open(s)?),
         TargetSpec::Http { url, docroot, timeout_s, getattr, writable } => {
             Box::new(http::Http::open(url, docroot.as_deref(), *timeout_s, *getattr, *writable)?)
         }
@@ -101,6 +103,7 @@ pub fn validate(spec: &TargetSpec) -> anyhow::Result<serde_json::Value> {
     Ok(match spec {
         TargetSpec::Posix { path, .. } => crate::validate::validate(&posix::Posix::open(path)?),
         TargetSpec::Nfs(n) => crate::validate::validate(&nfs::Nfs::open(n)?),
+        TargetSpec::Smb(s) => crate::validate::validate(&smb::Smb::open(s)?),
         TargetSpec::Null => anyhow::bail!("null:// does nothing, so there is nothing to validate"),
         TargetSpec::Http { .. } => anyhow::bail!("validate covers file-service targets (a directory, nfs://); an http:// server is checked by its trials"),
     })

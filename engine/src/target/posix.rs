@@ -556,8 +556,8 @@ impl Posix {
 }
 
 impl Target for Posix {
-    fn supports(&self, _op: Op) -> bool {
-        true
+    fn supports(&self, op: Op) -> bool {
+        op != Op::Lock // byte-range locks are SMB's alone so far
     }
 
     fn execute(&self, request: &Request) -> Outcome {
@@ -565,6 +565,7 @@ impl Target for Posix {
         let ok = |ret: libc::c_int| check(ret as libc::c_long).map(|_| 0u64);
         match request {
             Request::Null => Ok(0),
+            Request::Lock { .. } => Err("EOPNOTSUPP".into()), // refused before a trial (supports)
             Request::Getattr { path } => self.stat(root, path).map(|_| 0),
             Request::Setattr { path } => {
                 // AT_SYMLINK_NOFOLLOW: a symlink's own mode cannot change (EOPNOTSUPP), its target's must not.
@@ -751,6 +752,9 @@ fn attr_of(st: &libc::stat) -> crate::validate::Attr {
 impl crate::validate::Probe for Posix {
     fn label(&self) -> String {
         self.base_path.clone()
+    }
+    fn supports(&self, op: Op) -> bool {
+        Target::supports(self, op)
     }
     fn null(&self) -> Result<(), String> {
         Ok(())

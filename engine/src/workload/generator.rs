@@ -191,12 +191,13 @@ impl Generator {
     fn file_request(&mut self, op: Op, f: u32) -> Request {
         // The picked file's own path, for the ops that name it (read and write place their own:
         // a sequential run may continue another file; commit names the last file written).
-        let named = matches!(op, Op::Getattr | Op::Setattr | Op::Access | Op::Remove | Op::Rename | Op::Link);
+        let named = matches!(op, Op::Getattr | Op::Setattr | Op::Access | Op::Remove | Op::Rename | Op::Link | Op::Lock);
         let path = if named { self.file_path(f) } else { String::new() };
         match op {
             Op::Getattr => Request::Getattr { path },
             Op::Setattr => Request::Setattr { path },
             Op::Access => Request::Access { path },
+            Op::Lock => Request::Lock { path },
             Op::Lookup => {
                 let dir = self.dir_path(self.set.files[f as usize].parent);
                 let name = if self.paths { self.set.file_name(f) } else { String::new() };

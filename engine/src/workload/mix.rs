@@ -4,7 +4,7 @@ use crate::op::Op;
 use rand::Rng;
 use std::collections::BTreeMap;
 
-/// Chooses ops with fixed probabilities: one uniform draw, a scan of at most 21 entries.
+/// Chooses ops with fixed probabilities: one uniform draw, a scan of at most 22 entries.
 pub struct Mix {
     cumulative: Vec<(f64, Op)>,
 }
@@ -88,7 +88,7 @@ mod tests {
         let mix = Mix::new(&spec97);
         let mut rng = Pcg64Mcg::seed_from_u64(2002);
         let n = 1_000_000;
-        let mut counts = [0u64; 21];
+        let mut counts = [0u64; Op::ALL.len()];
         for _ in 0..n {
             counts[mix.pick(&mut rng).index()] += 1;
         }

@@ -448,6 +448,7 @@ impl Nfs {
             Request::Fsinfo => self.nfs.fsinfo(&self.root).map(|_| 0),
             Request::Pathconf => self.nfs.pathconf(&self.root).map(|_| 0),
             Request::Commit { path } => self.with_fh(path, |f| self.nfs.commit(f, 0, 0)).map(|_| 0),
+            Request::Lock { .. } => Err(Error::Rpc(rpc::RpcError::Rejected("PROC_UNAVAIL NFSv3 has no lock procedure (NLM)".into()))),
         }
     }
 
@@ -513,8 +514,8 @@ impl Drop for Nfs {
 }
 
 impl Target for Nfs {
-    fn supports(&self, _op: Op) -> bool {
-        true
+    fn supports(&self, op: Op) -> bool {
+        op != Op::Lock // NFSv3 locks through NLM, which this target does not speak
     }
 
     fn execute(&self, request: &Request) -> Outcome {
@@ -760,6 +761,9 @@ fn attr_of(a: &proto::Fattr) -> crate::validate::Attr {
 impl crate::validate::Probe for Nfs {
     fn label(&self) -> String {
         self.url.clone()
+    }
+    fn supports(&self, op: Op) -> bool {
+        Target::supports(self, op)
     }
     fn null(&self) -> Result<(), String> {
         self.nfs.null().map_err(|e| format!("NULL: {e}"))

@@ -1,0 +1,120 @@
+"""Client CPU per SMB op: peakbench's engine against the pure-Rust `smb` crate (issue 17's choice
+of wire layer), both against the same Samba smbd on 127.0.0.1, in the same run, alternated.
+
+For each op (echo, query-path-info, 4 KiB read) and each run:
+- the engine, open loop at RATE ops/s over one connection (its pipelined path: no thread or
+  task per request), for SECONDS;
+- benchmarks/smb_crate (smb 0.11, tokio current-thread runtime: one core), TASKS tasks each
+  awaiting one op after another (the crate's API has a future per request), for SECONDS.
+Each prints ops/s (successful) and the client process's user+system CPU per op (getrusage of
+the child). The crate has no echo call, so echo is the engine's alone.
+
+    python3 benchmarks/smb_client_cpu.py [--runs 3] [--rate 8000] [--tasks 64] [--seconds 3]
+
+Needs root (smbd), and `cargo build --release` in benchmarks/smb_crate (CARGO_TARGET_DIR honoured).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent / "python"))
+
+from peakbench.targets import parse_target  # noqa: E402
+from samba import PASSWORD, SHARE, USER, Samba  # noqa: E402
+
+ENGINE_MIX = {"echo": {"null": 1.0}, "getattr": {"getattr": 1.0}, "read4k": {"read": 1.0}}
+
+
+def _rusage_run(argv: list[str], stdin: str | None = None, timeout: float = 120) -> tuple[str, float]:
+    before = os.times()
+    proc = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout)
+    after = os.times()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{argv[0]} failed: {proc.stderr.strip()[-500:]}")
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    return proc.stdout, cpu
+
+
+def engine_run(engine: str, url: str, op: str, rate: float, seconds: float) -> dict:
+    spec = {
+        "schema": "peakbench.trial-spec/1",
+        "target": parse_target(url),
+        "seed": 1,
+        "load": {"rate": rate, "warmup_s": 0.0, "runtime_s": seconds, "drain_timeout_s": 5.0},
+        "fileset": {
+            "seed": 1,
+            "files": 16,
+            "files_per_dir": {"kind": "constant", "value": 16},
+            "dirs_per_dir": {"kind": "constant", "value": 0},
+            "max_depth": 1,
+            "file_sizes": {"kind": "constant", "value": 4096},
+        },
+        "mix": ENGINE_MIX[op],
+        "read": {"pattern": "random", "size": {"kind": "constant", "value": 4096}},
+    }
+    subprocess.run([engine, "prepare", "-"], input=json.dumps(spec), capture_output=True, text=True, check=True)
+    out, cpu = _rusage_run([engine, "run", "-"], json.dumps(spec))
+    result = json.loads(out)
+    ok = result["outcomes"]["succeeded"]
+    return {
+        "client": "peakbench engine",
+        "op": op,
+        "ops_per_s": result["achieved_rate"],
+        "cpu_us_per_op": cpu / ok * 1e6,
+    }
+
+
+def crate_run(probe: str, port: int, op: str, tasks: int, seconds: float) -> dict:
+    out, cpu = _rusage_run([probe, f"127.0.0.1:{port}", SHARE, USER, PASSWORD, op, str(tasks), str(seconds)])
+    row = json.loads(out)
+    row["cpu_us_per_op"] = cpu / row["ops"] * 1e6  # the whole process, set-up included
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--rate", type=float, default=8000)
+    ap.add_argument("--tasks", type=int, default=64)
+    ap.add_argument("--seconds", type=float, default=3.0)
+    args = ap.parse_args()
+    engine = os.environ.get("PEAKBENCH_ENGINE", str(HERE.parent / "engine/target/release/peakbench-engine"))
+    target_dir = Path(os.environ.get("CARGO_TARGET_DIR", HERE / "smb_crate/target"))
+    probe = str(target_dir / "release/smb-crate-probe")
+    rows = []
+    with Samba() as server:
+        (server.share_dir / "probe.dat").write_bytes(os.urandom(4096))
+        url = server.url("engine")
+        for run in range(args.runs):
+            for op in ("echo", "getattr", "read4k"):
+                rows.append({"run": run, **engine_run(engine, url, op, args.rate, args.seconds)})
+                if op != "echo":
+                    rows.append({"run": run, **crate_run(probe, server.port, op, args.tasks, args.seconds)})
+                print(json.dumps(rows[-1]), file=sys.stderr)
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", file=sys.stderr)
+    for op in ("echo", "getattr", "read4k"):
+        for client in ("peakbench engine", "smb crate 0.11"):
+            got = [r for r in rows if r["op"] == op and r["client"] == client]
+            if not got:
+                continue
+            rate = [r["ops_per_s"] for r in got]
+            cpu = [r["cpu_us_per_op"] for r in got]
+            print(
+                f"{op:8} {client:17} n={len(got)}  ops/s median {statistics.median(rate):8.0f}"
+                f" [{min(rate):.0f}-{max(rate):.0f}]  CPU µs/op median {statistics.median(cpu):6.1f}"
+                f" [{min(cpu):.1f}-{max(cpu):.1f}]"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

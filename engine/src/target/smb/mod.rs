@@ -1,0 +1,728 @@
+//! An SMB2/3 file server spoken to directly (SMB 2.1, 3.0, 3.0.2 over TCP, NTLMv2):
+//! no kernel client's caching or queueing stands between the load and the server.
+//! The op vocabulary maps onto SMB2 commands as a Windows client issues them:
+//!
+//! | op | SMB2 | how |
+//! |---|---|---|
+//! | null | ECHO | |
+//! | getattr | query path info | CREATE + QUERY_INFO(FileNetworkOpenInformation) + CLOSE, one compound |
+//! | access | query security | CREATE + QUERY_INFO(security: owner, group, DACL) + CLOSE |
+//! | setattr | set file info | CREATE + SET_INFO(FileBasicInformation: last-write time) + CLOSE |
+//! | lookup | open and close | CREATE + CLOSE |
+//! | read, write, commit | READ, WRITE, FLUSH | on the file's handle, opened once and kept |
+//! | lock | LOCK + LOCK (unlock), one compound | the file's first byte, on its kept handle |
+//! | create, mkdir | CREATE (new) + CLOSE | |
+//! | remove, rmdir | CREATE (delete on close) + CLOSE | |
+//! | rename, link | CREATE + SET_INFO(FileRenameInformation, FileLinkInformation) + CLOSE | |
+//! | readdir, readdirplus | CREATE + QUERY_DIRECTORY... + CLOSE | names; names with ids and attributes |
+//! | fsstat, fsinfo | CREATE + QUERY_INFO(FileFsFullSize, FileFsAttribute) + CLOSE | on the root |
+//!
+//! symlink, readlink and pathconf have no SMB2 counterpart (Samba makes no symlinks
+//! for an SMB2 client): a mix naming them is refused before the trial.
+
+pub mod conn;
+pub mod ntlm;
+pub mod wire;
+
+use super::{Completion, Outcome, Request, Target};
+use crate::spec::SmbSpec;
+use crate::op::Op;
+use anyhow::{anyhow, bail};
+use conn::{Client, Live, Login, Replies, Res, SetupError, SmbError};
+use std::collections::HashMap;
+use std::net::ToSocketAddrs;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use wire::{Fid, Req, RELATED_FID};
+
+/// Largest transfer per READ or WRITE: one credit's worth, as most clients use.
+const MAX_XFER: u32 = 65536;
+const DIR_PAGE: u32 = 65536;
+
+pub struct Smb {
+    pub url: String,
+    client: Client,
+    /// The directory below the share that holds the file sets ("" for the share's root).
+    base: String,
+    /// The file set's root (`base/id`) once entered.
+    root: String,
+    /// Open handles for reads, writes and flushes, by path and connection generation.
+    handles: Arc<Mutex<HashMap<String, (u64, Fid)>>>,
+    xfer: u32,
+    content: Vec<u8>,
+}
+
+fn status(msg: &[u8]) -> Res<wire::Header> {
+    wire::parse_header(msg).map_err(SmbError::Malformed)
+}
+
+/// The first failure among a compound's responses (a failed CREATE fails the rest too).
+fn check(replies: &Replies, ok_too: &[u32]) -> Res<()> {
+    for r in replies {
+        let h = status(r)?;
+        if h.status != wire::STATUS_SUCCESS && !ok_too.contains(&h.status) {
+            return Err(SmbError::Status(h.status));
+        }
+    }
+    Ok(())
+}
+
+fn malformed(e: String) -> SmbError {
+    SmbError::Malformed(e)
+}
+
+/// What the SMB2 version of each op sends, for the ops that are one compound; `None`
+/// for those that take several round trips (or a handle not yet open).
+enum Plan {
+    /// Send these; the outcome is the bytes `bytes` finds in the responses.
+    Compound(Vec<Req>, fn(&Replies) -> Res<u64>),
+    Blocking,
+}
+
+fn zero(r: &Replies) -> Res<u64> {
+    check(r, &[]).map(|_| 0)
+}
+
+fn read_bytes(r: &Replies) -> Res<u64> {
+    let h = status(&r[0])?;
+    if h.status == wire::STATUS_END_OF_FILE {
+        return Ok(0);
+    }
+    check(r, &[])?;
+    wire::parse_read(&r[0]).map(|d| d.len() as u64).map_err(malformed)
+}
+
+fn written(r: &Replies) -> Res<u64> {
+    check(r, &[])?;
+    wire::parse_write(&r[0]).map(u64::from).map_err(malformed)
+}
+
+/// The middle response's output (QUERY_INFO in CREATE + QUERY_INFO + CLOSE), its length.
+fn info_bytes(r: &Replies) -> Res<u64> {
+    check(r, &[])?;
+    wire::parse_output(&r[1]).map(|o| o.len() as u64).map_err(malformed)
+}
+
+fn with_close(open: Req, middle: Vec<Req>) -> Vec<Req> {
+    let mut v = vec![open];
+    v.extend(middle);
+    v.push(wire::close(&RELATED_FID));
+    v
+}
+
+fn open_attrs(path: &str) -> Req {
+    wire::create(path, wire::FILE_READ_ATTRIBUTES, 0, wire::OPEN, 0)
+}
+
+fn join(a: &str, b: &str) -> String {
+    match (a.is_empty(), b.is_empty()) {
+        (true, _) => b.to_string(),
+        (_, true) => a.to_string(),
+        _ => format!("{a}/{b}"),
+    }
+}
+
+/// The server refused who or what peakbench asked for (user, share, dialect): bad input,
+/// so the engine exits 2 (main.rs) and the user sees one line.
+#[derive(Debug)]
+pub struct Refused(pub String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// The parts of `smb://[user[:password]@]host[:port]/share[/path]` the engine gets as fields.
+fn resolve(spec: &SmbSpec) -> anyhow::Result<std::net::SocketAddr> {
+    let h = spec.host.trim_start_matches('[').trim_end_matches(']');
+    (h, spec.port).to_socket_addrs().map_err(|e| anyhow!("cannot resolve {}: {e}", spec.host))?.next().ok_or_else(|| anyhow!("{} has no address", spec.host))
+}
+
+/// The dialects to offer: the one asked for, or all peakbench speaks.
+pub fn dialects(asked: Option<&str>) -> anyhow::Result<Vec<u16>> {
+    match asked {
+        None => Ok(wire::DIALECTS.iter().map(|(d, _)| *d).collect()),
+        Some(name) => match wire::DIALECTS.iter().find(|(_, n)| *n == name) {
+            Some((d, _)) => Ok(vec![*d]),
+            None => bail!("dialect {name:?} is not one peakbench speaks (2.1, 3.0, 3.0.2)"),
+        },
+    }
+}
+
+impl Smb {
+    pub fn url_of(spec: &SmbSpec) -> String {
+        spec.url.clone().unwrap_or_else(|| format!("smb://{}:{}/{}", spec.host, spec.port, spec.share))
+    }
+
+    pub fn open(spec: &SmbSpec) -> anyhow::Result<Smb> {
+        let url = Smb::url_of(spec);
+        let addr = resolve(spec).map_err(|e| anyhow!("{url}: {e}"))?;
+        let login = Login {
+            share: spec.share.clone(),
+            user: spec.user.clone(),
+            password: spec.password.clone(),
+            domain: spec.domain.clone(),
+            dialects: dialects(spec.dialect.as_deref())?,
+            timeout: Duration::from_secs_f64(spec.timeout_ms.max(1.0) / 1000.0),
+        };
+        let client = Client::new(addr, login.clone(), spec.connections, spec.max_outstanding);
+        let live = client.connect_all().map_err(|e| match e {
+            SetupError::Share(s) if s == wire::STATUS_BAD_NETWORK_NAME => {
+                Refused(format!("{url}: the server has no share {:?}{}", spec.share, offered(&addr, &login))).into()
+            }
+            e @ (SetupError::Dialect(_) | SetupError::Logon(_) | SetupError::Share(_)) => Refused(format!("{url}: {e}")).into(),
+            e => anyhow!("{url}: {e}"),
+        })?;
+        let xfer = live.negotiated.max_read.min(live.negotiated.max_write).clamp(512, MAX_XFER);
+        let base = spec.path.trim_matches('/').to_string();
+        let smb = Smb { url, client, root: base.clone(), base, handles: Arc::new(Mutex::new(HashMap::new())), xfer, content: crate::content::block(0) };
+        if !smb.base.is_empty() {
+            smb.stat(&smb.base).map_err(|e| anyhow!("{}: the directory {:?} in the share: {e}", smb.url, smb.base))?;
+        }
+        Ok(smb)
+    }
+
+    fn full(&self, path: &str) -> String {
+        join(&self.root, path.trim_matches('/'))
+    }
+
+    fn call(&self, path: Option<&str>, reqs: &[Req]) -> Res<Replies> {
+        let (_, live) = self.client.pick(path)?;
+        self.client.call(&live, reqs)
+    }
+
+    /// CREATE + QUERY_INFO(FileStandardInformation) + CLOSE: (size, links, directory).
+    fn stat(&self, full: &str) -> Res<(u64, u32, bool)> {
+        let r = self.call(Some(full), &with_close(open_attrs(full), vec![wire::query_info(&RELATED_FID, wire::INFO_FILE, wire::FILE_STANDARD_INFO, 0, 64)]))?;
+        check(&r, &[])?;
+        wire::parse_standard(wire::parse_output(&r[1]).map_err(malformed)?).map_err(malformed)
+    }
+
+    /// The open handle of a file for reads, writes and flushes (opened now if need be).
+    fn handle(&self, live: &Live, full: &str) -> Res<Fid> {
+        if let Some(f) = self.cached(live, full) {
+            return Ok(f);
+        }
+        let r = self.client.call(
+            live,
+            &[wire::create(full, wire::FILE_READ_DATA | wire::FILE_WRITE_DATA | wire::FILE_READ_ATTRIBUTES, 0, wire::OPEN, wire::NON_DIRECTORY_FILE)],
+        )?;
+        check(&r, &[])?;
+        let fid = wire::parse_create(&r[0]).map_err(malformed)?.fid;
+        // Another sender may have opened the same file meanwhile: keep one handle, close the other.
+        let kept = {
+            let mut handles = self.handles.lock().expect("handles lock");
+            match handles.get(full) {
+                Some((g, other)) if *g == live.generation => Some(*other),
+                _ => {
+                    handles.insert(full.to_string(), (live.generation, fid));
+                    None
+                }
+            }
+        };
+        match kept {
+            Some(other) => {
+                let _ = self.client.call(live, &[wire::close(&fid)]);
+                Ok(other)
+            }
+            None => Ok(fid),
+        }
+    }
+
+    fn cached(&self, live: &Live, full: &str) -> Option<Fid> {
+        match self.handles.lock().expect("handles lock").get(full) {
+            Some((g, f)) if *g == live.generation => Some(*f),
+            _ => None,
+        }
+    }
+
+    /// Close a kept handle before its file is removed or renamed.
+    fn release(&self, full: &str) {
+        let Some((generation, fid)) = self.handles.lock().expect("handles lock").remove(full) else { return };
+        if let Ok((_, live)) = self.client.pick(Some(full)) {
+            if live.generation == generation {
+                let _ = self.client.call(&live, &[wire::close(&fid)]);
+            }
+        }
+    }
+
+    /// The compound for an op, if it is one; `fid` is the file's kept handle, if open.
+    fn plan(&self, request: &Request, fid: Option<Fid>) -> Plan {
+        let p = |path: &String| self.full(path);
+        match request {
+            Request::Null => Plan::Compound(vec![wire::echo()], zero),
+            Request::Getattr { path } => Plan::Compound(
+                with_close(open_attrs(&p(path)), vec![wire::query_info(&RELATED_FID, wire::INFO_FILE, wire::FILE_NETWORK_OPEN_INFO, 0, 56)]),
+                info_bytes,
+            ),
+            Request::Access { path } => Plan::Compound(
+                with_close(
+                    wire::create(&p(path), wire::READ_CONTROL | wire::FILE_READ_ATTRIBUTES, 0, wire::OPEN, 0),
+                    vec![wire::query_info(&RELATED_FID, wire::INFO_SECURITY, 0, wire::SECURITY_OWNER_GROUP_DACL, 4096)],
+                ),
+                info_bytes,
+            ),
+            Request::Setattr { path } => Plan::Compound(
+                with_close(
+                    wire::create(&p(path), wire::FILE_WRITE_ATTRIBUTES, 0, wire::OPEN, 0),
+                    vec![wire::set_info(&RELATED_FID, wire::FILE_BASIC_INFO, &wire::basic_info_write_time(wire::filetime_now()))],
+                ),
+                zero,
+            ),
+            Request::Lookup { dir, name } => Plan::Compound(with_close(open_attrs(&p(&join(dir, name))), vec![]), zero),
+            Request::Create { path } => Plan::Compound(
+                with_close(wire::create(&p(path), wire::FILE_READ_ATTRIBUTES, wire::ATTR_NORMAL, wire::CREATE_NEW, wire::NON_DIRECTORY_FILE), vec![]),
+                zero,
+            ),
+            Request::Mkdir { path } => Plan::Compound(
+                with_close(wire::create(&p(path), wire::FILE_READ_ATTRIBUTES, wire::ATTR_DIRECTORY, wire::CREATE_NEW, wire::DIRECTORY_FILE), vec![]),
+                zero,
+            ),
+            Request::Rmdir { path } => {
+                Plan::Compound(with_close(wire::create(&p(path), wire::DELETE, 0, wire::OPEN, wire::DIRECTORY_FILE | wire::DELETE_ON_CLOSE), vec![]), zero)
+            }
+            Request::Fsstat | Request::Fsinfo => {
+                let class = if matches!(request, Request::Fsstat) { wire::FS_FULL_SIZE_INFO } else { wire::FS_ATTRIBUTE_INFO };
+                Plan::Compound(with_close(open_attrs(&self.root), vec![wire::query_info(&RELATED_FID, wire::INFO_FILESYSTEM, class, 0, 1024)]), info_bytes)
+            }
+            Request::Read { offset, len, .. } if *len <= self.xfer as u64 => match fid {
+                Some(f) => Plan::Compound(vec![wire::read(&f, *offset, *len as u32)], read_bytes),
+                None => Plan::Blocking,
+            },
+            Request::Write { offset, len, .. } if *len <= self.xfer as u64 => match fid {
+                Some(f) => Plan::Compound(vec![wire::write(&f, *offset, self.content_at(*offset, *len as usize))], written),
+                None => Plan::Blocking,
+            },
+            Request::Commit { .. } => match fid {
+                Some(f) => Plan::Compound(vec![wire::flush(&f)], zero),
+                None => Plan::Blocking,
+            },
+            // Lock the file's first byte and release it, as one compound.
+            Request::Lock { .. } => match fid {
+                Some(f) => Plan::Compound(
+                    vec![wire::lock(&f, 0, 1, wire::LOCK_EXCLUSIVE | wire::LOCK_FAIL_IMMEDIATELY), wire::lock(&f, 0, 1, wire::LOCK_UNLOCK)],
+                    zero,
+                ),
+                None => Plan::Blocking,
+            },
+            _ => Plan::Blocking,
+        }
+    }
+
+    fn content_at(&self, offset: u64, n: usize) -> &[u8] {
+        let start = (offset % (self.content.len() as u64 / 2)) as usize;
+        &self.content[start..start + n.min(self.content.len() / 2)]
+    }
+
+    /// The path whose connection (and kept handle) a request uses.
+    fn path_of(request: &Request) -> Option<&str> {
+        match request {
+            Request::Read { path, .. } | Request::Write { path, .. } | Request::Commit { path } | Request::Lock { path } => Some(path),
+            _ => None,
+        }
+    }
+
+    fn op(&self, request: &Request) -> Res<u64> {
+        let key = Self::path_of(request).map(|p| self.full(p));
+        let (_, live) = self.client.pick(key.as_deref())?;
+        let fid = match &key {
+            Some(k) => Some(self.handle(&live, k)?),
+            None => None,
+        };
+        match (self.plan(request, fid), request) {
+            (Plan::Compound(reqs, bytes), _) => bytes(&self.client.call(&live, &reqs)?),
+            (_, Request::Read { offset, len, xfer, .. }) => self.logical_read(&live, &fid.expect("a path"), *offset, *len, *xfer),
+            (_, Request::Write { offset, len, xfer, .. }) => self.logical_write(&live, &fid.expect("a path"), *offset, *len, *xfer),
+            (_, Request::Remove { path }) => {
+                let full = self.full(path);
+                self.release(&full);
+                let open = wire::create(&full, wire::DELETE, 0, wire::OPEN, wire::NON_DIRECTORY_FILE | wire::DELETE_ON_CLOSE);
+                zero(&self.call(Some(&full), &with_close(open, vec![]))?)
+            }
+            (_, Request::Rename { from, to }) | (_, Request::Link { from, to }) => {
+                let rename = matches!(request, Request::Rename { .. });
+                let (f, t) = (self.full(from), self.full(to));
+                if rename {
+                    self.release(&f);
+                }
+                let (class, access) = if rename { (wire::FILE_RENAME_INFO, wire::DELETE) } else { (wire::FILE_LINK_INFO, wire::FILE_READ_ATTRIBUTES) };
+                let open = wire::create(&f, access, 0, wire::OPEN, 0);
+                zero(&self.call(Some(&f), &with_close(open, vec![wire::set_info(&RELATED_FID, class, &wire::rename_info(&t, false))]))?)
+            }
+            (_, Request::Readdir { path, plus }) => self.list(&self.full(path), *plus).map(|(bytes, _)| bytes),
+            (_, r) => Err(SmbError::Malformed(format!("{r:?} has no SMB2 form"))),
+        }
+    }
+
+    /// READs of at most the negotiated size, until `len` bytes or end of file.
+    fn logical_read(&self, live: &Live, fid: &Fid, offset: u64, len: u64, xfer: u64) -> Res<u64> {
+        let chunk = xfer.clamp(1, self.xfer as u64);
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(chunk) as u32;
+            let got = read_bytes(&self.client.call(live, &[wire::read(fid, offset + done, n)])?)?;
+            done += got;
+            if got < n as u64 {
+                break;
+            }
+        }
+        Ok(done)
+    }
+
+    fn logical_write(&self, live: &Live, fid: &Fid, offset: u64, len: u64, xfer: u64) -> Res<u64> {
+        let chunk = xfer.clamp(1, self.xfer as u64);
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(chunk) as usize;
+            let w = written(&self.client.call(live, &[wire::write(fid, offset + done, self.content_at(offset + done, n))])?)?;
+            if w == 0 {
+                return Err(SmbError::Malformed("the server wrote nothing".into()));
+            }
+            done += w;
+        }
+        Ok(done)
+    }
+
+    /// Every name in a directory: (bytes of listing, names without . and ..).
+    fn list(&self, full: &str, plus: bool) -> Res<(u64, Vec<String>)> {
+        let (_, live) = self.client.pick(Some(full))?;
+        let class = if plus { wire::FILE_ID_BOTH_DIR_INFO } else { wire::FILE_NAMES_INFO };
+        let open = wire::create(full, wire::FILE_READ_DATA | wire::FILE_READ_ATTRIBUTES, 0, wire::OPEN, wire::DIRECTORY_FILE);
+        let r = self.client.call(&live, &[open])?;
+        check(&r, &[])?;
+        let fid = wire::parse_create(&r[0]).map_err(malformed)?.fid;
+        let mut names = Vec::new();
+        let mut bytes = 0u64;
+        let listed = (|| loop {
+            let r = self.client.call(&live, &[wire::query_directory(&fid, class, names.is_empty() && bytes == 0, DIR_PAGE)])?;
+            let h = status(&r[0])?;
+            if h.status == wire::STATUS_NO_MORE_FILES {
+                return Ok(());
+            }
+            check(&r, &[])?;
+            let page = wire::parse_output(&r[0]).map_err(malformed)?;
+            bytes += page.len() as u64;
+            names.extend(wire::parse_names(page, class).map_err(malformed)?.into_iter().filter(|n| n != "." && n != ".."));
+            if names.len() > 10_000_000 {
+                return Err(SmbError::Malformed("directory listing never ends".into()));
+            }
+        })();
+        let closed = self.client.call(&live, &[wire::close(&fid)]);
+        listed?;
+        check(&closed?, &[])?;
+        Ok((bytes, names))
+    }
+
+    fn anyhow(&self, what: &str, path: &str, e: SmbError) -> anyhow::Error {
+        anyhow!("{}: {what} {path}: {e}", self.url)
+    }
+
+    /// Open (or create) a file and return its handle and size.
+    fn open_file(&self, full: &str, disposition: u32) -> Res<(Arc<Live>, wire::Created)> {
+        let (_, live) = self.client.pick(Some(full))?;
+        let r = self.client.call(
+            &live,
+            &[wire::create(
+                full,
+                wire::FILE_READ_DATA | wire::FILE_WRITE_DATA | wire::FILE_READ_ATTRIBUTES,
+                wire::ATTR_NORMAL,
+                disposition,
+                wire::NON_DIRECTORY_FILE,
+            )],
+        )?;
+        check(&r, &[])?;
+        Ok((live, wire::parse_create(&r[0]).map_err(malformed)?))
+    }
+
+    fn close_fid(&self, live: &Live, fid: &Fid) -> Res<()> {
+        check(&self.client.call(live, &[wire::close(fid)])?, &[])
+    }
+
+    fn set_size(&self, full: &str, size: u64) -> Res<()> {
+        let open = wire::create(full, wire::FILE_WRITE_DATA, 0, wire::OPEN, wire::NON_DIRECTORY_FILE);
+        check(&self.call(Some(full), &with_close(open, vec![wire::set_info(&RELATED_FID, wire::FILE_END_OF_FILE_INFO, &wire::end_of_file_info(size))]))?, &[])
+    }
+}
+
+/// The shares a server offers, for an error about one it does not (smbclient -L, if installed).
+fn offered(addr: &std::net::SocketAddr, login: &Login) -> String {
+    let listed = std::process::Command::new("smbclient")
+        .args(["-g", "-L", &addr.ip().to_string(), "-p", &addr.port().to_string(), "-U", &format!("{}%{}", login.user, login.password)])
+        .args(if login.domain.is_empty() { vec![] } else { vec!["-W".to_string(), login.domain.clone()] })
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output();
+    match listed {
+        Ok(out) => {
+            let text = String::from_utf8_lossy(&out.stdout);
+            let disks: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("Disk|")).map(|l| l.split('|').next().unwrap_or("")).collect();
+            if disks.is_empty() {
+                String::new()
+            } else {
+                format!("; it offers {}", disks.join(", "))
+            }
+        }
+        Err(_) => String::new(),
+    }
+}
+
+impl Drop for Smb {
+    fn drop(&mut self) {
+        self.client.shutdown();
+    }
+}
+
+impl Target for Smb {
+    fn supports(&self, op: Op) -> bool {
+        !matches!(op, Op::Symlink | Op::Readlink | Op::Pathconf)
+    }
+
+    fn execute(&self, request: &Request) -> Outcome {
+        self.op(request).map_err(|e| e.kind())
+    }
+
+    fn pipelines(&self) -> bool {
+        self.client.pipelines()
+    }
+
+    fn flush(&self) {
+        self.client.flush()
+    }
+
+    fn result_fields(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut fields = serde_json::Map::new();
+        let stray = self.client.stray_replies.load(std::sync::atomic::Ordering::Relaxed);
+        let reconnects = self.client.reconnects.load(std::sync::atomic::Ordering::Relaxed);
+        fields.insert("smb".into(), serde_json::json!({"connections": self.client.connections(), "stray_replies": stray, "reconnects": reconnects}));
+        fields
+    }
+
+    fn start(&self, request: &Request, done: Completion) -> Result<(), Completion> {
+        let key = Self::path_of(request).map(|p| self.full(p));
+        let (_, live) = match self.client.pick(key.as_deref()) {
+            Ok(l) => l,
+            Err(e) => {
+                done(Err(e.kind()), 0);
+                return Ok(());
+            }
+        };
+        let fid = key.as_deref().and_then(|k| self.cached(&live, k));
+        match self.plan(request, fid) {
+            Plan::Compound(reqs, bytes) => {
+                self.client.call_async(&live, &reqs, Box::new(move |r| done(r.and_then(|r| bytes(&r)).map_err(|e| e.kind()), 0)));
+                Ok(())
+            }
+            Plan::Blocking => Err(done),
+        }
+    }
+
+    fn enter_fileset(&mut self, id: &str, create: bool) -> anyhow::Result<()> {
+        let dir = join(&self.base, id);
+        if create {
+            let open = wire::create(&dir, wire::FILE_READ_ATTRIBUTES, wire::ATTR_DIRECTORY, wire::OPEN_IF, wire::DIRECTORY_FILE);
+            self.call(Some(&dir), &with_close(open, vec![])).and_then(|r| zero(&r)).map_err(|e| self.anyhow("CREATE (directory)", &dir, e))?;
+        }
+        self.stat(&dir).map_err(|e| self.anyhow("QUERY_INFO", &dir, e))?;
+        self.root = dir;
+        self.handles.lock().expect("handles lock").clear();
+        Ok(())
+    }
+
+    fn is_empty(&self) -> anyhow::Result<bool> {
+        self.list(&self.base, false).map(|(_, names)| names.is_empty()).map_err(|e| self.anyhow("QUERY_DIRECTORY", &self.base, e))
+    }
+
+    fn read_meta(&self, name: &str) -> anyhow::Result<Option<Vec<u8>>> {
+        let full = join(&self.base, name);
+        let (live, c) = match self.open_file(&full, wire::OPEN) {
+            Ok(x) => x,
+            Err(SmbError::Status(wire::STATUS_OBJECT_NAME_NOT_FOUND)) => return Ok(None),
+            Err(e) => return Err(self.anyhow("CREATE", &full, e)),
+        };
+        let mut out = Vec::new();
+        let read = loop {
+            match self.client.call(&live, &[wire::read(&c.fid, out.len() as u64, self.xfer)]) {
+                Ok(r) if status(&r[0]).map(|h| h.status) == Ok(wire::STATUS_END_OF_FILE) => break Ok(()),
+                Ok(r) => match check(&r, &[]).and_then(|_| wire::parse_read(&r[0]).map_err(malformed)) {
+                    Ok([]) => break Ok(()),
+                    Ok(d) => out.extend_from_slice(d),
+                    Err(e) => break Err(e),
+                },
+                Err(e) => break Err(e),
+            }
+            if out.len() as u64 >= c.size {
+                break Ok(());
+            }
+        };
+        let _ = self.close_fid(&live, &c.fid);
+        read.map(|_| Some(out)).map_err(|e| self.anyhow("READ", &full, e))
+    }
+
+    fn write_meta(&self, name: &str, bytes: &[u8]) -> anyhow::Result<()> {
+        // Write beside, then rename over: the old or the new manifest, never half.
+        let (tmp, full) = (join(&self.base, &format!(".{name}.tmp")), join(&self.base, name));
+        let (live, c) = self.open_file(&tmp, wire::OVERWRITE_IF).map_err(|e| self.anyhow("CREATE", &tmp, e))?;
+        let mut at = 0usize;
+        let wrote = loop {
+            if at >= bytes.len() {
+                break Ok(());
+            }
+            let n = (bytes.len() - at).min(self.xfer as usize);
+            match self.client.call(&live, &[wire::write(&c.fid, at as u64, &bytes[at..at + n])]).and_then(|r| written(&r)) {
+                Ok(0) => break Err(SmbError::Malformed("the server wrote nothing".into())),
+                Ok(w) => at += w as usize,
+                Err(e) => break Err(e),
+            }
+        };
+        let flushed = wrote.and_then(|_| zero(&self.client.call(&live, &[wire::flush(&c.fid)])?));
+        let closed = self.close_fid(&live, &c.fid);
+        flushed.and(closed).map_err(|e| self.anyhow("WRITE", &tmp, e))?;
+        let open = wire::create(&tmp, wire::DELETE, 0, wire::OPEN, 0);
+        let r = self.call(Some(&tmp), &with_close(open, vec![wire::set_info(&RELATED_FID, wire::FILE_RENAME_INFO, &wire::rename_info(&full, true))]));
+        r.and_then(|r| zero(&r)).map(|_| ()).map_err(|e| self.anyhow("SET_INFO (rename)", &tmp, e))
+    }
+
+    fn ensure_dir(&self, path: &str) -> anyhow::Result<()> {
+        let full = self.full(path);
+        let open = wire::create(&full, wire::FILE_READ_ATTRIBUTES, wire::ATTR_DIRECTORY, wire::OPEN_IF, wire::DIRECTORY_FILE);
+        self.call(Some(&full), &with_close(open, vec![])).and_then(|r| zero(&r)).map(|_| ()).map_err(|e| self.anyhow("CREATE (directory)", &full, e))
+    }
+
+    fn ensure_file(&self, path: &str, size: u64, _content: &[u8]) -> anyhow::Result<()> {
+        let full = self.full(path);
+        let (live, c) = self.open_file(&full, wire::OPEN_IF).map_err(|e| self.anyhow("CREATE", &full, e))?;
+        // The content is a function of the offset (as the posix target writes it).
+        let grown = if c.size < size { self.logical_write(&live, &c.fid, c.size, size - c.size, self.xfer as u64).map(|_| ()) } else { Ok(()) };
+        let closed = self.close_fid(&live, &c.fid);
+        grown.and(closed).map_err(|e| self.anyhow("WRITE", &full, e))?;
+        if c.size > size {
+            return self.truncate(path, size);
+        }
+        Ok(())
+    }
+
+    fn ensure_symlink(&self, path: &str, _points_to: &str) -> anyhow::Result<()> {
+        bail!("{}: {path}: SMB2 makes no symbolic links; use a file set without symlinks", self.url)
+    }
+
+    fn truncate(&self, path: &str, size: u64) -> anyhow::Result<()> {
+        let full = self.full(path);
+        self.set_size(&full, size).map_err(|e| self.anyhow("SET_INFO (end of file)", &full, e))
+    }
+}
+
+/// Validation, command by command (validate.rs); each error names the SMB2 command.
+impl crate::validate::Probe for Smb {
+    fn label(&self) -> String {
+        self.url.clone()
+    }
+    fn supports(&self, op: Op) -> bool {
+        Target::supports(self, op)
+    }
+    fn has_modes(&self) -> bool {
+        false
+    }
+    fn null(&self) -> Result<(), String> {
+        self.op(&Request::Null).map(|_| ()).map_err(|e| format!("ECHO: {e}"))
+    }
+    fn mkdir(&self, path: &str) -> Result<(), String> {
+        self.op(&Request::Mkdir { path: path.into() }).map(|_| ()).map_err(|e| format!("CREATE (new directory): {e}"))
+    }
+    fn create(&self, path: &str) -> Result<(), String> {
+        self.op(&Request::Create { path: path.into() }).map(|_| ()).map_err(|e| format!("CREATE (new file): {e}"))
+    }
+    fn write(&self, path: &str, offset: u64, data: &[u8]) -> Result<u64, String> {
+        let full = self.full(path);
+        let (_, live) = self.client.pick(Some(&full)).map_err(|e| format!("connection: {e}"))?;
+        let fid = self.handle(&live, &full).map_err(|e| format!("CREATE: {e}"))?;
+        let n = self.client.call(&live, &[wire::write(&fid, offset, data)]).and_then(|r| written(&r)).map_err(|e| format!("WRITE: {e}"))?;
+        if n as usize > data.len() {
+            return Err(format!("WRITE: the server claims {n} bytes of {}", data.len()));
+        }
+        Ok(n)
+    }
+    fn commit(&self, path: &str) -> Result<(), String> {
+        self.op(&Request::Commit { path: path.into() }).map(|_| ()).map_err(|e| format!("FLUSH: {e}"))
+    }
+    fn read(&self, path: &str, offset: u64, len: u32) -> Result<Vec<u8>, String> {
+        let full = self.full(path);
+        let (_, live) = self.client.pick(Some(&full)).map_err(|e| format!("connection: {e}"))?;
+        let fid = self.handle(&live, &full).map_err(|e| format!("CREATE: {e}"))?;
+        let r = self.client.call(&live, &[wire::read(&fid, offset, len.min(self.xfer))]).map_err(|e| format!("READ: {e}"))?;
+        if status(&r[0]).map(|h| h.status) == Ok(wire::STATUS_END_OF_FILE) {
+            return Ok(Vec::new());
+        }
+        check(&r, &[]).map_err(|e| format!("READ: {e}"))?;
+        wire::parse_read(&r[0]).map(<[u8]>::to_vec).map_err(|e| format!("READ: {e}"))
+    }
+    fn lock(&self, path: &str) -> Result<(), String> {
+        self.op(&Request::Lock { path: path.into() }).map(|_| ()).map_err(|e| format!("LOCK: {e}"))
+    }
+    fn set_mode(&self, path: &str, _mode: u32) -> Result<(), String> {
+        self.op(&Request::Setattr { path: path.into() }).map(|_| ()).map_err(|e| format!("SET_INFO (basic): {e}"))
+    }
+    fn getattr(&self, path: &str) -> Result<crate::validate::Attr, String> {
+        use crate::validate::{Attr, Kind};
+        let (size, nlink, dir) = self.stat(&self.full(path)).map_err(|e| format!("QUERY_INFO (standard): {e}"))?;
+        Ok(Attr { kind: if dir { Kind::Dir } else { Kind::File }, mode: 0, size, nlink })
+    }
+    fn lookup(&self, dir: &str, name: &str) -> Result<crate::validate::Attr, String> {
+        self.op(&Request::Lookup { dir: dir.into(), name: name.into() }).map_err(|e| format!("CREATE (open): {e}"))?;
+        self.getattr(&join(dir, name))
+    }
+    fn access(&self, path: &str) -> Result<bool, String> {
+        let n = self.op(&Request::Access { path: path.into() }).map_err(|e| format!("QUERY_INFO (security): {e}"))?;
+        // A security descriptor is at least its 20-byte header.
+        Ok(n >= 20)
+    }
+    fn rename(&self, from: &str, to: &str) -> Result<(), String> {
+        self.op(&Request::Rename { from: from.into(), to: to.into() }).map(|_| ()).map_err(|e| format!("SET_INFO (rename): {e}"))
+    }
+    fn link(&self, from: &str, to: &str) -> Result<(), String> {
+        self.op(&Request::Link { from: from.into(), to: to.into() }).map(|_| ()).map_err(|e| format!("SET_INFO (link): {e}"))
+    }
+    fn symlink(&self, _path: &str, _points_to: &str) -> Result<(), String> {
+        Err("SMB2 has no symlink command".into())
+    }
+    fn readlink(&self, _path: &str) -> Result<String, String> {
+        Err("SMB2 has no readlink command".into())
+    }
+    fn readdir(&self, path: &str, plus: bool) -> Result<Vec<String>, String> {
+        self.list(&self.full(path), plus).map(|(_, n)| n).map_err(|e| format!("QUERY_DIRECTORY: {e}"))
+    }
+    fn remove(&self, path: &str) -> Result<(), String> {
+        self.op(&Request::Remove { path: path.into() }).map(|_| ()).map_err(|e| format!("CREATE (delete on close): {e}"))
+    }
+    fn rmdir(&self, path: &str) -> Result<(), String> {
+        self.op(&Request::Rmdir { path: path.into() }).map(|_| ()).map_err(|e| format!("CREATE (delete directory on close): {e}"))
+    }
+    fn fsstat(&self) -> Result<String, String> {
+        let r = self
+            .call(None, &with_close(open_attrs(&self.root), vec![wire::query_info(&RELATED_FID, wire::INFO_FILESYSTEM, wire::FS_FULL_SIZE_INFO, 0, 1024)]))
+            .and_then(|r| check(&r, &[]).map(|_| r))
+            .map_err(|e| format!("QUERY_INFO (fs full size): {e}"))?;
+        let (total, caller, actual) = wire::parse_output(&r[1]).and_then(wire::parse_fs_full_size).map_err(|e| format!("QUERY_INFO (fs full size): {e}"))?;
+        if caller > total || actual > total {
+            return Err(format!("QUERY_INFO (fs full size): free exceeds total ({caller}, {actual} of {total})"));
+        }
+        Ok(format!("{actual} of {total} bytes free ({caller} available to this user)"))
+    }
+    fn fsinfo(&self) -> Result<String, String> {
+        let r = self
+            .call(None, &with_close(open_attrs(&self.root), vec![wire::query_info(&RELATED_FID, wire::INFO_FILESYSTEM, wire::FS_ATTRIBUTE_INFO, 0, 1024)]))
+            .and_then(|r| check(&r, &[]).map(|_| r))
+            .map_err(|e| format!("QUERY_INFO (fs attributes): {e}"))?;
+        let (attributes, name_max, fs) =
+            wire::parse_output(&r[1]).and_then(wire::parse_fs_attribute).map_err(|e| format!("QUERY_INFO (fs attributes): {e}"))?;
+        if name_max == 0 {
+            return Err("QUERY_INFO (fs attributes): longest name 0".into());
+        }
+        Ok(format!("{fs}, attributes {attributes:#x}, names up to {name_max}; transfers of {} bytes", self.xfer))
+    }
+    fn pathconf(&self) -> Result<String, String> {
+        Err("SMB2 has no pathconf".into())
+    }
+}

@@ -1,0 +1,172 @@
+"""The SMB2/3 target against a real Samba smbd: URLs, validate, refused logins, shares and
+dialects, a trial whose op counts match what smbd counted, and a server killed mid-trial."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from peakbench.cli import main
+from peakbench.errors import InputError
+from peakbench.targets import parse_target, target_label
+
+sys.path.insert(0, str(Path(__file__).parent))
+from samba import Samba, ServerUnavailable  # noqa: E402
+from test_nfs import _engine  # noqa: E402
+from test_nfs import _spec as nfs_spec  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def samba():
+    server = Samba()
+    try:
+        server.start()
+    except ServerUnavailable as error:
+        pytest.fail(f"smbd could not be started: {error}")
+    yield server
+    server.stop()
+
+
+# ---------------------------------------------------------------- URLs
+
+
+def test_smb_urls_parse_with_options_and_never_show_the_password():
+    t = parse_target("smb://alice:s%40cret@files.example:4450/data/sets/a?domain=LAB&conns=4&timeout=2s&dialect=3.0")
+    assert (t["kind"], t["host"], t["port"], t["share"], t["path"]) == ("smb", "files.example", 4450, "data", "sets/a")
+    assert (t["user"], t["password"], t["domain"], t["connections"], t["timeout_ms"], t["dialect"]) == (
+        "alice",
+        "s@cret",
+        "LAB",
+        4,
+        2000.0,
+        "3.0",
+    )
+    assert "s%40cret" not in target_label(t) and target_label(t).startswith("smb://alice:***@files.example:4450/data")
+    assert parse_target("smb://h/s")["path"] == "" and "port" not in parse_target("smb://h/s")
+
+
+@pytest.mark.parametrize(
+    "url, message",
+    [
+        ("smb://h", "no share"),
+        ("smb:///share", "no server"),
+        ("smb://h/s?colour=blue", "unknown option 'colour'"),
+        ("smb://h/s?dialect=1.0", "dialect=1.0 must be one of 2.1, 3.0, 3.0.2"),
+        ("smb://h/s?signing=required", "does not sign"),
+        ("smb://h/s?conns=0", "conns=0 must be 1 to 1024"),
+        ("smb://u:pw@h/s?conns=2&conns=3", "given twice"),
+    ],
+)
+def test_bad_smb_urls_are_one_line_input_errors(url, message):
+    with pytest.raises(InputError) as raised:
+        parse_target(url)
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+    assert ":pw@" not in str(raised.value)
+
+
+# ---------------------------------------------------------------- validate and refusals
+
+
+def test_validate_passes_every_smb2_operation_and_skips_those_smb2_lacks(samba, engine_path, cli, tmp_path):
+    out = tmp_path / "v.json"
+    done = cli("validate", samba.url(), "--json", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    checks = {c["op"]: c for c in json.loads(out.read_text())["checks"]}
+    assert {op for op, c in checks.items() if c["status"] == "skipped"} == {"symlink", "readlink", "pathconf"}
+    assert checks["lock"]["detail"] == "locked and released"
+    assert all(c["status"] == "pass" for op, c in checks.items() if op not in ("symlink", "readlink", "pathconf"))
+    assert not any(samba.share_dir.iterdir())  # the scratch directory is gone
+
+
+def test_wrong_password_missing_share_and_refused_dialect_are_one_line_errors(samba, engine_path, capsys):
+    # In-process `peakbench validate` (each a separate interpreter would cost seconds on a loaded machine).
+    def validate(url: str) -> tuple[int, str]:
+        status = main(["validate", url])
+        return status, capsys.readouterr().err
+
+    wrong = validate(samba.url(password="not-it"))
+    assert wrong[0] == 2 and "STATUS_LOGON_FAILURE" in wrong[1], wrong
+    missing = validate(samba.url(share="nope"))
+    assert missing[0] == 2 and 'no share "nope"; it offers share' in missing[1], missing
+    with Samba(max_protocol="SMB2_10", port=samba.port + 1) as old:
+        refused = validate(old.url(options="dialect=3.0"))
+    assert refused[0] == 2 and "refused SMB 3.0" in refused[1], refused
+    for _, stderr in (wrong, missing, refused):
+        assert len(stderr.strip().splitlines()) == 1 and "not-it" not in stderr
+
+
+# ---------------------------------------------------------------- trials
+
+
+def _spec(url: str, mix: dict, *, rate: float, runtime_s: float) -> dict:
+    """test_nfs's small file set (50 files of 4 KiB), with a bounded drain."""
+    spec = nfs_spec(url, mix, rate=rate, runtime_s=runtime_s)
+    spec["load"]["drain_timeout_s"] = 3.0
+    return spec
+
+
+def test_smbd_counted_the_requests_the_result_reports(engine_path, samba):
+    """Samba's own SMB2 counters (smbstatus --profile) as deltas around a 1.5 s trial at a fixed
+    rate. Each op is a fixed set of SMB2 commands (target/smb/mod.rs): getattr and access are
+    CREATE + QUERY_INFO + CLOSE, setattr CREATE + SET_INFO + CLOSE, null an ECHO, a read or write
+    one READ or WRITE on a handle kept open, and a lock two LOCKs (lock, unlock) on it. The run's own set-up and restore account for
+    the rest, which is bounded by the file set's size."""
+    mix = {"null": 0.1, "getattr": 0.3, "access": 0.1, "setattr": 0.05, "read": 0.2, "write": 0.2, "lock": 0.05}
+    spec = _spec(samba.url("counts"), mix, rate=400, runtime_s=1.5)
+    _engine(engine_path, "prepare", spec)
+    before = samba.smb2_counts()
+    result = _engine(engine_path, "run", spec)
+    after = samba.smb2_counts()
+    seen = {name: after[name] - before[name] for name in after}
+    ops = result["ops"]
+    assert all(ops[op]["successes"] == ops[op]["count"] > 10 for op in mix), ops
+    assert result["achieved_rate"] == pytest.approx(400, rel=0.1)
+    assert seen["keepalive"] == ops["null"]["count"]
+    assert seen["lock"] == 2 * ops["lock"]["count"]  # lock and unlock
+    assert seen["read"] == ops["read"]["count"] + 1  # and one READ of the file set's manifest
+    assert seen["setinfo"] >= ops["setattr"]["count"]
+    queries = ops["getattr"]["count"] + ops["access"]["count"]
+    # Set-up: the manifest, the file set's root and each handle the reads and writes open.
+    assert queries <= seen["getinfo"] <= queries + 5
+    assert seen["write"] - ops["write"]["count"] in range(0, 51)  # the restore rewrites grown files
+    opened = queries + ops["setattr"]["count"]
+    assert opened <= seen["create"] <= opened + 2 * 50 + 10
+    assert seen["create"] - seen["close"] in range(0, 51)  # the kept handles close with the session
+
+
+def test_a_killed_server_is_counted_and_the_trial_ends_in_time(engine_path, samba):
+    spec = _spec(samba.url("killed", options="timeout=300ms"), {"getattr": 0.7, "null": 0.3}, rate=200, runtime_s=2.0)
+    _engine(engine_path, "prepare", spec)
+    killer = threading.Timer(0.7, samba.kill)
+    killer.start()
+    try:
+        started = time.monotonic()
+        result = _engine(engine_path, "run", spec, check=False)
+        took = time.monotonic() - started
+    finally:
+        killer.join()
+        samba.process = None
+        samba.stop()
+        samba.start()
+    assert took < 2.0 + 3.0 + 5.0
+    assert isinstance(result, dict), result.stderr
+    ops = result["ops"]
+    failed = sum(sum(op["errors"].values()) + op["timeouts"] + op["cancellations"] for op in ops.values())
+    succeeded = sum(op["successes"] for op in ops.values())
+    assert failed > 100 and succeeded > 50, ops
+    assert set().union(*(op["errors"] for op in ops.values())) <= {"SMB_CONNECTION"}, ops
+
+
+def test_a_mix_with_ops_smb2_lacks_is_refused_before_anything_is_prepared(samba, engine_path, tmp_path, capsys):
+    url = samba.url("refused")
+    status = main(
+        ["run", "specsfs2008", "--target", url, "--rate", "50", "--runtime", "1", "--db", str(tmp_path / "pb.db")]
+    )
+    err = capsys.readouterr().err
+    assert status == 2 and "readlink" in err and "smb:// targets cannot do" in err, err
+    assert len(err.strip().splitlines()) == 1
+    assert not any((samba.share_dir / "refused").iterdir())
