@@ -25,8 +25,8 @@ pub mod ntlm;
 pub mod wire;
 
 use super::{Completion, Outcome, Request, Target};
-use crate::spec::SmbSpec;
 use crate::op::Op;
+use crate::spec::SmbSpec;
 use anyhow::{anyhow, bail};
 use conn::{Client, Live, Login, Replies, Res, SetupError, SmbError};
 use std::collections::HashMap;
