@@ -15,7 +15,7 @@
 //! flushing on network file systems is unchanged. `"fd_cache": false` in the
 //! target spec opens and closes per read too.
 
-use super::Target;
+use super::{FileStore, Target};
 use crate::op::{Op, Outcome, Request};
 use anyhow::{anyhow, bail, Context};
 use std::cell::RefCell;
@@ -642,6 +642,16 @@ impl Target for Posix {
         }
     }
 
+    fn store(&self) -> Option<&dyn FileStore> {
+        Some(self)
+    }
+
+    fn store_mut(&mut self) -> Option<&mut dyn FileStore> {
+        Some(self)
+    }
+}
+
+impl FileStore for Posix {
     fn enter_fileset(&mut self, id: &str, create: bool) -> anyhow::Result<()> {
         if create {
             let r = unsafe { libc::mkdirat(self.base.as_raw_fd(), cstr(id).as_ptr(), 0o755) };
