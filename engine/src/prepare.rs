@@ -223,3 +223,22 @@ fn prepare_docroot(replay: &ReplaySpec, target: &mut dyn FileStore, path_label: 
         "replay": trace.summary(replay, len, files, bytes),
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_target_without_files_prepares_nothing_and_says_so() {
+        let spec = crate::spec::parse(
+            r#"{"schema": "peakbench.trial-spec/1", "target": {"kind": "null"}, "load": {"rate": 10, "runtime_s": 1},
+                "mix": {"getattr": 1}, "fileset": {"files": 10, "files_per_dir": {"kind": "constant", "value": 10},
+                "dirs_per_dir": {"kind": "constant", "value": 0}, "max_depth": 1, "file_sizes": {"kind": "constant", "value": 100}}}"#,
+        )
+        .expect("test spec");
+        let done = prepare(&spec, &mut crate::target::null::NullTarget, "null://").unwrap();
+        assert_eq!(done["files_created"], 0, "{done}");
+        assert_eq!(done["files_already_complete"], 0, "{done}");
+        assert_eq!(done["fileset"]["files"], 10, "{done}");
+    }
+}
