@@ -1,56 +1,210 @@
-"""Flat-out A/B of two engine binaries against `null`: ops per engine CPU-second.
+"""Flat-out A/B of two engine binaries: ops per engine CPU-second, against `null` and POSIX on /dev/shm.
 
     python3 benchmarks/flatout_ab.py NEW_ENGINE OLD_ENGINE ROUNDS OUT.json
 
-Each round runs both engines back to back (getattr-only, then the SPEC example mix),
-pinned to the same CPU, offered 20,000,000 ops/s (far beyond either's ceiling), 1 s
-warm-up + 3 s. Ops per CPU-second = every completed request (`issued`) / the engine's
-own CPU time, so a neighbour taking the CPU lowers both numerator and denominator:
-the ratio between the engines holds on a busy machine where the floor's p99-lag
-criterion (bench_floor in run.py) measures the neighbours instead.
+Each round runs, pinned to one CPU:
+- null: both engines offered 20,000,000 ops/s (far beyond either's ceiling), getattr-only and the
+  SPEC example mix, 1 s warm-up + 3 s. Ops per CPU-second = every completed request (`issued`) /
+  the engine's own CPU time, so a neighbour taking the CPU lowers both numerator and denominator:
+  the ratio between the engines holds on a busy machine where the floor's p99-lag criterion
+  (bench_floor in run.py) measures the neighbours instead.
+- posix: getattr and 4 KiB random reads on a 4096-file set in /dev/shm (bench_posix's set), each
+  engine in closed loop with one client for 3 s (one thread making back-to-back system calls, as
+  fio's psync job and the raw loop do), then fio 3.33 at full speed and the raw system-call loop
+  (benchmarks/rawloop.c), 3 s each. The engines' order alternates between rounds.
+Then, if valgrind is installed, user-space instructions per op of each engine and posix workload:
+callgrind counts of a 2 s and a 1 s closed-loop trial, their difference over the difference in ops
+(start-up and the result's encoding cancel out). Instruction counts repeat on a busy machine.
 """
 
 import hashlib
 import json
 import os
+import re
+import shutil
+import statistics
 import sys
+import tempfile
+from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import run as bench  # noqa: E402  (trial_spec, fileset, EXAMPLE_MIX)
+import run as bench  # noqa: E402  (trial_spec, fileset, EXAMPLE_MIX, fio, build_rawloop, list_files)
+
+POSIX = {
+    "getattr": {"mix": {"getattr": 1.0}, "fio": ["--ioengine=filestat", "--bs=65536"], "raw": "stat"},
+    "read4k": {"mix": {"read": 1.0}, "fio": ["--ioengine=psync", "--rw=randread", "--bs=4k"], "raw": "read-fd"},
+}
+PEER_S = 3.0
+
+
+def closed_spec(target: dict, mix: dict, runtime_s: float) -> dict:
+    spec = bench.trial_spec(target, 1, mix, bench.fileset(4096), runtime_s=runtime_s)
+    spec["schema"] = "peakbench.trial-spec/2"
+    spec["load"] = {"clients": 1, "warmup_s": 0, "runtime_s": runtime_s}
+    return spec
+
+
+def null_rows(rnd: int, engines: list[tuple[str, str]], cpu: int) -> list[dict]:
+    rows = []
+    for label, mix in [("getattr", {"getattr": 1.0}), ("example-mix", bench.EXAMPLE_MIX)]:
+        for name, engine in engines:
+            spec = bench.trial_spec({"kind": "null"}, 20_000_000, mix, bench.fileset(1000), warmup_s=1.0, runtime_s=3.0)
+            r = json.loads(bench.run([engine, "run", "-"], input=json.dumps(spec), timeout=120, cpus={cpu}).stdout)
+            rows.append(
+                {
+                    "round": rnd,
+                    "target": "null",
+                    "workload": label,
+                    "tool": name,
+                    "ops_per_cpu_s": r["issued"] / r["engine_cpu_s"],
+                    "achieved": r["achieved_rate"],
+                    "loadavg": open("/proc/loadavg").read().split()[:3],
+                }
+            )
+    return rows
+
+
+def posix_rows(
+    rnd: int, engines: list[tuple[str, str]], cpu: int, root: Path, target: Path, rel_list: Path, rawloop: Path
+) -> list[dict]:
+    rows = []
+    for wl, w in POSIX.items():
+        for name, engine in engines:
+            spec = closed_spec({"kind": "posix", "path": str(target)}, w["mix"], PEER_S)
+            r = json.loads(bench.run([engine, "run", "-"], input=json.dumps(spec), timeout=120, cpus={cpu}).stdout)
+            ops = sum(o["count"] for o in r["ops"].values())
+            rows.append(
+                {
+                    "round": rnd,
+                    "target": "posix",
+                    "workload": wl,
+                    "tool": name,
+                    "ops_per_cpu_s": ops / r["engine_cpu_s"],
+                    "ops": ops,
+                }
+            )
+        fio_args = [
+            f"--name={wl}",
+            f"--opendir={root}",
+            "--file_service_type=random",
+            "--time_based=1",
+            f"--runtime={PEER_S:g}",
+        ] + w["fio"]
+        j, proc = bench.fio(fio_args, timeout=120, cpus={cpu})
+        job = j["jobs"][0]["read"]
+        n = job["clat_ns"]["N"] if wl == "getattr" else job["total_ios"]  # filestat: one clat sample per stat()
+        rows.append(
+            {"round": rnd, "target": "posix", "workload": wl, "tool": "fio", "ops_per_cpu_s": n / proc.cpu_s, "ops": n}
+        )
+        raw = json.loads(bench.run([rawloop, w["raw"], root, rel_list, PEER_S], timeout=120, cpus={cpu}).stdout)
+        rows.append(
+            {
+                "round": rnd,
+                "target": "posix",
+                "workload": wl,
+                "tool": f"raw {w['raw']}",
+                "ops_per_cpu_s": raw["ops"] / raw["cpu_s"],
+                "ops": raw["ops"],
+            }
+        )
+    for row in rows:
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def instructions_per_op(engine: str, target: Path, mix: dict, work: Path) -> dict:
+    """User-space instructions per op: (Ir of a 2 s trial - Ir of a 1 s trial) / (ops difference)."""
+    counts = {}
+    for runtime_s in (1.0, 2.0):
+        out = work / f"cg-{runtime_s:g}.out"
+        spec = closed_spec({"kind": "posix", "path": str(target)}, mix, runtime_s)
+        p = bench.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", engine, "run", "-"],
+            input=json.dumps(spec),
+            timeout=600,
+        )
+        ir = int(re.search(r"Collected : (\d+)", p.stderr).group(1))
+        counts[runtime_s] = (ir, sum(o["count"] for o in json.loads(p.stdout)["ops"].values()))
+    (ir1, n1), (ir2, n2) = counts[1.0], counts[2.0]
+    return {"ir_per_op": (ir2 - ir1) / (n2 - n1), "ops": [n1, n2], "ir": [ir1, ir2]}
+
+
+def summarize(rows: list[dict]) -> dict:
+    """Per workload: each tool's median and range of ops per CPU-second, and the engines' ratios to each peer
+    (median and range over rounds, each ratio taken within its round)."""
+    out = {}
+    for key in sorted({(r["target"], r["workload"]) for r in rows}):
+        mine = [r for r in rows if (r["target"], r["workload"]) == key]
+        by_tool = {}
+        for r in mine:
+            by_tool.setdefault(r["tool"], {})[r["round"]] = r["ops_per_cpu_s"]
+        entry = {
+            t: {"median": statistics.median(v.values()), "min": min(v.values()), "max": max(v.values()), "n": len(v)}
+            for t, v in by_tool.items()
+        }
+        for engine in ("new", "old"):
+            for peer in by_tool:
+                if peer == engine:
+                    continue
+                ratios = [by_tool[engine][rnd] / by_tool[peer][rnd] for rnd in by_tool[engine] if rnd in by_tool[peer]]
+                entry[f"{engine}/{peer}"] = {
+                    "median": statistics.median(ratios),
+                    "min": min(ratios),
+                    "max": max(ratios),
+                    "n": len(ratios),
+                }
+        out[" ".join(key)] = entry
+    return out
 
 
 def main(new: str, old: str, rounds: int, out_path: str) -> None:
     cpu = max(os.sched_getaffinity(0))
     rows = []
-    for rnd in range(rounds):
-        for label, mix in [("getattr", {"getattr": 1.0}), ("example-mix", bench.EXAMPLE_MIX)]:
-            for name, engine in [("new", new), ("old", old)]:
-                spec = bench.trial_spec(
-                    {"kind": "null"}, 20_000_000, mix, bench.fileset(1000), warmup_s=1.0, runtime_s=3.0
-                )
-                p = bench.run([engine, "run", "-"], input=json.dumps(spec), timeout=120, cpus={cpu})
-                r = json.loads(p.stdout)
-                row = {
-                    "round": rnd,
-                    "mix": label,
-                    "engine": name,
-                    "binary": engine,
-                    "issued": r["issued"],
-                    "cpu_s": r["engine_cpu_s"],
-                    "ops_per_cpu_s": r["issued"] / r["engine_cpu_s"],
-                    "achieved": r["achieved_rate"],
-                    "clock": r.get("engine_clock"),
-                    "loadavg": open("/proc/loadavg").read().split()[:3],
-                }
-                rows.append(row)
+    work = Path(tempfile.mkdtemp(prefix="peakbench-ab-", dir="/dev/shm"))
+    try:
+        target = work / "target"
+        target.mkdir()
+        bench.run(
+            [new, "prepare", "-"],
+            input=json.dumps(closed_spec({"kind": "posix", "path": str(target)}, {"getattr": 1.0}, 1)),
+            timeout=600,
+        )
+        root, files = bench.list_files(target)
+        rel_list = work / "files.txt"
+        rel_list.write_text("\n".join(files) + "\n")
+        rawloop = bench.build_rawloop(work)
+        for rnd in range(rounds):
+            engines = [("new", new), ("old", old)] if rnd % 2 == 0 else [("old", old), ("new", new)]
+            for row in null_rows(rnd, engines, cpu):
                 print(json.dumps(row), flush=True)
+                rows.append(row)
+            rows += posix_rows(rnd, engines, cpu, root, target, rel_list, rawloop)
+        callgrind = {}
+        if shutil.which("valgrind"):
+            for wl, w in POSIX.items():
+                for name, engine in [("new", new), ("old", old)]:
+                    callgrind[f"{wl} {name}"] = instructions_per_op(engine, target, w["mix"], work)
+                    print(wl, name, json.dumps(callgrind[f"{wl} {name}"]), flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    summary = summarize(rows)
+    print(json.dumps(summary, indent=1))
     with open(out_path, "w") as f:
         sha = {
             name: hashlib.sha256(open(path, "rb").read()).hexdigest()[:16]
             for name, path in [("new", new), ("old", old)]
         }
         json.dump(
-            {"command": sys.argv, "machine": bench.machine_info(), "engine_sha256": sha, "rows": rows}, f, indent=1
+            {
+                "command": sys.argv,
+                "machine": bench.machine_info(),
+                "engine_sha256": sha,
+                "summary": summary,
+                "callgrind": callgrind,
+                "rows": rows,
+            },
+            f,
+            indent=1,
         )
 
 

@@ -5,7 +5,7 @@
 use crate::progress;
 use crate::replay::Trace;
 use crate::spec::{FilesetSpec, ReplaySpec, TrialSpec};
-use crate::target::Target;
+use crate::target::{FileStore, Target};
 use crate::workload::fileset::{items, layout_id, FileSet, Item};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
@@ -42,26 +42,26 @@ pub struct FilesetEntry {
     pub layout: FilesetSpec,
 }
 
-pub fn read_manifest(target: &dyn Target) -> anyhow::Result<Option<Manifest>> {
+pub fn read_manifest(target: &dyn FileStore) -> anyhow::Result<Option<Manifest>> {
     match target.read_meta(MANIFEST)? {
         None => Ok(None),
         Some(bytes) => serde_json::from_slice(&bytes).map(Some).with_context(|| format!("{MANIFEST} is corrupt")),
     }
 }
 
-fn save(target: &dyn Target, manifest: &Manifest) -> anyhow::Result<()> {
+fn save(target: &dyn FileStore, manifest: &Manifest) -> anyhow::Result<()> {
     target.write_meta(MANIFEST, &serde_json::to_vec_pretty(manifest)?)
 }
 
 /// How many files of this layout the target holds in full.
-pub fn complete_files(target: &dyn Target, fileset: &FilesetSpec) -> anyhow::Result<u64> {
+pub fn complete_files(target: &dyn FileStore, fileset: &FilesetSpec) -> anyhow::Result<u64> {
     let id = layout_id(fileset);
     Ok(read_manifest(target)?.and_then(|m| m.filesets.get(&id).map(|e| e.complete_files)).unwrap_or(0))
 }
 
 /// The manifest, or a new one if the target is empty; a non-empty target that peakbench
 /// did not prepare is refused.
-fn own_manifest(target: &dyn Target, path_label: &str) -> anyhow::Result<Manifest> {
+fn own_manifest(target: &dyn FileStore, path_label: &str) -> anyhow::Result<Manifest> {
     match read_manifest(target)? {
         Some(m) => Ok(m),
         None => {
@@ -74,10 +74,15 @@ fn own_manifest(target: &dyn Target, path_label: &str) -> anyhow::Result<Manifes
 }
 
 pub fn prepare(spec: &TrialSpec, target: &mut dyn Target, path_label: &str) -> anyhow::Result<serde_json::Value> {
+    let started = Instant::now();
+    let Some(target) = target.store_mut() else {
+        // A target that holds no files (null): nothing to build, nothing created.
+        let set = FileSet::build(&spec.fileset);
+        return Ok(fileset_prepared(&layout_id(&spec.fileset), &set, 0, 0, 0, started));
+    };
     if let Some(replay) = &spec.replay {
         return prepare_docroot(replay, target, path_label);
     }
-    let started = Instant::now();
     let id = layout_id(&spec.fileset);
     let mut manifest = own_manifest(target, path_label)?;
     let mut layout = spec.fileset.clone();
@@ -136,14 +141,18 @@ pub fn prepare(spec: &TrialSpec, target: &mut dyn Target, path_label: &str) -> a
     entry.complete_files = entry.complete_files.max(wanted);
     save(target, &manifest)?;
     progress::emit(json!({"phase": "prepare", "done": wanted, "total": wanted}));
-    Ok(json!({
+    Ok(fileset_prepared(&id, &set, made, trusted.min(wanted), checked, started))
+}
+
+fn fileset_prepared(id: &str, set: &FileSet, created: u64, already: u64, checked: u64, started: Instant) -> serde_json::Value {
+    json!({
         "schema": "peakbench.prepare-result/1",
         "fileset": {"id": id, "files": set.files.len(), "dirs": set.dirs.len(), "symlinks": set.symlinks.len(), "bytes": set.prepared_bytes},
-        "files_created": made,
-        "files_already_complete": trusted.min(wanted),
+        "files_created": created,
+        "files_already_complete": already,
         "files_checked": checked,
         "seconds": started.elapsed().as_secs_f64(),
-    }))
+    })
 }
 
 /// Refuse a document tree larger than the free space of a local directory (a log line can
@@ -165,7 +174,7 @@ fn check_free_space(path_label: &str, bytes: u64) -> anyhow::Result<()> {
 /// The document tree an access log implies: every file it served successfully (within
 /// `dataset_bytes`), at the size it was served, with deterministic content, at its path
 /// below the target's root (not in a file-set directory: the log's paths are absolute).
-fn prepare_docroot(replay: &ReplaySpec, target: &mut dyn Target, path_label: &str) -> anyhow::Result<serde_json::Value> {
+fn prepare_docroot(replay: &ReplaySpec, target: &mut dyn FileStore, path_label: &str) -> anyhow::Result<serde_json::Value> {
     let started = Instant::now();
     let trace = Trace::load(replay)?;
     let (len, files, bytes) = trace.prefix(replay.dataset_bytes);
@@ -213,4 +222,23 @@ fn prepare_docroot(replay: &ReplaySpec, target: &mut dyn Target, path_label: &st
         "seconds": started.elapsed().as_secs_f64(),
         "replay": trace.summary(replay, len, files, bytes),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_target_without_files_prepares_nothing_and_says_so() {
+        let spec = crate::spec::parse(
+            r#"{"schema": "peakbench.trial-spec/1", "target": {"kind": "null"}, "load": {"rate": 10, "runtime_s": 1},
+                "mix": {"getattr": 1}, "fileset": {"files": 10, "files_per_dir": {"kind": "constant", "value": 10},
+                "dirs_per_dir": {"kind": "constant", "value": 0}, "max_depth": 1, "file_sizes": {"kind": "constant", "value": 100}}}"#,
+        )
+        .expect("test spec");
+        let done = prepare(&spec, &mut crate::target::null::NullTarget, "null://").unwrap();
+        assert_eq!(done["files_created"], 0, "{done}");
+        assert_eq!(done["files_already_complete"], 0, "{done}");
+        assert_eq!(done["fileset"]["files"], 10, "{done}");
+    }
 }

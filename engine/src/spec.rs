@@ -106,7 +106,7 @@ pub enum GetattrMethod {
 pub enum TargetSpec {
     Posix {
         path: String,
-        /// Keep read descriptors open between reads (see target/posix.rs); false: open per read.
+        /// Keep read descriptors open between reads (see target/posix/fdcache.rs); false: open per read.
         #[serde(default = "yes")]
         fd_cache: bool,
     },

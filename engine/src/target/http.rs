@@ -18,7 +18,7 @@
 //! Every request has one deadline (the target's timeout) across all its reads and writes.
 
 use super::posix::{errno_name, Posix};
-use super::Target;
+use super::{FileStore, Target};
 use crate::op::{Op, Outcome, Request, WHOLE};
 use crate::spec::GetattrMethod;
 use anyhow::{anyhow, bail, Context};
@@ -547,6 +547,16 @@ impl Target for Http {
         }
     }
 
+    fn store(&self) -> Option<&dyn FileStore> {
+        Some(self)
+    }
+
+    fn store_mut(&mut self) -> Option<&mut dyn FileStore> {
+        Some(self)
+    }
+}
+
+impl FileStore for Http {
     fn enter_fileset(&mut self, id: &str, create: bool) -> anyhow::Result<()> {
         if let Some(d) = self.docroot.as_mut() {
             d.enter_fileset(id, create)?;

@@ -39,7 +39,18 @@ pub trait Target: Send + Sync {
         serde_json::Map::new()
     }
 
-    // File-set building and restoring, outside any measurement.
+    /// The target's file store, to build and restore file sets; None for a target that holds no files.
+    fn store(&self) -> Option<&dyn FileStore> {
+        None
+    }
+    fn store_mut(&mut self) -> Option<&mut dyn FileStore> {
+        None
+    }
+}
+
+/// Building and restoring file sets, outside any measurement: what a target that holds files
+/// offers besides its ops.
+pub trait FileStore {
     /// Make the file set's root (named `id`) and use it for all later paths.
     fn enter_fileset(&mut self, id: &str, create: bool) -> anyhow::Result<()>;
     /// Whether the target directory holds anything at all.
@@ -53,38 +64,6 @@ pub trait Target: Send + Sync {
     fn ensure_symlink(&self, path: &str, points_to: &str) -> anyhow::Result<()>;
     fn truncate(&self, path: &str, size: u64) -> anyhow::Result<()>;
 }
-
-/// The file-set methods of a target that stores nothing (null, and the engine's own
-/// synthetic test targets): there is no file set to build, so every step succeeds.
-macro_rules! no_fileset {
-    () => {
-        fn enter_fileset(&mut self, _id: &str, _create: bool) -> anyhow::Result<()> {
-            Ok(())
-        }
-        fn is_empty(&self) -> anyhow::Result<bool> {
-            Ok(true)
-        }
-        fn read_meta(&self, _name: &str) -> anyhow::Result<Option<Vec<u8>>> {
-            Ok(None)
-        }
-        fn write_meta(&self, _name: &str, _bytes: &[u8]) -> anyhow::Result<()> {
-            Ok(())
-        }
-        fn ensure_dir(&self, _path: &str) -> anyhow::Result<()> {
-            Ok(())
-        }
-        fn ensure_file(&self, _path: &str, _size: u64, _content: &[u8]) -> anyhow::Result<()> {
-            Ok(())
-        }
-        fn ensure_symlink(&self, _path: &str, _points_to: &str) -> anyhow::Result<()> {
-            Ok(())
-        }
-        fn truncate(&self, _path: &str, _size: u64) -> anyhow::Result<()> {
-            Ok(())
-        }
-    };
-}
-pub(crate) use no_fileset;
 
 pub fn open(spec: &TargetSpec) -> anyhow::Result<Box<dyn Target>> {
     Ok(match spec {

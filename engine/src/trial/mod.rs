@@ -78,12 +78,12 @@ pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Tria
         }
         None => {
             let null = matches!(spec.target, TargetSpec::Null);
-            if !null {
-                let have = complete_files(target.as_ref(), &spec.fileset)?;
+            if let Some(store) = target.store_mut() {
+                let have = complete_files(store, &spec.fileset)?;
                 if have < spec.fileset.files {
                     bail!("file set {id} not prepared ({have} of {} files): run prepare first", spec.fileset.files);
                 }
-                target.enter_fileset(&id, false)?;
+                store.enter_fileset(&id, false)?;
             }
             let mut generator = Generator::new(spec, FileSet::build(&spec.fileset));
             // The null target never looks at paths: don't spend the engine's floor formatting them.

@@ -8,6 +8,9 @@ use crate::workload::generator::Generator;
 
 /// Put the file set back as prepare left it, untimed, so every trial starts from the same state.
 pub fn restore(gen: &mut Generator, target: &dyn Target) -> Restore {
+    let Some(store) = target.store() else {
+        return Restore::from_errors(Vec::new()); // a target that holds no files has nothing to put back
+    };
     let mut errors: Vec<String> = Vec::new();
     let mut note = |r: Outcome, what: &str| {
         if let Err(e) = r {
@@ -38,14 +41,14 @@ pub fn restore(gen: &mut Generator, target: &dyn Target) -> Restore {
         let original = gen.original_sizes.get(&(i as u32)).copied();
         if !alive {
             let size = original.unwrap_or(set.files[i].size);
-            note(target.ensure_file(&base, size, &content).map(|_| 0).map_err(|e| e.to_string()), &base);
+            note(store.ensure_file(&base, size, &content).map(|_| 0).map_err(|e| e.to_string()), &base);
             continue;
         }
         if generation > 0 {
             note(target.execute(&Request::Rename { from: current, to: base.clone() }), &base);
         }
         if let Some(size) = original {
-            note(target.truncate(&base, size).map(|_| 0).map_err(|e| e.to_string()), &base);
+            note(store.truncate(&base, size).map(|_| 0).map_err(|e| e.to_string()), &base);
         }
     }
     for d in (0..set.dirs.len()).rev().filter(|&d| set.dirs[d].origin == Origin::Created && set.dirs[d].alive) {

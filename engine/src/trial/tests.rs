@@ -89,7 +89,6 @@ impl Target for Sleepy {
         }
         Ok(0)
     }
-    crate::target::no_fileset!();
 }
 
 /// A spec for the synthetic targets. The lag limit is 50 ms, not 5: these tests run on
@@ -254,7 +253,6 @@ impl Target for Refusing {
             Ok(0)
         }
     }
-    crate::target::no_fileset!();
 }
 
 #[test]

@@ -313,7 +313,7 @@ impl FileSet {
         name
     }
 
-    fn push_file_name(&self, index: u32, out: &mut String) {
+    pub fn push_file_name(&self, index: u32, out: &mut String) {
         let f = &self.files[index as usize];
         out.push(if f.origin == Origin::Prepared { 'f' } else { 'n' });
         push_num(out, index as u64);
@@ -347,21 +347,40 @@ impl FileSet {
     }
 }
 
-/// Decimal digits of n, without core::fmt (this runs once or twice per request).
+/// Decimal digits of n, without core::fmt (this runs once or twice per request): two digits per
+/// division, written straight into the string's spare capacity (push per char checks capacity and
+/// encodes UTF-8 each time; push_str calls memcpy for a few bytes).
 fn push_num(s: &mut String, mut n: u64) {
+    const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819202122232425262728293031323334353637383940414243444546474849\
+                                5051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
     let mut buf = [0u8; 20];
     let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+    while n >= 100 {
+        let d = (n % 100) as usize * 2;
+        n /= 100;
+        i -= 2;
+        buf[i] = PAIRS[d];
+        buf[i + 1] = PAIRS[d + 1];
     }
-    // A few digits: pushed one by one (push_str would call memmove for them).
-    for &d in &buf[i..] {
-        s.push(d as char);
+    if n >= 10 {
+        let d = n as usize * 2;
+        i -= 2;
+        buf[i] = PAIRS[d];
+        buf[i + 1] = PAIRS[d + 1];
+    } else {
+        i -= 1;
+        buf[i] = b'0' + n as u8;
+    }
+    let digits = &buf[i..];
+    s.reserve(digits.len());
+    // SAFETY: ASCII digits keep the string UTF-8; `reserve` made room for them past its length.
+    unsafe {
+        let v = s.as_mut_vec();
+        let end = v.as_mut_ptr().add(v.len());
+        for (k, &d) in digits.iter().enumerate() {
+            end.add(k).write(d);
+        }
+        v.set_len(v.len() + digits.len());
     }
 }
 
@@ -468,7 +487,7 @@ mod tests {
         let want = if dir.is_empty() { format!("f{f}") } else { format!("{dir}/f{f}") };
         assert_eq!(set.file_path(f as u32), want);
         let mut s = String::new();
-        for n in [0u64, 7, 10, 99, 1000, 4_294_967_295, u64::MAX] {
+        for n in [0u64, 7, 10, 99, 100, 1000, 12_345, 4_294_967_295, u64::MAX] {
             s.clear();
             push_num(&mut s, n);
             assert_eq!(s, n.to_string());

@@ -18,6 +18,10 @@ struct Cursor {
     offset: u64,
 }
 
+/// Directory paths kept formatted, at most (about 40 MB): a set with more directories formats the
+/// rest per request.
+const MAX_CACHED_DIR_PATHS: usize = 1 << 20;
+
 pub struct Generator {
     pub set: FileSet,
     mix: Mix,
@@ -37,6 +41,9 @@ pub struct Generator {
     pub paths: bool,
     /// Path buffers of executed requests, reused for new ones (no malloc and free per request).
     spare: Vec<String>,
+    /// Each directory's path, formatted once: a file's path is then one copy and its name. A
+    /// directory's path never changes (none is renamed, and a removed one's index is not reused).
+    dir_paths: Vec<Option<Box<str>>>,
     /// Directories this trial made and has not removed, the oldest first: the ones rmdir may
     /// remove. The oldest, so that its mkdir has long completed even when requests overlap.
     made_dirs: VecDeque<u32>,
@@ -58,6 +65,7 @@ impl Generator {
             links_made: 0,
             paths: true,
             spare: Vec::new(),
+            dir_paths: Vec::new(),
             made_dirs: VecDeque::new(),
         }
     }
@@ -104,7 +112,26 @@ impl Generator {
             return String::new();
         }
         let mut p = self.spare.pop().unwrap_or_else(|| String::with_capacity(48));
-        self.set.write_file_path(f, &mut p);
+        p.clear();
+        let parent = self.set.files[f as usize].parent as usize;
+        if parent >= MAX_CACHED_DIR_PATHS {
+            self.set.write_file_path(f, &mut p);
+            return p;
+        }
+        if parent >= self.dir_paths.len() {
+            self.dir_paths.resize(self.set.dirs.len().min(MAX_CACHED_DIR_PATHS), None);
+        }
+        let set = &self.set;
+        let dir = self.dir_paths[parent].get_or_insert_with(|| {
+            let mut d = String::new();
+            set.dir_path(parent as u32, &mut d);
+            d.into_boxed_str()
+        });
+        if !dir.is_empty() {
+            p.push_str(dir);
+            p.push('/');
+        }
+        set.push_file_name(f, &mut p);
         p
     }
 

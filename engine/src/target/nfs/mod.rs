@@ -8,7 +8,7 @@ pub mod proto;
 pub mod rpc;
 pub mod xdr;
 
-use super::{Completion, Target};
+use super::{Completion, FileStore, Target};
 use crate::op::{Op, Outcome, Request};
 use crate::spec::NfsSpec;
 use anyhow::{anyhow, bail};
@@ -649,6 +649,16 @@ impl Target for Nfs {
         Ok(())
     }
 
+    fn store(&self) -> Option<&dyn FileStore> {
+        Some(self)
+    }
+
+    fn store_mut(&mut self) -> Option<&mut dyn FileStore> {
+        Some(self)
+    }
+}
+
+impl FileStore for Nfs {
     fn enter_fileset(&mut self, id: &str, create: bool) -> anyhow::Result<()> {
         if create {
             match self.nfs.mkdir(&self.export_fh, id, 0o755) {
