@@ -24,7 +24,7 @@ pub mod conn;
 pub mod ntlm;
 pub mod wire;
 
-use super::{Completion, Outcome, Request, Target};
+use super::{Completion, FileStore, Outcome, Request, Target};
 use crate::op::Op;
 use crate::spec::SmbSpec;
 use anyhow::{anyhow, bail};
@@ -519,6 +519,16 @@ impl Target for Smb {
         }
     }
 
+    fn store(&self) -> Option<&dyn FileStore> {
+        Some(self)
+    }
+
+    fn store_mut(&mut self) -> Option<&mut dyn FileStore> {
+        Some(self)
+    }
+}
+
+impl FileStore for Smb {
     fn enter_fileset(&mut self, id: &str, create: bool) -> anyhow::Result<()> {
         let dir = join(&self.base, id);
         if create {
