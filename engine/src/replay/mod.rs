@@ -37,7 +37,9 @@ pub fn file_of(target: &[u8]) -> Option<String> {
     let mut i = 0;
     while i < path.len() {
         if path[i] == b'%' && i + 2 < path.len() {
-            let hex = std::str::from_utf8(&path[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
+            // Two hex digits exactly: from_str_radix alone would also take a sign ("%+1").
+            let digits = &path[i + 1..i + 3];
+            let hex = digits.iter().all(u8::is_ascii_hexdigit).then(|| u8::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()).flatten();
             match hex {
                 Some(0) | None => return None,
                 Some(v) => decoded.push(v),
@@ -513,6 +515,8 @@ mod tests {
         assert_eq!(file_of(b"/../etc/passwd"), None);
         assert_eq!(file_of(b"/a/%2e%2e/b"), None);
         assert_eq!(file_of(b"/a%00"), None);
+        assert_eq!(file_of(b"/a%+1b"), None); // a sign is not a hex digit
+        assert_eq!(file_of(b"/a%4Ab").as_deref(), Some("aJb"));
         assert_eq!(file_of(b"*"), None);
     }
 
