@@ -1,6 +1,6 @@
 """SPECsfs mix files (`SFS MIXFILE VERSION 2`), read as peakbench op mixes.
 
-The format (SPECsfs2008 User's Guide, REFERENCE.md section 2): the first line
+The format (SPECsfs2008 User's Guide, docs/sources.md, SPECsfs2008): the first line
 is exactly `SFS MIXFILE VERSION 2`; every later line is a comment (`#` in the
 first column) or `opname NN%` with one to three digits; the percentages must
 total exactly 100. We also accept blank lines and spaces around the fields,

@@ -9,7 +9,7 @@
 The engine reads the log itself (engine/SPEC.md, "Replay"): GET and HEAD lines
 that succeeded (2xx, 304) are replayed in order, in a loop; data-set size control
 keeps the longest prefix of the log whose distinct files total the wanted size
-(the method of the Flash paper's dataset-size curves, REFERENCE.md section 5).
+(the method of the Flash paper's dataset-size curves, docs/sources.md, trace-based web-server experiments).
 Modes: closed loop with N clients (default 64, as in the paper), open loop at a
 fixed rate, or the log's own inter-arrival times at a speed factor. Against a
 directory (a document tree built with --build-docroot) a GET is a lookup and a

@@ -1,6 +1,6 @@
 """What a peak-rate search is asked to find, and the limits it must keep to.
 
-The names follow the workbench paper (REFERENCE.md §3): Rsat, the width s of
+The names follow the workbench paper (docs/sources.md, the workbench controller): Rsat, the width s of
 the peak region [Rsat(1−s), Rsat(1+s)], confidence c, accuracy a, Psat/Lsat.
 Every setting is checked when the object is made; a bad one raises ValueError
 with a one-line message that names it.

@@ -2,7 +2,7 @@ r"""SPECsfs rc files (sfs_rc), read as a peakbench load-point curve.
 
 Lines are shell assignments, `NAME=value`, `NAME="a b c"` or `NAME='…'`;
 blank lines and `#` comments are skipped. Every variable of the SPECsfs2008
-User's Guide (§1.3, §3.3, §3.3.1; REFERENCE.md §2) is read here, and either
+User's Guide (§1.3, §3.3, §3.3.1; docs/sources.md, SPECsfs2008) is read here, and either
 means what the guide says or is refused with the reason:
 
     LOAD         one load (ops/s), or an explicit list "100 300 700"

@@ -1,6 +1,6 @@
 """Access-log replays (`peakbench replay`): output bandwidth against data-set size.
 
-The Flash paper's figure (REFERENCE.md §5): as the data set outgrows the
+The Flash paper's figure (docs/sources.md, trace-based web-server experiments): as the data set outgrows the
 server's cache, output bandwidth falls. Each point is one data-set size of one
 replay mode: the trials at that size, their output bandwidth's mean and, with
 two or more trials (`replay --repeat N`), its interval. Bandwidth is positive

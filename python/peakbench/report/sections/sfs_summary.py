@@ -1,4 +1,4 @@
-"""The SPECsfs text summary (sfssum, REFERENCE.md §2): one row per load point.
+"""The SPECsfs text summary (sfssum, docs/sources.md, SPECsfs2008): one row per load point.
 
 Columns: requested and achieved ops/s, mean response time (over all requests,
 as SPEC computes it: total time / total ops), total ops, run time, protocol,
