@@ -9,6 +9,7 @@ Topology (addresses from 198.18.0.0/15, the range set aside for network benchmar
       ├─ veth ── c1     198.18.8.13   `dask worker`: load client 1
       └─ veth ── srv    198.18.8.14   the server under test: nginx (WebDAV) on port 8080
 
+This is the SSH recipe of docs/clusters.md, with namespaces for hosts.
 Every byte between controller, scheduler and workers crosses the veths and the
 bridge (the test checks the counters); nothing leaves the namespaces it made,
 and it deletes them (and every process it started) afterwards.
