@@ -1,10 +1,12 @@
 """Plans against real servers: trial tests on nfs-ganesha (nfs://) and nginx (http://, its file set
-built in the docroot it serves) in one plan file, and a replay step run end to end against nginx."""
+built in the docroot it serves) in one plan file, a trial test on Samba's smbd (smb://), and a
+replay step run end to end against nginx."""
 
 import json
 
 import pytest
 from peakbench import tracegen
+from samba import Samba
 from test_harness_run import query, runs_of, write
 
 RATE = 100
@@ -48,6 +50,33 @@ def test_a_plan_runs_trials_against_nfs_and_http_servers(engine_path, ganesha_se
     # The servers saw the requests: nginx logged the reads, ganesha's export holds the file set.
     assert sum(1 for method, *_ in server.access_log_entries() if method == "GET") > 0
     assert any((ganesha_server.export_dir / nfs_url.rsplit("/", 1)[1]).iterdir())
+
+
+def test_a_plan_runs_trials_against_an_smb_server(engine_path, cli, tmp_path):
+    with Samba() as server:
+        plan = write(
+            tmp_path / "smb.toml",
+            f"""
+            [[test]]
+            name = "smb"
+            workload = "web-server"
+            target = "{server.url("plan")}"
+            rate = {RATE}
+            warmup = 0
+            runtime = "1s"
+            stop = {{min_runs = 1}}
+            """,
+        )
+        before = server.smb2_counts()
+        db = tmp_path / "s.db"
+        done = cli("plan", "run", str(plan), "--db", str(db))
+        assert done.returncode == 0, done.stderr
+        seen = {name: count - before[name] for name, count in server.smb2_counts().items()}
+    (run,) = runs_of(db, "smb")
+    assert run["status"] == "done", run
+    assert run["metrics"]["errors"] == 0 and run["metrics"]["achieved_rate"] > 0.8 * RATE, run["metrics"]
+    # smbd answered at least every request of the measured window (and the set-up's besides).
+    assert seen["create"] + seen["getinfo"] + seen["read"] + seen["find"] >= run["metrics"]["completed"], seen
 
 
 def test_a_plan_refuses_several_clients_on_one_server_directory(cli, tmp_path):

@@ -92,7 +92,7 @@ from ..units import parse_duration, parse_size
 from .expr import Expression, ExpressionError
 
 RUNTIME_NAMES = ("run", "thread", "threads", "mount", "workdir", "plan", "test")
-TRIAL_SCHEMES = ("null://", "file://", "nfs://", "http://")  # the URL targets targets.parse_target takes
+TRIAL_SCHEMES = ("null://", "file://", "nfs://", "smb://", "http://")  # the URL targets targets.parse_target takes
 # A plan may name its own variable `threads` (a loop over thread counts); the others are peakbench's.
 RESERVED_NAMES = tuple(n for n in RUNTIME_NAMES if n != "threads")
 TOP_KEYS = (
@@ -898,11 +898,12 @@ def _instance(
         if "://" in target and not target.startswith(TRIAL_SCHEMES):
             raise f.error(
                 ("target",),
-                "a trial target is a directory, file:///DIR, nfs://SERVER/EXPORT, http://HOST:PORT/ or null://",
+                "a trial target is a directory, file:///DIR, nfs://SERVER/EXPORT, smb://USER:PASSWORD@SERVER/SHARE,"
+                " http://HOST:PORT/ or null://",
             )
-        if threads > 1 and target.startswith(("nfs://", "http://")):
+        if threads > 1 and target.startswith(("nfs://", "smb://", "http://")):
             # Each client would build and use the same files at the same place on the server.
-            raise f.error((threads_key,), "one client per trial on an nfs:// or http:// target")
+            raise f.error((threads_key,), "one client per trial on an nfs://, smb:// or http:// target")
         trial["docroot"] = f.text(("docroot",), f.raw("docroot"), keep=RUNTIME_NAMES) if f.has("docroot") else None
         if trial["docroot"] is not None and not target.startswith("http://"):
             raise f.error(("docroot",), "a docroot goes with an http:// target only")
