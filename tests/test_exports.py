@@ -10,6 +10,8 @@ from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
+pytestmark = pytest.mark.integration  # the module's store is filled by real trials
+
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):

@@ -31,6 +31,9 @@ RUNS = [
 ]
 
 
+pytestmark = pytest.mark.integration  # plan import and report run as processes, the figures in Chromium
+
+
 @pytest.fixture(scope="module")
 def plans(tmp_path_factory):
     """A store with plan 1: a tool's CSV over fs × threads; plan 2: real GNU time -v output."""

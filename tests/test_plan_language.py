@@ -247,6 +247,7 @@ def test_every_example_in_the_plan_doc_loads(tmp_path):
     assert len(old_form.samples) == 4 and old_form.configure.timeout_s == 60
 
 
+@pytest.mark.integration  # runs `peakbench plan import` and `plan report`
 def test_other_programs_results_are_imported_with_file_and_line_errors(tmp_path):
     for fs in ("ext4", "xfs"):
         for run in (1, 2, 3):  # real GNU time -v output, one file per run
@@ -280,6 +281,7 @@ def test_other_programs_results_are_imported_with_file_and_line_errors(tmp_path)
         assert [p["name"] for p in store.connection.execute("SELECT name FROM plans")] == ["gnu"]
 
 
+@pytest.mark.integration  # runs `peakbench plan import` and `plan report`
 def test_report_derives_selects_and_groups_by_variables(tmp_path):
     table = tmp_path / "tool.csv"
     table.write_text(

@@ -64,10 +64,10 @@ def test_a_replay_sweep_is_a_bandwidth_curve_with_intervals_in_a_browser(sweep, 
         table = list(csv.DictReader(file))
     for size_index, row in enumerate(table):
         mine = [r["output_mbit_s"] for r in rows[size_index :: len(SIZES)]]
-        assert int(row["n trials"]) == REPEAT
-        low, mean, high = (float(row[k]) for k in ("CI low (Mb/s)", "output (Mb/s)", "CI high (Mb/s)"))
+        assert int(row["n_trials"]) == REPEAT
+        low, mean, high = (float(row[k]) for k in ("ci_low_mbit_per_s", "output_mbit_per_s", "ci_high_mbit_per_s"))
         assert 0 < low <= mean <= high and low <= max(mine) and high >= min(mine)
-        assert float(row["data set (MB)"]) * 1e6 == pytest.approx(rows[size_index]["replay"]["dataset_bytes"])
+        assert float(row["data_set_mb"]) * 1e6 == pytest.approx(rows[size_index]["replay"]["dataset_bytes"])
     if find_chromium() is None:
         pytest.skip("needs Debian's chromium (scripts/test.sh installs it)")
     with Page() as page:

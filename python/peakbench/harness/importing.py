@@ -215,7 +215,15 @@ def import_plan(
     with StoreLock(db) as lock:
         lock.acquire(f"importing {name}")
         with store_module.Store(db) as store:
-            plan_id = runner.create_plan(store, plan, runner.default_workdir(db))
+            plan_id = store.add_plan(
+                name=plan.name,
+                path=plan.path,
+                sources=plan.sources,
+                plan=plan.to_dict(),
+                workdir=str(runner.default_workdir(db)),
+                tests=plan.tests,
+                notes=plan.notes,
+            )
             for row in runner.Runner(store, plan_id).tests:
                 for attempt, metrics in enumerate(tests[row["name"]], start=1):
                     runner.commit_run(

@@ -146,7 +146,8 @@ class Column:
     @property
     def key(self) -> str:
         """The label as a machine-readable name, units in it: "90% CI low (ms)" -> "90pct_ci_low_ms"."""
-        unit = _slug(self.unit.replace("/", " per "))  # ops/s -> ops_per_s; in a heading, O/H stays o_h
+        # ops/s -> ops_per_s (in a heading, O/H stays o_h); megabits keep apart from megabytes: mbit_per_s, mb
+        unit = _slug(self.unit.replace("Mb/s", "Mbit/s").replace("/", " per "))
         return "_".join(part for part in (_slug(self.heading), unit) if part)
 
 
