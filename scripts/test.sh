@@ -16,4 +16,6 @@ python3 -m ruff format --check python tests benchmarks
 # Every parser under random input for a moment (bash scripts/fuzz.sh 60 is the real run).
 bash scripts/fuzz.sh 1
 # pytest exits 5 when it collects nothing: that is a failure here, never a pass.
-python3 -m pytest -q -p no:cacheprovider "$@"
+# The soak tests (marker `slow`) keep CI under 30 minutes by running only when asked:
+# `bash scripts/test.sh -m slow` runs them, `bash scripts/test.sh -m ''` runs everything.
+python3 -m pytest -q -p no:cacheprovider -m "not slow" "$@"

@@ -248,6 +248,7 @@ def quick_search(server: MDCServer, docroot: Path, tmp_path: Path, seed: int) ->
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow  # 4 minutes of searches: scripts/test.sh -m slow
 @pytest.mark.parametrize("workers, seeds", [(1, (101, 202)), (2, (404,))])
 def test_repeated_quick_searches_find_the_known_peak_within_their_claimed_accuracy(
     engine_path, docroot, tmp_path, workers, seeds

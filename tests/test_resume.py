@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import REPO
 from peakbench import tracegen
 
@@ -105,9 +106,12 @@ def test_a_search_killed_at_random_points_resumes_without_losing_or_repeating_a_
     ]
     assert len({spec["seed"] for spec, _ in trials}) == len(trials), "two stored trials share a seed"
     assert all(cost > 0 for _, cost in trials)
-    assert result["verdict"] in ("not-saturated", "generator-bound")
+    # The null target's responses are microseconds of scheduling jitter: on a busy machine the
+    # search may call them too noisy to settle. Either way it ended, with every trial kept once.
+    assert result["verdict"] in ("not-saturated", "generator-bound", "noisy")
 
 
+@pytest.mark.slow  # a soak of a minute: scripts/test.sh -m slow
 def test_an_sfs_run_killed_at_random_points_resumes_every_load_point_once(engine_path, tmp_path):
     target = tmp_path / "target"
     target.mkdir()
@@ -128,6 +132,7 @@ def test_an_sfs_run_killed_at_random_points_resumes_every_load_point_once(engine
     assert done == loads, "a load point was lost or measured twice"
 
 
+@pytest.mark.slow  # a soak of a minute: scripts/test.sh -m slow
 def test_a_replay_sweep_killed_at_random_points_resumes_every_data_set_size_once(engine_path, cli, tmp_path):
     log = tracegen.write(tmp_path / "access.log.gz", tracegen.TraceShape(requests=2000, files=100, seed=3))
     docroot = tmp_path / "www"
@@ -175,6 +180,7 @@ levels = [1, 2, 3]
 """
 
 
+@pytest.mark.slow  # a soak of a minute: scripts/test.sh -m slow
 def test_a_surface_killed_at_random_points_resumes_every_sample_without_repeating_a_trial(engine_path, tmp_path):
     # Six samples' searches of about five 0.3 s trials each against the engine's null target.
     plan = tmp_path / "surface.toml"
