@@ -6,13 +6,14 @@
 //! calls that timed out, garbage) are counted and dropped.
 
 use super::xdr::{Dec, Enc};
+use crate::target::inflight::InflightCap;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
@@ -256,8 +257,7 @@ pub struct RpcClient {
     conns: Vec<Conn>,
     next: AtomicUsize,
     opts: CallOptions,
-    inflight: Mutex<usize>,
-    inflight_cv: Condvar,
+    inflight: InflightCap,
     pub stats: Arc<TransportStats>,
     xid_seed: u32,
 }
@@ -283,9 +283,8 @@ impl RpcClient {
             auth: auth_sys(opts.uid, opts.gid),
             conns: (0..conns.max(1)).map(|_| Conn { live: Mutex::new((None, None)) }).collect(),
             next: AtomicUsize::new(0),
+            inflight: InflightCap::new(opts.max_outstanding),
             opts,
-            inflight: Mutex::new(0),
-            inflight_cv: Condvar::new(),
             stats: Arc::new(TransportStats::default()),
             xid_seed: seed,
         }
@@ -417,7 +416,7 @@ impl RpcClient {
         let xid = live.xid.fetch_add(1, Relaxed);
         let rec = self.record(xid, proc_, args);
 
-        let _permit = self.acquire();
+        let _permit = self.inflight.acquire();
         let slot = Arc::new(Slot { reply: Mutex::new(None), waiter: std::thread::current(), queued_at: Instant::now() });
         live.pending.lock().expect("pending lock").insert(xid, Waiter::Thread(slot.clone()));
         let mut tries_left = self.opts.retrans;
@@ -453,16 +452,6 @@ impl RpcClient {
         };
         let buf = result?;
         parse_reply(buf)
-    }
-
-    fn acquire(&self) -> Option<Permit<'_>> {
-        let cap = self.opts.max_outstanding?;
-        let mut n = self.inflight.lock().expect("inflight lock");
-        while *n >= cap {
-            n = self.inflight_cv.wait(n).expect("inflight lock");
-        }
-        *n += 1;
-        Some(Permit(self))
     }
 
     /// How the readers held off between reads (`hold_after_read`): the policy, its bound on
@@ -506,14 +495,6 @@ impl RpcClient {
 impl Drop for RpcClient {
     fn drop(&mut self) {
         self.shutdown();
-    }
-}
-
-struct Permit<'a>(&'a RpcClient);
-impl Drop for Permit<'_> {
-    fn drop(&mut self) {
-        *self.0.inflight.lock().expect("inflight lock") -= 1;
-        self.0.inflight_cv.notify_one();
     }
 }
 

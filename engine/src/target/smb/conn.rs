@@ -7,12 +7,13 @@
 
 use super::ntlm;
 use super::wire::{self, Header, Negotiated, Req};
+use crate::target::inflight::InflightCap;
 use rand::Rng;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
@@ -285,8 +286,7 @@ pub struct Client {
     next: AtomicUsize,
     generations: AtomicU64,
     max_outstanding: Option<usize>,
-    inflight: Mutex<usize>,
-    inflight_cv: Condvar,
+    inflight: InflightCap,
     pub stray_replies: Arc<AtomicU64>,
     pub reconnects: AtomicU64,
 }
@@ -404,8 +404,7 @@ impl Client {
             next: AtomicUsize::new(0),
             generations: AtomicU64::new(0),
             max_outstanding,
-            inflight: Mutex::new(0),
-            inflight_cv: Condvar::new(),
+            inflight: InflightCap::new(max_outstanding),
             stray_replies: Arc::new(AtomicU64::new(0)),
             reconnects: AtomicU64::new(0),
         }
@@ -503,7 +502,7 @@ impl Client {
 
     /// A request, waiting for its responses.
     pub fn call(&self, live: &Live, reqs: &[Req]) -> Res<Replies> {
-        let _permit = self.acquire();
+        let _permit = self.inflight.acquire();
         let slot = Arc::new(Slot { reply: Mutex::new(None), waiter: std::thread::current() });
         if let Err((e, _)) = live.queue(reqs, self.login.timeout, Waiter::Thread(slot.clone())) {
             return Err(e);
@@ -523,16 +522,6 @@ impl Client {
         }
     }
 
-    fn acquire(&self) -> Option<Permit<'_>> {
-        let cap = self.max_outstanding?;
-        let mut n = self.inflight.lock().expect("inflight lock");
-        while *n >= cap {
-            n = self.inflight_cv.wait(n).expect("inflight lock");
-        }
-        *n += 1;
-        Some(Permit(self))
-    }
-
     /// Log off and close every connection; waiting callers get a connection error.
     pub fn shutdown(&self) {
         for c in &self.conns {
@@ -550,14 +539,6 @@ impl Client {
 impl Drop for Client {
     fn drop(&mut self) {
         self.shutdown();
-    }
-}
-
-struct Permit<'a>(&'a Client);
-impl Drop for Permit<'_> {
-    fn drop(&mut self) {
-        *self.0.inflight.lock().expect("inflight lock") -= 1;
-        self.0.inflight_cv.notify_one();
     }
 }
 
