@@ -2,14 +2,14 @@
 
 smbd runs as root in the foreground with a private configuration: its own private,
 lock, state, cache and pid directories in a temporary work directory, `smb ports`
-set to a port of its own (so no system service is needed and nothing on 445 is
+set to a free port of its own (so no system service is needed and nothing on 445 is
 touched), and one user (`root`, whose Unix account exists everywhere) given an SMB
 password with `smbpasswd -c CONF -s -a`. Profiling counters are on (`smbd profiling
 level = count`), so a test can read what the server saw with `smbstatus --profile`.
 smbd is stopped by PID (its process group: smbd forks a child per client).
 
     with Samba() as server:              # shares server.share_dir as "share"
-        url = server.url("sub")          # smb://root:PASSWORD@127.0.0.1:4455/share/sub
+        url = server.url("sub")          # smb://root:PASSWORD@127.0.0.1:PORT/share/sub
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from pathlib import Path
 
 from debian import apt_install
 
-PORT = 4455
 USER = "root"
 PASSWORD = "peakbench-Samba-1"
 SHARE = "share"
@@ -77,6 +76,12 @@ def ensure_installed() -> None:
         raise ServerUnavailable(failed or "smbd is missing after apt-get install")
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def _listening(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(0.2)
@@ -104,12 +109,13 @@ def _stop_group(pid: int, timeout_s: float = 5.0) -> None:
 
 
 class Samba:
-    """smbd sharing a fresh temporary directory as `share` on 127.0.0.1:PORT."""
+    """smbd sharing a fresh temporary directory as `share` on 127.0.0.1 at a free port."""
 
-    def __init__(self, extra_config: str = "", max_protocol: str = "SMB3_11", port: int = PORT):
+    def __init__(self, extra_config: str = "", max_protocol: str = "SMB3_11", port: int | None = None):
         self.extra_config = extra_config
         self.max_protocol = max_protocol
-        self.port = port
+        # A free port by default, so two test runs (or two engineers) each get their own smbd.
+        self.port = port or _free_port()
         self.workdir: Path | None = None
         self.process: subprocess.Popen | None = None
 

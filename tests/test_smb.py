@@ -92,7 +92,7 @@ def test_wrong_password_missing_share_and_refused_dialect_are_one_line_errors(sa
     assert wrong[0] == 2 and "STATUS_LOGON_FAILURE" in wrong[1], wrong
     missing = validate(samba.url(share="nope"))
     assert missing[0] == 2 and 'no share "nope"; it offers share' in missing[1], missing
-    with Samba(max_protocol="SMB2_10", port=samba.port + 1) as old:
+    with Samba(max_protocol="SMB2_10") as old:
         refused = validate(old.url(options="dialect=3.0"))
     assert refused[0] == 2 and "refused SMB 3.0" in refused[1], refused
     for _, stderr in (wrong, missing, refused):
