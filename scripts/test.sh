@@ -18,4 +18,5 @@ bash scripts/fuzz.sh 1
 # pytest exits 5 when it collects nothing: that is a failure here, never a pass.
 # The soak tests (marker `slow`) keep CI under 30 minutes by running only when asked:
 # `bash scripts/test.sh -m slow` runs them, `bash scripts/test.sh -m ''` runs everything.
-python3 -m pytest -q -p no:cacheprovider -m "not slow" "$@"
+# The 25 slowest are listed, so the CI log shows where the 30-minute budget goes.
+python3 -m pytest -q -p no:cacheprovider -m "not slow" --durations=25 "$@"
