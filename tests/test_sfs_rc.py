@@ -245,7 +245,8 @@ def test_monitor_debug_and_init_timeout_in_a_run(engine_path, cli, tmp_path):
     root = ET.parse(tmp_path / "sub.xml").getroot()
     assert [p.get("requested_ops_per_s") for p in root.find("load_points")] == ["20", "40"]
     settings = {f.get("name"): f.text for f in root.find("rc_settings")}
-    assert (settings["debug"], settings["access_share"], settings["monitor"]) == ("4 12", "0.5", f"{monitor} disk")
+    assert (settings["DEBUG"], settings["ACCESS_PCNT"]) == ("4,12", "50")
+    assert (settings["PRIME_MON_SCRIPT"], settings["PRIME_MON_ARGS"]) == (str(monitor), "disk")
     result = {f.get("name"): f.text for f in root.find("result")}
     assert result["load points"] == "2" and float(result["overall response time ms"]) > 0
     assert "120 MB" in {f.get("name"): f.text for f in root.find("run")}["file set size"]
