@@ -18,35 +18,13 @@ from pathlib import Path
 from ..report.model import Series
 from ..report.sections.load_curve import overall_response_time
 from ..report.sections.sfs_summary import sfssum_lines, size_used
-from .rcfile import PER_PROC_GUIDANCE, PUBLISHABLE_POINTS
+from .rcfile import CIFS_ONLY, PER_PROC_GUIDANCE, PUBLISHABLE_POINTS, USED
 
 POINT_FIELDS = ("requested ops/s", "achieved ops/s", "mean response ms", "trials")
 # The settings under the guide's rc variable names (§3.3, §3.3.1), as the run used them. INCR_LOAD
-# and NUM_RUNS are shown expanded into LOAD's list, NUM_PROCS as PROCS; the CIFS-only USERNAME,
-# PASSWORD and DOMAIN are refused, and WORKLOAD is peakbench's own.
-RC_FIELDS = (
-    "LOAD",
-    "NUM_RUNS",
-    "CLIENTS",
-    "PROCS",
-    "MNT_POINTS",
-    "FS_PROTOCOL",
-    "TCP",
-    "SFS_NFS_USER_ID",
-    "SFS_NFS_GROUP_ID",
-    "BIOD_MAX_READS",
-    "BIOD_MAX_WRITES",
-    "WARMUP_TIME",
-    "RUNTIME",
-    "INIT_TIMEOUT",
-    "BLOCK_SIZE",
-    "MIXFILE",
-    "ACCESS_PCNT",
-    "PRIME_MON_SCRIPT",
-    "PRIME_MON_ARGS",
-    "DEBUG",
-    "WORKLOAD",
-)
+# and NUM_RUNS are shown expanded into LOAD's list (with NUM_RUNS its length), NUM_PROCS as PROCS;
+# the CIFS-only USERNAME, PASSWORD and DOMAIN are refused, and WORKLOAD is peakbench's own.
+RC_FIELDS = tuple(name for name in USED if name not in ("INCR_LOAD", "NUM_PROCS", *CIFS_ONLY))
 
 
 def write_sfssum(series: Series, path: Path) -> Path:
