@@ -7,8 +7,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 from peakbench.errors import InputError
+from peakbench.report.sections.load_curve import overall_response_time
 from peakbench.sfs.rcfile import read_rcfile
 from peakbench.sfs.run import plan
+from peakbench.sfs.submission import RC_FIELDS, rc_settings
 from peakbench.workload import find_workload
 
 SPEC_EXAMPLE = """\
@@ -21,6 +23,28 @@ PROCS=8
 MNT_POINTS='{target}'
 BIOD_MAX_WRITES=1
 """
+
+# The guide's names for the sfssum columns it defines (§4.4), in order.
+SFSSUM_COLUMNS = (
+    "requested load",
+    "achieved throughput",
+    "average response time",
+    "total logical operations",
+    "test time",
+    "file server protocol",
+    "network protocol",
+    "IP version",
+    "total file set size (KB)",
+    "number of load generators",
+)
+# The guide's rc variables (§3.3, §3.3.1) an NFS run's report shows: all but the aliases INCR_LOAD
+# (LOAD shows the expanded list) and NUM_PROCS (PROCS), the CIFS-only USERNAME, PASSWORD and DOMAIN,
+# and SFS_DIR and WORK_DIR (SPEC's program directories); WORKLOAD is peakbench's own.
+GUIDE_RC_VARIABLES = {
+    "LOAD", "NUM_RUNS", "CLIENTS", "PROCS", "MNT_POINTS", "FS_PROTOCOL", "TCP", "SFS_NFS_USER_ID",
+    "SFS_NFS_GROUP_ID", "BIOD_MAX_READS", "BIOD_MAX_WRITES", "WARMUP_TIME", "RUNTIME", "INIT_TIMEOUT",
+    "BLOCK_SIZE", "MIXFILE", "ACCESS_PCNT", "PRIME_MON_SCRIPT", "PRIME_MON_ARGS", "DEBUG",
+}  # fmt: skip
 
 
 def write(tmp_path, text: str):
@@ -203,6 +227,20 @@ def test_nfs_variables_reach_the_target_and_access_pcnt_the_file_set(tmp_path):
     assert (settings["block_size"], settings["access_share"], settings["biod_max_reads"]) == (32768, 0.1, 0)
 
 
+def test_nfs_variables_appear_under_their_rc_names(tmp_path):
+    rc = tmp_path / "sfs_rc"
+    rc.write_text(
+        "LOAD=100\nINCR_LOAD=100\nNUM_RUNS=3\nCLIENTS='a b'\nNUM_PROCS=2\nMNT_POINTS=server:/export\n"
+        "SFS_NFS_USER_ID=1000\nSFS_NFS_GROUP_ID=100\nBLOCK_SIZE=32\nBIOD_MAX_READS=4\nBIOD_MAX_WRITES=2\n"
+        "TCP=on\n"
+    )
+    shown = rc_settings(plan(rc, spec_rounding=False).settings())
+    assert shown["LOAD"] == ["100", "200", "300"] and shown["NUM_RUNS"] == 3
+    assert (shown["CLIENTS"], shown["PROCS"], shown["MNT_POINTS"]) == (["a", "b"], 2, ["server:/export"] * 4)
+    assert (shown["SFS_NFS_USER_ID"], shown["SFS_NFS_GROUP_ID"], shown["BLOCK_SIZE"]) == (1000, 100, "32")
+    assert (shown["BIOD_MAX_READS"], shown["BIOD_MAX_WRITES"], shown["FS_PROTOCOL"], shown["TCP"]) == (4, 2, "nfs", 1)
+
+
 def test_monitor_debug_and_init_timeout_in_a_run(engine_path, cli, tmp_path):
     target = tmp_path / "sfs"
     target.mkdir()
@@ -213,8 +251,8 @@ def test_monitor_debug_and_init_timeout_in_a_run(engine_path, cli, tmp_path):
     monitor.chmod(0o755)
     rc = tmp_path / "sfs_rc"
     rc.write_text(
-        f"LOAD='20 40'\nMNT_POINTS={target}\nWARMUP_TIME=0.5\nRUNTIME=1\nPRIME_MON_SCRIPT=mon.sh\n"
-        "PRIME_MON_ARGS=disk\nDEBUG=4,12\nACCESS_PCNT=50\n"
+        f"LOAD='20 40'\nCLIENTS='c1 c2'\nMNT_POINTS={target}\nWARMUP_TIME=0.5\nRUNTIME=1\nPRIME_MON_SCRIPT=mon.sh\n"
+        "PRIME_MON_ARGS=disk\nDEBUG=4,12\nACCESS_PCNT=50\nINIT_TIMEOUT=120\n"
     )
     db = tmp_path / "p.db"
     done = cli("sfs", str(rc), "--db", str(db))
@@ -229,25 +267,55 @@ def test_monitor_debug_and_init_timeout_in_a_run(engine_path, cli, tmp_path):
     assert notes[1] == [f"PRIME_MON_SCRIPT output: {tmp_path / 'p-sfs-1' / 'point-2-monitor.txt'}"]
     # SPEC's outputs: the sfssum file beside the store in the guide's columns (§4.4), and the warnings.
     assert "warning: 2 load points; a publishable SPECsfs2008 curve has at least 10" in done.stderr
-    assert "warning: 20 to 40 ops/s per process" not in done.stderr  # inside SPEC's 10-250
+    assert "ops/s per process; SPEC recommends" not in done.stderr  # 10 to 20: inside SPEC's 10-250
+    with sqlite3.connect(db) as connection:
+        results = [json.loads(r) for (r,) in connection.execute("SELECT result FROM trials ORDER BY id")]
     lines = (tmp_path / "p-sfs-1" / "sfssum.1").read_text().splitlines()
-    assert [line.split()[0] for line in lines] == ["20", "40"]
-    for line in lines:
-        fields = line.split()
-        assert fields[5:8] == ["POSIX", "-", "-"] and fields[9:] == ["1", "1", "1", "1", "2008"]
-        assert int(fields[3]) == round(float(fields[1]) * float(fields[4]))  # total ops = achieved x time
+    assert len(lines) == len(results) == 2
+    for line, result in zip(lines, results):
+        row = dict(zip(SFSSUM_COLUMNS, line.split()))
+        assert float(row["requested load"]) == result["requested_rate"]
+        assert float(row["achieved throughput"]) == round(result["achieved_rate"])
+        assert float(row["average response time"]) == round(result["latency"]["mean_ms"], 1)
+        assert int(row["total logical operations"]) == result["latency"]["count"]
+        assert float(row["test time"]) == result["runtime_s"]
+        # a local directory: no file-server protocol of SPEC's, no network, no IP
+        assert (row["file server protocol"], row["network protocol"], row["IP version"]) == ("POSIX", "-", "-")
+        assert int(row["total file set size (KB)"]) == round(result["fileset"]["bytes"] / 1024)
+        assert int(row["number of load generators"]) == 2  # CLIENTS
+        # peakbench's columns after the guide's ten: procs, BIOD_MAX_READS and _WRITES, the version
+        assert line.split()[10:] == ["1", "1", "1", "2008"]
         # right-aligned like the guide's sample, `            320     321     1.5    96187  299 CIFS ...`
         assert [m.end() for m in re.finditer(r"\S+", line)][:5] == [15, 23, 31, 40, 45]
+    # The submission report: the rc file under the guide's variable names, and the §5 result fields.
     shown = cli("report", "sfs:1", "--db", str(db), "--submission", str(tmp_path / "sub"))
     assert shown.returncode == 0, shown.stderr
-    text = (tmp_path / "sub.txt").read_text()
-    assert "2 load points; a publishable SPECsfs2008 curve has at least 10" in text
     root = ET.parse(tmp_path / "sub.xml").getroot()
-    assert [p.get("requested_ops_per_s") for p in root.find("load_points")] == ["20", "40"]
-    settings = {f.get("name"): f.text for f in root.find("rc_settings")}
-    assert (settings["debug"], settings["access_share"], settings["monitor"]) == ("4 12", "0.5", f"{monitor} disk")
+    settings = {f.get("name"): f.text or "" for f in root.find("rc_settings")}
+    assert list(settings) == list(RC_FIELDS) and set(settings) == GUIDE_RC_VARIABLES | {"WORKLOAD"}
+    assert (settings["LOAD"], settings["NUM_RUNS"], settings["CLIENTS"], settings["PROCS"]) == (
+        "20 40",
+        "2",
+        "c1 c2",
+        "1",
+    )
+    assert settings["MNT_POINTS"] == f"{target} {target}" and settings["WORKLOAD"] == "specsfs2008"
+    assert (settings["DEBUG"], settings["ACCESS_PCNT"], settings["INIT_TIMEOUT"]) == ("4,12", "50", "120.0")
+    assert (settings["PRIME_MON_SCRIPT"], settings["PRIME_MON_ARGS"]) == (str(monitor), "disk")
+    assert (settings["WARMUP_TIME"], settings["RUNTIME"], settings["FS_PROTOCOL"], settings["TCP"]) == (
+        "0.5", "1.0", "nfs", "1")  # fmt: skip
+    assert settings["BLOCK_SIZE"] == settings["SFS_NFS_USER_ID"] == settings["MIXFILE"] == ""
+    text = [line.rstrip() for line in (tmp_path / "sub.txt").read_text().splitlines()]
+    for name, value in settings.items():  # the text report shows the same fields
+        assert f"  {name:<26} {value}".rstrip() in text
+    assert "  2 load points; a publishable SPECsfs2008 curve has at least 10" in text
+    points = [(r["achieved_rate"], r["latency"]["mean_ms"]) for r in results]
     result = {f.get("name"): f.text for f in root.find("result")}
-    assert result["load points"] == "2" and float(result["overall response time ms"]) > 0
+    assert result["load points"] == "2"
+    assert result["overall response time ms"] == f"{overall_response_time(points):.3f}"
+    assert result["peak achieved ops/s"].startswith(f"{max(a for a, _ in points):.1f} ")
+    assert [p.get("requested_ops_per_s") for p in root.find("load_points")] == ["20", "40"]
+    assert len(root.find("system_under_test")) > 0
     assert "120 MB" in {f.get("name"): f.text for f in root.find("run")}["file set size"]
     # A file set that cannot be built within INIT_TIMEOUT ends the curve with that verdict.
     slow = tmp_path / "slow_rc"

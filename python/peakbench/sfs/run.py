@@ -82,6 +82,7 @@ class Plan:
         rc = self.rc
         return {
             "rcfile": str(rc.path),
+            "workload": rc.workload,
             "loads": self.loads,
             "requested": list(rc.requested),
             "spec_rounding": self.spec_rounding,

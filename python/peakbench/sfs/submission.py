@@ -18,9 +18,13 @@ from pathlib import Path
 from ..report.model import Series
 from ..report.sections.load_curve import overall_response_time
 from ..report.sections.sfs_summary import sfssum_lines, size_used
-from .rcfile import PER_PROC_GUIDANCE, PUBLISHABLE_POINTS
+from .rcfile import CIFS_ONLY, PER_PROC_GUIDANCE, PUBLISHABLE_POINTS, USED
 
 POINT_FIELDS = ("requested ops/s", "achieved ops/s", "mean response ms", "trials")
+# The settings under the guide's rc variable names (§3.3, §3.3.1), as the run used them. INCR_LOAD
+# and NUM_RUNS are shown expanded into LOAD's list (with NUM_RUNS its length), NUM_PROCS as PROCS;
+# the CIFS-only USERNAME, PASSWORD and DOMAIN are refused, and WORKLOAD is peakbench's own.
+RC_FIELDS = tuple(name for name in USED if name not in ("INCR_LOAD", "NUM_PROCS", *CIFS_ONLY))
 
 
 def write_sfssum(series: Series, path: Path) -> Path:
@@ -55,16 +59,6 @@ def _report(series: Series) -> dict:
     sysinfo = points[0].measured[0].get("sysinfo") or {} if points else {}
     ort = overall_response_time([(p.mean_achieved, p.mean_ms) for p in points])
     peak = max(points, key=lambda p: p.mean_achieved) if points else None
-    rc_names = ("clients", "procs", "mount_points", "mixfile", "warmup_s", "runtime_s", "spec_rounding", "uid", "gid")
-    rc_names += (
-        "block_size",
-        "biod_max_reads",
-        "biod_max_writes",
-        "init_timeout_s",
-        "access_share",
-        "monitor",
-        "debug",
-    )
     return {
         "run": {
             "id": record.get("id"),
@@ -74,11 +68,12 @@ def _report(series: Series) -> dict:
             "target": record.get("target"),
             "rcfile": settings.get("rcfile"),
             "file set size": size_used(settings),
+            "spec rounding": settings.get("spec_rounding"),
         },
         "system under test": {
             key: value for key, value in sysinfo.items() if isinstance(value, (str, int, float)) and value is not None
         },
-        "rc settings": {name: settings.get(name) for name in rc_names},
+        "rc settings": rc_settings(settings),
         "load points": [
             dict(
                 zip(
@@ -95,6 +90,38 @@ def _report(series: Series) -> dict:
         },
         "warnings": warnings(series),
     }
+
+
+def rc_settings(settings: dict) -> dict:
+    """RC_FIELDS with the values the run used (unset ones empty)."""
+    loads = settings.get("loads") or []
+    monitor = settings.get("monitor") or []
+    block = settings.get("block_size")
+    access = settings.get("access_share")
+    values = {
+        "LOAD": [f"{load:g}" for load in loads],
+        "NUM_RUNS": len(loads),
+        "CLIENTS": settings.get("clients"),
+        "PROCS": settings.get("procs"),
+        "MNT_POINTS": settings.get("mount_points"),
+        "FS_PROTOCOL": "nfs",  # the only one an rc file can run with until CIFS is supported
+        "TCP": 1,  # UDP is refused
+        "SFS_NFS_USER_ID": settings.get("uid"),
+        "SFS_NFS_GROUP_ID": settings.get("gid"),
+        "BIOD_MAX_READS": settings.get("biod_max_reads"),
+        "BIOD_MAX_WRITES": settings.get("biod_max_writes"),
+        "WARMUP_TIME": settings.get("warmup_s"),
+        "RUNTIME": settings.get("runtime_s"),
+        "INIT_TIMEOUT": settings.get("init_timeout_s"),
+        "BLOCK_SIZE": f"{block / 1024:g}" if block else None,  # KB, as the rc file takes it
+        "MIXFILE": settings.get("mixfile"),
+        "ACCESS_PCNT": f"{access * 100:g}" if access is not None else None,
+        "PRIME_MON_SCRIPT": monitor[0] if monitor else None,
+        "PRIME_MON_ARGS": monitor[1:],
+        "DEBUG": ",".join(str(flag) for flag in settings.get("debug") or []),
+        "WORKLOAD": settings.get("workload"),
+    }
+    return {name: values[name] for name in RC_FIELDS}
 
 
 def _shown(value) -> str:
