@@ -15,12 +15,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from .contract import OpStats
 from .engine import SHED_KINDS, SHED_LABEL, offered_rate, outcomes
 
 
 def error_count(op: dict) -> int:
-    """All failed requests of one op: errors by kind (errno, NFS status), shed replies, timeouts and cancellations."""
-    return sum(op.get("errors", {}).values()) + op.get("shed", 0) + op.get("timeouts", 0) + op.get("cancellations", 0)
+    """All failed requests of one op, as stored (contract.OpStats.failed_count)."""
+    return OpStats.load(op).failed_count()
 
 
 def _failures(op: dict) -> tuple[int, int, int, int]:

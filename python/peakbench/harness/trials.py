@@ -16,10 +16,9 @@ import time
 
 from ..cluster.fanout import client_specs, default_start_lead_s, start_instants
 from ..cluster.merge import merge_results
+from ..contract import TrialResult
 from ..engine import Engine, Progress
 from ..errors import RunError
-from ..searching import percentile_ms
-from ..table import error_count
 
 
 class LocalClients:
@@ -83,21 +82,20 @@ class LocalClients:
         return merge_results(self.last_results, names, shared_fileset=self.shared_fileset)
 
 
-def trial_metrics(merged: dict) -> dict:
+def trial_metrics(result: dict) -> dict:
     """The numbers of a (merged) trial that the harness analyses."""
-    latency = merged.get("latency", {})
+    typed = TrialResult.load(result)
+    latency = typed.latency
     metrics = {
-        "achieved_rate": merged.get("achieved_rate"),
-        "mean_ms": latency.get("mean_ms"),
-        "p50_ms": latency.get("p50_ms"),
-        "p90_ms": latency.get("p90_ms")
-        if latency.get("p90_ms") is not None
-        else (percentile_ms(merged, 90) if latency.get("hist") else None),
-        "p99_ms": latency.get("p99_ms"),
-        "max_ms": latency.get("max_ms"),
-        "completed": merged.get("completed"),
-        "errors": sum(error_count(op) for op in merged.get("ops", {}).values()),
-        "schedule_lag_p99_ms": merged.get("schedule_lag", {}).get("p99_ms"),
-        "generator_saturated": 1.0 if merged.get("generator_saturated") else 0.0,
+        "achieved_rate": typed.achieved_rate,
+        "mean_ms": latency.mean_ms,
+        "p50_ms": latency.p50_ms,
+        "p90_ms": latency.p90_ms,
+        "p99_ms": latency.p99_ms,
+        "max_ms": latency.max_ms,
+        "completed": typed.completed,
+        "errors": sum(op.failed_count() for op in typed.ops.values()),
+        "schedule_lag_p99_ms": typed.schedule_lag.p99_ms,
+        "generator_saturated": 1.0 if typed.generator_saturated else 0.0,
     }
-    return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
+    return {k: float(v) for k, v in metrics.items()}
