@@ -80,6 +80,19 @@ def test_a_read_only_store_can_be_listed_and_reported(engine_path, tmp_path):
     assert (tmp_path / "r.html").stat().st_size > 10_000
 
 
+def _ends_on_a_busy_store(run: subprocess.Popen, blocker: sqlite3.Connection) -> tuple[str, str]:
+    """Let `run` finish while `blocker` holds the store's write lock, then release it; its (stdout,
+    stderr), having checked that it failed saying the store could not take the trial."""
+    try:
+        out, err = run.communicate(timeout=120)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert run.returncode == 1, err
+    assert "could not take the trial" in err and "database is locked" in err
+    return out, err
+
+
 def test_a_measured_trial_the_store_cannot_take_is_written_out(engine_path, tmp_path):
     """The store is busy (another process holds its write lock) when the trial ends: the result goes
     to --json and to a file beside the store, and the user is told where; nothing measured is lost."""
@@ -117,13 +130,7 @@ def test_a_measured_trial_the_store_cannot_take_is_written_out(engine_path, tmp_
         except sqlite3.OperationalError:
             pass
         time.sleep(0.05)
-    try:
-        out, err = run.communicate(timeout=120)
-    finally:
-        blocker.execute("ROLLBACK")
-        blocker.close()
-    assert run.returncode == 1, err
-    assert "could not take the trial" in err and "database is locked" in err
+    out, err = _ends_on_a_busy_store(run, blocker)
     saved = sorted(tmp_path.glob("peakbench-unstored-trial-*.json"))
     assert len(saved) == 1 and str(saved[0]) in err
     kept = json.loads(saved[0].read_text())
@@ -228,13 +235,7 @@ def test_a_plan_trial_the_store_cannot_take_is_written_out_and_the_plan_resumes(
     run, store = _plan_process(tmp_path, "3s")
     blocker = sqlite3.connect(store, timeout=10, isolation_level=None)
     blocker.execute("BEGIN EXCLUSIVE")
-    try:
-        _, err = run.communicate(timeout=120)
-    finally:
-        blocker.execute("ROLLBACK")
-        blocker.close()
-    assert run.returncode == 1, err
-    assert "could not take the trial" in err and "database is locked" in err
+    _, err = _ends_on_a_busy_store(run, blocker)
     (saved,) = tmp_path.glob("peakbench-unstored-trial-*.json")
     assert str(saved) in err
     kept = json.loads(saved.read_text())
