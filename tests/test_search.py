@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from peakbench import cgroups, fsimage, searching
+from peakbench.contract import RESULT_SCHEMA
 from peakbench.controller import Observation, SearchSettings, saturated, saturation_signal, sweep_knee
 from peakbench.controller.observation import Outcomes
 from peakbench.engine import Engine
@@ -343,8 +344,20 @@ def test_the_failed_share_is_a_search_option_in_percent_or_as_a_fraction(cli, tm
 
 
 def test_an_observation_of_a_result_stored_before_outcomes_derives_them_from_the_per_op_counts():
-    # An older engine counted a 503 among the errors and had no outcomes or latency quarters.
+    # An older engine counted a 503 among the errors and had no outcomes or latency quarters; every
+    # other field its results had (from the first engine on) is there.
     older = {
+        "schema": RESULT_SCHEMA,
+        "engine_version": "0.1.0",
+        "requested_rate": 100.0,
+        "completed": 300,
+        "warmup_s": 1.0,
+        "schedule_lag": {"mean_ms": 0.0, "p99_ms": 0.0, "max_ms": 0.0, "hist": ""},
+        "saturation_reason": None,
+        "outstanding": {"cap": None, "max": 3, "threads": 4},
+        "mix_actual": {"read": 0.67, "getattr": 0.33},
+        "engine_cpu_s": 0.1,
+        "peak_rss_kib": 9000,
         "achieved_rate": 100.0,
         "generator_saturated": False,
         "sent": 300,

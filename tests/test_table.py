@@ -1,4 +1,5 @@
 from peakbench.cli import json_report
+from peakbench.contract import RESULT_SCHEMA
 from peakbench.table import print_trial
 from rich.console import Console
 
@@ -22,7 +23,12 @@ def op(count, mean, total, errors=None, timeouts=0, shed=0):
 
 
 def result(**overrides):
-    base = {
+    base = {  # a TrialResult as the contract has it (contract.py), with figures chosen for each test
+        "schema": RESULT_SCHEMA,
+        "engine_version": "test",
+        "mix_actual": {"getattr": 0.6, "read": 0.4},
+        "engine_cpu_s": 0.5,
+        "peak_rss_kib": 10_000,
         "requested_rate": 100.0,
         "achieved_rate": 99.5,
         "sent": 1000,
@@ -32,10 +38,10 @@ def result(**overrides):
         "runtime_s": 10,
         "ops": {"getattr": op(600, 0.1, 60.0), "read": op(395, 0.5, 197.5, {"EIO": 2}, timeouts=1)},
         "latency": {"count": 995, "mean_ms": 0.26, "stddev_ms": 0.2, "p50_ms": 0.1, "p99_ms": 1.5},
-        "schedule_lag": {"mean_ms": 0.01, "p99_ms": 0.05, "max_ms": 0.3},
+        "schedule_lag": {"mean_ms": 0.01, "p99_ms": 0.05, "max_ms": 0.3, "hist": ""},
         "generator_saturated": False,
         "saturation_reason": None,
-        "outstanding": {"cap": None, "cap_bound": 0},
+        "outstanding": {"cap": None, "cap_bound": 0, "max": 4, "threads": 4},
     }
     return {**base, **overrides}
 

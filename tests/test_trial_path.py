@@ -80,6 +80,19 @@ def test_a_read_only_store_can_be_listed_and_reported(engine_path, tmp_path):
     assert (tmp_path / "r.html").stat().st_size > 10_000
 
 
+def _ends_on_a_busy_store(run: subprocess.Popen, blocker: sqlite3.Connection) -> tuple[str, str]:
+    """Let `run` finish while `blocker` holds the store's write lock, then release it; its (stdout,
+    stderr), having checked that it failed saying the store could not take the trial."""
+    try:
+        out, err = run.communicate(timeout=120)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert run.returncode == 1, err
+    assert "could not take the trial" in err and "database is locked" in err
+    return out, err
+
+
 def test_a_measured_trial_the_store_cannot_take_is_written_out(engine_path, tmp_path):
     """The store is busy (another process holds its write lock) when the trial ends: the result goes
     to --json and to a file beside the store, and the user is told where; nothing measured is lost."""
@@ -117,13 +130,7 @@ def test_a_measured_trial_the_store_cannot_take_is_written_out(engine_path, tmp_
         except sqlite3.OperationalError:
             pass
         time.sleep(0.05)
-    try:
-        out, err = run.communicate(timeout=120)
-    finally:
-        blocker.execute("ROLLBACK")
-        blocker.close()
-    assert run.returncode == 1, err
-    assert "could not take the trial" in err and "database is locked" in err
+    out, err = _ends_on_a_busy_store(run, blocker)
     saved = sorted(tmp_path.glob("peakbench-unstored-trial-*.json"))
     assert len(saved) == 1 and str(saved[0]) in err
     kept = json.loads(saved[0].read_text())
@@ -199,3 +206,61 @@ def test_ctrl_c_during_a_run_keeps_and_prints_what_was_measured(engine_path, tmp
     assert kept["latency"]["count"] > 300 and abs(kept["achieved_rate"] - 300) < 30
     status, result = sqlite3.connect(store).execute("SELECT status, result FROM trials WHERE id = 1").fetchone()
     assert status == "interrupted" and json.loads(result)["runtime_s"] == kept["runtime_s"]
+
+
+def _plan_process(tmp_path: Path, runtime: str) -> tuple[subprocess.Popen, Path]:
+    """`peakbench plan run` of one trial test on null:// in its own session, waiting until its window
+    is being measured; (the process, its store)."""
+    plan, store = tmp_path / "plan.toml", tmp_path / "p.db"
+    plan.write_text(
+        "[[test]]\n"
+        'name = "null"\nworkload = "mail"\ntarget = "null://"\nrate = 300\nwarmup = 0\n'
+        f'runtime = "{runtime}"\nstop = {{min_runs = 1, max_runs = 1}}\n'
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
+    command = [sys.executable, "-m", "peakbench.cli", "plan", "run", str(plan), "--db", str(store)]
+    run = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    deadline = time.monotonic() + 60
+    while "measure" not in (progress := run.stderr.readline()):  # the measured window has begun
+        assert progress and time.monotonic() < deadline, "the trial never started measuring"
+    return run, store
+
+
+@pytest.mark.integration
+def test_a_plan_trial_the_store_cannot_take_is_written_out_and_the_plan_resumes(engine_path, tmp_path):
+    """The store is busy when a plan's trial ends: the trial goes to a file beside the store, the plan
+    stops saying where, and `plan resume` finishes it once the store is free."""
+    run, store = _plan_process(tmp_path, "3s")
+    blocker = sqlite3.connect(store, timeout=10, isolation_level=None)
+    blocker.execute("BEGIN EXCLUSIVE")
+    _, err = _ends_on_a_busy_store(run, blocker)
+    (saved,) = tmp_path.glob("peakbench-unstored-trial-*.json")
+    assert str(saved) in err
+    kept = json.loads(saved.read_text())
+    assert kept["result"]["latency"]["count"] > 500 and kept["notes"] == ["plan 1 (plan), test null, run 1"]
+    resumed = run_cli("plan", "resume", "--db", str(store), timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    (trial_ids,) = sqlite3.connect(store).execute("SELECT trial_ids FROM plan_runs").fetchone()
+    assert json.loads(trial_ids) == [1]
+
+
+@pytest.mark.integration
+def test_ctrl_c_during_a_plan_trial_keeps_what_it_measured(engine_path, tmp_path):
+    """Ctrl-C in a plan's trial: the part measured is stored as an interrupted trial named after its
+    plan, test and run; the run itself is not committed, so `plan resume` runs it again."""
+    run, store = _plan_process(tmp_path, "60s")
+    time.sleep(2)
+    os.killpg(run.pid, signal.SIGINT)
+    _, err = run.communicate(timeout=90)
+    assert run.returncode == 130, err
+    assert "null run 1: interrupted; what it measured is stored as interrupted trial 1" in err
+    connection = sqlite3.connect(store)
+    status, result, notes = connection.execute("SELECT status, result, notes FROM trials").fetchone()
+    assert status == "interrupted" and json.loads(notes) == ["plan 1 (plan), test null, run 1"]
+    measured = json.loads(result)
+    assert measured["interrupted"] is True and 1.5 < measured["runtime_s"] < 30
+    assert measured["latency"]["count"] > 300
+    assert connection.execute("SELECT COUNT(*) FROM plan_runs").fetchone()[0] == 0
+    assert connection.execute("SELECT status FROM plans").fetchone()[0] == "running"

@@ -17,6 +17,7 @@ mod spec;
 mod start;
 mod target;
 mod trial;
+mod url;
 mod validate;
 mod workload;
 

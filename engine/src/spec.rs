@@ -544,7 +544,7 @@ impl TrialSpec {
             crate::target::smb::dialects(s.dialect.as_deref()).map_err(|e| bad("target.dialect", e.to_string()))?;
         }
         if let TargetSpec::Http { url, timeout_s, .. } = &self.target {
-            crate::target::http::split_url(url).map_err(|e| bad("target.url", e.to_string()))?;
+            crate::url::split_url(url).map_err(|e| bad("target.url", e.to_string()))?;
             if !(timeout_s.is_finite() && *timeout_s > 0.0) {
                 return Err(bad("target.timeout_s", "must be > 0"));
             }

@@ -44,6 +44,7 @@ from . import store as store_module
 from . import workloadknobs as knobs_module
 from .cluster import engine_for
 from .cluster.report import print_clients
+from .contract import TrialResult
 from .controller import DEFAULT_POLICY, POLICIES, SearchSettings
 from .controller.design import quadratic_terms
 from .controller.surface import describe_error
@@ -1044,8 +1045,18 @@ def command_results_export(args: argparse.Namespace) -> int:
         writer = csv.DictWriter(file, fieldnames=CSV_COLUMNS)
         writer.writeheader()
         for trial in trials:
-            result = trial["result"] or {}
-            latency = result.get("latency", {})
+            result = TrialResult.load(trial["result"]) if trial["result"] else None  # None: a failed trial
+            measured = (
+                {
+                    "achieved_rate": result.achieved_rate,
+                    "completed": result.completed,
+                    **{key: getattr(result.latency, key) for key in ("mean_ms", "stddev_ms", "p50_ms", "p99_ms")},
+                    "schedule_lag_p99_ms": result.schedule_lag.p99_ms,
+                    "generator_saturated": result.generator_saturated,
+                }
+                if result is not None
+                else {}
+            )
             writer.writerow(
                 {
                     "id": trial["id"],
@@ -1054,13 +1065,9 @@ def command_results_export(args: argparse.Namespace) -> int:
                     "target": trial["target"],
                     "status": trial["status"],
                     "requested_rate": trial["rate"],
-                    "achieved_rate": result.get("achieved_rate"),
-                    "completed": result.get("completed"),
-                    **{key: latency.get(key) for key in ("mean_ms", "stddev_ms", "p50_ms", "p99_ms")},
-                    "schedule_lag_p99_ms": result.get("schedule_lag", {}).get("p99_ms"),
-                    "generator_saturated": result.get("generator_saturated"),
+                    **measured,
                     "files": (trial["spec"].get("fileset") or {}).get("files")  # a replay has no file set
-                    or (trial["result"] or {}).get("replay", {}).get("files"),
+                    or ((result.replay or {}).get("files") if result is not None else None),
                     "error": trial["error"],
                 }
             )

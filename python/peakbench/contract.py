@@ -179,8 +179,9 @@ class OpStats(_Record):
     quarters_count: list[int] | None = None  # latency only
     extra: dict = dataclasses.field(default_factory=dict)
 
-    def error_count(self) -> int:
-        return sum((self.errors or {}).values())
+    def failed_count(self) -> int:
+        """All failed requests: errors by kind (errno, NFS status), shed replies, timeouts and cancellations."""
+        return sum((self.errors or {}).values()) + (self.shed or 0) + (self.timeouts or 0) + (self.cancellations or 0)
 
 
 @dataclasses.dataclass

@@ -18,39 +18,44 @@ import io
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogWriter
 
+from .contract import TrialResult
+
 NS_PER_MS = 1e6
 QUANTILES = {"0.5": "p50_ms", "0.9": "p90_ms", "0.99": "p99_ms", "0.999": "p999_ms"}
 LATENCY_HELP = "response time from the intended send time"
 
 
-def _window_start_s(trial: dict) -> float:
+def _window_start_s(trial: dict, result: TrialResult) -> float:
     """Wall-clock start of a trial's measured window: the engine's time zero plus its warm-up.
     A replay has no scheduled start; the store's creation time stands in (to the second)."""
-    result = trial["result"]
-    started = (result.get("start") or {}).get("at_unix_s")
-    if started is None:
+    if result.start is None:
         return datetime.datetime.fromisoformat(trial["created"]).timestamp()
-    return started + result.get("warmup_s", 0.0)
+    return result.start.at_unix_s + result.warmup_s
+
+
+def _measured(trials: list[dict]) -> list[tuple[dict, TrialResult]]:
+    """The trials that have a result, each with its result typed."""
+    return [(trial, TrialResult.load(trial["result"])) for trial in trials if trial.get("result")]
 
 
 def hlog(trials: list[dict]) -> str:
     """One interval per trial, in window-start order, relative to the first window's start."""
-    done = sorted((t for t in trials if t.get("result") and t["result"]["latency"].get("hist")), key=_window_start_s)
+    done = sorted(((t, r) for t, r in _measured(trials) if r.latency.hist), key=lambda pair: _window_start_s(*pair))
     out = io.StringIO()
     writer = HistogramLogWriter(out)
-    writer.output_comment("[peakbench trials " + ", ".join(str(t["id"]) for t in done) + "]")
+    writer.output_comment("[peakbench trials " + ", ".join(str(t["id"]) for t, _ in done) + "]")
     writer.output_log_format_version()
-    base_s = _window_start_s(done[0]) if done else 0.0
+    base_s = _window_start_s(*done[0]) if done else 0.0
     # Written here: the package's own output_start_time fails on any real time (it reads seconds as ms).
     when = datetime.datetime.fromtimestamp(base_s, datetime.UTC).isoformat(" ")
     out.write(f"#[StartTime: {base_s:.3f} (seconds since epoch), {when}]\n")
     writer.output_legend()
-    for trial in done:
-        histogram = HdrHistogram.decode(trial["result"]["latency"]["hist"])
-        start_s = _window_start_s(trial) - base_s
+    for trial, result in done:
+        histogram = HdrHistogram.decode(result.latency.hist)
+        start_s = _window_start_s(trial, result) - base_s
         # The writer treats a 0 start as "take it from the histogram": the first window starts at 0 exactly.
         start_s = start_s or 1e-6
-        writer.output_interval_histogram(histogram, start_s, start_s + trial["result"]["runtime_s"], NS_PER_MS)
+        writer.output_interval_histogram(histogram, start_s, start_s + result.runtime_s, NS_PER_MS)
     return out.getvalue()
 
 
@@ -68,10 +73,9 @@ def openmetrics(trials: list[dict], searches: list[dict]) -> str:
     def add(name: str, kind: str, help_text: str, sample: str) -> None:
         families.setdefault(name, (kind, help_text, []))[2].append(sample)
 
-    for trial in (t for t in trials if t.get("result")):
-        result = trial["result"]
+    for trial, result in _measured(trials):
         who = {"trial": trial["id"], "workload": trial["workload"], "target": trial["target"]}
-        rates = {"offered": result["requested_rate"], "achieved": result["achieved_rate"]}
+        rates = {"offered": result.requested_rate, "achieved": result.achieved_rate}
         for which, rate in rates.items():
             name = f"peakbench_{which}_rate"
             add(
@@ -80,7 +84,7 @@ def openmetrics(trials: list[dict], searches: list[dict]) -> str:
                 f"{which} operations per second (achieved: successful only)",
                 f"{name}{_labels(**who)} {rate}",
             )
-        failed = (result.get("outcomes") or {}).get("failed_share")
+        failed = result.outcomes.failed_share if result.outcomes is not None else None
         if failed is not None:
             add(
                 "peakbench_failed_ratio",
@@ -88,20 +92,19 @@ def openmetrics(trials: list[dict], searches: list[dict]) -> str:
                 "share of the window's requests that did not succeed",
                 f"peakbench_failed_ratio{_labels(**who)} {failed}",
             )
-        for op, figures in [("all", result["latency"]), *sorted(result["ops"].items())]:
-            if not figures.get("count"):
+        for op, figures in [("all", result.latency), *sorted(result.ops.items())]:
+            if not figures.count:
                 continue
             name = "peakbench_latency_seconds"
             for quantile, key in QUANTILES.items():
-                if figures.get(key) is not None:
-                    sample = f"{name}{_labels(**who, op=op, quantile=quantile)} {figures[key] / 1e3}"
-                    add(name, "summary", LATENCY_HELP, sample)
-            add(name, "summary", LATENCY_HELP, f"{name}_count{_labels(**who, op=op)} {figures['count']}")
+                sample = f"{name}{_labels(**who, op=op, quantile=quantile)} {getattr(figures, key) / 1e3}"
+                add(name, "summary", LATENCY_HELP, sample)
+            add(name, "summary", LATENCY_HELP, f"{name}_count{_labels(**who, op=op)} {figures.count}")
             add(
                 name,
                 "summary",
                 LATENCY_HELP,
-                f"{name}_sum{_labels(**who, op=op)} {figures['mean_ms'] * figures['count'] / 1e3}",
+                f"{name}_sum{_labels(**who, op=op)} {figures.mean_ms * figures.count / 1e3}",
             )
     for search in (s for s in searches if s.get("result") and s["result"].get("peak_rate") is not None):
         found = search["result"]

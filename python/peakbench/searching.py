@@ -15,6 +15,7 @@ from hdrh.histogram import HdrHistogram
 
 from . import hooks, sim
 from . import store as store_module
+from .contract import TrialResult
 from .controller import Observation, SearchResult, SearchSettings, find_peak
 from .controller.design import Sample
 from .controller.history import same_load
@@ -57,15 +58,16 @@ def percentile_ms(result: dict, percentile: float) -> float:
 def observation_of(result: dict, load: float, psat: float, cost_s: float) -> Observation:
     """What the controller sees of one engine trial offered `load` ops/s (results stored before
     the engine counted outcomes and latency quarters load too: see engine.outcomes)."""
+    typed = TrialResult.load(result)
     counts = outcomes(result)
     seen = Outcomes(*(counts[k] for k in ("succeeded", "errors", "shed", "timeouts", "cancelled")))
-    quarters = result["latency"].get("quarters_mean_ms")
+    quarters = typed.latency.quarters_mean_ms
     return Observation(
         requested_rate=load,
-        achieved_rate=result["achieved_rate"],
-        mean_ms=result["latency"]["mean_ms"],
+        achieved_rate=typed.achieved_rate,
+        mean_ms=typed.latency.mean_ms,
         percentile_ms=percentile_ms(result, psat),
-        generator_saturated=result["generator_saturated"],
+        generator_saturated=typed.generator_saturated,
         cost_s=cost_s,
         offered_rate=offered_rate(result),
         failed_share=counts["failed_share"],

@@ -103,8 +103,8 @@ MIGRATIONS = [
             cache TEXT NOT NULL,              -- JSON list: what the cache policy did before the run
             monitor TEXT,                     -- JSON {summary, series} sampled during the run
             sysinfo TEXT NOT NULL,            -- JSON system snapshot
-            result TEXT,                      -- JSON merged TrialResult (trial tests)
-            trial_ids TEXT,                   -- JSON list of trials.id rows (one per client)
+            result TEXT,                      -- older plans' merged TrialResult; now the trial's own
+            trial_ids TEXT,                   -- JSON list of trials.id rows: the run's trial (older plans: one per client)
             error TEXT,
             UNIQUE (test_id, attempt)
         )""",

@@ -15,12 +15,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from .contract import OpStats, TrialResult
 from .engine import SHED_KINDS, SHED_LABEL, offered_rate, outcomes
 
 
 def error_count(op: dict) -> int:
-    """All failed requests of one op: errors by kind (errno, NFS status), shed replies, timeouts and cancellations."""
-    return sum(op.get("errors", {}).values()) + op.get("shed", 0) + op.get("timeouts", 0) + op.get("cancellations", 0)
+    """All failed requests of one op, as stored (contract.OpStats.failed_count)."""
+    return OpStats.load(op).failed_count()
 
 
 def _failures(op: dict) -> tuple[int, int, int, int]:
@@ -85,15 +86,13 @@ def op_table(spec: dict, result: dict) -> Table:
 
 def summary_lines(spec: dict, result: dict) -> list[Text]:
     lines = []
-    requested, achieved = result["requested_rate"], result["achieved_rate"]
+    typed = TrialResult.load(result)
+    requested, achieved = typed.requested_rate, typed.achieved_rate
     load = spec.get("load", {})
-    window = f"warm-up {result.get('warmup_s', 0):g} s, measured {result.get('runtime_s', 0):g} s"
+    window = f"warm-up {typed.warmup_s:g} s, measured {typed.runtime_s:g} s"
     if requested is None:  # closed loop: no offered rate
         lines.append(
-            Text(
-                f"closed loop with {result.get('clients')} clients: achieved (successful) {achieved:.1f}"
-                f" ops/s  [{window}]"
-            )
+            Text(f"closed loop with {typed.clients} clients: achieved (successful) {achieved:.1f} ops/s  [{window}]")
         )
     else:
         lines.append(
@@ -106,7 +105,7 @@ def summary_lines(spec: dict, result: dict) -> list[Text]:
     counts = outcomes(result)
     requests = sum(counts[k] for k in ("succeeded", "errors", "shed", "timeouts", "cancelled"))
     if requests:
-        completed = f" ({result['completed_rate']:.1f} ops/s completed)" if "completed_rate" in result else ""
+        completed = f" ({typed.completed_rate:.1f} ops/s completed)" if typed.completed_rate is not None else ""
         lines.append(
             Text(
                 f"window's {requests} requests{completed}: {counts['succeeded']} succeeded, errors {_count_share(counts['errors'], requests)},"
@@ -122,20 +121,19 @@ def summary_lines(spec: dict, result: dict) -> list[Text]:
                     style="yellow",
                 )
             )
-    if result.get("bytes"):
-        megabits = result["output_mbit_s"]  # storage people read MB/s, network people Mb/s: both
+    if typed.bytes:
+        megabits = typed.output_mbit_s  # storage people read MB/s, network people Mb/s: both
         lines.append(
-            Text(f"output {megabits / 8:.2f} MB/s = {megabits:.2f} Mb/s ({result['bytes']:,} bytes in the window)")
+            Text(f"output {megabits / 8:.2f} MB/s = {megabits:.2f} Mb/s ({typed.bytes:,} bytes in the window)")
         )
-    latency = result["latency"]
-    samples = latency.get("count", result.get("completed", 0))
+    latency = typed.latency
     lines.append(
         Text(
-            f"latency mean {_ms(latency['mean_ms'])} ± {_ms(latency['stddev_ms'])} ms (n={samples}),"
-            f" p50 {_ms(latency['p50_ms'])} ms, p99 {_ms(latency['p99_ms'])} ms"
+            f"latency mean {_ms(latency.mean_ms)} ± {_ms(latency.stddev_ms)} ms (n={latency.count}),"
+            f" p50 {_ms(latency.p50_ms)} ms, p99 {_ms(latency.p99_ms)} ms"
         )
     )
-    moderation = result.get("receive_moderation", {})
+    moderation = typed.receive_moderation or {}
     if moderation.get("holds"):
         policy = (
             f"{moderation['hold_fraction_of_latency']:.0%} of the observed latency, at most"
@@ -152,46 +150,37 @@ def summary_lines(spec: dict, result: dict) -> list[Text]:
                 style="yellow",
             )
         )
-    lag = result["schedule_lag"]
-    lines.append(
-        Text(
-            f"schedule lag mean {_ms(lag.get('mean_ms'))} ms, p99 {_ms(lag.get('p99_ms'))} ms,"
-            f" max {_ms(lag.get('max_ms'))} ms"
-        )
-    )
+    lag = typed.schedule_lag
+    lines.append(Text(f"schedule lag mean {_ms(lag.mean_ms)} ms, p99 {_ms(lag.p99_ms)} ms, max {_ms(lag.max_ms)} ms"))
     failures = [
         f"{name} {kind}×{count}"
-        for name, op in sorted(result.get("ops", {}).items())
+        for name, op in sorted(typed.ops.items())
         for kind, count in sorted(
             {
-                **op.get("errors", {}),
-                "shed": op.get("shed", 0),
-                "timeout": op.get("timeouts", 0),
-                "cancelled": op.get("cancellations", 0),
+                **(op.errors or {}),
+                "shed": op.shed or 0,
+                "timeout": op.timeouts or 0,
+                "cancelled": op.cancellations or 0,
             }.items()
         )
         if count
     ]
     if failures:
         lines.append(Text("errors: " + ", ".join(failures), style="red"))
-    retransmitted = [
-        f"{name} ×{op['retransmissions']}"
-        for name, op in sorted(result.get("ops", {}).items())
-        if op.get("retransmissions")
-    ]
+    retransmitted = [f"{name} ×{op.retransmissions}" for name, op in sorted(typed.ops.items()) if op.retransmissions]
     if retransmitted:
         lines.append(Text("retransmissions: " + ", ".join(retransmitted), style="yellow"))
-    outstanding = result.get("outstanding") or {}
-    if outstanding.get("cap_bound"):
+    outstanding = typed.outstanding
+    if outstanding.cap_bound:
         lines.append(
             Text(
-                f"the cap of {outstanding['cap']} outstanding requests held back {outstanding['cap_bound']} sends;"
+                f"the cap of {outstanding.cap} outstanding requests held back {outstanding.cap_bound} sends;"
                 " their latency includes that wait",
                 style="yellow",
             )
         )
-    if result.get("generator_saturated"):
-        reason = result.get("saturation_reason") or "the schedule lag kept growing"
+    if typed.generator_saturated:
+        reason = typed.saturation_reason or "the schedule lag kept growing"
         lines.append(
             Text(
                 f"WARNING: THE LOAD GENERATOR SATURATED ({reason}). These numbers measure peakbench's"

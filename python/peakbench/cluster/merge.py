@@ -39,7 +39,6 @@ from hdrh.histogram import HdrHistogram
 
 from ..contract import ContractError, FilesetInfo, OpStats, Outcomes, Outstanding, Restore, ScheduleLag, TrialResult
 from ..engine import outcomes
-from ..table import error_count
 
 # The engine's histograms: nanoseconds, 1 ns to 1 hour, 3 significant digits (engine/src/record.rs).
 LOWEST_NS, HIGHEST_NS, DIGITS = 1, 3_600_000_000_000, 3
@@ -185,7 +184,7 @@ def client_summary(name: str, result: TrialResult, late_tolerance_ms: float) -> 
         "sent": result.sent,
         "unsent": result.unsent,
         "completed": result.completed,
-        "errors": sum(error_count(op.dump()) for op in result.ops.values()),
+        "errors": sum(op.failed_count() for op in result.ops.values()),
         "mean_ms": result.latency.mean_ms,
         "p99_ms": result.latency.p99_ms,
         "lag_p99_ms": result.schedule_lag.p99_ms,

@@ -6,8 +6,8 @@
     expr.py      the small safe expression language of `when` and stop predicates
     runner.py    running and resuming plans: hooks, cache policies, monitors, commits, lock, notify
     process.py   commands behind a barrier, timed with wait4 (Auto-pilot's EXEC and THREADS)
-    trials.py    THE seam for peakbench trials: run_clients(spec, clients), split and started as the
-                 cluster does (cluster/fanout.py); merging
+    trials.py    LocalClients: the engine a plan's trial runs through peakbench.trials.run_trial,
+                 split and started as the cluster does (cluster/fanout.py), merged as it merges
     stoprule.py  the stop decision, a pure function of the stored runs
     monitor.py   /proc sampling during a run (CPU, memory, the target's disk, named processes)
     cache.py     drop caches, remount, chill

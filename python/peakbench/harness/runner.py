@@ -28,10 +28,12 @@ from pathlib import Path
 
 from .. import fsimage
 from .. import store as store_module
-from ..errors import InputError, RunError
+from ..engine import Engine
+from ..errors import InputError, RunError, TrialInterrupted
 from ..locks import StoreLock
 from ..sysinfo import snapshot
 from ..targets import check_ours, parse_target, target_label
+from ..trials import TrialFailed, TrialRecord, run_trial
 from . import cache, control, stoprule, trials
 from .monitor import Monitor, device_of, monitor_metrics
 from .plan import Plan, render
@@ -56,12 +58,12 @@ def _now() -> str:
 # store records
 
 
-def commit_run(store, trial_rows: list[dict], **run) -> int:
-    """One run (Store.insert_plan_run's fields) with its trials, in one transaction: all of it is stored,
-    or none."""
+def commit_run(store, **run) -> int:
+    """One run (Store.insert_plan_run's fields), in one transaction: all of it is stored, or none. Its
+    trial is already stored by then (trials.run_trial), so a trial a killed controller measured is kept
+    even though its run is run again on resume."""
     with store.transaction():
-        trial_ids = [store.insert_trial(**row) for row in trial_rows]
-        run_id = store.insert_plan_run(trial_ids=trial_ids, **run)
+        run_id = store.insert_plan_run(**run)
         delay = os.environ.get(COMMIT_DELAY_ENV)
         if delay:
             time.sleep(float(delay))
@@ -346,7 +348,7 @@ class Runner:
             engine_version = None
             if test["kind"] == "trial":
                 with contextlib.suppress(Exception):
-                    engine_version = trials.Engine().version()
+                    engine_version = Engine().version()
             info = snapshot(target, engine_version)
         except Exception as error:  # noqa: BLE001 - a snapshot must never stop a plan
             info = {"error": str(error)}
@@ -450,8 +452,7 @@ class Runner:
         hooks: list[dict] = []
         threads_out: list[dict] = []
         metrics: dict = {}
-        result = None
-        trial_rows: list[dict] = []
+        trial_ids: list[int] = []
         monitor_record = None
         cache_done: list[dict] = []
         error = self._hooks(test, test_id, "setup", values, test_dir, collect=hooks)
@@ -473,7 +474,7 @@ class Runner:
                 monitor.start()
             try:
                 if test["kind"] == "trial":
-                    metrics, threads_out, result, trial_rows, error = self._run_trial(test, values, attempt, sysinfo)
+                    metrics, threads_out, trial_ids, error = self._run_trial(test, values, attempt, sysinfo)
                 else:  # a command, or a step that runs a peakbench command
                     metrics, threads_out, error = self._run_command(test, values, test_dir)
             finally:
@@ -485,7 +486,6 @@ class Runner:
         status = "done" if error is None else "failed"
         commit_run(
             self.store,
-            trial_rows,
             plan_id=self.plan_id,
             test_id=test_id,
             attempt=attempt,
@@ -497,7 +497,8 @@ class Runner:
             cache=cache_done,
             monitor=monitor_record,
             sysinfo=sysinfo,
-            result=result,
+            result=None,  # a trial's result is its stored trial's (trial_ids)
+            trial_ids=trial_ids,
             error=error,
         )
         if status == "done":
@@ -606,6 +607,9 @@ class Runner:
         return metrics, per_thread, error
 
     def _run_trial(self, test: dict, values: dict, attempt: int, sysinfo: dict):
+        """One trial through the one trial path (trials.run_trial), so it is stored as `run` stores one:
+        a failure as a failed trial, Ctrl-C as an interrupted one, a result the store refuses in a file
+        beside it. (metrics, per-client figures, the stored trials' ids, why it failed or None)."""
         from ..workload import find_workload, trial_spec
 
         t = test["trial"]
@@ -624,28 +628,44 @@ class Runner:
                 max_outstanding=t["max_outstanding"],
             )
             check_ours(target)
+            clients = trials.LocalClients(test["threads"], shared_fileset=workload.cluster_fileset == "shared")
+            clients.validate(spec)  # a shared file set with a mix that writes is refused here
         except InputError as error:
-            return {}, [], None, [], f"trial input: {error}"
+            return {}, [], [], f"trial input: {error}"
+        record = TrialRecord(
+            workload=workload.name,
+            target=target_label(target),
+            sysinfo=sysinfo,
+            notes=(f"plan {self.plan_id} ({self.plan['name']}), test {test['name']}, run {attempt}",),
+        )
         started = time.monotonic()
-        record = dict(workload=workload.name, sysinfo=sysinfo)
         try:
-            specs, results = trials.run_clients(
-                spec, test["threads"], shared_fileset=workload.cluster_fileset == "shared"
+            stored = run_trial(spec, clients, self.store, record)
+        except TrialFailed as failed:
+            linked = [failed.trial_id] if failed.trial_id is not None else []
+            return {"elapsed": time.monotonic() - started}, [], linked, str(failed)
+        except TrialInterrupted as stop:
+            kept = (
+                f"stored as interrupted trial {stop.trial_id}"
+                if stop.trial_id is not None
+                else "written beside the store"
             )
-        except (RunError, InputError) as error:  # InputError: a shared file set with a mix that writes
-            return {"elapsed": time.monotonic() - started}, [], None, [], str(error)
-        elapsed = time.monotonic() - started
-        merged = trials.merge_results(results)
-        metrics = {"elapsed": elapsed, **trials.trial_metrics(merged)}
-        rows = [
-            dict(record, target=target_label(one["target"]), spec=one, result=res) for one, res in zip(specs, results)
-        ]
+            self.say(f"{test['name']} run {attempt}: interrupted; what it measured is {kept}")
+            raise
+        if stored.trial_id is None:  # the run cannot be committed either; the trial is safe in its file
+            raise RunError(f"{stored.store_error}; the trial was written to {stored.saved_to} instead")
+        metrics = {"elapsed": time.monotonic() - started, **trials.trial_metrics(stored.result)}
         per_client = [
-            {"index": i + 1, "rate": one["load"]["rate"], **trials.trial_metrics(res)}
-            for i, (one, res) in enumerate(zip(specs, results))
+            {
+                "index": i + 1,
+                "rate": one["load"]["rate"],
+                "max_outstanding": one["load"].get("max_outstanding"),
+                "start_at_unix_s": one.get("start_at_unix_s"),
+                **trials.trial_metrics(res),
+            }
+            for i, (one, res) in enumerate(zip(clients.last_specs, clients.last_results))
         ]
-        merged_small = {k: v for k, v in merged.items() if k != "ops"} if len(results) > 1 else None
-        return metrics, per_client, merged_small, rows, None
+        return metrics, per_client, [stored.trial_id], None
 
     def _fail(self, test: dict, test_id: int, attempt: int, error: str) -> str:
         message = f"{test['name']}: {'run ' + str(attempt) if attempt else 'test'} failed: {error}"

@@ -1,13 +1,12 @@
-"""A peakbench trial as a harness test: the one seam through which plans run trials.
+"""A peakbench trial as a harness test: the engine a plan's trial test runs through `trials.run_trial`.
 
-`run_clients(spec, clients)` is the only function the runner calls to run a
-trial. "Clients" means what it means for `run --clients` (cluster/fanout.py):
-the spec is split as the cluster splits it (rate and in-flight cap divided, a
-seed and a file set of its own per client, or one shared set for a read-only
-workload that asks for it), every client's file set is prepared, and the
-clients start together at one instant (start_at_unix_s) with their uniform
-schedules interleaved. `merge_results` combines the clients' results as the
-paper's aggregation says: histograms merge exactly, rates and counts add.
+`LocalClients(clients)` has the Engine interface (version, validate, prepare, run), so a plan trial
+takes the one trial path like every other command. "Clients" means what it means for `run --clients`
+(cluster/fanout.py): the spec is split as the cluster splits it (rate and in-flight cap divided, a
+seed and a file set of its own per client, or one shared set for a read-only workload that asks for
+it), every client's file set is prepared, and the clients start together at one instant
+(start_at_unix_s) with their uniform schedules interleaved. Their results are merged as the paper's
+aggregation says (cluster.merge): histograms merge exactly, rates and counts add.
 """
 
 from __future__ import annotations
@@ -16,72 +15,87 @@ import threading
 import time
 
 from ..cluster.fanout import client_specs, default_start_lead_s, start_instants
-from ..cluster.merge import merge_results as merge_client_results
-from ..engine import Engine
+from ..cluster.merge import merge_results
+from ..contract import TrialResult
+from ..engine import Engine, Progress
 from ..errors import RunError
-from ..searching import percentile_ms
-from ..table import error_count
 
 
-def run_clients(
-    spec: dict, clients: int, *, shared_fileset: bool = False, engine: Engine | None = None
-) -> tuple[list[dict], list[dict]]:
-    """Split `spec` among `clients` load clients, prepare each one's file set, then run them all from one
-    start instant on this host; (the clients' specs, their TrialResults). Any client failing fails the
-    whole run (RunError)."""
-    engine = engine or Engine()
-    specs = client_specs(spec, clients, shared_fileset)
-    for one in specs[:1] if shared_fileset else specs:
-        engine.prepare(one)
-    if clients == 1:
-        return specs, [engine.run(specs[0])]
-    # Every client is on this host: one clock, so no offsets to compensate.
-    instants = start_instants(time.time() + default_start_lead_s(spec), [None] * clients, spec, compensate=False)
-    for one, instant in zip(specs, instants):
-        one["start_at_unix_s"] = instant
-    results: list[dict | None] = [None] * clients
-    errors: list[BaseException | None] = [None] * clients
+class LocalClients:
+    """The Engine interface over `clients` load clients on this host, each its own engine process.
+    After `run`, `last_specs` and `last_results` hold each client's spec and result."""
 
-    def client(slot: int) -> None:
-        try:
-            results[slot] = engine.run(specs[slot])
-        except BaseException as error:  # noqa: BLE001 - reported below
-            errors[slot] = error
+    def __init__(self, clients: int, *, shared_fileset: bool = False, engine: Engine | None = None):
+        self.clients = clients
+        self.shared_fileset = shared_fileset
+        self.engine = engine or Engine()
+        self.last_specs: list[dict] = []
+        self.last_results: list[dict] = []
 
-    threads = [threading.Thread(target=client, args=(slot,), daemon=True) for slot in range(clients)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    failed = [(slot, error) for slot, error in enumerate(errors) if error is not None]
-    if failed:
-        slot, error = failed[0]
-        raise RunError(f"client {slot + 1} of {clients}: {error}")
-    return specs, results  # type: ignore[return-value]
+    def version(self) -> str:
+        return self.engine.version()
+
+    def validate(self, spec: dict) -> None:
+        """Raise InputError if the spec cannot be split among the clients (a shared file set with a mix
+        that writes) or the engine would refuse a client's part."""
+        for part in client_specs(spec, self.clients, self.shared_fileset):
+            self.engine.validate(part)
+
+    def prepare(self, spec: dict, on_progress: Progress | None = None) -> None:
+        specs = client_specs(spec, self.clients, self.shared_fileset)
+        for one in specs[:1] if self.shared_fileset else specs:
+            self.engine.prepare(one, on_progress)
+
+    def run(self, spec: dict, on_progress: Progress | None = None) -> dict:
+        """Every client's part from one start instant; the merged result. Any client failing fails the
+        trial (RunError). Ctrl-C keeps what one client measured (TrialInterrupted), but not what several
+        did: their cut-short windows differ in length, and merge adds rates only over one window."""
+        specs = client_specs(spec, self.clients, self.shared_fileset)
+        self.last_specs, self.last_results = specs, []
+        if self.clients == 1:
+            self.last_results = [self.engine.run(specs[0], on_progress)]
+            return self.last_results[0]
+        # Every client is on this host: one clock, so no offsets to compensate.
+        instants = start_instants(time.time() + default_start_lead_s(spec), [None] * self.clients, spec, False)
+        for one, instant in zip(specs, instants):
+            one["start_at_unix_s"] = instant
+        results: list[dict | None] = [None] * self.clients
+        errors: list[BaseException | None] = [None] * self.clients
+
+        def client(slot: int) -> None:
+            try:  # one client's progress stands for all: they share the window
+                results[slot] = self.engine.run(specs[slot], on_progress if slot == 0 else None)
+            except BaseException as error:  # noqa: BLE001 - reported below
+                errors[slot] = error
+
+        threads = [threading.Thread(target=client, args=(slot,), daemon=True) for slot in range(self.clients)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:  # Ctrl-C here loses the clients' partial results: see run's docstring
+            thread.join()
+        failed = [(slot, error) for slot, error in enumerate(errors) if error is not None]
+        if failed:
+            slot, error = failed[0]
+            raise RunError(f"client {slot + 1} of {self.clients}: {error}")
+        self.last_results = results  # type: ignore[assignment]
+        names = [f"client{index}" for index in range(1, self.clients + 1)]
+        return merge_results(self.last_results, names, shared_fileset=self.shared_fileset)
 
 
-def merge_results(results: list[dict]) -> dict:
-    """The clients' results as one, merged exactly as distributed clients' are (cluster.merge)."""
-    if len(results) == 1:
-        return results[0]
-    return merge_client_results(results, [f"client{index}" for index in range(1, len(results) + 1)])
-
-
-def trial_metrics(merged: dict) -> dict:
+def trial_metrics(result: dict) -> dict:
     """The numbers of a (merged) trial that the harness analyses."""
-    latency = merged.get("latency", {})
+    typed = TrialResult.load(result)
+    latency = typed.latency
     metrics = {
-        "achieved_rate": merged.get("achieved_rate"),
-        "mean_ms": latency.get("mean_ms"),
-        "p50_ms": latency.get("p50_ms"),
-        "p90_ms": latency.get("p90_ms")
-        if latency.get("p90_ms") is not None
-        else (percentile_ms(merged, 90) if latency.get("hist") else None),
-        "p99_ms": latency.get("p99_ms"),
-        "max_ms": latency.get("max_ms"),
-        "completed": merged.get("completed"),
-        "errors": sum(error_count(op) for op in merged.get("ops", {}).values()),
-        "schedule_lag_p99_ms": merged.get("schedule_lag", {}).get("p99_ms"),
-        "generator_saturated": 1.0 if merged.get("generator_saturated") else 0.0,
+        "achieved_rate": typed.achieved_rate,
+        "mean_ms": latency.mean_ms,
+        "p50_ms": latency.p50_ms,
+        "p90_ms": latency.p90_ms,
+        "p99_ms": latency.p99_ms,
+        "max_ms": latency.max_ms,
+        "completed": typed.completed,
+        "errors": sum(op.failed_count() for op in typed.ops.values()),
+        "schedule_lag_p99_ms": typed.schedule_lag.p99_ms,
+        "generator_saturated": 1.0 if typed.generator_saturated else 0.0,
     }
-    return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
+    return {k: float(v) for k, v in metrics.items()}
