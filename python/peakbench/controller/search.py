@@ -107,6 +107,15 @@ def find_peak(
     return _Search(run_trial, settings, policy, progress).run(seed_load)
 
 
+def careful_at(run_trial: RunTrial, settings: SearchSettings, load: float) -> LoadRecord | None:
+    """The careful trials a search runs at one load for settings.runlength_s each, and what it concludes
+    there with R̄'s interval; None when the load stays too noisy within max_trials (for coverage checks)."""
+    try:
+        return _Search(run_trial, settings, policy_named("binsearch"), None).careful(load)
+    except _Stopped:
+        return None
+
+
 class _Search:
     def __init__(self, run_trial: RunTrial, settings: SearchSettings, policy: Policy, progress: Progress | None):
         self.run_trial = run_trial
