@@ -633,7 +633,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--coverage",
         action="store_true",
         help="the claims' coverage: --samples searches per policy on the population and on a noisier "
-        "one (noise 2, floor_cv 0.05), and R̄ intervals near saturation (1,000 per regime)",
+        "one (noise 2, floor_cv 0.05), and R̄ intervals near saturation (1,000 loads per preset and load factor)",
     )
     parser.add_argument("--warmup", type=float, default=30.0, help="seconds of warm-up per trial")
     parser.add_argument(
