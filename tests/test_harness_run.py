@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from peakbench.cli import main
 from peakbench.errors import RunError
 from peakbench.locks import StoreLock
 
@@ -416,9 +417,11 @@ def test_a_second_plan_on_a_busy_store_is_refused(cli, tmp_path):
     assert len(query(db, "SELECT * FROM plans")) == 1 and query(db, "SELECT * FROM plan_runs") == []
 
 
-def test_an_interleaved_plan_runs_its_tests_in_turn(cli, tmp_path):
+@pytest.mark.integration
+def test_a_plan_of_several_tests_runs_them_in_turn(tmp_path, capsys):
     # Tests compared with each other share the machine's drift only when their runs alternate: back to
-    # back, equal tests were declared different in 11% of A/A pairs at alpha 5% (BENCHMARKS §9).
+    # back, equal tests were declared different in 10% of A/A pairs at alpha 5% (BENCHMARKS §9), so a plan
+    # without if/while interleaves unless told not to.
     log = tmp_path / "order.log"
     tests = "".join(
         f"""
@@ -429,11 +432,38 @@ def test_an_interleaved_plan_runs_its_tests_in_turn(cli, tmp_path):
         """
         for name in ("a", "b")
     )
-    plan = write(tmp_path / "plan.toml", "interleave = true\n" + textwrap.dedent(tests))
+    plan = write(tmp_path / "plan.toml", textwrap.dedent(tests))  # no `interleave`: the default
     db = tmp_path / "s.db"
-    assert cli("plan", "run", str(plan), "--db", str(db)).returncode == 0
+    assert main(["plan", "run", str(plan), "--db", str(db)]) == 0
     assert log.read_text().split() == ["a", "b"] * 3
     assert [len(runs_of(db, name)) for name in ("a", "b")] == [3, 3]
+    capsys.readouterr()
+    assert main(["compare", "a", "b", "--metric", "elapsed", "--db", str(db)]) == 0
+    verdict = capsys.readouterr().out
+    assert "verdict" in verdict and "interleave" not in verdict
+
+
+@pytest.mark.integration
+def test_compare_of_runs_back_to_back_states_the_measured_aa_rate(tmp_path, capsys):
+    # interleave = false keeps each test's runs together; compare's alpha then understates its A/A rate.
+    tests = "".join(
+        f"""
+        [[test]]
+        name = "{name}"
+        command = ["true"]
+        stop = {{min_runs = 3, max_runs = 3}}
+        """
+        for name in ("a", "b")
+    )
+    plan = write(tmp_path / "plan.toml", "interleave = false\n" + textwrap.dedent(tests))
+    db = tmp_path / "s.db"
+    assert main(["plan", "run", str(plan), "--db", str(db)]) == 0
+    assert [r["test_id"] for r in query(db, "SELECT test_id FROM plan_runs ORDER BY id")] == [1, 1, 1, 2, 2, 2]
+    capsys.readouterr()
+    assert main(["compare", "a", "b", "--metric", "elapsed", "--db", str(db), "--json", str(tmp_path / "c.json")]) == 0
+    verdict = " ".join(capsys.readouterr().out.split())
+    assert "rests on runs run back to back" in verdict and "10.8% of 1600 at alpha 0.05" in verdict
+    assert json.loads((tmp_path / "c.json").read_text())["interleaved"] is False
 
 
 def test_an_interleaved_plan_with_a_condition_is_refused_with_its_line(cli, tmp_path):

@@ -29,6 +29,10 @@ DEFAULT_Z = 2.0
 # Shapiro-Wilk needs 3 values; at 30 and more the t-test leans on the central limit theorem.
 NORMALITY_MIN = 3
 SMALL_SAMPLE = 30
+# A/A false-positive rate of this comparison at alpha 0.05, 5 runs a side, for runs of one `cp` measured back to
+# back (BENCHMARKS.md §9, benchmarks/aa_compare.py): the rate a verdict on runs that were not interleaved stands on.
+BACK_TO_BACK_AA_RATE = 0.108
+BACK_TO_BACK_AA_PAIRS = 1600
 
 
 @dataclasses.dataclass(frozen=True)
@@ -354,12 +358,15 @@ def compare(
     alpha: float = DEFAULT_ALPHA,
     confidence: float | None = None,
     names: tuple[str, str] = ("A", "B"),
+    interleaved: bool | None = None,
 ) -> dict:
     """Do two results differ, by how much, and at what level?
 
     The verdict's alpha holds for independent runs: measured on the same machine one side after the other,
-    runs share its drift and equal results are declared different more often (BENCHMARKS.md, A/A rate);
-    a plan with `interleave = true` alternates its tests' runs so that both sides share the drift.
+    runs share its drift and equal results are declared different more often (BENCHMARKS.md §9, A/A rate);
+    a plan interleaves its tests' runs by default so that both sides share the drift. `interleaved`: whether
+    the runs alternated (None: not known, as for files of numbers); unless True the verdict says its p-value
+    rests on runs that were not interleaved and gives the measured back-to-back A/A rate beside alpha.
 
     Each of a and b needs at least two values. Returns plain data:
       summaries       the Summary of each (as dicts)
@@ -418,6 +425,13 @@ def compare(
         verdict += f"; p = {source['p_two_sided']:.3g} (two-sided, {rests_on})"
     if not normal_enough:
         verdict += "; a small sample failed the normality check, so the verdict rests on the rank test"
+    if not interleaved:
+        order = "run back to back" if interleaved is False else "in an order not known to be interleaved"
+        verdict += (
+            f"; the p-value rests on runs {order}: such A/A pairs were declared different in"
+            f" {BACK_TO_BACK_AA_RATE:.1%} of {BACK_TO_BACK_AA_PAIRS} at alpha 0.05 (BENCHMARKS §9), so alpha"
+            " understates the false-positive rate; interleave the runs (a plan's default)"
+        )
     return {
         "names": list(names),
         "alpha": alpha,
@@ -437,6 +451,7 @@ def compare(
         "rank": rank,
         "rests_on": rests_on,
         "differ": differ,
+        "interleaved": interleaved,
         "relative_difference_pct": relative,
         "verdict": verdict,
     }

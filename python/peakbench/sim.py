@@ -173,77 +173,79 @@ class SimulatedTarget:
 
 @dataclasses.dataclass(frozen=True)
 class ResponseCoverage:
-    """How often intervals of R̄ from `trials` independent queue trials hold the true mean response."""
+    """How often the search's R̄ intervals at one load of a simulated queue hold the true mean response."""
 
     utilisation: float
+    preset: str  # the trial settings, by name (RESPONSE_PRESETS)
     runlength_s: float
     warmup_s: float
-    trials: int  # per interval
-    repeats: int  # intervals drawn (the n of every share below)
-    lognormal_coverage: float  # statistics.response_interval, the search's
-    t_coverage: float  # Student's t of the raw means, for comparison
-    t_below_zero: float  # share of t-intervals reaching below 0 ms
-    rising: float  # share of intervals whose trials the search finds still rising (search.still_rising)
-    steady_coverage: float | None  # lognormal coverage among the others (None if none), the ones a search uses
+    confidence: float
+    repeats: int  # loads measured, each as a search measures one (search.careful_at)
+    stated: int  # of those, with an interval (the n of `coverage`); the others stayed noisy past max_trials
+    coverage: float  # share of stated intervals that hold the true mean response
+    claims: int  # stated intervals accurate enough for a peak claim
+    claim_coverage: float | None  # share of those that hold the truth (None if none)
+    mean_trials: float  # per stated interval
 
 
 def response_coverage(
     utilisation: float,
-    runlength_s: float,
-    warmup_s: float,
-    trials: int,
+    preset: str,
     repeats: int,
-    confidence: float = 0.95,
     seed: int = 0,
     capacity: float = 200.0,
     service_ms: float = 5.0,
 ) -> ResponseCoverage:
-    """Coverage of R̄'s intervals at one load of a simulated queue (`queue=1`), from empty each trial."""
-    from .controller.search import trials_still_rising
-    from .controller.statistics import response_interval, t_interval
+    """Coverage of R̄'s intervals at one load of a simulated queue (`queue=1`, from empty each trial)
+    measured with a preset's settings, Rsat set to the true mean response there so that the load lies in
+    the peak region and the search runs its careful trials as it would at λ*."""
+    from .controller.history import PEAK as PEAK_LOAD
+    from .controller.search import careful_at
 
     server = SimulatedServer(capacity, service_ms, queue=True)
     load = utilisation * capacity
     truth = server.mean_response_ms(load)
-    rng = random.Random(seed)
-    covered = t_covered = below = rising = steady = steady_covered = 0
-    settings = SearchSettings(confidence=confidence)
-    for _ in range(repeats):
-        observations = [server.trial(load, runlength_s, warmup_s, 95.0, rng) for _ in range(trials)]
-        means = [o.mean_ms for o in observations]
-        interval = response_interval(means, confidence)
-        plain = t_interval(means, confidence)
-        covered += interval.low <= truth <= interval.high
-        t_covered += plain.low <= truth <= plain.high
-        below += plain.low < 0
-        if trials_still_rising(observations, settings):
-            rising += 1
-        else:
-            steady += 1
-            steady_covered += interval.low <= truth <= interval.high
+    settings = SearchSettings(rsat_ms=truth, **response_preset(preset))
+    records = [
+        careful_at(SimulatedTarget(server, settings.warmup_s, settings.psat, seed * 100_003 + i), settings, load)
+        for i in range(repeats)
+    ]
+    stated = [r for r in records if r is not None and r.interval is not None]
+    holds = [r.interval.low <= truth <= r.interval.high for r in stated]
+    claims = [held for r, held in zip(stated, holds) if r.classification == PEAK_LOAD]
     return ResponseCoverage(
         utilisation,
-        runlength_s,
-        warmup_s,
-        trials,
+        preset,
+        settings.runlength_s,
+        settings.warmup_s,
+        settings.confidence,
         repeats,
-        covered / repeats,
-        t_covered / repeats,
-        below / repeats,
-        rising / repeats,
-        steady_covered / steady if steady else None,
+        len(stated),
+        sum(holds) / len(stated) if stated else 0.0,
+        len(claims),
+        sum(claims) / len(claims) if claims else None,
+        sum(len(r.means_ms) for r in stated) / len(stated) if stated else 0.0,
     )
 
 
-# Near saturation: long trials after a long warm-up, short ones (the quick preset's 4 s after 1 s), and
-# very near capacity, where a short warm-up leaves the queue filling through the trial.
-RESPONSE_REGIMES = (
-    (0.875, 180.0, 30.0, 4),
-    (0.95, 20.0, 5.0, 4),
-    (0.95, 4.0, 1.0, 8),
-    (0.98, 20.0, 5.0, 4),
-    (0.98, 4.0, 1.0, 8),
-)
+# The trial settings whose intervals are checked besides the quick preset (searching.QUICK): issue 20's
+# careful search (--runlength 20 --warmup 5), the guided policy's shortest careful trials (runlength/3 of
+# the default) and the default careful trial.
+RESPONSE_PRESETS = {
+    "runlength-20": dict(runlength_s=20.0, warmup_s=5.0),
+    "guided-shortest": dict(runlength_s=60.0, warmup_s=30.0),
+    "default": dict(runlength_s=180.0, warmup_s=30.0),
+}
+RESPONSE_UTILISATIONS = (0.8, 0.875, 0.95)
+
+
+def response_preset(name: str) -> dict:
+    """The settings of RESPONSE_PRESETS' `name`, or of the quick preset for "quick"."""
+    if name == "quick":
+        from .searching import QUICK  # here: searching imports this module
+
+        return dict(QUICK)
+    return RESPONSE_PRESETS[name]
 
 
 # -- the claims' coverage (peakbench simulate --coverage) ------------------------
@@ -274,8 +276,9 @@ def coverage(
         for population_options in (options, {**options, **NOISIER})
     ]
     responses = [
-        response_coverage(u, runlength, warmup, trials, RESPONSE_REPEATS, settings.confidence, seed)
-        for u, runlength, warmup, trials in RESPONSE_REGIMES
+        response_coverage(u, preset, RESPONSE_REPEATS, seed)
+        for preset in ("quick", *RESPONSE_PRESETS)
+        for u in RESPONSE_UTILISATIONS
     ]
     return Coverage(searches, responses)
 
@@ -296,20 +299,20 @@ def format_coverage(result: Coverage) -> str:
     )
     lines.append("")
     lines.append(
-        f"{'ρ':>5} {'run s':>6} {'warm s':>6} {'trials':>6} {'n':>5} {'Cox':>6} {'t':>6} {'t<0':>6} "
-        f"{'rising':>7} {'Cox|steady':>10}"
+        f"{'preset':<16} {'ρ':>5} {'run s':>6} {'warm s':>6} {'c':>4} {'n':>5} {'stated':>6} {'covers':>7} "
+        f"{'claims':>6} {'covers':>7} {'trials':>6}"
     )
     for r in result.responses:
-        steady = f"{r.steady_coverage:10.1%}" if r.steady_coverage is not None else f"{'-':>10}"
+        claims = f"{r.claim_coverage:7.1%}" if r.claim_coverage is not None else f"{'-':>7}"
         lines.append(
-            f"{r.utilisation:5.3f} {r.runlength_s:6g} {r.warmup_s:6g} {r.trials:6d} {r.repeats:5d} "
-            f"{r.lognormal_coverage:6.1%} {r.t_coverage:6.1%} {r.t_below_zero:6.1%} {r.rising:7.1%} {steady}"
+            f"{r.preset:<16} {r.utilisation:5.3f} {r.runlength_s:6g} {r.warmup_s:6g} {r.confidence:4.0%} "
+            f"{r.repeats:5d} {r.stated:6d} {r.coverage:7.1%} {r.claims:6d} {claims} {r.mean_trials:6.1f}"
         )
     lines.append(
-        f"R̄ intervals at load factor ρ of a simulated M/M/1 queue (from empty each trial): Cox: the "
-        f"search's lognormal interval, t: Student's t of the raw means, each at {confidence:.0%} over "
-        "`trials` trials; t<0: t-intervals reaching below zero; rising: intervals whose trials the search "
-        "finds still rising; Cox|steady: Cox's coverage among the others"
+        "R̄ intervals at load factor ρ of a simulated M/M/1 queue (from empty each trial), each load measured "
+        "n times as a search measures the peak (Rsat at the true mean response): stated: with an interval "
+        "(the others stayed too noisy within the trial limit); covers: share holding the true mean, at the "
+        "preset's confidence c; claims: accurate enough to claim the peak, and their coverage"
     )
     return "\n".join(lines)
 
@@ -630,7 +633,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--coverage",
         action="store_true",
         help="the claims' coverage: --samples searches per policy on the population and on a noisier "
-        "one (noise 2, floor_cv 0.05), and R̄ intervals near saturation (1,000 per regime)",
+        "one (noise 2, floor_cv 0.05), and R̄ intervals near saturation (1,000 loads per preset and load factor)",
     )
     parser.add_argument("--warmup", type=float, default=30.0, help="seconds of warm-up per trial")
     parser.add_argument(

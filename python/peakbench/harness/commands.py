@@ -262,11 +262,11 @@ def _numbers_file(path: Path, field: str) -> list[float]:
 
 def resolve_side(
     store: store_module.Store | None, text: str, metric: str | None, plan_id: int | None, field: str
-) -> tuple[str, list[float], str]:
-    """(label, values, metric) of one side of a comparison."""
+) -> tuple[str, list[float], str, list[int] | None]:
+    """(label, values, metric, stored run ids in run order, None for a file) of one side of a comparison."""
     path = Path(text)
     if path.is_file():
-        return text, _numbers_file(path, field), metric or "value"
+        return text, _numbers_file(path, field), metric or "value", None
     if store is None:
         raise InputError(f"{text!r} is neither a file of numbers nor, without a store, a test", field=field)
     match = re.fullmatch(r"#(\d+)", text)
@@ -291,7 +291,15 @@ def resolve_side(
             " a comparison needs at least two",
             field=field,
         )
-    return f"{test['name']} (plan {test['plan_id']})", values, chosen_metric
+    return f"{test['name']} (plan {test['plan_id']})", values, chosen_metric, [r["id"] for r in test["runs"]]
+
+
+def _interleaved(runs_a: list[int] | None, runs_b: list[int] | None) -> bool | None:
+    """Whether two tests' runs alternated (each side ran between the other's first and last run);
+    None when a side's order is not known."""
+    if runs_a is None or runs_b is None:
+        return None
+    return min(runs_a) < max(runs_b) and min(runs_b) < max(runs_a)
 
 
 def command_compare(args: argparse.Namespace) -> int:
@@ -303,14 +311,16 @@ def command_compare(args: argparse.Namespace) -> int:
     if needs_store:
         store = _open(args.db)
     try:
-        label_a, a, metric_a = resolve_side(store, args.a, args.metric, args.plan, "A")
-        label_b, b, metric_b = resolve_side(store, args.b, args.metric or metric_a, args.plan, "B")
+        label_a, a, metric_a, runs_a = resolve_side(store, args.a, args.metric, args.plan, "A")
+        label_b, b, metric_b, runs_b = resolve_side(store, args.b, args.metric or metric_a, args.plan, "B")
     finally:
         if store is not None:
             store.close()
     if metric_a != metric_b and args.metric is None and metric_a != "value" and metric_b != "value":
         raise InputError(f"A's metric is {metric_a!r} and B's {metric_b!r}; choose one with --metric", field="B")
-    result = analysis.compare(a, b, alpha=args.alpha, names=(label_a, label_b))
+    result = analysis.compare(
+        a, b, alpha=args.alpha, names=(label_a, label_b), interleaved=_interleaved(runs_a, runs_b)
+    )
     result["metric"] = metric_a
     print_comparison(result, _console())
     write_json(args.json, finite(result), default=_json_default)

@@ -153,10 +153,10 @@ def _parse_metrics(test: dict, text: str) -> dict:
 
 
 class Runner:
-    def __init__(self, store: store_module.Store, plan_id: int, out=sys.stderr):
+    def __init__(self, store: store_module.Store, plan_id: int, out=None):
         self.store = store
         self.plan_id = plan_id
-        self.out = out
+        self.out = out or sys.stderr  # looked up per call: a caller may have replaced sys.stderr since import
         row = store.plan(plan_id)
         self.plan = row["plan"]
         self.workdir = Path(row["workdir"])
@@ -732,8 +732,9 @@ def default_workdir(db: Path) -> Path:
     return Path(str(Path(db).absolute()) + ".work")
 
 
-def run_plan(plan: Plan, db: Path, workdir: Path | None = None, out=sys.stderr) -> tuple[int, str]:
+def run_plan(plan: Plan, db: Path, workdir: Path | None = None, out=None) -> tuple[int, str]:
     """Store the plan and run it; returns (plan id, final status)."""
+    out = out or sys.stderr
     store_module.check_compatible(db)
     lock = StoreLock(db)
     lock.acquire(f"running plan {plan.name}")
@@ -793,7 +794,8 @@ def waiting_for_reboot(db: Path, plan_id: int | None = None) -> bool:
     return any((c["test_id"], c["attempt"]) not in attempts for c in checkpoints)
 
 
-def resume_plan(db: Path, plan_id: int | None = None, out=sys.stderr) -> tuple[int, str]:
+def resume_plan(db: Path, plan_id: int | None = None, out=None) -> tuple[int, str]:
+    out = out or sys.stderr
     if not Path(db).exists():
         raise InputError("no such store", file=db)
     store_module.check_compatible(db)
