@@ -5,6 +5,7 @@ pub mod http;
 pub mod inflight;
 pub mod nfs;
 pub mod null;
+pub mod readbuf;
 pub mod posix;
 pub mod smb;
 
