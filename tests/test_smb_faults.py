@@ -16,7 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_smb import HANDSHAKE_CREDITS, FakeSmb  # noqa: E402
 
-RATE, RUNTIME_S, TIMEOUT_MS = 100, 1.5, 200
+RATE, RUNTIME_S, TIMEOUT_MS = 100, 1.0, 200
 
 
 def _run(engine_path: Path, url_target: dict, runtime_s: float = RUNTIME_S) -> tuple[subprocess.CompletedProcess, float]:
@@ -66,7 +66,8 @@ def test_faulty_replies_are_counted_and_every_trial_ends_in_time(engine_path, mo
     result = json.loads(done.stdout)
     op = result["ops"]["null"]
     errors = op["errors"]
-    assert op["count"] == op["successes"] + sum(errors.values()) + op["timeouts"] + op["cancellations"], op
+    # Every request has an outcome: none is left waiting past the drain (a cancellation).
+    assert op["count"] == op["successes"] + sum(errors.values()) + op["timeouts"] and op["cancellations"] == 0, op
     assert op["count"] >= 0.9 * RATE * RUNTIME_S, op
     if mode in ("garbage", "long-frame", "short-frame"):
         # The first bad frame breaks the connection: what was in flight is malformed, and

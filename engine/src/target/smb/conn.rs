@@ -729,7 +729,7 @@ fn read_responses(live: Arc<Live>, mut stream: TcpStream, stray: Arc<AtomicU64>)
     let _ = stream.set_read_timeout(Some(EXPIRE_EVERY));
     let mut frames = Frames::new();
     let mut last_expire = Instant::now();
-    let why = 'outer: loop {
+    let why = loop {
         match stream.read(frames.space()) {
             Ok(0) => break SmbError::Connection("connection closed by the server".into()),
             Ok(n) => frames.filled(n),
@@ -737,16 +737,17 @@ fn read_responses(live: Arc<Live>, mut stream: TcpStream, stray: Arc<AtomicU64>)
             Err(e) => break SmbError::Connection(format!("connection lost: {e}")),
         }
         let mut done = Vec::new();
-        loop {
+        // A broken stream still completes what the frames before the break answered.
+        let broken = 'frames: loop {
             match frames.next() {
-                Frame::Incomplete => break,
-                Frame::Broken(e) => break 'outer e,
+                Frame::Incomplete => break None,
+                Frame::Broken(e) => break Some(e),
                 Frame::Whole(r) => match messages(frames.get(r)) {
                     Ok(msgs) => {
                         for (h, m) in msgs {
                             if let Some(k) = &live.signer {
                                 if h.flags & sign::FLAG_SIGNED != 0 && !k.verify(m) {
-                                    break 'outer SmbError::Malformed(format!("message {} has a wrong signature", h.mid));
+                                    break 'frames Some(SmbError::Malformed(format!("message {} has a wrong signature", h.mid)));
                                 }
                             }
                             if let Some(c) = live.take(m, &h, &stray) {
@@ -754,13 +755,16 @@ fn read_responses(live: Arc<Live>, mut stream: TcpStream, stray: Arc<AtomicU64>)
                             }
                         }
                     }
-                    Err(e) => break 'outer SmbError::Malformed(e),
+                    Err(e) => break Some(SmbError::Malformed(e)),
                 },
             }
-        }
+        };
         for mut c in done {
             let parts = std::mem::take(&mut c.parts).into_iter().map(Option::unwrap_or_default).collect();
             c.finish(Ok(parts));
+        }
+        if let Some(e) = broken {
+            break e;
         }
         if live.dead.load(Relaxed) {
             break SmbError::Connection("connection closed".into());
