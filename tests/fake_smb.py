@@ -33,7 +33,9 @@ HANDSHAKE_CREDITS = 12
 
 
 def _header(command: int, status: int, mid: int, session: int, credits: int, tree: int = 1) -> bytes:
-    return b"\xfeSMB" + struct.pack("<HHIHHIIQIIQ16s", 64, 0, status, command, credits, 1, 0, mid, 0, tree, session, b"")
+    return b"\xfeSMB" + struct.pack(
+        "<HHIHHIIQIIQ16s", 64, 0, status, command, credits, 1, 0, mid, 0, tree, session, b""
+    )
 
 
 def _frame(message: bytes, extra: int = 0) -> bytes:
@@ -111,7 +113,9 @@ class FakeSmb:
         mid = struct.unpack_from("<Q", msg, 24)[0]
         session = state["session"]
         if command == NEGOTIATE:
-            body = struct.pack("<HHHH16sIIIIQQHHI", 65, 1, 0x0210, 0, b"fake-smb-server!", 0, 65536, 65536, 65536, 0, 0, 128, 0, 0)
+            body = struct.pack(
+                "<HHHH16sIIIIQQHHI", 65, 1, 0x0210, 0, b"fake-smb-server!", 0, 65536, 65536, 65536, 0, 0, 128, 0, 0
+            )
             return _frame(_header(command, 0, mid, 0, 1) + body + b"\0")
         if command == SESSION_SETUP:
             if struct.unpack_from("<Q", msg, 40)[0] == 0:  # first leg: a new session
@@ -132,7 +136,11 @@ class FakeSmb:
             offset, length = struct.unpack_from("<HH", msg, 64 + 44)
             name = msg[offset : offset + length].decode("utf-16-le")
             if not name.startswith("fs-"):
-                return _frame(_header(command, OBJECT_NAME_NOT_FOUND, mid, session, grant) + struct.pack("<HBBI", 9, 0, 0, 0) + b"\0")
+                return _frame(
+                    _header(command, OBJECT_NAME_NOT_FOUND, mid, session, grant)
+                    + struct.pack("<HBBI", 9, 0, 0, 0)
+                    + b"\0"
+                )
             body = struct.pack("<HBBIQQQQQQII16sII", 89, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0x10, 0, b"F" * 16, 0, 0)
             return _frame(_header(command, 0, mid, session, grant) + body)
         if command == QUERY_INFO:  # FileStandardInformation of a directory
@@ -143,7 +151,9 @@ class FakeSmb:
         if command == LOGOFF:
             return _frame(_header(command, 0, mid, session, grant) + struct.pack("<HH", 4, 0))
         if command != ECHO:
-            return _frame(_header(command, NOT_SUPPORTED, mid, session, grant) + struct.pack("<HBBI", 9, 0, 0, 0) + b"\0")
+            return _frame(
+                _header(command, NOT_SUPPORTED, mid, session, grant) + struct.pack("<HBBI", 9, 0, 0, 0) + b"\0"
+            )
         with self.lock:
             self.echoes += 1
         echo = _header(command, 0, mid, session, grant) + struct.pack("<HH", 4, 0)
@@ -161,5 +171,9 @@ class FakeSmb:
                 return _frame(echo)
             with self.lock:
                 self.expired_replies += 1
-            return _frame(_header(command, NETWORK_SESSION_EXPIRED, mid, session, grant) + struct.pack("<HBBI", 9, 0, 0, 0) + b"\0")
+            return _frame(
+                _header(command, NETWORK_SESSION_EXPIRED, mid, session, grant)
+                + struct.pack("<HBBI", 9, 0, 0, 0)
+                + b"\0"
+            )
         return b""  # silent

@@ -19,7 +19,9 @@ from fake_smb import HANDSHAKE_CREDITS, FakeSmb  # noqa: E402
 RATE, RUNTIME_S, TIMEOUT_MS = 100, 1.0, 200
 
 
-def _run(engine_path: Path, url_target: dict, runtime_s: float = RUNTIME_S) -> tuple[subprocess.CompletedProcess, float]:
+def _run(
+    engine_path: Path, url_target: dict, runtime_s: float = RUNTIME_S
+) -> tuple[subprocess.CompletedProcess, float]:
     spec = {
         "schema": "peakbench.trial-spec/1",
         "target": url_target,

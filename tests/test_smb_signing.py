@@ -16,8 +16,8 @@ from peakbench.targets import parse_target
 
 sys.path.insert(0, str(Path(__file__).parent))
 from samba import Samba, ServerUnavailable  # noqa: E402
-from test_smb import _spec  # noqa: E402
 from test_nfs import _engine  # noqa: E402
+from test_smb import _spec  # noqa: E402
 
 pytestmark = pytest.mark.integration
 

@@ -5,8 +5,8 @@ pub mod http;
 pub mod inflight;
 pub mod nfs;
 pub mod null;
-pub mod readbuf;
 pub mod posix;
+pub mod readbuf;
 pub mod smb;
 
 use crate::op::{Op, Outcome, Request};

@@ -7,8 +7,8 @@
 
 use super::ntlm;
 use super::sign::{self, Preauth, Signer};
-use crate::spec::Signing;
 use super::wire::{self, Header, Negotiated, Req};
+use crate::spec::Signing;
 use crate::target::inflight::InflightCap;
 use crate::target::readbuf::ReadBuf;
 use rand::Rng;
@@ -447,7 +447,9 @@ fn handshake(s: &mut TcpStream, login: &Login, ip: &str) -> Result<Session, Setu
     }
     let server_requires = neg.security_mode & wire::SIGNING_REQUIRED != 0;
     let sign_all = match login.signing {
-        Signing::Off if server_requires => return Err(SetupError::Signing("the server requires signed messages; use signing=if-offered or signing=required".into())),
+        Signing::Off if server_requires => {
+            return Err(SetupError::Signing("the server requires signed messages; use signing=if-offered or signing=required".into()))
+        }
         Signing::Off => false,
         Signing::IfOffered => server_requires,
         Signing::Required => true,
@@ -844,7 +846,7 @@ mod tests {
     fn frames_split_compounds_and_refuse_impossible_lengths() {
         let echo = response(wire::ECHO, 5, &[4, 0, 0, 0]);
         let read = response(wire::READ, 6, &[17, 0, 80, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, b'd', b'a', b't', b'a']);
-        let stream = [framed(&[echo.clone(), read.clone()]), framed(&[echo.clone()])].concat();
+        let stream = [framed(&[echo.clone(), read]), framed(std::slice::from_ref(&echo))].concat();
         let mut frames = Frames::new();
         let space = frames.space();
         space[..stream.len()].copy_from_slice(&stream);
@@ -883,7 +885,12 @@ mod tests {
         let mut setup = vec![9, 0, 0, 0, 72, 0, challenge.len() as u8, 0];
         setup.extend_from_slice(&challenge);
         let setup = response(wire::SESSION_SETUP, 2, &setup);
-        let seeds: Vec<Vec<u8>> = vec![framed(&[echo.clone()]), framed(&[query, read]), framed(&[setup]), [framed(&[echo.clone()]), framed(&[echo])].concat()];
+        let seeds: Vec<Vec<u8>> = vec![
+            framed(std::slice::from_ref(&echo)),
+            framed(&[query, read]),
+            framed(&[setup]),
+            [framed(std::slice::from_ref(&echo)), framed(&[echo])].concat(),
+        ];
         let seeds: Vec<&[u8]> = seeds.iter().map(Vec::as_slice).collect();
         crate::fuzz::fuzz("smb2 reply", &seeds, |input| decode_all(input, 1 + input.last().copied().unwrap_or(0) as usize * 97));
     }

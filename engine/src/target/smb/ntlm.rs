@@ -76,7 +76,14 @@ pub fn ntowf_v2(user: &str, password: &str, domain: &str) -> [u8; 16] {
 
 /// The AUTHENTICATE message answering `challenge`, with `client_challenge` (random in use),
 /// and the session key it sets up (SessionBaseKey: no key exchange is negotiated).
-pub fn authenticate_message(challenge: &Challenge, user: &str, password: &str, domain: &str, client_challenge: [u8; 8], now_filetime: u64) -> (Vec<u8>, [u8; 16]) {
+pub fn authenticate_message(
+    challenge: &Challenge,
+    user: &str,
+    password: &str,
+    domain: &str,
+    client_challenge: [u8; 8],
+    now_filetime: u64,
+) -> (Vec<u8>, [u8; 16]) {
     let key = ntowf_v2(user, password, domain);
     let stamp = av_timestamp(&challenge.target_info).unwrap_or(now_filetime.to_le_bytes());
     let mut blob = vec![1u8, 1, 0, 0, 0, 0, 0, 0];
