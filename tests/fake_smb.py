@@ -18,10 +18,11 @@ and `mute` answers nothing, not even NEGOTIATE.
 from __future__ import annotations
 
 import os
-import socket
 import struct
 import threading
 import time
+
+from fake_server import FakeServer
 
 NEGOTIATE, SESSION_SETUP, LOGOFF, TREE_CONNECT, CREATE, CLOSE, ECHO, QUERY_INFO = 0, 1, 2, 3, 5, 6, 13, 16
 MORE_PROCESSING_REQUIRED = 0xC0000016
@@ -48,70 +49,32 @@ def _challenge() -> bytes:
     return b"NTLMSSP\0" + struct.pack("<IHHIIQQHHI", 2, 0, 0, 48, flags, 0x0123456789ABCDEF, 0, 4, 4, 48) + b"\0\0\0\0"
 
 
-class FakeSmb:
+class FakeSmb(FakeServer):
     def __init__(self, mode: str, session_life_s: float = 0.6):
         self.mode = mode
         self.session_life_s = session_life_s
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
         self.lock = threading.Lock()
         self.echoes = 0
         self.sessions = 0
         self.expired_replies = 0
-        self._stop = False
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
     def url(self, options: str = "") -> str:
         return f"smb://u:p@127.0.0.1:{self.port}/share" + (f"?{options}" if options else "")
 
-    def close(self) -> None:
-        self._stop = True
-        self.sock.close()
+    def _answer(self, frame: bytes, state: dict) -> bytes:
+        """Each message of a compound is answered in a frame of its own; `mute` answers nothing."""
+        out = b""
+        while frame and self.mode != "mute":
+            nxt = struct.unpack_from("<I", frame, 20)[0]
+            one, frame = (frame[:nxt], frame[nxt:]) if nxt else (frame, b"")
+            out += self._answer_one(one, state)
+        return out
 
-    def _accept(self) -> None:
-        while not self._stop:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        state = {"session": 0, "since": 0.0}
-        buf = b""
-        with conn:
-            while True:
-                try:
-                    chunk = conn.recv(65536)
-                except OSError:
-                    return
-                if not chunk or self.mode == "mute":
-                    if not chunk:
-                        return
-                    continue
-                buf += chunk
-                out = b""
-                while len(buf) >= 4:
-                    length = struct.unpack(">I", buf[:4])[0]
-                    if len(buf) < 4 + length:
-                        break
-                    message, buf = buf[4 : 4 + length], buf[4 + length :]
-                    while message:  # each message of a compound is answered in a frame of its own
-                        nxt = struct.unpack_from("<I", message, 20)[0]
-                        one, message = (message[:nxt], message[nxt:]) if nxt else (message, b"")
-                        out += self._answer(one, state)
-                if out:
-                    try:
-                        conn.sendall(out)
-                    except OSError:
-                        return
-
-    def _answer(self, msg: bytes, state: dict) -> bytes:
+    def _answer_one(self, msg: bytes, state: dict) -> bytes:
         command = struct.unpack_from("<H", msg, 12)[0]
         mid = struct.unpack_from("<Q", msg, 24)[0]
-        session = state["session"]
+        session = state.get("session", 0)
         if command == NEGOTIATE:
             body = struct.pack(
                 "<HHHH16sIIIIQQHHI", 65, 1, 0x0210, 0, b"fake-smb-server!", 0, 65536, 65536, 65536, 0, 0, 128, 0, 0
@@ -167,7 +130,7 @@ class FakeSmb:
         if mode == "short-frame":
             return struct.pack(">I", 40) + echo
         if mode == "expire":
-            if time.monotonic() - state["since"] < self.session_life_s:
+            if time.monotonic() - state.get("since", 0.0) < self.session_life_s:
                 return _frame(echo)
             with self.lock:
                 self.expired_replies += 1

@@ -15,20 +15,14 @@ from peakbench.errors import InputError
 from peakbench.targets import parse_target, target_label
 
 sys.path.insert(0, str(Path(__file__).parent))
-from samba import Samba, ServerUnavailable  # noqa: E402
+from samba import Samba  # noqa: E402
 from test_nfs import _engine  # noqa: E402
 from test_nfs import _spec as nfs_spec  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def samba():
-    server = Samba()
-    try:
-        server.start()
-    except ServerUnavailable as error:
-        pytest.fail(f"smbd could not be started: {error}")
-    yield server
-    server.stop()
+    yield from Samba().serve_module()
 
 
 # ---------------------------------------------------------------- URLs

@@ -15,7 +15,7 @@ import pytest
 from peakbench.targets import parse_target
 
 sys.path.insert(0, str(Path(__file__).parent))
-from samba import Samba, ServerUnavailable  # noqa: E402
+from samba import Samba  # noqa: E402
 from test_nfs import _engine  # noqa: E402
 from test_smb import _spec  # noqa: E402
 
@@ -24,13 +24,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def signing_samba():
-    server = Samba(extra_config="    server signing = mandatory")
-    try:
-        server.start()
-    except ServerUnavailable as error:
-        pytest.fail(f"smbd could not be started: {error}")
-    yield server
-    server.stop()
+    yield from Samba(extra_config="    server signing = mandatory").serve_module()
 
 
 def _sessions(server: Samba) -> list[tuple[str, str]]:
