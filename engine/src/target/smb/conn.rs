@@ -202,7 +202,7 @@ impl Live {
         let start = send.queued.len();
         send.queued.extend_from_slice(&[0; 4]);
         let mut last_at = 0;
-        let mut starts = Vec::with_capacity(reqs.len());
+        let mut starts = Vec::new(); // where each message begins, for signing (no allocation unsigned)
         for (i, r) in reqs.iter().enumerate() {
             if i > 0 {
                 // Each message of a compound starts 8-byte aligned; the one before points at it.
@@ -213,7 +213,9 @@ impl Live {
                 send.queued[last_at + 20..last_at + 24].copy_from_slice(&next.to_le_bytes());
             }
             last_at = send.queued.len();
-            starts.push(last_at);
+            if self.signer.is_some() {
+                starts.push(last_at);
+            }
             let mid = send.next_mid;
             send.next_mid += r.charge.max(1) as u64;
             mids.push(mid);
