@@ -1,17 +1,23 @@
-"""Client CPU per SMB op: peakbench's engine against the pure-Rust `smb` crate (issue 17's choice
-of wire layer), both against the same Samba smbd on 127.0.0.1, in the same run, alternated.
+"""Client CPU per SMB op: peakbench's engine against SMB load peers, all against the same Samba
+smbd on 127.0.0.1, in the same run, alternated.
 
 For each op (echo, query-path-info, 4 KiB read) and each run:
 - the engine, open loop at RATE ops/s over one connection (its pipelined path: no thread or
   task per request), for SECONDS;
+- benchmarks/smb_peers/gosmb2.go (go-smb2 from Debian, GOMAXPROCS=1: one core), TASKS
+  goroutines over one connection, each doing one op after another;
+- benchmarks/smb_peers/smbclient_loop.c (libsmbclient from Debian), one synchronous loop
+  (the library has one request in flight per context);
 - benchmarks/smb_crate (smb 0.11, tokio current-thread runtime: one core), TASKS tasks each
-  awaiting one op after another (the crate's API has a future per request), for SECONDS.
+  awaiting one op after another, only if its probe has been built (it pulls in 292 crates).
 Each prints ops/s (successful) and the client process's user+system CPU per op (getrusage of
-the child). The crate has no echo call, so echo is the engine's alone.
+the child, set-up included). No peer has an echo call, so echo is the engine's alone. The
+go-smb2 and libsmbclient peers are built by this script (apt-get installs their packages).
 
     python3 benchmarks/smb_client_cpu.py [--runs 3] [--rate 8000] [--tasks 64] [--seconds 3]
 
-Needs root (smbd), and `cargo build --release` in benchmarks/smb_crate (CARGO_TARGET_DIR honoured).
+Needs root (smbd, apt-get); for the crate, `cargo build --release` in benchmarks/smb_crate
+(CARGO_TARGET_DIR honoured).
 """
 
 from __future__ import annotations
@@ -22,21 +28,25 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE.parent / "python"))
 
+from debian import apt_install  # noqa: E402
 from peakbench.targets import parse_target  # noqa: E402
 from samba import PASSWORD, SHARE, USER, Samba  # noqa: E402
+
+PEERS = HERE / "smb_peers"
 
 ENGINE_MIX = {"echo": {"null": 1.0}, "getattr": {"getattr": 1.0}, "read4k": {"read": 1.0}}
 
 
-def _rusage_run(argv: list[str], stdin: str | None = None, timeout: float = 120) -> tuple[str, float]:
+def _rusage_run(argv: list[str], stdin: str | None = None, env: dict | None = None) -> tuple[str, float]:
     before = os.times()
-    proc = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=120, env=env)
     after = os.times()
     if proc.returncode != 0:
         raise RuntimeError(f"{argv[0]} failed: {proc.stderr.strip()[-500:]}")
@@ -73,8 +83,28 @@ def engine_run(engine: str, url: str, op: str, rate: float, seconds: float) -> d
     }
 
 
-def crate_run(probe: str, port: int, op: str, tasks: int, seconds: float) -> dict:
-    out, cpu = _rusage_run([probe, f"127.0.0.1:{port}", SHARE, USER, PASSWORD, op, str(tasks), str(seconds)])
+def build_peers(out: Path) -> dict[str, Path]:
+    """The go-smb2 and libsmbclient peers, compiled into `out`: client name -> binary."""
+    failed = apt_install(("golang-github-hirochachacha-go-smb2-dev", "libsmbclient-dev", "pkg-config", "gcc"))
+    if failed:
+        raise RuntimeError(failed)
+    go_env = {**os.environ, "GO111MODULE": "off", "GOPATH": "/usr/share/gocode"}  # Debian's Go packages
+    subprocess.run(
+        ["go", "build", "-o", str(out / "gosmb2"), str(PEERS / "gosmb2.go")], env=go_env, check=True, timeout=1800
+    )
+    flags = subprocess.run(
+        ["pkg-config", "--cflags", "--libs", "smbclient"], capture_output=True, text=True, check=True
+    )
+    subprocess.run(
+        ["gcc", "-O2", "-o", str(out / "smbclient_loop"), str(PEERS / "smbclient_loop.c"), *flags.stdout.split()],
+        check=True,
+        timeout=600,
+    )
+    return {"go-smb2": out / "gosmb2", "libsmbclient": out / "smbclient_loop"}
+
+
+def peer_run(argv: list[str], env: dict | None = None) -> dict:
+    out, cpu = _rusage_run(argv, env=env)
     row = json.loads(out)
     row["cpu_us_per_op"] = cpu / row["ops"] * 1e6  # the whole process, set-up included
     return row
@@ -89,20 +119,31 @@ def main() -> int:
     args = ap.parse_args()
     engine = os.environ.get("PEAKBENCH_ENGINE", str(HERE.parent / "engine/target/release/peakbench-engine"))
     target_dir = Path(os.environ.get("CARGO_TARGET_DIR", HERE / "smb_crate/target"))
-    probe = str(target_dir / "release/smb-crate-probe")
+    probe = target_dir / "release/smb-crate-probe"
+    if not probe.exists():
+        print(f"{probe} is not built: the smb crate is left out of this run", file=sys.stderr)
     rows = []
-    with Samba() as server:
+    with tempfile.TemporaryDirectory(prefix="peakbench-smb-peers-") as build, Samba() as server:
+        peers = build_peers(Path(build))
         (server.share_dir / "probe.dat").write_bytes(os.urandom(4096))
         url = server.url("engine")
+        s = [SHARE, USER, PASSWORD]
         for run in range(args.runs):
             for op in ("echo", "getattr", "read4k"):
                 rows.append({"run": run, **engine_run(engine, url, op, args.rate, args.seconds)})
-                if op != "echo":
-                    rows.append({"run": run, **crate_run(probe, server.port, op, args.tasks, args.seconds)})
+                if op == "echo":
+                    continue
+                addr, secs, tasks = f"127.0.0.1:{server.port}", str(args.seconds), str(args.tasks)
+                one_core = {**os.environ, "GOMAXPROCS": "1"}
+                rows.append({"run": run, **peer_run([str(peers["go-smb2"]), addr, *s, op, tasks, secs], one_core)})
+                host, port = "127.0.0.1", str(server.port)
+                rows.append({"run": run, **peer_run([str(peers["libsmbclient"]), host, port, *s, op, secs])})
+                if probe.exists():
+                    rows.append({"run": run, **peer_run([str(probe), addr, *s, op, tasks, secs])})
                 print(json.dumps(rows[-1]), file=sys.stderr)
     print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", file=sys.stderr)
     for op in ("echo", "getattr", "read4k"):
-        for client in ("peakbench engine", "smb crate 0.11"):
+        for client in ("peakbench engine", "go-smb2", "libsmbclient", "smb crate 0.11"):
             got = [r for r in rows if r["op"] == op and r["client"] == client]
             if not got:
                 continue

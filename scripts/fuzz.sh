@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzz every parser for SECONDS each (default 60): the engine's (HTTP reply, NFS reply,
-# access-log line; stable Rust, engine/src/fuzz.rs) and Python's (workload, plan, rc file,
+# SMB2 reply, access-log line; stable Rust, engine/src/fuzz.rs) and Python's (workload, plan, rc file,
 # mixfile, histogram; atheris, tests/fuzz/parsers.py). Exit 0 only if none panicked,
 # raised anything but a refusal, hung or ran out of memory. CI runs it for a few seconds each.
 #   bash scripts/fuzz.sh [SECONDS]
@@ -12,9 +12,9 @@ trap 'rm -rf "$work"' EXIT
 export PATH="$HOME/.cargo/bin:$PATH"
 limit=$(awk -v s="$seconds" 'BEGIN { printf "%d", s * 1.5 + 120 }')  # a hang is a failure, not a stuck CI
 
-# One test binary for the three engine targets, then each target on its own clock.
+# One test binary for the four engine targets, then each target on its own clock.
 (cd engine && cargo test --release --quiet --no-run)
-for target in fuzz_http_reply fuzz_nfs_reply fuzz_access_log_line; do
+for target in fuzz_http_reply fuzz_nfs_reply fuzz_smb2_reply fuzz_access_log_line; do
   (cd engine && PEAKBENCH_FUZZ_SECONDS=$seconds timeout "$limit" cargo test --release --quiet -- --ignored --nocapture "$target" | grep "^fuzz ")
 done
 

@@ -37,6 +37,11 @@ ROWS = [
         " NFS: stopped, killed, paused, unreachable)",
         ["tests/test_http.py", "tests/test_nfs.py", "-k", "faults or bad_reply or stopped or paused or unreachable"],
     ),
+    (
+        "server faults reach a verdict in time (SMB: killed, silent, never answering, garbage, wrong NetBIOS"
+        " lengths, no credits, expired session)",
+        ["tests/test_smb_faults.py", "tests/test_smb.py", "-k", "faulty or never_answers or killed"],
+    ),
     ("planted symlinks: no write outside the target", ["tests/test_hardening.py", "-k", "planted"]),
 ]
 

@@ -14,9 +14,9 @@ call is answered according to `mode`:
 from __future__ import annotations
 
 import os
-import socket
 import struct
-import threading
+
+from fake_server import FakeServer
 
 
 def _u32(*values: int) -> bytes:
@@ -36,58 +36,18 @@ FSINFO_OK = (
 )
 
 
-class FakeNfs:
+class FakeNfs(FakeServer):
     def __init__(self, mode: str, status: int = 10004):
         self.mode = mode
         self.status = status
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
         self.calls = 0
-        self._stop = False
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
     def url(self, options: str = "") -> str:
         extra = f"&{options}" if options else ""
         return f"nfs://127.0.0.1:{self.port}/export?mountport={self.port}{extra}"
 
-    def close(self) -> None:
-        self._stop = True
-        self.sock.close()
-
-    def _accept(self) -> None:
-        while not self._stop:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        buf = b""
-        with conn:
-            while True:
-                try:
-                    chunk = conn.recv(65536)
-                except OSError:
-                    return
-                if not chunk:
-                    return
-                buf += chunk
-                while len(buf) >= 4:
-                    length = struct.unpack(">I", buf[:4])[0] & 0x7FFFFFFF
-                    if len(buf) < 4 + length:
-                        break
-                    call, buf = buf[4 : 4 + length], buf[4 + length :]
-                    out = self._answer(call)
-                    if out:
-                        try:
-                            conn.sendall(out)
-                        except OSError:
-                            return
-
-    def _answer(self, call: bytes) -> bytes:
+    def _answer(self, call: bytes, state: dict) -> bytes:
         xid, _, _, prog, _, proc = struct.unpack(">6I", call[:24])
         self.calls += 1
         if prog == 100005:  # MOUNT: MNT gives a handle, the rest nothing

@@ -22,6 +22,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from debian import apt_install
@@ -228,6 +229,18 @@ class Samba:
         if self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
+
+    def serve_module(self) -> Iterator[Samba]:
+        """For a module fixture (`yield from Samba(...).serve_module()`): started, yielded,
+        stopped; a server that cannot start fails the test."""
+        import pytest
+
+        try:
+            self.start()
+        except ServerUnavailable as error:
+            pytest.fail(f"smbd could not be started: {error}")
+        yield self
+        self.stop()
 
     def __enter__(self) -> Samba:
         return self.start()

@@ -15,20 +15,14 @@ from peakbench.errors import InputError
 from peakbench.targets import parse_target, target_label
 
 sys.path.insert(0, str(Path(__file__).parent))
-from samba import Samba, ServerUnavailable  # noqa: E402
+from samba import Samba  # noqa: E402
 from test_nfs import _engine  # noqa: E402
 from test_nfs import _spec as nfs_spec  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def samba():
-    server = Samba()
-    try:
-        server.start()
-    except ServerUnavailable as error:
-        pytest.fail(f"smbd could not be started: {error}")
-    yield server
-    server.stop()
+    yield from Samba().serve_module()
 
 
 # ---------------------------------------------------------------- URLs
@@ -55,8 +49,8 @@ def test_smb_urls_parse_with_options_and_never_show_the_password():
         ("smb://h", "no share"),
         ("smb:///share", "no server"),
         ("smb://h/s?colour=blue", "unknown option 'colour'"),
-        ("smb://h/s?dialect=1.0", "dialect=1.0 must be one of 2.1, 3.0, 3.0.2"),
-        ("smb://h/s?signing=required", "does not sign"),
+        ("smb://h/s?dialect=1.0", "dialect=1.0 must be one of 2.1, 3.0, 3.0.2, 3.1.1"),
+        ("smb://h/s?signing=yes", "signing=yes must be one of off, if-offered, required"),
         ("smb://h/s?conns=0", "conns=0 must be 1 to 1024"),
         ("smb://u:pw@h/s?conns=2&conns=3", "given twice"),
     ],

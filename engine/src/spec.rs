@@ -197,9 +197,11 @@ pub struct SmbSpec {
     pub password: String,
     #[serde(default)]
     pub domain: String,
-    /// "2.1", "3.0" or "3.0.2"; absent: offer all three.
+    /// "2.1", "3.0", "3.0.2" or "3.1.1"; absent: offer all four.
     #[serde(default)]
     pub dialect: Option<String>,
+    #[serde(default)]
+    pub signing: Signing,
     #[serde(default = "one_usize")]
     pub connections: usize,
     /// Cap on requests in flight across the connections.
@@ -210,6 +212,17 @@ pub struct SmbSpec {
     /// How the target is named in messages (without the password).
     #[serde(default)]
     pub url: Option<String>,
+}
+
+/// Whether an SMB client signs its messages: never (but SMB 3.1.1 signs TREE_CONNECT
+/// always), when the server requires it (as Windows clients do by default), or always.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Signing {
+    Off,
+    #[default]
+    IfOffered,
+    Required,
 }
 
 fn default_smb_port() -> u16 {

@@ -121,10 +121,15 @@ SMB_OPTIONS = {
     "conns": ("connections", "conns", "TCP connections, each with its own session (default 1)"),
     "max_outstanding": ("max_outstanding", "count", "cap on requests in flight (default: none)"),
     "timeout": ("timeout_ms", "duration", "per-request timeout, e.g. 500ms, 5s (default 5s)"),
-    "dialect": ("dialect", "dialect", "SMB dialect to offer: 2.1, 3.0 or 3.0.2 (default: all three)"),
-    "signing": ("signing", "signing", "message signing: off (the only choice so far)"),
+    "dialect": ("dialect", "dialect", "SMB dialect to offer: 2.1, 3.0, 3.0.2 or 3.1.1 (default: all four)"),
+    "signing": (
+        "signing",
+        "signing",
+        "message signing: off, if-offered (when the server requires it; the default) or required",
+    ),
 }
-SMB_DIALECTS = ("2.1", "3.0", "3.0.2")
+SMB_DIALECTS = ("2.1", "3.0", "3.0.2", "3.1.1")
+SMB_SIGNING = ("off", "if-offered", "required")
 
 
 def parse_smb(text: str) -> dict:
@@ -166,10 +171,9 @@ def parse_smb(text: str) -> dict:
                 raise InputError(f"{label}: dialect={value} must be one of {', '.join(SMB_DIALECTS)}", field=FIELD)
             target[field] = value
         elif kind == "signing":
-            if value != "off":
-                raise InputError(
-                    f"{label}: signing={value}: peakbench does not sign SMB messages yet; use signing=off", field=FIELD
-                )
+            if value not in SMB_SIGNING:
+                raise InputError(f"{label}: signing={value} must be one of {', '.join(SMB_SIGNING)}", field=FIELD)
+            target[field] = value
         else:
             target[field] = _nfs_number(value, name, kind, label)
     return target

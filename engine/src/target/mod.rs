@@ -6,6 +6,7 @@ pub mod inflight;
 pub mod nfs;
 pub mod null;
 pub mod posix;
+pub mod readbuf;
 pub mod smb;
 
 use crate::op::{Op, Outcome, Request};

@@ -7,6 +7,7 @@
 
 use super::xdr::{Dec, Enc};
 use crate::target::inflight::InflightCap;
+use crate::target::readbuf::ReadBuf;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -547,9 +548,7 @@ pub fn parse_reply<B: AsRef<[u8]>>(buf: B) -> Result<Reply<B>, RpcError> {
 
 /// Records assembled from a byte stream that arrives in arbitrary pieces.
 pub struct Records {
-    buf: Vec<u8>,
-    start: usize,
-    end: usize,
+    b: ReadBuf,
     max: usize,
 }
 
@@ -564,48 +563,39 @@ pub enum Next {
 
 impl Records {
     pub fn new(max: usize) -> Records {
-        Records { buf: vec![0; 256 * 1024], start: 0, end: 0, max }
+        Records { b: ReadBuf::new(max), max }
     }
 
     /// Space to read into (compacting and growing as needed).
     pub fn space(&mut self) -> &mut [u8] {
-        if self.start > 0 && (self.start == self.end || self.end == self.buf.len()) {
-            self.buf.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
-        }
-        if self.end == self.buf.len() {
-            let grown = (self.buf.len() * 2).min(self.max + 64);
-            self.buf.resize(grown.max(self.buf.len() + 4096), 0);
-        }
-        &mut self.buf[self.end..]
+        self.b.space()
     }
 
     pub fn filled(&mut self, n: usize) {
-        self.end += n;
+        self.b.filled(n)
     }
 
     /// A record's bytes, valid until the next `space`.
     pub fn get(&self, record: Range<usize>) -> &[u8] {
-        &self.buf[record]
+        self.b.get(record)
     }
 
     pub fn next(&mut self) -> Next {
-        let mut at = self.start;
+        let mut at = self.b.start;
         let mut total = 0usize;
         let mut fragments = 0;
         loop {
-            if self.end - at < 4 {
+            if self.b.end - at < 4 {
                 return Next::Incomplete;
             }
-            let m = u32::from_be_bytes([self.buf[at], self.buf[at + 1], self.buf[at + 2], self.buf[at + 3]]);
+            let m = u32::from_be_bytes([self.b.buf[at], self.b.buf[at + 1], self.b.buf[at + 2], self.b.buf[at + 3]]);
             let len = (m & !LAST_FRAGMENT) as usize;
             total += len;
             fragments += 1;
             if total > self.max {
                 return Next::Broken(format!("record of more than {} bytes", self.max));
             }
-            if self.end - at - 4 < len {
+            if self.b.end - at - 4 < len {
                 return Next::Incomplete;
             }
             at += 4 + len;
@@ -613,18 +603,18 @@ impl Records {
                 break;
             }
         }
-        let first = self.start + 4;
+        let first = self.b.start + 4;
         if fragments > 1 {
             // Join the fragments in place: each one moves down over the marks before it.
-            let (mut joined, mut p) = (first, self.start);
+            let (mut joined, mut p) = (first, self.b.start);
             while p < at {
-                let len = (u32::from_be_bytes([self.buf[p], self.buf[p + 1], self.buf[p + 2], self.buf[p + 3]]) & !LAST_FRAGMENT) as usize;
-                self.buf.copy_within(p + 4..p + 4 + len, joined);
+                let len = (u32::from_be_bytes([self.b.buf[p], self.b.buf[p + 1], self.b.buf[p + 2], self.b.buf[p + 3]]) & !LAST_FRAGMENT) as usize;
+                self.b.buf.copy_within(p + 4..p + 4 + len, joined);
                 joined += len;
                 p += 4 + len;
             }
         }
-        self.start = at;
+        self.b.start = at;
         Next::Record(first..first + total)
     }
 }

@@ -6,12 +6,16 @@
 //! request whose every part has come; nothing else runs per request.
 
 use super::ntlm;
+use super::sign::{self, Preauth, Signer};
 use super::wire::{self, Header, Negotiated, Req};
+use crate::spec::Signing;
 use crate::target::inflight::InflightCap;
+use crate::target::readbuf::ReadBuf;
 use rand::Rng;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::thread::Thread;
@@ -76,6 +80,7 @@ pub struct Login {
     pub password: String,
     pub domain: String,
     pub dialects: Vec<u16>,
+    pub signing: Signing,
     pub timeout: Duration,
 }
 
@@ -127,8 +132,13 @@ pub struct Live {
     send: Mutex<Outbox>,
     pending: Mutex<HashMap<u64, Entry>>,
     dead: AtomicBool,
+    /// The server said the session expired: new requests go to a fresh connection (and
+    /// session); this one finishes what it has in flight, then closes.
+    expired: AtomicBool,
     session: u64,
     tree: u32,
+    /// Signs every request and checks every signed response, when signing is on.
+    signer: Option<Signer>,
     pub negotiated: Negotiated,
     /// Bumped on every new connection: a cached FileId of an older one is worthless.
     pub generation: u64,
@@ -192,6 +202,7 @@ impl Live {
         let start = send.queued.len();
         send.queued.extend_from_slice(&[0; 4]);
         let mut last_at = 0;
+        let mut starts = Vec::new(); // where each message begins, for signing (no allocation unsigned)
         for (i, r) in reqs.iter().enumerate() {
             if i > 0 {
                 // Each message of a compound starts 8-byte aligned; the one before points at it.
@@ -202,6 +213,9 @@ impl Live {
                 send.queued[last_at + 20..last_at + 24].copy_from_slice(&next.to_le_bytes());
             }
             last_at = send.queued.len();
+            if self.signer.is_some() {
+                starts.push(last_at);
+            }
             let mid = send.next_mid;
             send.next_mid += r.charge.max(1) as u64;
             mids.push(mid);
@@ -211,9 +225,21 @@ impl Live {
         }
         let len = (send.queued.len() - start - 4) as u32;
         send.queued[start..start + 4].copy_from_slice(&len.to_be_bytes());
+        if let Some(k) = &self.signer {
+            // Each message is signed with the padding that follows it, once the next points past it.
+            for (i, at) in starts.iter().enumerate() {
+                let end = starts.get(i + 1).copied().unwrap_or(send.queued.len());
+                k.sign(&mut send.queued[*at..end]);
+            }
+        }
         let first = mids[0];
         let call = Call { parts: vec![None; reqs.len()], mids: mids.clone(), deadline: Instant::now() + timeout, waiter };
         let mut pending = self.pending.lock().expect("pending lock");
+        // `kill` marks the connection dead before it empties `pending`: a call added after
+        // that would wait for a reader that has gone.
+        if self.dead.load(Relaxed) {
+            return Err((SmbError::Connection("connection closed".into()), call.waiter));
+        }
         for m in &mids[1..] {
             pending.insert(*m, Entry::Part(first));
         }
@@ -244,7 +270,11 @@ impl Live {
     /// One response message: its credits, then its place in the request it answers.
     fn take(&self, msg: &[u8], h: &Header, stray: &AtomicU64) -> Option<Call> {
         if h.credits > 0 {
-            self.send.lock().expect("send lock").credits += h.credits as u32;
+            let mut send = self.send.lock().expect("send lock");
+            send.credits = send.credits.saturating_add(h.credits as u32);
+        }
+        if h.status == wire::STATUS_NETWORK_SESSION_EXPIRED {
+            self.expired.store(true, Relaxed);
         }
         if h.flags & wire::FLAG_ASYNC != 0 && h.status == wire::STATUS_PENDING {
             return None; // an interim response: the final one follows
@@ -289,6 +319,8 @@ pub struct Client {
     inflight: InflightCap,
     pub stray_replies: Arc<AtomicU64>,
     pub reconnects: AtomicU64,
+    /// New sessions set up because the server expired one.
+    pub reauthentications: AtomicU64,
 }
 
 fn frame(msg: &[u8]) -> Vec<u8> {
@@ -297,31 +329,63 @@ fn frame(msg: &[u8]) -> Vec<u8> {
     out
 }
 
-fn read_frame(s: &mut TcpStream) -> Res<Vec<u8>> {
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).map_err(|e| SmbError::Connection(format!("read: {e}")))?;
-    let n = u32::from_be_bytes(len) as usize;
-    if len[0] != 0 || n > wire::MAX_FRAME {
-        return Err(SmbError::Malformed(format!("frame of {n} bytes")));
+/// Fill `buf` by `deadline`: a server that trickles bytes cannot stretch the wait.
+fn read_by(s: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> Res<()> {
+    let mut at = 0;
+    while at < buf.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(SmbError::Timeout);
+        }
+        let _ = s.set_read_timeout(Some(left));
+        match s.read(&mut buf[at..]) {
+            Ok(0) => return Err(SmbError::Connection("connection closed by the server".into())),
+            Ok(n) => at += n,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => return Err(SmbError::Timeout),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(SmbError::Connection(format!("read: {e}"))),
+        }
     }
+    Ok(())
+}
+
+fn read_frame(s: &mut TcpStream, deadline: Instant) -> Res<Vec<u8>> {
+    let mut len = [0u8; 4];
+    read_by(s, &mut len, deadline)?;
+    let n = frame_len(len)?;
     let mut msg = vec![0; n];
-    s.read_exact(&mut msg).map_err(|e| SmbError::Connection(format!("read: {e}")))?;
+    read_by(s, &mut msg, deadline)?;
     Ok(msg)
 }
 
-/// One request and its response on a connection nobody else uses yet (the handshake).
-fn exchange(s: &mut TcpStream, req: &Req, mid: u64, tree: u32, session: u64) -> Res<(Header, Vec<u8>)> {
+/// The length a Direct TCP frame header announces: a zero byte, then 24 bits, at least
+/// an SMB2 header and at most `MAX_FRAME`.
+fn frame_len(b: [u8; 4]) -> Res<usize> {
+    let n = u32::from_be_bytes(b) as usize;
+    if b[0] != 0 || !(wire::HEADER..=wire::MAX_FRAME).contains(&n) {
+        return Err(SmbError::Malformed(format!("frame of {n} bytes")));
+    }
+    Ok(n)
+}
+
+/// One request and its response on a connection nobody else uses yet (the handshake):
+/// (response header, response, the message sent).
+fn exchange(s: &mut TcpStream, req: &Req, mid: u64, session: u64, signer: Option<&Signer>, timeout: Duration) -> Res<(Header, Vec<u8>, Vec<u8>)> {
     let mut msg = Vec::with_capacity(wire::HEADER + req.body.len());
-    wire::put_header(&mut msg, req.command, if mid == 0 { 0 } else { 1 }, 64, 0, mid, tree, session);
+    wire::put_header(&mut msg, req.command, if mid == 0 { 0 } else { 1 }, 64, 0, mid, 0, session);
     msg.extend_from_slice(&req.body);
+    if let Some(k) = signer {
+        k.sign(&mut msg);
+    }
     s.write_all(&frame(&msg)).map_err(|e| SmbError::Connection(format!("send: {e}")))?;
+    let deadline = Instant::now() + timeout;
     loop {
-        let reply = read_frame(s)?;
+        let reply = read_frame(s, deadline)?;
         let h = wire::parse_header(&reply).map_err(SmbError::Malformed)?;
         if h.flags & wire::FLAG_ASYNC != 0 && h.status == wire::STATUS_PENDING {
             continue;
         }
-        return Ok((h, reply));
+        return Ok((h, reply, msg));
     }
 }
 
@@ -331,13 +395,14 @@ pub enum SetupError {
     Dialect(String),
     Logon(String),
     Share(u32),
+    Signing(String),
     Other(String),
 }
 
 impl std::fmt::Display for SetupError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            SetupError::Dialect(e) | SetupError::Logon(e) | SetupError::Other(e) => f.write_str(e),
+            SetupError::Dialect(e) | SetupError::Logon(e) | SetupError::Signing(e) | SetupError::Other(e) => f.write_str(e),
             SetupError::Share(s) => write!(f, "TREE_CONNECT: {}", wire::status_name(*s)),
         }
     }
@@ -351,14 +416,27 @@ fn fresh_rng() -> rand_pcg::Pcg64 {
     rand_pcg::Pcg64::seed_from_u64(now ^ (std::process::id() as u64) << 32 ^ DIALS.fetch_add(1, Relaxed))
 }
 
-/// NEGOTIATE, SESSION_SETUP (two legs of NTLMSSP) and TREE_CONNECT on a fresh connection:
-/// (negotiated, session, tree, credits granted, next message ID).
-fn handshake(s: &mut TcpStream, login: &Login, ip: &str) -> Result<(Negotiated, u64, u32, u32, u64), SetupError> {
+/// What a connection's handshake set up.
+struct Session {
+    negotiated: Negotiated,
+    id: u64,
+    tree: u32,
+    /// Credits granted beyond those the handshake spent.
+    credits: u32,
+    next_mid: u64,
+    /// Present when every request is signed.
+    signer: Option<Signer>,
+}
+
+/// NEGOTIATE, SESSION_SETUP (two legs of NTLMSSP) and TREE_CONNECT on a fresh connection.
+fn handshake(s: &mut TcpStream, login: &Login, ip: &str) -> Result<Session, SetupError> {
     let other = |what: &str, e: SmbError| SetupError::Other(format!("{what}: {e}"));
     let offered = login.dialects.iter().map(|d| wire::dialect_name(*d)).collect::<Vec<_>>().join(", ");
     let mut rng = fresh_rng();
     let guid: [u8; 16] = rng.gen();
-    let (h, reply) = exchange(s, &wire::negotiate(&login.dialects, guid), 0, 0, 0).map_err(|e| match e {
+    let mode = if login.signing == Signing::Required { wire::SIGNING_ENABLED | wire::SIGNING_REQUIRED } else { wire::SIGNING_ENABLED };
+    let t = login.timeout;
+    let (h, reply, sent) = exchange(s, &wire::negotiate(&login.dialects, guid, mode, rng.gen()), 0, 0, None, t).map_err(|e| match e {
         SmbError::Connection(_) => SetupError::Dialect(format!("NEGOTIATE: the server closed the connection when offered SMB {offered}")),
         e => other("NEGOTIATE", e),
     })?;
@@ -369,30 +447,63 @@ fn handshake(s: &mut TcpStream, login: &Login, ip: &str) -> Result<(Negotiated, 
     if !login.dialects.contains(&neg.dialect) {
         return Err(SetupError::Dialect(format!("NEGOTIATE: the server chose SMB {} although offered SMB {offered}", wire::dialect_name(neg.dialect))));
     }
+    let server_requires = neg.security_mode & wire::SIGNING_REQUIRED != 0;
+    let sign_all = match login.signing {
+        Signing::Off if server_requires => {
+            return Err(SetupError::Signing("the server requires signed messages; use signing=if-offered or signing=required".into()))
+        }
+        Signing::Off => false,
+        Signing::IfOffered => server_requires,
+        Signing::Required => true,
+    };
+    let mut preauth = Preauth::new();
+    if neg.dialect == wire::SMB311 {
+        preauth.update(&sent);
+        preauth.update(&reply);
+    }
     let mut credits = h.credits as u32;
-    let (h, reply) = exchange(s, &wire::session_setup(&ntlm::negotiate_message()), 1, 0, 0).map_err(|e| other("SESSION_SETUP", e))?;
+    let (h, reply1, sent1) = exchange(s, &wire::session_setup(&ntlm::negotiate_message(), mode), 1, 0, None, t).map_err(|e| other("SESSION_SETUP", e))?;
     credits += h.credits as u32;
     if h.status != wire::STATUS_MORE_PROCESSING_REQUIRED {
         return Err(SetupError::Logon(format!("SESSION_SETUP (NTLMSSP negotiate): {}", wire::status_name(h.status))));
     }
     let session = h.session;
-    let token = wire::parse_session_setup(&reply).map_err(|e| other("SESSION_SETUP", SmbError::Malformed(e)))?;
+    let token = wire::parse_session_setup(&reply1).map_err(|e| other("SESSION_SETUP", SmbError::Malformed(e)))?;
     let challenge = ntlm::parse_challenge(&token).map_err(SetupError::Other)?;
-    let auth = ntlm::authenticate_message(&challenge, &login.user, &login.password, &login.domain, rng.gen(), wire::filetime_now());
-    let (h, _) = exchange(s, &wire::session_setup(&auth), 2, 0, session).map_err(|e| other("SESSION_SETUP", e))?;
+    let (auth, session_key) = ntlm::authenticate_message(&challenge, &login.user, &login.password, &login.domain, rng.gen(), wire::filetime_now());
+    let auth = wire::session_setup(&auth, mode);
+    let (h, reply, sent2) = exchange(s, &auth, 2, session, None, t).map_err(|e| other("SESSION_SETUP", e))?;
     credits += h.credits as u32;
     if h.status != wire::STATUS_SUCCESS {
         let who = if login.domain.is_empty() { login.user.clone() } else { format!("{}\\{}", login.domain, login.user) };
         return Err(SetupError::Logon(format!("SESSION_SETUP as {who}: {} (wrong user name or password?)", wire::status_name(h.status))));
     }
+    if neg.dialect == wire::SMB311 {
+        // The session's hash covers its SESSION_SETUP requests and every response but the last.
+        for m in [&sent1, &reply1, &sent2] {
+            preauth.update(m);
+        }
+    }
+    let signer = Signer::new(neg.dialect, &session_key, &preauth);
+    if h.flags & sign::FLAG_SIGNED != 0 && !signer.verify(&reply) {
+        return Err(SetupError::Signing("SESSION_SETUP: the server's signature does not match (wrong password, or a different session key)".into()));
+    }
+    if sign_all && h.flags & sign::FLAG_SIGNED == 0 {
+        return Err(SetupError::Signing("SESSION_SETUP: the server did not sign its answer although signing is required".into()));
+    }
+    // SMB 3.1.1 signs TREE_CONNECT whatever the signing asked for (MS-SMB2 3.2.4.1.1).
+    let tree_signer = (sign_all || neg.dialect == wire::SMB311).then_some(&signer);
     let unc = format!("\\\\{ip}\\{}", login.share);
-    let (h, _) = exchange(s, &wire::tree_connect(&unc), 3, 0, session).map_err(|e| other("TREE_CONNECT", e))?;
+    let (h, reply, _) = exchange(s, &wire::tree_connect(&unc), 3, session, tree_signer, t).map_err(|e| other("TREE_CONNECT", e))?;
     credits += h.credits as u32;
     if h.status != wire::STATUS_SUCCESS {
         return Err(SetupError::Share(h.status));
     }
+    if h.flags & sign::FLAG_SIGNED != 0 && !signer.verify(&reply) {
+        return Err(SetupError::Signing("TREE_CONNECT: the server's signature does not match".into()));
+    }
     // Each handshake message cost one credit, except NEGOTIATE.
-    Ok((neg, session, h.tree, credits.saturating_sub(3), 4))
+    Ok(Session { negotiated: neg, id: session, tree: h.tree, credits: credits.saturating_sub(3), next_mid: 4, signer: sign_all.then_some(signer) })
 }
 
 impl Client {
@@ -407,6 +518,7 @@ impl Client {
             inflight: InflightCap::new(max_outstanding),
             stray_replies: Arc::new(AtomicU64::new(0)),
             reconnects: AtomicU64::new(0),
+            reauthentications: AtomicU64::new(0),
         }
     }
 
@@ -432,8 +544,10 @@ impl Client {
     fn dial(&self, index: usize, force: bool) -> Result<Arc<Live>, SetupError> {
         let conn = &self.conns[index];
         let mut g = conn.live.lock().expect("conn lock");
+        let mut expired = false;
         if let Some(l) = &g.0 {
-            if !l.dead.load(Relaxed) {
+            expired = l.expired.load(Relaxed);
+            if !l.dead.load(Relaxed) && !expired {
                 return Ok(l.clone());
             }
         }
@@ -441,22 +555,29 @@ impl Client {
             if !force && last.elapsed() < REDIAL_EVERY {
                 return Err(SetupError::Other(format!("{} is down (redial pending)", self.addr)));
             }
-            self.reconnects.fetch_add(1, Relaxed);
+            if expired {
+                self.reauthentications.fetch_add(1, Relaxed);
+            } else {
+                self.reconnects.fetch_add(1, Relaxed);
+            }
         }
         g.1 = Some(Instant::now());
         let connect_timeout = self.login.timeout.clamp(Duration::from_millis(100), Duration::from_secs(10));
         let mut stream = TcpStream::connect_timeout(&self.addr, connect_timeout).map_err(|e| SetupError::Other(format!("connect to {}: {e}", self.addr)))?;
         let _ = stream.set_nodelay(true);
-        let _ = stream.set_read_timeout(Some(self.login.timeout));
-        let (negotiated, session, tree, credits, next_mid) = handshake(&mut stream, &self.login, &self.addr.ip().to_string())?;
+        // A server that stops reading fills the socket's buffer: a send then fails instead of blocking for good.
+        let _ = stream.set_write_timeout(Some(self.login.timeout));
+        let Session { negotiated, id: session, tree, credits, next_mid, signer } = handshake(&mut stream, &self.login, &self.addr.ip().to_string())?;
         let reader = stream.try_clone().map_err(|e| SetupError::Other(e.to_string()))?;
         let live = Arc::new(Live {
             writer: Mutex::new(stream),
             send: Mutex::new(Outbox { next_mid, credits, queued: Vec::with_capacity(64 * 1024) }),
             pending: Mutex::new(HashMap::new()),
             dead: AtomicBool::new(false),
+            expired: AtomicBool::new(false),
             session,
             tree,
+            signer,
             negotiated,
             generation: self.generations.fetch_add(1, Relaxed) + 1,
         });
@@ -561,56 +682,99 @@ fn messages(frame: &[u8]) -> Result<Vec<(Header, &[u8])>, String> {
     }
 }
 
+/// SMB2 frames (Direct TCP) split out of the bytes read.
+pub struct Frames {
+    b: ReadBuf,
+}
+
+pub enum Frame {
+    /// Where the next whole frame's message(s) lie in `Frames::get`.
+    Whole(Range<usize>),
+    Incomplete,
+    /// A length no SMB2 frame has: nothing after it can be trusted.
+    Broken(SmbError),
+}
+
+impl Frames {
+    pub fn new() -> Frames {
+        Frames { b: ReadBuf::new(wire::MAX_FRAME + 4) }
+    }
+
+    pub fn space(&mut self) -> &mut [u8] {
+        self.b.space()
+    }
+
+    pub fn filled(&mut self, n: usize) {
+        self.b.filled(n)
+    }
+
+    pub fn get(&self, frame: Range<usize>) -> &[u8] {
+        self.b.get(frame)
+    }
+
+    pub fn next(&mut self) -> Frame {
+        let b = self.b.unread();
+        let Some(head) = b.get(..4) else { return Frame::Incomplete };
+        let n = match frame_len(head.try_into().expect("4 bytes")) {
+            Ok(n) => n,
+            Err(e) => return Frame::Broken(e),
+        };
+        if b.len() < 4 + n {
+            return Frame::Incomplete;
+        }
+        let first = self.b.start + 4;
+        self.b.start = first + n;
+        Frame::Whole(first..first + n)
+    }
+}
+
 /// The connection's reader: frames in large reads, each response to its request.
 fn read_responses(live: Arc<Live>, mut stream: TcpStream, stray: Arc<AtomicU64>) {
     let _ = stream.set_read_timeout(Some(EXPIRE_EVERY));
-    let mut buf = vec![0u8; 256 * 1024];
-    let (mut start, mut end) = (0usize, 0usize);
+    let mut frames = Frames::new();
     let mut last_expire = Instant::now();
-    let why = 'outer: loop {
-        if start > 0 && (start == end || end == buf.len()) {
-            buf.copy_within(start..end, 0);
-            end -= start;
-            start = 0;
-        }
-        if end == buf.len() {
-            let grown = (buf.len() * 2).min(wire::MAX_FRAME + 4);
-            buf.resize(grown.max(buf.len() + 4096), 0);
-        }
-        match stream.read(&mut buf[end..]) {
+    let why = loop {
+        match stream.read(frames.space()) {
             Ok(0) => break SmbError::Connection("connection closed by the server".into()),
-            Ok(n) => end += n,
+            Ok(n) => frames.filled(n),
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted) => {}
             Err(e) => break SmbError::Connection(format!("connection lost: {e}")),
         }
         let mut done = Vec::new();
-        while end - start >= 4 {
-            let b = &buf[start..end];
-            let n = u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize;
-            if b[0] != 0 || n > wire::MAX_FRAME {
-                break 'outer SmbError::Malformed(format!("frame of {n} bytes"));
-            }
-            if b.len() < 4 + n {
-                break;
-            }
-            match messages(&b[4..4 + n]) {
-                Ok(msgs) => {
-                    for (h, m) in msgs {
-                        if let Some(c) = live.take(m, &h, &stray) {
-                            done.push(c);
+        // A broken stream still completes what the frames before the break answered.
+        let broken = 'frames: loop {
+            match frames.next() {
+                Frame::Incomplete => break None,
+                Frame::Broken(e) => break Some(e),
+                Frame::Whole(r) => match messages(frames.get(r)) {
+                    Ok(msgs) => {
+                        for (h, m) in msgs {
+                            if let Some(k) = &live.signer {
+                                if h.flags & sign::FLAG_SIGNED != 0 && !k.verify(m) {
+                                    break 'frames Some(SmbError::Malformed(format!("message {} has a wrong signature", h.mid)));
+                                }
+                            }
+                            if let Some(c) = live.take(m, &h, &stray) {
+                                done.push(c);
+                            }
                         }
                     }
-                }
-                Err(e) => break 'outer SmbError::Malformed(e),
+                    Err(e) => break Some(SmbError::Malformed(e)),
+                },
             }
-            start += 4 + n;
-        }
+        };
         for mut c in done {
             let parts = std::mem::take(&mut c.parts).into_iter().map(Option::unwrap_or_default).collect();
             c.finish(Ok(parts));
         }
+        if let Some(e) = broken {
+            break e;
+        }
         if live.dead.load(Relaxed) {
             break SmbError::Connection("connection closed".into());
+        }
+        if live.expired.load(Relaxed) && live.pending.lock().expect("pending lock").is_empty() {
+            break SmbError::Status(wire::STATUS_NETWORK_SESSION_EXPIRED);
         }
         let now = Instant::now();
         if now.duration_since(last_expire) >= EXPIRE_EVERY {
@@ -619,4 +783,117 @@ fn read_responses(live: Arc<Live>, mut stream: TcpStream, stray: Arc<AtomicU64>)
         }
     };
     live.kill(&why);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A response message: header (with `next` and `mid`) and body.
+    fn response(command: u16, mid: u64, body: &[u8]) -> Vec<u8> {
+        let mut m = Vec::new();
+        wire::put_header(&mut m, command, 0, 1, 0x1, mid, 1, 7);
+        m.extend_from_slice(body);
+        m
+    }
+
+    fn framed(msgs: &[Vec<u8>]) -> Vec<u8> {
+        // A compound: each message but the last padded to 8 bytes and pointing at the next.
+        let mut out = Vec::new();
+        for (i, m) in msgs.iter().enumerate() {
+            let mut m = m.clone();
+            if i + 1 < msgs.len() {
+                m.resize(m.len().next_multiple_of(8), 0);
+                let next = m.len() as u32;
+                m[20..24].copy_from_slice(&next.to_le_bytes());
+            }
+            out.extend_from_slice(&m);
+        }
+        frame(&out)
+    }
+
+    /// Everything the reader and the ops do with a server's bytes: frames, compounds, and
+    /// each body decoder the target calls on a response.
+    fn decode_all(input: &[u8], step: usize) {
+        let (mut frames, mut rest) = (Frames::new(), input);
+        while !rest.is_empty() {
+            let space = frames.space();
+            let n = space.len().min(step).min(rest.len());
+            space[..n].copy_from_slice(&rest[..n]);
+            frames.filled(n);
+            rest = &rest[n..];
+            loop {
+                match frames.next() {
+                    Frame::Whole(r) => {
+                        let Ok(msgs) = messages(frames.get(r)) else { return };
+                        for (_, m) in msgs {
+                            let _ = (wire::parse_negotiate(m), wire::parse_create(m), wire::parse_read(m), wire::parse_write(m));
+                            if let Ok(token) = wire::parse_session_setup(m) {
+                                let _ = ntlm::parse_challenge(&token);
+                            }
+                            if let Ok(out) = wire::parse_output(m) {
+                                let _ = (wire::parse_names(out, wire::FILE_NAMES_INFO), wire::parse_names(out, wire::FILE_ID_BOTH_DIR_INFO));
+                                let _ = (wire::parse_standard(out), wire::parse_fs_full_size(out), wire::parse_fs_attribute(out));
+                            }
+                        }
+                    }
+                    Frame::Incomplete => break,
+                    Frame::Broken(_) => return,
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn frames_split_compounds_and_refuse_impossible_lengths() {
+        let echo = response(wire::ECHO, 5, &[4, 0, 0, 0]);
+        let read = response(wire::READ, 6, &[17, 0, 80, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, b'd', b'a', b't', b'a']);
+        let stream = [framed(&[echo.clone(), read]), framed(std::slice::from_ref(&echo))].concat();
+        let mut frames = Frames::new();
+        let space = frames.space();
+        space[..stream.len()].copy_from_slice(&stream);
+        frames.filled(stream.len());
+        let Frame::Whole(first) = frames.next() else { panic!("a whole frame") };
+        let msgs = messages(frames.get(first)).unwrap();
+        assert_eq!(msgs.iter().map(|(h, _)| h.mid).collect::<Vec<_>>(), [5, 6]);
+        assert_eq!(wire::parse_read(msgs[1].1).unwrap(), b"data");
+        assert!(matches!(frames.next(), Frame::Whole(_)));
+        assert!(matches!(frames.next(), Frame::Incomplete));
+        // A NetBIOS length shorter than an SMB2 header, or with its top byte set, breaks the stream.
+        for head in [[0u8, 0, 0, 40], [1, 0, 0, 68]] {
+            let mut frames = Frames::new();
+            frames.space()[..4].copy_from_slice(&head);
+            frames.filled(4);
+            assert!(matches!(frames.next(), Frame::Broken(SmbError::Malformed(_))), "{head:?}");
+        }
+        for step in [1, 7, 4096] {
+            decode_all(&stream, step);
+        }
+    }
+
+    #[test]
+    #[ignore = "fuzzing: run by scripts/fuzz.sh"]
+    fn fuzz_smb2_reply() {
+        let echo = response(wire::ECHO, 5, &[4, 0, 0, 0]);
+        let read = response(wire::READ, 6, &[17, 0, 80, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, b'd', b'a', b't', b'a']);
+        let mut names = vec![9, 0, 72, 0, 16, 0, 0, 0];
+        names.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, b'a', 0, 0, 0]);
+        let query = response(wire::QUERY_INFO, 7, &names);
+        let mut challenge = b"NTLMSSP\0\x02\0\0\0".to_vec();
+        challenge.resize(48, 0);
+        challenge[40] = 4;
+        challenge[44] = 48;
+        challenge.extend_from_slice(&[0; 4]);
+        let mut setup = vec![9, 0, 0, 0, 72, 0, challenge.len() as u8, 0];
+        setup.extend_from_slice(&challenge);
+        let setup = response(wire::SESSION_SETUP, 2, &setup);
+        let seeds: Vec<Vec<u8>> = vec![
+            framed(std::slice::from_ref(&echo)),
+            framed(&[query, read]),
+            framed(&[setup]),
+            [framed(std::slice::from_ref(&echo)), framed(&[echo])].concat(),
+        ];
+        let seeds: Vec<&[u8]> = seeds.iter().map(Vec::as_slice).collect();
+        crate::fuzz::fuzz("smb2 reply", &seeds, |input| decode_all(input, 1 + input.last().copied().unwrap_or(0) as usize * 97));
+    }
 }

@@ -1,4 +1,4 @@
-//! An SMB2/3 file server spoken to directly (SMB 2.1, 3.0, 3.0.2 over TCP, NTLMv2):
+//! An SMB2/3 file server spoken to directly (SMB 2.1, 3.0, 3.0.2, 3.1.1 over TCP, NTLMv2, signed if asked):
 //! no kernel client's caching or queueing stands between the load and the server.
 //! The op vocabulary maps onto SMB2 commands as a Windows client issues them:
 //!
@@ -22,6 +22,7 @@
 
 pub mod conn;
 pub mod ntlm;
+pub mod sign;
 pub mod wire;
 
 use super::{Completion, FileStore, Outcome, Request, Target};
@@ -147,7 +148,7 @@ pub fn dialects(asked: Option<&str>) -> anyhow::Result<Vec<u16>> {
         None => Ok(wire::DIALECTS.iter().map(|(d, _)| *d).collect()),
         Some(name) => match wire::DIALECTS.iter().find(|(_, n)| *n == name) {
             Some((d, _)) => Ok(vec![*d]),
-            None => bail!("dialect {name:?} is not one peakbench speaks (2.1, 3.0, 3.0.2)"),
+            None => bail!("dialect {name:?} is not one peakbench speaks (2.1, 3.0, 3.0.2, 3.1.1)"),
         },
     }
 }
@@ -166,6 +167,7 @@ impl Smb {
             password: spec.password.clone(),
             domain: spec.domain.clone(),
             dialects: dialects(spec.dialect.as_deref())?,
+            signing: spec.signing,
             timeout: Duration::from_secs_f64(spec.timeout_ms.max(1.0) / 1000.0),
         };
         let client = Client::new(addr, login.clone(), spec.connections, spec.max_outstanding);
@@ -173,7 +175,7 @@ impl Smb {
             SetupError::Share(s) if s == wire::STATUS_BAD_NETWORK_NAME => {
                 Refused(format!("{url}: the server has no share {:?}{}", spec.share, offered(&addr, &login))).into()
             }
-            e @ (SetupError::Dialect(_) | SetupError::Logon(_) | SetupError::Share(_)) => Refused(format!("{url}: {e}")).into(),
+            e @ (SetupError::Dialect(_) | SetupError::Logon(_) | SetupError::Share(_) | SetupError::Signing(_)) => Refused(format!("{url}: {e}")).into(),
             e => anyhow!("{url}: {e}"),
         })?;
         let xfer = live.negotiated.max_read.min(live.negotiated.max_write).clamp(512, MAX_XFER);
@@ -496,7 +498,11 @@ impl Target for Smb {
         let mut fields = serde_json::Map::new();
         let stray = self.client.stray_replies.load(std::sync::atomic::Ordering::Relaxed);
         let reconnects = self.client.reconnects.load(std::sync::atomic::Ordering::Relaxed);
-        fields.insert("smb".into(), serde_json::json!({"connections": self.client.connections(), "stray_replies": stray, "reconnects": reconnects}));
+        let reauthentications = self.client.reauthentications.load(std::sync::atomic::Ordering::Relaxed);
+        fields.insert(
+            "smb".into(),
+            serde_json::json!({"connections": self.client.connections(), "stray_replies": stray, "reconnects": reconnects, "reauthentications": reauthentications}),
+        );
         fields
     }
 

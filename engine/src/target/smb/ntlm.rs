@@ -74,8 +74,16 @@ pub fn ntowf_v2(user: &str, password: &str, domain: &str) -> [u8; 16] {
     hmac_md5(&nt_hash, &[&utf16(&user.to_uppercase()), &utf16(domain)])
 }
 
-/// The AUTHENTICATE message answering `challenge`, with `client_challenge` (random in use).
-pub fn authenticate_message(challenge: &Challenge, user: &str, password: &str, domain: &str, client_challenge: [u8; 8], now_filetime: u64) -> Vec<u8> {
+/// The AUTHENTICATE message answering `challenge`, with `client_challenge` (random in use),
+/// and the session key it sets up (SessionBaseKey: no key exchange is negotiated).
+pub fn authenticate_message(
+    challenge: &Challenge,
+    user: &str,
+    password: &str,
+    domain: &str,
+    client_challenge: [u8; 8],
+    now_filetime: u64,
+) -> (Vec<u8>, [u8; 16]) {
     let key = ntowf_v2(user, password, domain);
     let stamp = av_timestamp(&challenge.target_info).unwrap_or(now_filetime.to_le_bytes());
     let mut blob = vec![1u8, 1, 0, 0, 0, 0, 0, 0];
@@ -85,6 +93,7 @@ pub fn authenticate_message(challenge: &Challenge, user: &str, password: &str, d
     blob.extend_from_slice(&challenge.target_info);
     blob.extend_from_slice(&[0; 4]);
     let proof = hmac_md5(&key, &[&challenge.server_challenge, &blob]);
+    let session_key = hmac_md5(&key, &[&proof]);
     let nt = [&proof[..], &blob].concat();
     let lm = [&hmac_md5(&key, &[&challenge.server_challenge, &client_challenge])[..], &client_challenge].concat();
     let fields = [lm, nt, utf16(domain), utf16(user), utf16("PEAKBENCH"), Vec::new()];
@@ -104,7 +113,7 @@ pub fn authenticate_message(challenge: &Challenge, user: &str, password: &str, d
     }
     debug_assert_eq!(m.len(), 64);
     m.extend_from_slice(&payload);
-    m
+    (m, session_key)
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@ pub const STATUS_END_OF_FILE: u32 = 0xC000_0011;
 pub const STATUS_MORE_PROCESSING_REQUIRED: u32 = 0xC000_0016;
 pub const STATUS_OBJECT_NAME_NOT_FOUND: u32 = 0xC000_0034;
 pub const STATUS_BAD_NETWORK_NAME: u32 = 0xC000_00CC;
+pub const STATUS_NETWORK_SESSION_EXPIRED: u32 = 0xC000_035C;
 
 /// The name of an NTSTATUS, as an op's error kind.
 pub fn status_name(s: u32) -> String {
@@ -78,13 +79,17 @@ pub fn status_name(s: u32) -> String {
 }
 
 /// A dialect's revision number and its name.
-pub const DIALECTS: [(u16, &str); 3] = [(0x0210, "2.1"), (0x0300, "3.0"), (0x0302, "3.0.2")];
+pub const DIALECTS: [(u16, &str); 4] = [(0x0210, "2.1"), (0x0300, "3.0"), (0x0302, "3.0.2"), (0x0311, "3.1.1")];
+pub const SMB311: u16 = 0x0311;
+
+/// NEGOTIATE and SESSION_SETUP security modes.
+pub const SIGNING_ENABLED: u16 = 0x1;
+pub const SIGNING_REQUIRED: u16 = 0x2;
 
 pub fn dialect_name(d: u16) -> String {
     match DIALECTS.iter().find(|(r, _)| *r == d) {
         Some((_, n)) => n.to_string(),
         None if d == 0x0202 => "2.0.2".into(),
-        None if d == 0x0311 => "3.1.1".into(),
         None => format!("{d:#06x}"),
     }
 }
@@ -249,16 +254,25 @@ impl W {
     }
 }
 
-pub fn negotiate(dialects: &[u16], client_guid: [u8; 16]) -> Req {
-    let mut w = W::new().u16(36).u16(dialects.len() as u16).u16(1).u16(0).u32(0).bytes(&client_guid).u64(0);
+/// NEGOTIATE; offering 3.1.1 adds the preauthentication integrity context (SHA-512, `salt`).
+pub fn negotiate(dialects: &[u16], client_guid: [u8; 16], security_mode: u16, salt: [u8; 32]) -> Req {
+    let w = W::new().u16(36).u16(dialects.len() as u16).u16(security_mode).u16(0).u32(0).bytes(&client_guid);
+    let listed = HEADER + 36 + 2 * dialects.len();
+    let contexts_at = listed.next_multiple_of(8);
+    let mut w = if dialects.contains(&SMB311) { w.u32(contexts_at as u32).u16(1).u16(0) } else { w.u64(0) };
     for d in dialects {
         w = w.u16(*d);
+    }
+    if dialects.contains(&SMB311) {
+        const PREAUTH_INTEGRITY: u16 = 1;
+        const SHA512: u16 = 1;
+        w = w.bytes(&[0; 8][..contexts_at - listed]).u16(PREAUTH_INTEGRITY).u16(38).u32(0).u16(1).u16(32).u16(SHA512).bytes(&salt);
     }
     Req::new(NEGOTIATE, w.0)
 }
 
-pub fn session_setup(token: &[u8]) -> Req {
-    let w = W::new().u16(25).u8(0).u8(1).u32(0).u32(0).u16((HEADER + 24) as u16).u16(token.len() as u16).u64(0).bytes(token);
+pub fn session_setup(token: &[u8], security_mode: u16) -> Req {
+    let w = W::new().u16(25).u8(0).u8(security_mode as u8).u32(0).u32(0).u16((HEADER + 24) as u16).u16(token.len() as u16).u64(0).bytes(token);
     Req::new(SESSION_SETUP, w.0)
 }
 
@@ -393,6 +407,7 @@ fn buffer(msg: &[u8], offset: usize, len: usize) -> Result<&[u8], String> {
 #[derive(Debug, Clone)]
 pub struct Negotiated {
     pub dialect: u16,
+    pub security_mode: u16,
     pub max_read: u32,
     pub max_write: u32,
 }
@@ -400,7 +415,8 @@ pub struct Negotiated {
 pub fn parse_negotiate(msg: &[u8]) -> Result<Negotiated, String> {
     let b = body(msg, 65)?;
     let g = |o| u32_at(b, o).ok_or("short NEGOTIATE response");
-    Ok(Negotiated { dialect: u16_at(b, 4).ok_or("short NEGOTIATE response")?, max_read: g(32)?, max_write: g(36)? })
+    let h = |o| u16_at(b, o).ok_or("short NEGOTIATE response");
+    Ok(Negotiated { dialect: h(4)?, security_mode: h(2)?, max_read: g(32)?, max_write: g(36)? })
 }
 
 /// The security token of a SESSION_SETUP response.
