@@ -357,7 +357,7 @@ fn handshake(s: &mut TcpStream, login: &Login, ip: &str) -> Result<(Negotiated, 
     let other = |what: &str, e: SmbError| SetupError::Other(format!("{what}: {e}"));
     let offered = login.dialects.iter().map(|d| wire::dialect_name(*d)).collect::<Vec<_>>().join(", ");
     let mut rng = fresh_rng();
-    let guid: [u8; 16] = rng.gen();
+    let guid: [u8; 16] = rng.random();
     let (h, reply) = exchange(s, &wire::negotiate(&login.dialects, guid), 0, 0, 0).map_err(|e| match e {
         SmbError::Connection(_) => SetupError::Dialect(format!("NEGOTIATE: the server closed the connection when offered SMB {offered}")),
         e => other("NEGOTIATE", e),
@@ -378,7 +378,7 @@ fn handshake(s: &mut TcpStream, login: &Login, ip: &str) -> Result<(Negotiated, 
     let session = h.session;
     let token = wire::parse_session_setup(&reply).map_err(|e| other("SESSION_SETUP", SmbError::Malformed(e)))?;
     let challenge = ntlm::parse_challenge(&token).map_err(SetupError::Other)?;
-    let auth = ntlm::authenticate_message(&challenge, &login.user, &login.password, &login.domain, rng.gen(), wire::filetime_now());
+    let auth = ntlm::authenticate_message(&challenge, &login.user, &login.password, &login.domain, rng.random(), wire::filetime_now());
     let (h, _) = exchange(s, &wire::session_setup(&auth), 2, 0, session).map_err(|e| other("SESSION_SETUP", e))?;
     credits += h.credits as u32;
     if h.status != wire::STATUS_SUCCESS {
