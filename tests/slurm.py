@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from debian import apt_install
+from ports import free_port
 
 PACKAGES = ("slurmctld", "slurmd", "munge")
 START_TIMEOUT_S = 30.0
@@ -71,12 +72,6 @@ def ensure_installed() -> None:
     failed = apt_install(PACKAGES)
     if failed or not shutil.which("slurmctld"):
         raise SlurmUnavailable(failed or "slurmctld is missing after apt-get install")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _memory_mb() -> int:
@@ -128,8 +123,8 @@ class Slurm:
         (self.workdir / "slurm.conf").write_text(
             CONFIG.format(
                 node=self.node,
-                ctld_port=_free_port(),
-                slurmd_port=_free_port(),
+                ctld_port=free_port(),
+                slurmd_port=free_port(),
                 work=self.workdir,
                 cpus=os.cpu_count(),
                 memory_mb=_memory_mb(),

@@ -6,23 +6,17 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 WAIT_S = 120.0
 
 pytestmark = pytest.mark.integration
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +32,7 @@ def tls_cluster(engine_path, tmp_path_factory):
         timeout=60,
     )
     tls = ["--tls-ca-file", str(cert), "--tls-cert", str(cert), "--tls-key", str(key)]
-    address = f"tls://127.0.0.1:{_free_port()}"
+    address = f"tls://127.0.0.1:{free_port()}"
     env = {**os.environ, "PYTHONPATH": str(REPO / "python"), "PEAKBENCH_ENGINE": str(engine_path)}
     started = []
     try:
