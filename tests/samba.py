@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from debian import apt_install
+from ports import free_port
 
 USER = "root"
 PASSWORD = "peakbench-Samba-1"
@@ -77,12 +78,6 @@ def ensure_installed() -> None:
         raise ServerUnavailable(failed or "smbd is missing after apt-get install")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _listening(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(0.2)
@@ -116,7 +111,7 @@ class Samba:
         self.extra_config = extra_config
         self.max_protocol = max_protocol
         # A free port by default, so two test runs (or two engineers) each get their own smbd.
-        self.port = port or _free_port()
+        self.port = port or free_port()
         self.workdir: Path | None = None
         self.process: subprocess.Popen | None = None
 

@@ -54,34 +54,34 @@ fn budget() -> Duration {
 }
 
 fn mutate(rng: &mut Pcg64, seeds: &[&[u8]], input: &mut Vec<u8>) {
-    for _ in 0..rng.gen_range(1..=8) {
-        let at = rng.gen_range(0..=input.len());
-        match rng.gen_range(0..8) {
-            0 if at < input.len() => input[at] ^= 1 << rng.gen_range(0..8),
-            1 if at < input.len() => input[at] = rng.gen(),
+    for _ in 0..rng.random_range(1..=8) {
+        let at = rng.random_range(0..=input.len());
+        match rng.random_range(0..8) {
+            0 if at < input.len() => input[at] ^= 1 << rng.random_range(0..8),
+            1 if at < input.len() => input[at] = rng.random(),
             2 => {
-                let n = rng.gen_range(1..=16);
-                input.splice(at..at, (0..n).map(|_| rng.gen::<u8>()));
+                let n = rng.random_range(1..=16);
+                input.splice(at..at, (0..n).map(|_| rng.random::<u8>()));
             }
             3 if at < input.len() => {
-                let end = rng.gen_range(at..=input.len().min(at + 64));
+                let end = rng.random_range(at..=input.len().min(at + 64));
                 input.drain(at..end);
             }
             4 => {
-                let token = TOKENS[rng.gen_range(0..TOKENS.len())];
+                let token = TOKENS[rng.random_range(0..TOKENS.len())];
                 input.splice(at..at, token.iter().copied());
             }
             5 if at < input.len() => {
                 // Repeat a stretch: many fields, deep paths, long lines.
-                let end = rng.gen_range(at..=input.len().min(at + 32));
+                let end = rng.random_range(at..=input.len().min(at + 32));
                 let stretch = input[at..end].to_vec();
-                for _ in 0..rng.gen_range(1..=64) {
+                for _ in 0..rng.random_range(1..=64) {
                     input.splice(at..at, stretch.iter().copied());
                 }
             }
             6 => {
-                let other = seeds[rng.gen_range(0..seeds.len())];
-                let from = rng.gen_range(0..=other.len());
+                let other = seeds[rng.random_range(0..seeds.len())];
+                let from = rng.random_range(0..=other.len());
                 input.splice(at..at, other[from..].iter().copied().take(256));
             }
             _ => input.truncate(at),
@@ -109,9 +109,9 @@ pub fn fuzz(name: &str, seeds: &[&[u8]], mut target: impl FnMut(&[u8])) {
         input.clear();
         match seeds.get(runs as usize) {
             Some(s) => input.extend_from_slice(s),
-            None if rng.gen_ratio(1, 16) => input.extend((0..rng.gen_range(0..512)).map(|_| rng.gen::<u8>())),
+            None if rng.random_ratio(1, 16) => input.extend((0..rng.random_range(0..512)).map(|_| rng.random::<u8>())),
             None => {
-                input.extend_from_slice(seeds[rng.gen_range(0..seeds.len())]);
+                input.extend_from_slice(seeds[rng.random_range(0..seeds.len())]);
                 mutate(&mut rng, seeds, &mut input);
             }
         }

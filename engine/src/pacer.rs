@@ -44,7 +44,7 @@ impl Schedule for Poisson {
         assert!(n + 1 >= self.next_n, "Poisson schedule is queried in order");
         while self.next_n <= n {
             if self.next_n > 0 {
-                self.at_s += -(1.0 - self.rng.gen::<f64>()).ln() / self.rate;
+                self.at_s += -(1.0 - self.rng.random::<f64>()).ln() / self.rate;
             }
             self.next_n += 1;
         }

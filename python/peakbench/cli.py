@@ -43,6 +43,7 @@ from . import searching, sim
 from . import store as store_module
 from . import workloadknobs as knobs_module
 from .cluster import engine_for
+from .cluster.connection import add_tls_options, cluster_invocation, tls_files, use_tls
 from .cluster.report import print_clients
 from .contract import TrialResult
 from .controller import DEFAULT_POLICY, POLICIES, SearchSettings
@@ -197,6 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="an existing Dask scheduler, e.g. tcp://scheduler:8786: every worker is a"
         " load client (the first --clients N if given)",
     )
+    add_tls_options(cluster_options)
     cluster_options.add_argument(
         "--clock-tolerance",
         type=_positive_ms,
@@ -497,6 +499,7 @@ def main(argv: list[str] | None = None) -> int:
         return sim.main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
+        use_tls(getattr(args, "cluster", None), tls_files(vars(args)))
         return args.handler(args)
     except InputError as error:
         print(f"peakbench: {error}", file=sys.stderr)
@@ -561,10 +564,6 @@ def command_prepare(args: argparse.Namespace) -> int:
 def _workload_reference(name: str) -> str:
     """How `peakbench resume` finds the workload again: a file by its absolute path, else the canned name."""
     return str(Path(name).absolute()) if Path(name).is_file() else name
-
-
-def _cluster_invocation(args: argparse.Namespace) -> dict:
-    return {"clients": args.clients, "cluster": args.cluster, "clock_tolerance_ms": args.clock_tolerance}
 
 
 def _engine(args: argparse.Namespace, workload: Workload):
@@ -711,7 +710,7 @@ def command_search(args: argparse.Namespace) -> int:
                     "seed": seed,
                     "seed_load": args.seed_rate,
                     "max_outstanding": args.max_outstanding,
-                    **_cluster_invocation(args),
+                    **cluster_invocation(args),
                 },
             )
     print_search(result, settings, _console(args.json))

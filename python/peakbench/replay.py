@@ -42,6 +42,7 @@ from rich.table import Table
 from . import store as store_module
 from . import tracegen
 from .cluster import engine_for
+from .cluster.connection import add_tls_options
 from .cluster.report import print_clients
 from .contract import SPEC_SCHEMA_V2
 from .engine import Engine
@@ -232,6 +233,7 @@ def add_commands(commands, store_option, parsers) -> None:
         metavar="ADDR",
         help="an existing Dask scheduler, e.g. tcp://scheduler:8786: every worker is a load client",
     )
+    add_tls_options(replay)
     replay.add_argument(
         "--clock-tolerance",
         type=parsers["positive_ms"],

@@ -32,6 +32,7 @@ from rich.console import Console
 from . import replay, searching
 from . import store as store_module
 from .cluster import engine_for
+from .cluster.connection import tls_files, use_tls
 from .controller import SearchSettings
 from .engine import Engine
 from .errors import InputError
@@ -178,6 +179,7 @@ def resume_sfs(store: store_module.Store, run_id: int) -> None:
     done = frozenset(store_module.point_key(t["rate"]) for t in store.sfs_run_trials(run_id) if t["status"] == "done")
     _take_over(store, "sfs", run_id, f"{len(done)} of {len(chosen.loads)} load points done")
     invocation = record["invocation"] or {}
+    use_tls(invocation.get("cluster"), tls_files(invocation))
     with sfs_run.engines(
         chosen, invocation.get("clients"), invocation.get("cluster"), invocation.get("clock_tolerance_ms", 10.0)
     ) as engine:
@@ -238,6 +240,7 @@ def _check_not_running(store: store_module.Store, job: str) -> None:
 
 
 def _engine(invocation: dict, workload):
+    use_tls(invocation.get("cluster"), tls_files(invocation))
     return engine_for(
         invocation.get("clients"),
         invocation.get("cluster"),

@@ -210,14 +210,14 @@ mod tests {
         let mut taken = [0; 2];
         for round in 0..40_000 {
             let mut line = seeds[round % 2].as_bytes().to_vec();
-            for _ in 0..rng.gen_range(1..4) {
-                let at = rng.gen_range(0..line.len());
-                match rng.gen_range(0..3) {
-                    0 => line[at] = alphabet[rng.gen_range(0..alphabet.len())],
+            for _ in 0..rng.random_range(1..4) {
+                let at = rng.random_range(0..line.len());
+                match rng.random_range(0..3) {
+                    0 => line[at] = alphabet[rng.random_range(0..alphabet.len())],
                     1 => {
                         line.remove(at);
                     }
-                    _ => line.insert(at, alphabet[rng.gen_range(0..alphabet.len())]),
+                    _ => line.insert(at, alphabet[rng.random_range(0..alphabet.len())]),
                 }
             }
             let common_part = line.iter().position(|&c| c == b'"').and_then(|q| line[q + 1..].iter().position(|&c| c == b'"').map(|r| q + r + 1));

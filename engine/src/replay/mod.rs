@@ -621,7 +621,7 @@ mod tests {
         let (mut common, mut combined) = (String::new(), String::new());
         let mut second = 0u32;
         for i in 0..20_000u32 {
-            second += rng.gen_range(0..3);
+            second += rng.random_range(0..3);
             let time = format!(
                 "{:02}/Mar/2021:{:02}:{:02}:{:02} {}",
                 1 + second / 86_400,
@@ -630,13 +630,13 @@ mod tests {
                 second % 60,
                 ["+0000", "-0700"][(second / 5000) as usize % 2]
             );
-            let (method, status) = (["GET", "GET", "GET", "HEAD", "POST"][rng.gen_range(0..5)], [200, 200, 206, 304, 404][rng.gen_range(0..5)]);
-            let target = match rng.gen_range(0..20) {
-                0 => format!("http://example.org/d{}/f{}?q={i}", i % 7, rng.gen_range(0..500)),
+            let (method, status) = (["GET", "GET", "GET", "HEAD", "POST"][rng.random_range(0..5)], [200, 200, 206, 304, 404][rng.random_range(0..5)]);
+            let target = match rng.random_range(0..20) {
+                0 => format!("http://example.org/d{}/f{}?q={i}", i % 7, rng.random_range(0..500)),
                 1 => format!("/d{}/../f", i % 7),
-                _ => format!("/d{}/f{}.html", i % 7, rng.gen_range(0..500)),
+                _ => format!("/d{}/f{}.html", i % 7, rng.random_range(0..500)),
             };
-            let mut line = format!(r#"10.0.{}.{} - - [{time}] "{method} {target} HTTP/1.1" {status} {}"#, i % 256, i % 7, rng.gen_range(0..100_000));
+            let mut line = format!(r#"10.0.{}.{} - - [{time}] "{method} {target} HTTP/1.1" {status} {}"#, i % 256, i % 7, rng.random_range(0..100_000));
             // One line in 50 is broken in a way the scan must leave to the format-string walk.
             let broken: [(&str, &str); 8] = [
                 ("] \"", "] \"-\" "),
@@ -649,10 +649,10 @@ mod tests {
                 (" +0000", ""),
             ];
             if i % 50 == 7 {
-                let (from, to) = broken[rng.gen_range(0..broken.len())];
+                let (from, to) = broken[rng.random_range(0..broken.len())];
                 line = line.replacen(from, to, 1);
             }
-            let agent = ["curl/8", "Mozilla/5.0 (X11; \\\"quoted\\\")", "-", ""][rng.gen_range(0..4)];
+            let agent = ["curl/8", "Mozilla/5.0 (X11; \\\"quoted\\\")", "-", ""][rng.random_range(0..4)];
             combined.push_str(&format!("{line} \"http://r/{i}\" \"{agent}\"{}", if i % 31 == 0 { " x\n" } else { "\n" }));
             common.push_str(&line);
             common.push_str(if i % 3 == 0 { "\r\n" } else { "\n" });

@@ -125,10 +125,10 @@ impl Dist {
     pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
         let v = match &self.shape {
             Shape::Constant { value } => *value,
-            Shape::Uniform { low, high } => low + (high - low) * rng.gen::<f64>(),
+            Shape::Uniform { low, high } => low + (high - low) * rng.random::<f64>(),
             Shape::Histogram { points } => {
                 let total: f64 = points.iter().map(|p| p.1).sum();
-                let mut u = rng.gen::<f64>() * total;
+                let mut u = rng.random::<f64>() * total;
                 let mut chosen = points[points.len() - 1].0;
                 for (v, w) in points {
                     if u < *w {
@@ -148,7 +148,7 @@ impl Dist {
                 (mu + sigma * standard_normal(rng)).exp()
             }
             Shape::Bimodal { first, second, p_first } => {
-                if rng.gen::<f64>() < *p_first {
+                if rng.random::<f64>() < *p_first {
                     first.sample(rng)
                 } else {
                     second.sample(rng)
@@ -185,13 +185,13 @@ impl Dist {
 }
 
 fn open01<R: Rng + ?Sized>(rng: &mut R) -> f64 {
-    1.0 - rng.gen::<f64>() // (0, 1]
+    1.0 - rng.random::<f64>() // (0, 1]
 }
 
 fn standard_normal<R: Rng + ?Sized>(rng: &mut R) -> f64 {
     // Box–Muller; one value per call keeps the draw count per sample fixed.
     let u1 = open01(rng);
-    let u2 = rng.gen::<f64>();
+    let u2 = rng.random::<f64>();
     (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
 }
 

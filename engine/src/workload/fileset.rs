@@ -88,7 +88,7 @@ impl<'a> Layout<'a> {
         }
         if self.files > 0 {
             for _ in 0..symlinks {
-                let file = self.rng.gen_range(0..self.files);
+                let file = self.rng.random_range(0..self.files);
                 self.pending.push_back(Item::Symlink { index: self.symlinks, parent: dir, file });
                 self.symlinks += 1;
             }

@@ -282,7 +282,7 @@ impl Generator {
                 let size = self.set.files[picked as usize].size;
                 let len = if write { xfer } else { xfer.min(size) };
                 let align = 1u64 << xfer.min(4096).ilog2();
-                let offset = if size > len { self.rng.gen_range(0..=(size - len) / align) * align } else { 0 };
+                let offset = if size > len { self.rng.random_range(0..=(size - len) / align) * align } else { 0 };
                 (picked, offset, len)
             }
             Pattern::Append => (picked, self.set.files[picked as usize].size, xfer),

@@ -25,7 +25,7 @@ impl Mix {
     }
 
     pub fn pick<R: Rng + ?Sized>(&self, rng: &mut R) -> Op {
-        let u = rng.gen::<f64>();
+        let u = rng.random::<f64>();
         self.cumulative.iter().find(|(c, _)| u < *c).unwrap_or(self.cumulative.last().unwrap()).1
     }
 
@@ -45,7 +45,7 @@ impl Mix {
         if total <= 0.0 {
             return None;
         }
-        let mut u = rng.gen::<f64>() * total;
+        let mut u = rng.random::<f64>() * total;
         let mut last = None;
         for (w, op) in weights.into_iter().filter(|(w, _)| *w > 0.0) {
             if u < w {

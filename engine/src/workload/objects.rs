@@ -103,7 +103,7 @@ impl WeightedSet {
         if total == 0 {
             return None;
         }
-        let mut target = rng.gen_range(0..total);
+        let mut target = rng.random_range(0..total);
         if let Some(w) = self.uniform {
             return Some((target / w) as usize);
         }

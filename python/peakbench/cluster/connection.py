@@ -11,6 +11,10 @@ names are stable for one cluster. A scheduler that cannot be reached is one
 line (RunError). Before anything runs, every worker is asked for its identity
 (peakbench version, engine version, cluster protocol): any difference from the
 controller's is refused here, before any load starts.
+
+A tls:// scheduler is reached with the PEM files of --tls-ca-file, --tls-cert and --tls-key
+(the options `dask scheduler` and `dask worker` take), set as Dask's own TLS configuration
+for the process by use_tls(); Dask's configuration files and DASK_* variables work too.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import os
 import socket
 import sys
 import time
+from pathlib import Path
 
 from ..engine import Engine
 from ..errors import InputError, RunError, import_extra
@@ -34,6 +39,14 @@ CONNECT_TIMEOUT_S = 10.0
 ALIVE_TIMEOUT_S = 10.0
 # Identity fields that must agree between the controller and every worker.
 MUST_MATCH = ("peakbench", "engine", "protocol")
+
+
+# The controller's TLS options and the Dask settings they fill.
+TLS_SETTINGS = {
+    "tls_ca_file": ("--tls-ca-file", "distributed.comm.tls.ca-file"),
+    "tls_cert": ("--tls-cert", "distributed.comm.tls.client.cert"),
+    "tls_key": ("--tls-key", "distributed.comm.tls.client.key"),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -225,6 +238,50 @@ def connect(
         raise
 
 
+def add_tls_options(parser) -> None:
+    """--tls-ca-file, --tls-cert and --tls-key on a command that takes --cluster."""
+    helps = {
+        "tls_ca_file": "the CA certificate (PEM) that signed the scheduler's certificate, for a tls:// --cluster",
+        "tls_cert": "this controller's certificate (PEM) for a tls:// --cluster",
+        "tls_key": "the private key (PEM) of --tls-cert",
+    }
+    for dest, (option, _) in TLS_SETTINGS.items():
+        parser.add_argument(option, dest=dest, type=Path, metavar="FILE", help=helps[dest])
+
+
+def tls_files(values: dict) -> dict[str, Path | None]:
+    """The TLS files among a command's option values (or a stored invocation), by TLS_SETTINGS' keys."""
+    return {dest: values.get(dest) for dest in TLS_SETTINGS}
+
+
+def cluster_invocation(args) -> dict:
+    """How a job reached its load clients, stored so that `peakbench resume` reaches them again."""
+    tls = {dest: str(Path(path).absolute()) for dest, path in tls_files(vars(args)).items() if path is not None}
+    return {"clients": args.clients, "cluster": args.cluster, "clock_tolerance_ms": args.clock_tolerance, **tls}
+
+
+def use_tls(address: str | None, files: dict[str, Path | None]) -> None:
+    """Reach the scheduler at a tls:// `address` with `files` (TLS_SETTINGS' keys to PEM paths) from now
+    on in this process, encrypted only. Files given without a tls:// address, or only some of the
+    three, or one that is not there, are refused before anything runs."""
+    given = {dest: path for dest, path in files.items() if path is not None}
+    if not given:
+        return
+    options = {dest: option for dest, (option, _) in TLS_SETTINGS.items()}
+    first = options[next(iter(given))]
+    if not (address or "").startswith("tls://"):
+        raise InputError(f"applies to a tls:// --cluster address (got {address or 'none'})", field=first)
+    missing = [options[dest] for dest in TLS_SETTINGS if dest not in given]
+    if missing:
+        raise InputError(f"TLS needs {', '.join(missing)} as well", field=missing[0])
+    for dest, path in given.items():
+        if not Path(path).is_file():
+            raise InputError(f"{path}: no such file", field=options[dest])
+    dask = import_extra("dask", "cluster", "--cluster")
+    settings = {key: str(Path(given[dest]).absolute()) for dest, (_, key) in TLS_SETTINGS.items()}
+    dask.config.set({**settings, "distributed.comm.require-encryption": True})
+
+
 def known_workers(client, timeout_s: float) -> set[str]:
     """The addresses of the workers the scheduler knows, asked now. Not Client.scheduler_info(): when its
     request fails (a timeout on a loaded machine) it silently returns the client's cached identity, which
@@ -241,6 +298,12 @@ def _reach(address: str, timeout_s: float):
 
     if "://" not in address:
         address = f"tcp://{address}"
+    if address.startswith("tls://") and not import_extra("dask", "cluster", "--cluster").config.get(
+        "distributed.comm.tls.ca-file", None
+    ):
+        raise InputError(
+            f"{address}: a tls:// scheduler needs --tls-ca-file, --tls-cert and --tls-key", field="--cluster"
+        )
     started = time.monotonic()
     try:
         return Client(address, timeout=timeout_s)

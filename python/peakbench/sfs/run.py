@@ -24,7 +24,7 @@ from pathlib import Path
 from rich.console import Console
 
 from .. import store as store_module
-from ..cluster.connection import LoadClient, LoadCluster
+from ..cluster.connection import LoadClient, LoadCluster, cluster_invocation
 from ..cluster.fanout import DistributedEngine, engine_for
 from ..engine import Engine
 from ..errors import InputError, RunError
@@ -468,7 +468,7 @@ def command(args, console: Console) -> int:
             chosen,
             args.db,
             engine,
-            invocation={"clients": args.clients, "cluster": args.cluster, "clock_tolerance_ms": args.clock_tolerance},
+            invocation=cluster_invocation(args),
         )
     print_summary(args.db, run_id, console)
     return 0

@@ -757,26 +757,26 @@ mod tests {
         }
         for round in 0..20_000 {
             let buf: Vec<u8> = if round % 2 == 0 {
-                let n = rng.gen_range(0..300);
+                let n = rng.random_range(0..300);
                 // Small words make booleans and short lengths likely, so decoders go deep.
                 (0..n)
                     .map(|i| {
                         if i % 4 == 3 {
-                            rng.gen_range(0..3)
-                        } else if rng.gen_bool(0.8) {
+                            rng.random_range(0..3)
+                        } else if rng.random_bool(0.8) {
                             0
                         } else {
-                            rng.gen()
+                            rng.random()
                         }
                     })
                     .collect()
             } else {
                 let mut b = valid.clone();
-                for _ in 0..rng.gen_range(1..6) {
-                    let i = rng.gen_range(0..b.len());
-                    b[i] = rng.gen();
+                for _ in 0..rng.random_range(1..6) {
+                    let i = rng.random_range(0..b.len());
+                    b[i] = rng.random();
                 }
-                b.truncate(rng.gen_range(0..=b.len()));
+                b.truncate(rng.random_range(0..=b.len()));
                 b
             };
             for dec in DECODERS {

@@ -433,10 +433,10 @@ fn handshake(s: &mut TcpStream, login: &Login, ip: &str) -> Result<Session, Setu
     let other = |what: &str, e: SmbError| SetupError::Other(format!("{what}: {e}"));
     let offered = login.dialects.iter().map(|d| wire::dialect_name(*d)).collect::<Vec<_>>().join(", ");
     let mut rng = fresh_rng();
-    let guid: [u8; 16] = rng.gen();
+    let guid: [u8; 16] = rng.random();
     let mode = if login.signing == Signing::Required { wire::SIGNING_ENABLED | wire::SIGNING_REQUIRED } else { wire::SIGNING_ENABLED };
     let t = login.timeout;
-    let (h, reply, sent) = exchange(s, &wire::negotiate(&login.dialects, guid, mode, rng.gen()), 0, 0, None, t).map_err(|e| match e {
+    let (h, reply, sent) = exchange(s, &wire::negotiate(&login.dialects, guid, mode, rng.random()), 0, 0, None, t).map_err(|e| match e {
         SmbError::Connection(_) => SetupError::Dialect(format!("NEGOTIATE: the server closed the connection when offered SMB {offered}")),
         e => other("NEGOTIATE", e),
     })?;
@@ -470,7 +470,7 @@ fn handshake(s: &mut TcpStream, login: &Login, ip: &str) -> Result<Session, Setu
     let session = h.session;
     let token = wire::parse_session_setup(&reply1).map_err(|e| other("SESSION_SETUP", SmbError::Malformed(e)))?;
     let challenge = ntlm::parse_challenge(&token).map_err(SetupError::Other)?;
-    let (auth, session_key) = ntlm::authenticate_message(&challenge, &login.user, &login.password, &login.domain, rng.gen(), wire::filetime_now());
+    let (auth, session_key) = ntlm::authenticate_message(&challenge, &login.user, &login.password, &login.domain, rng.random(), wire::filetime_now());
     let auth = wire::session_setup(&auth, mode);
     let (h, reply, sent2) = exchange(s, &auth, 2, session, None, t).map_err(|e| other("SESSION_SETUP", e))?;
     credits += h.credits as u32;
