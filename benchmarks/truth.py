@@ -6,22 +6,23 @@
                                 [--engine PATH] [--out FILE]
 
 For each server (peakbench.servers.mdc: c workers, D = 5 ms, so an M/D/c queue under the
-example workload's Poisson arrivals; Rsat = 50 ms and s = 10% give λ* = 189.5 req/s and a
-peak region of 188.2–190.5 req/s for c = 1, 789.2 and 787.9–790.3 for c = 4) and each
-policy, it runs N quick searches (`--quick`) and M careful ones (`--runlength 20 --warmup 5`,
-the settings of issue 20's full search; the default confidence and accuracy), each with its
-own `--seed` (trial k of a search uses seed + k, so seeds are 1,000 apart: no two searches
-share an arrival stream; a search's seed depends only on its place in the plan, so a resumed
-run gives the same search the same seed). Every search is `peakbench search` as a user runs
-it, its engine under SCHED_FIFO when root (as tests/test_known_curve.py runs it and says why:
-the busy machine's scheduling is not what is measured; see ENGINE_PRIORITY), against a server process of its own on its
-own port, so `--parallel P` searches (at most 3) run at once without sharing a queue. The
-server sleeps through its service times, so it needs little CPU. `--max-outstanding N` adds
+example workload's Poisson arrivals; Rsat = 50 ms and s = 10% give λ* = 189.5 req/s and a peak
+region of 188.2–190.5 req/s for c = 1, 789.2 and 787.9–790.3 for c = 4) and each policy, it
+runs N quick searches (`--quick`) and M careful ones (`--runlength 20 --warmup 5`, the settings
+of issue 20's full search; the default confidence and accuracy), each with its own `--seed`
+(trial k of a search uses seed + k, so seeds are 1,000 apart: no two searches share an arrival
+stream; a search's seed depends only on its place in the plan, so a resumed run gives the same
+search the same seed). Every search is `peakbench search` as a user runs it, its engine under
+SCHED_FIFO when root (as tests/test_known_curve.py runs it and says why: the busy machine's
+scheduling is not what is measured; see ENGINE_PRIORITY), against a server process of its own
+on its own port, so `--parallel P` searches (at most 3) run at once without sharing a queue.
+The server sleeps through its service times, so it needs little CPU. `--max-outstanding N` adds
 that cap to every search.
 
 The searches are run server by server, in an order that keeps every (policy, kind) group
-equally far along, so a run stopped early compares them on proportional n. `--resume` keeps the searches
-already in --out and runs only the rest.
+equally far along, so a run stopped early compares them on proportional n. `--resume` keeps
+the searches already in --out and runs only the rest (with every search done, it only
+rewrites the summaries).
 
 The truth: λ* from the exact stationary chain (mdc.py), and, as a check, by simulating the
 FIFO M/D/c queue at λ*: with deterministic service, customer i starts at max(a_i, start of
@@ -32,14 +33,14 @@ discarded; the mean response and its 95% t-interval over the runs are recorded).
 Recorded per search: seed, verdict, peak, its interval, bracket, message, cost (benchmarking
 seconds), trials, the runlengths of its careful trials and scouts, each tested load with its
 true mean response, its classification and reason, and whether that classification contradicts
-the truth (below though the true mean is above the region's top, above though it is below the
-region's bottom). Per server, policy and kind: how many stated a peak, the share within the
-claimed accuracy (|λ̂ − λ*|/λ* ≤ 1 − a, of all searches), the share whose interval [ci_low,
-ci_high] contains λ* (of all searches), cost median and range, the careful runlengths used,
-misclassified loads, and how often each explanation was given (the message with its numbers
-blanked out). Results: benchmarks/results/truth.json (or --out), with the machine and its load
-average at each search's end, rewritten after every search so that an interrupted run keeps
-what it measured ("complete": false until the end).
+the truth. Per server, policy and kind: how many stated a peak, the share within the claimed
+accuracy (|λ̂ − λ*|/λ* ≤ 1 − a, of all searches), the share whose interval [ci_low, ci_high]
+contains λ* (of all searches), cost median and range, the careful runlengths used, loads
+classified against the truth (settled ones, and those only steering the search), and how often
+each explanation was given (the message with its numbers blanked out). Results:
+benchmarks/results/truth.json (or --out), with the machine and its load average at each
+search's end, rewritten after every search so that an interrupted run keeps what it measured
+("complete": false until the end).
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ def start_server(workers: int, docroot: Path) -> MDCServer:
     raise AssertionError("unreachable")
 
 
-def misclassified(load: dict, region: tuple[float, float]) -> bool:
+def misclassified(load: dict) -> bool:
     """A load classified against its true mean response: below though the truth is above the region, or above
     though it is below (a load at or past capacity has no finite mean: it is above)."""
     true_ms = load["true_mean_ms"]
@@ -140,6 +141,12 @@ def misclassified(load: dict, region: tuple[float, float]) -> bool:
     if load["classification"] == "above":
         return true_ms is not None and true_ms < low_ms
     return False
+
+
+def provisional(load: dict) -> bool:
+    """A classification that only steers the search (a scout's, or a load 'taken as' below or above Rsat
+    because it did not settle): it never bounds a claim."""
+    return load["reason"].startswith("scout:") or "taken as" in load["reason"]
 
 
 def one_search(workers: int, policy: str, kind: str, seed: int, env: dict, cap: list[str]) -> dict:
@@ -191,7 +198,7 @@ def one_search(workers: int, policy: str, kind: str, seed: int, env: dict, cap: 
         found = json.loads(out.read_text())
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    truth, region = peak_rate(RSAT_MS, workers, SERVICE_MS), peak_region(RSAT_MS, WIDTH, workers, SERVICE_MS)
+    truth = peak_rate(RSAT_MS, workers, SERVICE_MS)
     peak, low, high = found["peak_rate"], found["ci_low"], found["ci_high"]
     loads = [
         {
@@ -201,8 +208,6 @@ def one_search(workers: int, policy: str, kind: str, seed: int, env: dict, cap: 
         }
         for load in found["loads"]
     ]
-    for load in loads:
-        load["misclassified"] = misclassified(load, region)
     runlengths = {
         purpose: sorted({t["runlength_s"] for t in found["trace"] if t["purpose"] == purpose})
         for purpose in ("careful", "scout")
@@ -241,7 +246,8 @@ def summary(searches: list[dict]) -> dict:
     n = len(searches)
     costs = [s["cost_s"] for s in searches if "cost_s" in s]
     errors = [abs(s["relative_error"]) for s in searches if s.get("relative_error") is not None]
-    wrong = [load for s in searches for load in s.get("loads", []) if load["misclassified"]]
+    wrong = [load for s in searches for load in s.get("loads", []) if misclassified(load)]
+    steered_wrong = [load for load in wrong if provisional(load)]
     return {
         "n": n,
         "peaks": sum(s["verdict"] == "peak" for s in searches),
@@ -255,7 +261,8 @@ def summary(searches: list[dict]) -> dict:
         "median_trials": statistics.median([s["trials"] for s in searches if "trials" in s] or [0]),
         "careful_runlengths_s": sorted({r for s in searches for r in s.get("runlengths_s", {}).get("careful", [])}),
         "loads_tested": sum(len(s.get("loads", [])) for s in searches),
-        "loads_misclassified": len(wrong),
+        "loads_misclassified": len(wrong) - len(steered_wrong),
+        "loads_steered_wrong": len(steered_wrong),
         "misclassification_reasons": dict(Counter(explanation(load["reason"]) for load in wrong).most_common()),
         "explanations": dict(Counter(explanation(s["message"]) for s in searches).most_common()),
         "jumps_explanations": sum("jump" in s["message"] for s in searches),
