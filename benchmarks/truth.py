@@ -65,7 +65,16 @@ import run as runner  # benchmarks/run.py: processes, machine info, tables
 
 ROOT = runner.ROOT
 sys.path.insert(0, str(ROOT / "python"))
-from peakbench.servers.mdc import EXAMPLE_WORKLOAD, MDCServer, peak_rate, peak_region  # noqa: E402 (the checkout)
+from peakbench.controller import Observation, SearchSettings  # noqa: E402 (the checkout, not an install)
+from peakbench.controller.search import trials_still_rising  # noqa: E402
+from peakbench.searching import QUICK  # noqa: E402
+from peakbench.servers.mdc import (  # noqa: E402
+    EXAMPLE_WORKLOAD,
+    MDCServer,
+    mean_response_ms,
+    peak_rate,
+    peak_region,
+)
 
 POLICIES = ("guided", "binsearch", "model", "linear")
 RSAT_MS, WIDTH, SERVICE_MS = 50.0, 0.10, 5.0
@@ -78,6 +87,7 @@ SEARCH_TIMEOUT_S = {"quick": 900, "careful": 7200}
 MAX_PARALLEL = 3  # a 2-core machine shared with others: at most this many searches at once
 SERVER_START_ATTEMPTS = 3  # free_port() can race with another search's server taking the same port
 SIMULATION_REPLICATES, SIMULATION_CUSTOMERS = 20, 2_000_000
+DRIFT_RATES, DRIFT_SETS = (150.0, 170.0, 185.0, 195.0), 1000  # M/D/1 true means 12.5, 19.2, 35.8, 102.5 ms
 
 
 def explanation(message: str) -> str:
@@ -90,22 +100,24 @@ def explanation(message: str) -> str:
     return text
 
 
+def queue_responses_s(arrivals: np.ndarray, workers: int) -> np.ndarray:
+    """Response times (s) of FIFO M/D/c customers arriving at the sorted `arrivals` to an empty queue."""
+    service_s = SERVICE_MS / 1000
+    waits = np.empty(len(arrivals))
+    for residue in range(workers):
+        # W_i = max(0, W_{i−c} + D − (a_i − a_{i−c})) from W = 0: the walk S of the steps less its running minimum.
+        walk = np.cumsum(np.concatenate([[0.0], service_s - np.diff(arrivals[residue::workers])]))
+        waits[residue::workers] = walk - np.minimum.accumulate(walk)
+    return waits + service_s
+
+
 def simulated_mean_ms(rate: float, workers: int, seed: int) -> dict:
     """The mean response of a FIFO M/D/c queue at `rate` by simulation (see the module's docstring)."""
     rng = np.random.default_rng(seed)
-    service_s = SERVICE_MS / 1000
     means = []
     for _ in range(SIMULATION_REPLICATES):
-        gaps = rng.exponential(1 / rate, SIMULATION_CUSTOMERS)
-        waits = np.empty(SIMULATION_CUSTOMERS)
-        arrivals = np.cumsum(gaps)
-        for residue in range(workers):
-            # W_i = max(0, W_{i−c} + D − (a_i − a_{i−c})), from an empty queue: W = S − min(0, running min of S).
-            steps = service_s - np.diff(arrivals[residue::workers], prepend=arrivals[residue] - np.inf)
-            steps[0] = 0.0
-            walk = np.cumsum(steps)
-            waits[residue::workers] = walk - np.minimum(np.minimum.accumulate(walk), 0.0)
-        means.append(1000 * (service_s + waits[SIMULATION_CUSTOMERS // 10 :].mean()))
+        responses = queue_responses_s(np.cumsum(rng.exponential(1 / rate, SIMULATION_CUSTOMERS)), workers)
+        means.append(1000 * responses[SIMULATION_CUSTOMERS // 10 :].mean())
     mean, deviation = statistics.fmean(means), statistics.stdev(means)
     half = 2.093 * deviation / math.sqrt(len(means))  # t(0.975, 19)
     return {
@@ -117,6 +129,40 @@ def simulated_mean_ms(rate: float, workers: int, seed: int) -> dict:
         "ci95_ms": [mean - half, mean + half],
         "seed": seed,
     }
+
+
+def drift_alarms(seed: int) -> list[dict]:
+    """How often the search's still-rising test (controller.search.trials_still_rising) fires on trials of the
+    M/D/1 queue, each from empty after the preset's warm-up, as the engine measures them (quarter means of the
+    requests due in each quarter of the window): DRIFT_SETS sets of 2 and of 4 trials per preset and rate."""
+    rng = np.random.default_rng(seed)
+    presets = {
+        "quick": (SearchSettings(**{**QUICK, "rsat_ms": RSAT_MS, "width": WIDTH}), 1.0, 4.0),
+        "careful, guided's 6.7 s trials": (SearchSettings(rsat_ms=RSAT_MS, width=WIDTH, warmup_s=5.0), 5.0, 20 / 3),
+    }
+
+    def trial(rate: float, warmup_s: float, runtime_s: float) -> Observation:
+        span = warmup_s + runtime_s
+        arrivals = np.sort(rng.uniform(0, span, rng.poisson(rate * span)))
+        responses = queue_responses_s(arrivals, 1)[arrivals >= warmup_s]
+        quarter = np.minimum((arrivals[arrivals >= warmup_s] - warmup_s) / runtime_s * 4, 3).astype(int)
+        means = tuple(1000 * float(responses[quarter == q].mean()) for q in range(4))
+        mean = 1000 * float(responses.mean())
+        return Observation(rate, rate, mean, mean, False, span, quarter_means_ms=means)
+
+    rows = []
+    for name, (settings, warmup_s, runtime_s) in presets.items():
+        for rate in DRIFT_RATES:
+            row = {"preset": name, "rate": rate, "true_mean_ms": mean_response_ms(rate), "sets": DRIFT_SETS}
+            for count in (2, 4):
+                fired = sum(
+                    trials_still_rising([trial(rate, warmup_s, runtime_s) for _ in range(count)], settings)
+                    for _ in range(DRIFT_SETS)
+                )
+                row[f"fires_{count}_trials"] = fired / DRIFT_SETS
+            rows.append(row)
+            print(row, flush=True)
+    return rows
 
 
 def start_server(workers: int, docroot: Path) -> MDCServer:
@@ -296,7 +342,16 @@ def main(argv: list[str]) -> int:
         "--engine", type=Path, help="engine binary (default $PEAKBENCH_ENGINE, else benchmarks/run.py's)"
     )
     parser.add_argument("--out", type=Path, default=runner.RESULTS / "truth.json")
+    parser.add_argument(
+        "--drift-alarms",
+        action="store_true",
+        help="only simulate how often the still-rising test fires on the M/D/1 queue; write that to --out",
+    )
     args = parser.parse_args(argv)
+    if args.drift_alarms:
+        doc = {"benchmark": "truth --drift-alarms", "command": "python3 benchmarks/truth.py " + " ".join(argv)}
+        args.out.write_text(json.dumps({**doc, "seed": 20, "rows": drift_alarms(seed=20)}, indent=2) + "\n")
+        return 0
     policies = [p for p in args.policies.split(",") if p]
     if unknown := set(policies) - set(POLICIES):
         parser.error(f"--policies: unknown {', '.join(sorted(unknown))} (known: {', '.join(POLICIES)})")
