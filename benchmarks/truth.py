@@ -2,22 +2,25 @@
 """The peak-rate search against servers whose peak is known (issues 14 and 20). Not part of the test suite.
 
     python3 benchmarks/truth.py [--quick N] [--careful M] [--policies guided,binsearch,model,linear]
-                                [--workers 1,4] [--parallel P] [--resume] [--max-outstanding N]
-                                [--engine PATH] [--out FILE]
+                                [--careful-equal E] [--workers 1,4] [--parallel P] [--resume]
+                                [--max-outstanding N] [--engine PATH] [--out FILE]
+    python3 benchmarks/truth.py --drift-alarms [--out FILE]
 
 For each server (peakbench.servers.mdc: c workers, D = 5 ms, so an M/D/c queue under the
 example workload's Poisson arrivals; Rsat = 50 ms and s = 10% give λ* = 189.5 req/s and a peak
 region of 188.2–190.5 req/s for c = 1, 789.2 and 787.9–790.3 for c = 4) and each policy, it
-runs N quick searches (`--quick`) and M careful ones (`--runlength 20 --warmup 5`, the settings
-of issue 20's full search; the default confidence and accuracy), each with its own `--seed`
-(trial k of a search uses seed + k, so seeds are 1,000 apart: no two searches share an arrival
-stream; a search's seed depends only on its place in the plan, so a resumed run gives the same
-search the same seed). Every search is `peakbench search` as a user runs it, its engine under
-SCHED_FIFO when root (as tests/test_known_curve.py runs it and says why: the busy machine's
-scheduling is not what is measured; see ENGINE_PRIORITY), against a server process of its own
-on its own port, so `--parallel P` searches (at most 3) run at once without sharing a queue.
-The server sleeps through its service times, so it needs little CPU. `--max-outstanding N` adds
-that cap to every search.
+runs N quick searches (`--quick`), M careful ones (`--runlength 20 --warmup 5`, the settings of
+issue 20's full search; the default confidence and accuracy) and E careful ones at equal trial
+length (`--careful-equal`: also `--min-runlength 20`, which keeps the guided policy from
+shortening its careful trials), each with its own `--seed` (trial k of a search uses seed + k,
+so seeds are 1,000 apart: no two searches share an arrival stream; a search's seed depends only
+on its place in the plan, so a resumed run gives the same search the same seed). Every search
+is `peakbench search` as a user runs it, its engine under SCHED_FIFO when root (as
+tests/test_known_curve.py runs it and says why: the busy machine's scheduling is not what is
+measured; see ENGINE_PRIORITY), against a server process of its own on its own port, so
+`--parallel P` searches (at most 3) run at once without sharing a queue. The server sleeps
+through its service times, so it needs little CPU. `--max-outstanding N` adds that cap to every
+search.
 
 The searches are run server by server, in an order that keeps every (policy, kind) group
 equally far along, so a run stopped early compares them on proportional n. `--resume` keeps
@@ -82,8 +85,14 @@ RSAT_MS, WIDTH, SERVICE_MS = 50.0, 0.10, 5.0
 # side, and a search's own Python (start-up, storing results) at real-time priority starved the engines
 # of the others for up to 1.4 s, so 3 concurrent CLIs under `chrt` ended "generator-bound" at 100 req/s.
 ENGINE_PRIORITY = ["chrt", "-f", "5"] if os.geteuid() == 0 else []
-KINDS = {"quick": ["--quick"], "careful": ["--runlength", "20", "--warmup", "5"]}
-SEARCH_TIMEOUT_S = {"quick": 900, "careful": 7200}
+KINDS = {
+    "quick": ["--quick"],
+    "careful": ["--runlength", "20", "--warmup", "5"],
+    # The guided policy shortens careful trials to runlength/3 from the noise it sees; this compares
+    # the policies at equal trial length (issue 20, item 4).
+    "careful-equal": ["--runlength", "20", "--warmup", "5", "--min-runlength", "20"],
+}
+SEARCH_TIMEOUT_S = {"quick": 900, "careful": 7200, "careful-equal": 7200}
 MAX_PARALLEL = 3  # a 2-core machine shared with others: at most this many searches at once
 SERVER_START_ATTEMPTS = 3  # free_port() can race with another search's server taking the same port
 SIMULATION_REPLICATES, SIMULATION_CUSTOMERS = 20, 2_000_000
@@ -332,6 +341,13 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", type=int, default=20, metavar="N", help="quick searches per policy (default 20)")
     parser.add_argument("--careful", type=int, default=5, metavar="M", help="careful searches per policy (default 5)")
+    parser.add_argument(
+        "--careful-equal",
+        type=int,
+        default=0,
+        metavar="E",
+        help="careful searches per policy with --min-runlength 20 too (default 0)",
+    )
     parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated (default all four)")
     parser.add_argument("--workers", default="1,4", help="servers to search: worker counts (default 1,4)")
     parser.add_argument("--first-seed", type=int, default=1000, help="seed of the first search; the next +1000")
@@ -368,7 +384,12 @@ def main(argv: list[str]) -> int:
     wrapper.chmod(0o755)
     env = {"PYTHONPATH": str(ROOT / "python"), "PEAKBENCH_ENGINE": str(wrapper)}
     workers = [int(w) for w in args.workers.split(",")]
-    tasks = plan(workers, policies, {"quick": args.quick, "careful": args.careful}, args.first_seed)
+    tasks = plan(
+        workers,
+        policies,
+        {"quick": args.quick, "careful": args.careful, "careful-equal": args.careful_equal},
+        args.first_seed,
+    )
 
     done: list[dict] = []
     if args.resume and args.out.exists():
