@@ -405,22 +405,27 @@ class _Search:
     def warming(
         self, load: float, interval: ConfidenceInterval, means: tuple[float, ...], drifts: list[float]
     ) -> LoadRecord:
-        """A load whose trials had not settled into steady state: never a peak, nor a lower bound.
+        """A load whose trials had not settled into steady state: never a peak, nor a bracket's end.
 
-        Its R̄ underestimates the steady-state mean, so it is taken as above
-        Rsat to steer the search, and cannot bound a bracket.
+        Its R̄ may underestimate the steady-state mean, so it cannot settle a
+        side; like a load too noisy to settle, the side of Rsat its R̄ lies on
+        only steers the search. Not "above" whatever R̄ says: the drift test
+        also fires on Poisson noise, in about 1 − c of loads far below the
+        region (BENCHMARKS.md §7), and such a load taken as above steered the
+        search below the peak.
         """
         rise = math.exp(math.fsum(drifts) / len(drifts)) - 1
+        side = ABOVE if interval.mean > self.settings.rsat_ms else BELOW
         return LoadRecord(
             load,
-            ABOVE,
+            side,
             interval.mean,
             interval,
             True,
             False,
             f"{self.describe(interval)} still rising within its trials (second half {rise:.0%} "
             f"slower than the first, over {len(drifts)} trials): not in steady state after "
-            f"{self.settings.warmup_s:g} s of warm-up; taken as above Rsat to steer the search "
+            f"{self.settings.warmup_s:g} s of warm-up; taken as {side} Rsat to steer the search "
             "(lengthen --warmup to measure it)",
             settled=False,
             means_ms=means,
