@@ -96,3 +96,21 @@ def test_a_request_finding_every_connection_busy_waits_for_one(engine_path, slow
     assert_all_served_in_turn(result)
     assert result["http_connections_max"] <= 8
     assert result["http_waited_for_connection"] > 0.5 * result["sent"]
+
+
+@pytest.mark.parametrize("clients", [1, 8])
+def test_a_closed_loop_keeps_its_clients_in_flight_and_times_each_from_its_send(engine_path, slow_server, clients):
+    """One thread keeps the clients' requests in flight; by Little's law clients = throughput x
+    mean latency, so a latency timed from before a client was free (the wait for the previous
+    reply counted twice) shows as more clients than there are."""
+    server, log = slow_server
+    spec = {
+        "schema": "peakbench.trial-spec/2",
+        "target": {"kind": "http", "url": server.url},
+        "load": {"clients": clients, "runtime_s": 2.0, "warmup_s": 0.0},
+        "replay": {"log": str(log), "format": "common"},
+    }
+    result, peak_threads = run_sampled(engine_path, spec)
+    assert result["outstanding"]["max"] == clients and peak_threads <= 4
+    in_flight = result["completed_rate"] * result["latency"]["mean_ms"] / 1000
+    assert in_flight == pytest.approx(clients, rel=0.1), (result["completed_rate"], result["latency"]["mean_ms"])

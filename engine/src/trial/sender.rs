@@ -378,6 +378,11 @@ fn sender(shared: Arc<Shared>, slot: Arc<Slot>) {
                 shared.park(&slot);
             },
         };
+        if shared.pipelines && shared.closed {
+            // A closed-loop request is due when a client is free: wait for one before claiming.
+            shared.wait_for_cap();
+            now = shared.now_ns();
+        }
         let Some(claim) = guard.claim(&shared, now) else {
             if batched > 0 {
                 shared.target.flush();
