@@ -56,6 +56,8 @@ pub struct EventLoop {
     open: usize,
     max_open: usize,
     events: Vec<libc::epoll_event>,
+    /// The kernel has epoll_pwait2 (Linux 5.11 and later); else epoll_wait, in whole milliseconds.
+    pwait2: bool,
     /// The most connections open at once, and the requests that waited for one (result fields).
     pub peak_open: usize,
     pub waited: u64,
@@ -81,6 +83,7 @@ impl EventLoop {
             open: 0,
             max_open,
             events: vec![libc::epoll_event { events: 0, u64: 0 }; 256],
+            pwait2: true,
             peak_open: 0,
             waited: 0,
         })
@@ -123,18 +126,17 @@ impl EventLoop {
     /// epoll_pwait2: a timeout in nanoseconds, so a sender waiting for its next due time
     /// still sees each reply as it arrives.
     fn wait(&mut self, timeout: Duration) -> usize {
+        let (epoll, events, room) = (self.epoll.as_raw_fd(), self.events.as_mut_ptr(), self.events.len() as libc::c_int);
+        if !self.pwait2 {
+            let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as libc::c_int;
+            return unsafe { libc::epoll_wait(epoll, events, room, ms) }.max(0) as usize;
+        }
         let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
-        let n = unsafe {
-            libc::syscall(
-                libc::SYS_epoll_pwait2,
-                self.epoll.as_raw_fd(),
-                self.events.as_mut_ptr(),
-                self.events.len() as libc::c_int,
-                &ts as *const libc::timespec,
-                std::ptr::null::<libc::sigset_t>(),
-                0usize,
-            )
-        };
+        let n = unsafe { libc::syscall(libc::SYS_epoll_pwait2, epoll, events, room, &ts as *const libc::timespec, std::ptr::null::<libc::sigset_t>(), 0usize) };
+        if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
+            self.pwait2 = false;
+            return self.wait(timeout);
+        }
         n.max(0) as usize // EINTR: the caller polls again
     }
 
