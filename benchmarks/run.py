@@ -21,6 +21,7 @@ engine binary (e.g. the previous commit's) to every round, for an A/B in the sam
 PB_NFS_RECV_WAIT_US (default "200") lists the fixed receive moderation waits of the nfs-ganesha rows
 that use one, beside the default (adaptive) and the wait off (the canned-reply responder adds one row
 with a 200 µs wait beside its default one).
+PB_HTTP_BASELINE=PATH does the same for `http` (the closed-loop rounds and the overloaded open-loop run).
 Every subprocess runs under a timeout.
 """
 
@@ -33,6 +34,7 @@ import os
 import platform
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -76,8 +78,10 @@ def run(
     cpus: set[int] | None = None,
     check: bool = True,
     env_extra: dict | None = None,
+    watch=None,
 ) -> Proc:
-    """Run a command, bounded by `timeout`, and return its output and its own resource usage (wait4)."""
+    """Run a command, bounded by `timeout`, and return its output and its own resource usage (wait4).
+    `watch(pid)`, if given, is called every 20 ms while it runs (to sample /proc/PID)."""
     cmd = [str(c) for c in cmd]
 
     def setup():
@@ -104,6 +108,8 @@ def run(
                 os.killpg(p.pid, signal.SIGKILL)
                 os.wait4(p.pid, 0)
                 raise RuntimeError(f"timed out after {timeout:.0f} s: {' '.join(cmd)[:200]}")
+            if watch is not None:
+                watch(p.pid)
             time.sleep(0.02)
         p.returncode = os.waitstatus_to_exitcode(status)  # keep Popen from reaping again
         wall = time.monotonic() - t0
@@ -1657,22 +1663,48 @@ def _ms(text: str) -> float:
     return float(text)
 
 
+def peak_threads(samples: list[int]):
+    """A `watch` for run(): appends the process's thread count (/proc/PID/status Threads) to `samples`."""
+
+    def watch(pid: int) -> None:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return  # already gone
+        samples.extend(int(line.split()[1]) for line in status.splitlines() if line.startswith("Threads:"))
+
+    return watch
+
+
+def median_range(values: list[float]) -> dict:
+    return {"n": len(values), "median": statistics.median(values), "low": min(values), "high": max(values)}
+
+
 def bench_http(name: str = "http") -> dict:
     """peakbench's HTTP target against wrk on one nginx serving a 10 KB file (closed loop, requests per
-    CPU-second of the load generator) and open-loop latency at fractions of that rate."""
+    CPU-second of the load generator, ROUNDS rounds), open-loop latency at fractions of that rate, and an
+    open-loop run at twice a slow server's capacity (M/D/1, D = 5 ms) with the engine's thread count sampled.
+    PB_HTTP_BASELINE=PATH adds the same rows for another engine binary (e.g. main's), for an A/B in one run."""
     header("5. HTTP: peakbench vs wrk on nginx (10 KB file)")
     sys.path.insert(0, str(ROOT / "python"))
+    from peakbench.servers.mdc import MDCServer
     from peakbench.servers.nginx import Nginx
 
-    seconds = 5.0
+    seconds, rounds = 5.0, 3
     ncpu = os.cpu_count() or 1
     client_cpus, server_cpus = ({0}, {1}) if ncpu >= 2 else ({0}, {0})
+    baseline = os.environ.get("PB_HTTP_BASELINE")
+    engines = [("peakbench", ENGINE)] + (
+        [(f"peakbench {Path(baseline).name} (baseline)", Path(baseline))] if baseline else []
+    )
     work = Path(tempfile.mkdtemp(prefix="peakbench-bench-http-", dir="/dev/shm"))
     out: dict = {
         "file_bytes": 10240,
         "seconds": seconds,
+        "rounds": rounds,
         "client_cpus": sorted(client_cpus),
         "server_cpus": sorted(server_cpus),
+        "baseline": baseline,
     }
     try:
         www = work / "www"
@@ -1689,55 +1721,64 @@ def bench_http(name: str = "http") -> dict:
                 "replay": {"log": str(log), "format": "common"},
             }
 
-        rows, closed = [], {}
+        rows, closed, ratios = [], {}, {}
         with Nginx(www, workers=1, cpus=server_cpus) as server:
             url = server.url + "f10k.bin"
-            for conns in (1, 16, 64):
-                w = wrk(url, conns, seconds, client_cpus)
-                t = engine("run", spec(server.url, clients=conns), cpus=client_cpus)
-                r = t.result
-                pb_per_cpu = r["issued"] / max(r["engine_cpu_s"], 1e-9)
-                closed[conns] = r["achieved_rate"]
-                errors = sum(sum(op["errors"].values()) + op["timeouts"] for op in r["ops"].values())
-                out[f"closed_{conns}"] = {
-                    "wrk": w,
-                    "peakbench": {
-                        "rate": r["achieved_rate"],
-                        "issued": r["issued"],
-                        "cpu_s": r["engine_cpu_s"],
-                        "per_cpu_s": pb_per_cpu,
-                        "errors": errors,
-                        "mean_ms": r["latency"]["mean_ms"],
-                        "p99_ms": r["latency"]["p99_ms"],
-                    },
-                }
-                rows.append(
-                    {
-                        "connections": conns,
-                        "tool": "wrk -t1",
-                        "req/s": w["rate"],
-                        "CPU s": w["cpu_s"],
-                        "req per CPU-s": w["per_cpu_s"],
-                        "mean ms": w["mean_ms"],
-                        "p99 ms": w["p99_ms"],
-                        "errors": w["errors"],
-                        "÷ wrk": 1.0,
-                    }
-                )
-                rows.append(
-                    {
-                        "connections": conns,
-                        "tool": "peakbench closed",
-                        "req/s": r["achieved_rate"],
-                        "CPU s": r["engine_cpu_s"],
-                        "req per CPU-s": pb_per_cpu,
-                        "mean ms": r["latency"]["mean_ms"],
-                        "p99 ms": r["latency"]["p99_ms"],
-                        "errors": errors,
-                        "÷ wrk": pb_per_cpu / max(w["per_cpu_s"], 1e-9),
-                    }
-                )
+            for round_ in range(rounds):
+                for conns in (1, 16, 64):
+                    w = wrk(url, conns, seconds, client_cpus)
+                    out.setdefault(f"closed_{conns}", []).append({"wrk": w})
+                    rows.append(
+                        {
+                            "round": round_ + 1,
+                            "connections": conns,
+                            "tool": "wrk -t1",
+                            "req/s": w["rate"],
+                            "CPU s": w["cpu_s"],
+                            "req per CPU-s": w["per_cpu_s"],
+                            "mean ms": w["mean_ms"],
+                            "p99 ms": w["p99_ms"],
+                            "errors": w["errors"],
+                            "÷ wrk": 1.0,
+                        }
+                    )
+                    for label, binary in engines:
+                        r = engine("run", spec(server.url, clients=conns), cpus=client_cpus, binary=binary).result
+                        pb_per_cpu = r["issued"] / max(r["engine_cpu_s"], 1e-9)
+                        ratio = pb_per_cpu / max(w["per_cpu_s"], 1e-9)
+                        ratios.setdefault((label, conns), []).append(ratio)
+                        if binary == ENGINE:
+                            closed[conns] = r["achieved_rate"]
+                        errors = sum(sum(op["errors"].values()) + op["timeouts"] for op in r["ops"].values())
+                        out[f"closed_{conns}"][-1][label] = {
+                            "rate": r["achieved_rate"],
+                            "issued": r["issued"],
+                            "cpu_s": r["engine_cpu_s"],
+                            "per_cpu_s": pb_per_cpu,
+                            "errors": errors,
+                            "mean_ms": r["latency"]["mean_ms"],
+                            "p99_ms": r["latency"]["p99_ms"],
+                            "threads": r["outstanding"]["threads"],
+                            "÷ wrk": ratio,
+                        }
+                        rows.append(
+                            {
+                                "round": round_ + 1,
+                                "connections": conns,
+                                "tool": f"{label} closed",
+                                "req/s": r["achieved_rate"],
+                                "CPU s": r["engine_cpu_s"],
+                                "req per CPU-s": pb_per_cpu,
+                                "mean ms": r["latency"]["mean_ms"],
+                                "p99 ms": r["latency"]["p99_ms"],
+                                "errors": errors,
+                                "÷ wrk": ratio,
+                            }
+                        )
             table("closed loop: requests per CPU-second of the load generator (generator pinned to its own CPU)", rows)
+            summary = [{"tool": label, "connections": conns, **median_range(v)} for (label, conns), v in ratios.items()]
+            out["ratio_summary"] = summary
+            table(f"requests per CPU-second ÷ wrk's, over {rounds} rounds", summary)
             open_rows = []
             for share in (0.5, 0.9):
                 rate = round(closed[64] * share)
@@ -1758,6 +1799,31 @@ def bench_http(name: str = "http") -> dict:
                 )
             table("open loop: latency from the intended send time (wrk cannot report this)", open_rows)
 
+        # Twice a slow server's capacity: requests pile up (about rate/2 x runtime of them at the end);
+        # each must cost memory, not a thread.
+        capacity, overload_s = 200.0, 10.0  # M/D/1 with D = 5 ms
+        overload_rows = []
+        with MDCServer(workers=1, service_ms=5.0, docroot=www) as slow:
+            for label, binary in engines:
+                samples: list[int] = []
+                overload = spec(slow.url, rate=2 * capacity, runtime_s=overload_s, drain_timeout_s=2.0)
+                t = engine("run", overload, cpus=client_cpus, binary=binary, watch=peak_threads(samples))
+                r = t.result
+                row = {
+                    "engine": label,
+                    "offered": 2 * capacity,
+                    "achieved": r["achieved_rate"],
+                    "peak threads (sampled)": max(samples, default=0),
+                    "samples": len(samples),
+                    "max in flight": r["outstanding"]["max"],
+                    "peak RSS MiB": r["peak_rss_kib"] / 1024,
+                    "engine CPU s": r["engine_cpu_s"],
+                    "mean ms": r["latency"]["mean_ms"],
+                    "loadavg after": Path("/proc/loadavg").read_text().split()[0],
+                }
+                overload_rows.append(row)
+        out["overload"] = overload_rows
+        table(f"open loop at 2x an M/D/1 server's capacity ({capacity:.0f} req/s), {overload_s:.0f} s", overload_rows)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     save(name, out)

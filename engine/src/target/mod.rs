@@ -31,6 +31,13 @@ pub trait Target: Send + Sync {
     }
     /// Send every started request (one system call for a batch of them).
     fn flush(&self) {}
+    /// Whether started requests complete only inside `poll`, on the thread that calls it (an
+    /// event loop the leading sender drives), rather than on the target's own threads.
+    fn completes_in_poll(&self) -> bool {
+        false
+    }
+    /// Run the completions that are ready, waiting up to `timeout` for the first of them.
+    fn poll(&self, _timeout: std::time::Duration) {}
     /// Retransmissions made by this thread's last `execute` (protocol targets only).
     fn take_retransmissions(&self) -> u32 {
         0

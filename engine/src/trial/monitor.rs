@@ -162,7 +162,8 @@ pub fn monitor(spec: &TrialSpec, shared: &Arc<Shared>) -> usize {
     let mut suspect: Option<Stall> = None;
     let mut last_claimed = u64::MAX;
     let cpus = usable_cpus();
-    for _ in 0..load.clients.unwrap_or(1) {
+    // A pipelining leader keeps every request in flight itself, closed loop included.
+    for _ in 0..if shared.pipelines { 1 } else { load.clients.unwrap_or(1) } {
         spawn_sender(shared);
     }
     loop {
@@ -243,6 +244,7 @@ pub fn monitor(spec: &TrialSpec, shared: &Arc<Shared>) -> usize {
             next_progress += progress_ns * ((now - next_progress) / progress_ns + 1);
         }
         if (shared.live.load(Acquire) == 0 && shared.started.load(Acquire) == 0) || now >= drain_deadline {
+            shared.drained.store(true, Release);
             return max_busy;
         }
         let idle_pipeline = shared.pipelines && c.executing == 0;

@@ -7,7 +7,9 @@
 //! the gap to the next one makes the leader wake a parked follower (or ask the monitor
 //! for a new thread) before executing; one that blocks unexpectedly is caught by the
 //! monitor. A pipelining target's requests are started without waiting, so its leader
-//! keeps the lead and its completions arrive on the target's own threads.
+//! keeps the lead and its completions arrive on the target's own threads, or, for a
+//! target that completes in `poll` (an event loop), on the leader itself while it waits
+//! for the next due time or for a place under the cap: one thread does everything.
 
 use super::lead::{Lead, LeadGuard};
 use super::sched::Claim;
@@ -29,8 +31,12 @@ pub const HANDOFF_NS: u64 = 50_000;
 pub const NOT_DUE: u64 = u64::MAX;
 /// Flag in Slot::executing: the request belongs to the measured window.
 pub const COUNTED: u32 = 0x100;
-/// Most overdue requests a pipelining leader starts before it flushes them.
+/// Most overdue requests a pipelining leader starts before it flushes them (and, on a
+/// target that completes in `poll`, looks for completions).
 const MAX_BATCH: usize = 32;
+/// Longest single wait in `Target::poll` while nothing else is due, so the leader looks at
+/// the interrupt and the drain in good time.
+const POLL_SLICE: Duration = Duration::from_millis(10);
 
 /// One sender thread's public face. Counters have a single writer (the thread), so
 /// they are updated with plain loads and stores, never read-modify-write.
@@ -64,8 +70,13 @@ pub struct Shared {
     pub quarters: Quarters,
     /// Closed loop: a fixed set of clients, each sending as soon as its last request completed.
     pub closed: bool,
-    /// Requests are started without waiting (a pipelining target, open loop).
+    /// Requests are started without waiting (a pipelining target, open loop; or closed loop
+    /// on a target that completes in `poll`, its clients being the cap on requests in flight).
     pub pipelines: bool,
+    /// Started requests complete in `Target::poll`, which the leader calls whenever it waits.
+    pub polls: bool,
+    /// The monitor is done (everything completed, or the drain timed out): a polling leader stops.
+    pub drained: AtomicBool,
     pub thread_limit: usize,
     /// The user's cap on requests in flight, which a pipelining target honours here.
     pub cap: Option<usize>,
@@ -121,17 +132,23 @@ impl Shared {
         lag_limit_ns: u64,
         first_due: u64,
     ) -> Shared {
+        let polls = target.pipelines() && target.completes_in_poll();
+        // A closed-loop client waits for its reply: on its own thread, unless one thread can
+        // keep every client's request in flight and complete them all itself.
+        let pipelines = target.pipelines() && (!closed || polls);
         Shared {
             lead,
             side: Mutex::new(Tally::default()),
-            pipelines: target.pipelines() && !closed, // a closed-loop client waits for its reply
+            pipelines,
+            polls,
+            drained: AtomicBool::new(false),
             target,
             clock,
             window,
             quarters: Quarters::new(window),
             closed,
             thread_limit,
-            cap,
+            cap: if closed && pipelines { Some(thread_limit) } else { cap }, // thread_limit: the clients
             lag_limit_ns,
             next_due: AtomicU64::new(first_due),
             stopped_at_ns: AtomicU64::new(NOT_DUE),
@@ -245,6 +262,12 @@ impl Shared {
         if self.started.load(Relaxed) < cap {
             return;
         }
+        if self.polls {
+            while self.started.load(Relaxed) >= cap {
+                self.target.poll(POLL_SLICE);
+            }
+            return;
+        }
         self.target.flush();
         *self.cap_waiter.lock().expect("cap waiter lock") = Some(std::thread::current());
         self.cap_waiting.fetch_add(1, Relaxed);
@@ -314,14 +337,17 @@ fn track_p90(estimate: u64, took: u64) -> u64 {
     }
 }
 
-/// Wait for `due_ns`; returns the time read when it had come.
+/// Wait for `due_ns`; returns the time read when it had come. A target that completes in
+/// `poll` completes its replies meanwhile, each as it arrives.
 fn wait_until(shared: &Shared, due_ns: u64) -> u64 {
     loop {
         let now = shared.now_ns();
         if now >= due_ns {
             return now;
         }
-        if due_ns - now > SPIN_NS {
+        if shared.polls {
+            shared.target.poll(Duration::from_nanos((due_ns - now).saturating_sub(SPIN_NS / 2)));
+        } else if due_ns - now > SPIN_NS {
             std::thread::sleep(Duration::from_nanos(due_ns - now - SPIN_NS / 2));
         } else {
             std::hint::spin_loop();
@@ -352,9 +378,18 @@ fn sender(shared: Arc<Shared>, slot: Arc<Slot>) {
                 shared.park(&slot);
             },
         };
+        if shared.pipelines && shared.closed {
+            // A closed-loop request is due when a client is free: wait for one before claiming.
+            shared.wait_for_cap();
+            now = shared.now_ns();
+        }
         let Some(claim) = guard.claim(&shared, now) else {
             if batched > 0 {
                 shared.target.flush();
+            }
+            // Nobody else completes what is still in flight.
+            while shared.polls && shared.started.load(Relaxed) > 0 && !shared.drained.load(Relaxed) {
+                shared.target.poll(POLL_SLICE);
             }
             drop(guard);
             shared.wake_all();
@@ -380,6 +415,9 @@ fn sender(shared: Arc<Shared>, slot: Arc<Slot>) {
                     batched += 1;
                     if batched >= MAX_BATCH || next_due > shared.now_ns() {
                         shared.target.flush();
+                        if shared.polls && batched >= MAX_BATCH {
+                            shared.target.poll(Duration::ZERO); // behind schedule: replies must not wait
+                        }
                         batched = 0;
                     }
                     lead = Some(guard);
