@@ -502,6 +502,7 @@ impl Target for Http {
     fn supports(&self, op: Op) -> bool {
         match op {
             Op::Setattr | Op::Symlink | Op::Link | Op::Readlink | Op::Lock => false,
+            op if op.explicit_handle() => false,
             Op::Write | Op::Create | Op::Remove | Op::Mkdir | Op::Rmdir | Op::Rename => self.writable,
             _ => true,
         }
@@ -511,7 +512,7 @@ impl Target for Http {
         match request {
             Request::Null | Request::Fsstat | Request::Fsinfo | Request::Pathconf => Self::status(self.request("HEAD", &self.prefix, "", Body::None, false)),
             Request::Getattr { path } | Request::Access { path } | Request::Commit { path } => self.head(&self.url_path(path)),
-            Request::Lock { .. } => Err("EOPNOTSUPP".into()), // refused before a trial (supports)
+            Request::Lock { .. } | Request::Handle { .. } => Err("EOPNOTSUPP".into()), // refused before a trial (supports)
             Request::Lookup { dir, name } => {
                 let mut p = self.url_path(dir);
                 if !p.ends_with('/') {

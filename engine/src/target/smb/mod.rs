@@ -11,6 +11,8 @@
 //! | lookup | open and close | CREATE + CLOSE |
 //! | read, write, commit | READ, WRITE, FLUSH | on the file's handle, opened once and kept |
 //! | lock | LOCK + LOCK (unlock), one compound | the file's first byte, on its kept handle |
+//! | open, close | CREATE, CLOSE | a Markov workload's handle, kept from one to the other |
+//! | fgetattr, fsetattr, getsecurity | QUERY_INFO, SET_INFO(FileBasicInformation), QUERY_INFO(security) | on that handle |
 //! | create, mkdir | CREATE (new) + CLOSE | |
 //! | remove, rmdir | CREATE (delete on close) + CLOSE | |
 //! | rename, link | CREATE + SET_INFO(FileRenameInformation, FileLinkInformation) + CLOSE | |
@@ -25,13 +27,13 @@ pub mod ntlm;
 pub mod wire;
 
 use super::{Completion, FileStore, Outcome, Request, Target};
-use crate::op::Op;
+use crate::op::{HandleOp, Op};
 use crate::spec::SmbSpec;
 use anyhow::{anyhow, bail};
 use conn::{Client, Live, Login, Replies, Res, SetupError, SmbError};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::ToSocketAddrs;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 use wire::{Fid, Req, RELATED_FID};
 
@@ -48,6 +50,10 @@ pub struct Smb {
     root: String,
     /// Open handles for reads, writes and flushes, by path and connection generation.
     handles: Arc<Mutex<HashMap<String, (u64, Fid)>>>,
+    /// Paths whose `open` is in flight: an op on that handle waits for it rather than open another.
+    opening: Arc<(Mutex<HashSet<String>>, Condvar)>,
+    /// How long an op waits for its handle's `open` (the per-request timeout).
+    timeout: Duration,
     xfer: u32,
     content: Vec<u8>,
 }
@@ -95,6 +101,18 @@ fn read_bytes(r: &Replies) -> Res<u64> {
 fn written(r: &Replies) -> Res<u64> {
     check(r, &[])?;
     wire::parse_write(&r[0]).map(u64::from).map_err(malformed)
+}
+
+/// The only response's output (QUERY_INFO on a handle), its length.
+fn first_info(r: &Replies) -> Res<u64> {
+    check(r, &[])?;
+    wire::parse_output(&r[0]).map(|o| o.len() as u64).map_err(malformed)
+}
+
+/// A handle for every op a file's handle serves: data, attributes and its security descriptor.
+fn open_handle(path: &str) -> Req {
+    let access = wire::FILE_READ_DATA | wire::FILE_WRITE_DATA | wire::FILE_READ_ATTRIBUTES | wire::FILE_WRITE_ATTRIBUTES | wire::READ_CONTROL;
+    wire::create(path, access, 0, wire::OPEN, wire::NON_DIRECTORY_FILE)
 }
 
 /// The middle response's output (QUERY_INFO in CREATE + QUERY_INFO + CLOSE), its length.
@@ -178,7 +196,17 @@ impl Smb {
         })?;
         let xfer = live.negotiated.max_read.min(live.negotiated.max_write).clamp(512, MAX_XFER);
         let base = spec.path.trim_matches('/').to_string();
-        let smb = Smb { url, client, root: base.clone(), base, handles: Arc::new(Mutex::new(HashMap::new())), xfer, content: crate::content::block(0) };
+        let smb = Smb {
+            url,
+            client,
+            root: base.clone(),
+            base,
+            handles: Arc::new(Mutex::new(HashMap::new())),
+            opening: Arc::new((Mutex::new(HashSet::new()), Condvar::new())),
+            timeout: login.timeout,
+            xfer,
+            content: crate::content::block(0),
+        };
         if !smb.base.is_empty() {
             smb.stat(&smb.base).map_err(|e| anyhow!("{}: the directory {:?} in the share: {e}", smb.url, smb.base))?;
         }
@@ -203,13 +231,11 @@ impl Smb {
 
     /// The open handle of a file for reads, writes and flushes (opened now if need be).
     fn handle(&self, live: &Live, full: &str) -> Res<Fid> {
+        self.wait_opened(full);
         if let Some(f) = self.cached(live, full) {
             return Ok(f);
         }
-        let r = self.client.call(
-            live,
-            &[wire::create(full, wire::FILE_READ_DATA | wire::FILE_WRITE_DATA | wire::FILE_READ_ATTRIBUTES, 0, wire::OPEN, wire::NON_DIRECTORY_FILE)],
-        )?;
+        let r = self.client.call(live, &[open_handle(full)])?;
         check(&r, &[])?;
         let fid = wire::parse_create(&r[0]).map_err(malformed)?.fid;
         // Another sender may have opened the same file meanwhile: keep one handle, close the other.
@@ -230,6 +256,45 @@ impl Smb {
             }
             None => Ok(fid),
         }
+    }
+
+    /// Wait (at most the request timeout) for an `open` of this path still in flight.
+    fn wait_opened(&self, full: &str) {
+        let (set, changed) = &*self.opening;
+        let guard = set.lock().expect("opening lock");
+        let _ = changed.wait_timeout_while(guard, self.timeout, |s| s.contains(full)).expect("opening lock");
+    }
+
+    /// Send a Markov workload's `open`; `done` gets its outcome once the handle is kept.
+    fn open_async(&self, live: &Live, full: String, done: Box<dyn FnOnce(Res<u64>) + Send>) {
+        self.opening.0.lock().expect("opening lock").insert(full.clone());
+        let (handles, opening, generation) = (self.handles.clone(), self.opening.clone(), live.generation);
+        let req = open_handle(&full);
+        self.client.call_async(
+            live,
+            &[req],
+            Box::new(move |r| {
+                let created = r.and_then(|r| check(&r, &[]).and_then(|_| wire::parse_create(&r[0]).map_err(malformed)));
+                if let Ok(c) = &created {
+                    handles.lock().expect("handles lock").insert(full.clone(), (generation, c.fid));
+                }
+                opening.0.lock().expect("opening lock").remove(&full);
+                opening.1.notify_all();
+                done(created.map(|_| 0));
+            }),
+        );
+    }
+
+    /// A Markov workload's `close`: the handle its `open` made, or EBADF when there is none
+    /// (the open failed, so the server never gave one).
+    fn close_handle(&self, full: &str) -> Outcome {
+        self.wait_opened(full);
+        let Some((generation, fid)) = self.handles.lock().expect("handles lock").remove(full) else { return Err("EBADF".into()) };
+        let (_, live) = self.client.pick(Some(full)).map_err(|e| e.kind())?;
+        if live.generation != generation {
+            return Err("EBADF".into()); // the connection it was open on is gone, and the handle with it
+        }
+        self.client.call(&live, &[wire::close(&fid)]).and_then(|r| zero(&r)).map_err(|e| e.kind())
     }
 
     fn cached(&self, live: &Live, full: &str) -> Option<Fid> {
@@ -308,6 +373,16 @@ impl Smb {
                 ),
                 None => Plan::Blocking,
             },
+            Request::Handle { op, .. } => match (op, fid) {
+                (HandleOp::Getattr, Some(f)) => Plan::Compound(vec![wire::query_info(&f, wire::INFO_FILE, wire::FILE_NETWORK_OPEN_INFO, 0, 56)], first_info),
+                (HandleOp::Setattr, Some(f)) => {
+                    Plan::Compound(vec![wire::set_info(&f, wire::FILE_BASIC_INFO, &wire::basic_info_write_time(wire::filetime_now()))], zero)
+                }
+                (HandleOp::Getsecurity, Some(f)) => {
+                    Plan::Compound(vec![wire::query_info(&f, wire::INFO_SECURITY, 0, wire::SECURITY_OWNER_GROUP_DACL, 4096)], first_info)
+                }
+                _ => Plan::Blocking,
+            },
             _ => Plan::Blocking,
         }
     }
@@ -320,12 +395,21 @@ impl Smb {
     /// The path whose connection (and kept handle) a request uses.
     fn path_of(request: &Request) -> Option<&str> {
         match request {
-            Request::Read { path, .. } | Request::Write { path, .. } | Request::Commit { path } | Request::Lock { path } => Some(path),
+            Request::Read { path, .. } | Request::Write { path, .. } | Request::Commit { path } | Request::Lock { path } | Request::Handle { path, .. } => {
+                Some(path)
+            }
             _ => None,
         }
     }
 
     fn op(&self, request: &Request) -> Res<u64> {
+        if let Request::Handle { op: HandleOp::Open, path } = request {
+            let (full, (tx, rx)) = (self.full(path), std::sync::mpsc::channel());
+            let (_, live) = self.client.pick(Some(&full))?;
+            self.open_async(&live, full, Box::new(move |r| drop(tx.send(r))));
+            self.client.flush();
+            return rx.recv().unwrap_or(Err(SmbError::Timeout));
+        }
         let key = Self::path_of(request).map(|p| self.full(p));
         let (_, live) = self.client.pick(key.as_deref())?;
         let fid = match &key {
@@ -481,7 +565,10 @@ impl Target for Smb {
     }
 
     fn execute(&self, request: &Request) -> Outcome {
-        self.op(request).map_err(|e| e.kind())
+        match request {
+            Request::Handle { op: HandleOp::Close, path } => self.close_handle(&self.full(path)),
+            _ => self.op(request).map_err(|e| e.kind()),
+        }
     }
 
     fn pipelines(&self) -> bool {
@@ -509,6 +596,25 @@ impl Target for Smb {
                 return Ok(());
             }
         };
+        match (request, &key) {
+            (Request::Handle { op: HandleOp::Open, .. }, Some(full)) => {
+                self.open_async(&live, full.clone(), Box::new(move |r| done(r.map_err(|e| e.kind()), 0)));
+                return Ok(());
+            }
+            (Request::Handle { op: HandleOp::Close, .. }, Some(full)) => {
+                let kept = self.handles.lock().expect("handles lock").remove(full);
+                return match kept {
+                    Some((generation, fid)) if generation == live.generation => {
+                        self.client.call_async(&live, &[wire::close(&fid)], Box::new(move |r| done(r.and_then(|r| zero(&r)).map_err(|e| e.kind()), 0)));
+                        Ok(())
+                    }
+                    // Its open is still in flight or failed, or its connection is gone: the blocking
+                    // way waits for the open and says EBADF when there is no handle.
+                    _ => Err(done),
+                };
+            }
+            _ => {}
+        }
         let fid = key.as_deref().and_then(|k| self.cached(&live, k));
         match self.plan(request, fid) {
             Plan::Compound(reqs, bytes) => {
