@@ -596,6 +596,14 @@ impl Target for Smb {
                 return Ok(());
             }
         };
+        if let Some(full) = &key {
+            // An op on a handle whose open is in flight waits for it here, in the order the
+            // requests were started, so no later op (a close) overtakes it.
+            if self.opening.0.lock().expect("opening lock").contains(full) {
+                self.client.flush();
+                self.wait_opened(full);
+            }
+        }
         match (request, &key) {
             (Request::Handle { op: HandleOp::Open, .. }, Some(full)) => {
                 self.open_async(&live, full.clone(), Box::new(move |r| done(r.map_err(|e| e.kind()), 0)));
