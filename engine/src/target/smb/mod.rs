@@ -31,7 +31,7 @@ use crate::op::{HandleOp, Op};
 use crate::spec::SmbSpec;
 use anyhow::{anyhow, bail};
 use conn::{Client, Live, Login, Replies, Res, SetupError, SmbError};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::ToSocketAddrs;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -43,15 +43,16 @@ const DIR_PAGE: u32 = 65536;
 
 pub struct Smb {
     pub url: String,
-    client: Client,
+    client: Arc<Client>,
     /// The directory below the share that holds the file sets ("" for the share's root).
     base: String,
     /// The file set's root (`base/id`) once entered.
     root: String,
     /// Open handles for reads, writes and flushes, by path and connection generation.
     handles: Arc<Mutex<HashMap<String, (u64, Fid)>>>,
-    /// Paths whose `open` is in flight: an op on that handle waits for it rather than open another.
-    opening: Arc<(Mutex<HashSet<String>>, Condvar)>,
+    /// Paths whose `open` is in flight, each with the ops on its handle started meanwhile: they
+    /// are sent, in order, when the open's reply brings the handle (a blocking op waits for it).
+    opening: Arc<(Mutex<HashMap<String, Vec<Deferred>>>, Condvar)>,
     /// How long an op waits for its handle's `open` (the per-request timeout).
     timeout: Duration,
     xfer: u32,
@@ -113,6 +114,28 @@ fn first_info(r: &Replies) -> Res<u64> {
 fn open_handle(path: &str) -> Req {
     let access = wire::FILE_READ_DATA | wire::FILE_WRITE_DATA | wire::FILE_READ_ATTRIBUTES | wire::FILE_WRITE_ATTRIBUTES | wire::READ_CONTROL;
     wire::create(path, access, 0, wire::OPEN, wire::NON_DIRECTORY_FILE)
+}
+
+/// An op that will be sent once its handle's open has answered (with the handle, or None if it failed).
+type Deferred = Box<dyn FnOnce(Option<Fid>) + Send>;
+
+/// The message of an op on a file's open handle `f` (`data`: a write's bytes); None for other ops.
+fn on_handle(request: &Request, f: Fid, data: &[u8]) -> Option<(Vec<Req>, fn(&Replies) -> Res<u64>)> {
+    Some(match request {
+        Request::Read { offset, len, .. } => (vec![wire::read(&f, *offset, *len as u32)], read_bytes),
+        Request::Write { offset, .. } => (vec![wire::write(&f, *offset, data)], written),
+        Request::Commit { .. } => (vec![wire::flush(&f)], zero),
+        // Lock the file's first byte and release it, as one compound.
+        Request::Lock { .. } => (vec![wire::lock(&f, 0, 1, wire::LOCK_EXCLUSIVE | wire::LOCK_FAIL_IMMEDIATELY), wire::lock(&f, 0, 1, wire::LOCK_UNLOCK)], zero),
+        Request::Handle { op: HandleOp::Getattr, .. } => (vec![wire::query_info(&f, wire::INFO_FILE, wire::FILE_NETWORK_OPEN_INFO, 0, 56)], first_info),
+        Request::Handle { op: HandleOp::Setattr, .. } => {
+            (vec![wire::set_info(&f, wire::FILE_BASIC_INFO, &wire::basic_info_write_time(wire::filetime_now()))], zero)
+        }
+        Request::Handle { op: HandleOp::Getsecurity, .. } => {
+            (vec![wire::query_info(&f, wire::INFO_SECURITY, 0, wire::SECURITY_OWNER_GROUP_DACL, 4096)], first_info)
+        }
+        _ => return None,
+    })
 }
 
 /// The middle response's output (QUERY_INFO in CREATE + QUERY_INFO + CLOSE), its length.
@@ -186,7 +209,7 @@ impl Smb {
             dialects: dialects(spec.dialect.as_deref())?,
             timeout: Duration::from_secs_f64(spec.timeout_ms.max(1.0) / 1000.0),
         };
-        let client = Client::new(addr, login.clone(), spec.connections, spec.max_outstanding);
+        let client = Arc::new(Client::new(addr, login.clone(), spec.connections, spec.max_outstanding));
         let live = client.connect_all().map_err(|e| match e {
             SetupError::Share(s) if s == wire::STATUS_BAD_NETWORK_NAME => {
                 Refused(format!("{url}: the server has no share {:?}{}", spec.share, offered(&addr, &login))).into()
@@ -202,7 +225,7 @@ impl Smb {
             root: base.clone(),
             base,
             handles: Arc::new(Mutex::new(HashMap::new())),
-            opening: Arc::new((Mutex::new(HashSet::new()), Condvar::new())),
+            opening: Arc::new((Mutex::new(HashMap::new()), Condvar::new())),
             timeout: login.timeout,
             xfer,
             content: crate::content::block(0),
@@ -262,13 +285,13 @@ impl Smb {
     fn wait_opened(&self, full: &str) {
         let (set, changed) = &*self.opening;
         let guard = set.lock().expect("opening lock");
-        let _ = changed.wait_timeout_while(guard, self.timeout, |s| s.contains(full)).expect("opening lock");
+        let _ = changed.wait_timeout_while(guard, self.timeout, |s| s.contains_key(full)).expect("opening lock");
     }
 
     /// Send a Markov workload's `open`; `done` gets its outcome once the handle is kept.
     fn open_async(&self, live: &Live, full: String, done: Box<dyn FnOnce(Res<u64>) + Send>) {
-        self.opening.0.lock().expect("opening lock").insert(full.clone());
-        let (handles, opening, generation) = (self.handles.clone(), self.opening.clone(), live.generation);
+        self.opening.0.lock().expect("opening lock").insert(full.clone(), Vec::new());
+        let (handles, opening, generation, client) = (self.handles.clone(), self.opening.clone(), live.generation, self.client.clone());
         let req = open_handle(&full);
         self.client.call_async(
             live,
@@ -278,7 +301,18 @@ impl Smb {
                 if let Ok(c) = &created {
                     handles.lock().expect("handles lock").insert(full.clone(), (generation, c.fid));
                 }
-                opening.0.lock().expect("opening lock").remove(&full);
+                // Under the lock, so that an op started now either joins the deferred ones or finds the handle.
+                let mut waiting = opening.0.lock().expect("opening lock");
+                let deferred = waiting.remove(&full).unwrap_or_default();
+                let fid = created.as_ref().ok().map(|c| c.fid);
+                let any = !deferred.is_empty();
+                for send in deferred {
+                    send(fid);
+                }
+                drop(waiting);
+                if any {
+                    client.flush();
+                }
                 opening.1.notify_all();
                 done(created.map(|_| 0));
             }),
@@ -295,6 +329,23 @@ impl Smb {
             return Err("EBADF".into()); // the connection it was open on is gone, and the handle with it
         }
         self.client.call(&live, &[wire::close(&fid)]).and_then(|r| zero(&r)).map_err(|e| e.kind())
+    }
+
+    /// Send `request` on the handle its open brings (a close also forgets it), or fail it with
+    /// EBADF when the open failed.
+    fn deferred(&self, request: &Request, full: String, live: Arc<Live>, done: Completion) -> Deferred {
+        let (request, data, client, handles) = (request.clone(), self.write_data(request).to_vec(), self.client.clone(), self.handles.clone());
+        Box::new(move |fid| {
+            let Some(f) = fid else { return done(Err("EBADF".into()), 0) };
+            let (reqs, bytes) = match &request {
+                Request::Handle { op: HandleOp::Close, .. } => {
+                    handles.lock().expect("handles lock").remove(&full);
+                    (vec![wire::close(&f)], zero as fn(&Replies) -> Res<u64>)
+                }
+                _ => on_handle(&request, f, &data).expect("an op on a handle (one_message)"),
+            };
+            client.call_async(&live, &reqs, Box::new(move |r| done(r.and_then(|r| bytes(&r)).map_err(|e| e.kind()), 0)));
+        })
     }
 
     fn cached(&self, live: &Live, full: &str) -> Option<Fid> {
@@ -353,37 +404,26 @@ impl Smb {
                 let class = if matches!(request, Request::Fsstat) { wire::FS_FULL_SIZE_INFO } else { wire::FS_ATTRIBUTE_INFO };
                 Plan::Compound(with_close(open_attrs(&self.root), vec![wire::query_info(&RELATED_FID, wire::INFO_FILESYSTEM, class, 0, 1024)]), info_bytes)
             }
-            Request::Read { offset, len, .. } if *len <= self.xfer as u64 => match fid {
-                Some(f) => Plan::Compound(vec![wire::read(&f, *offset, *len as u32)], read_bytes),
+            _ if self.one_message(request) => match fid.and_then(|f| on_handle(request, f, self.write_data(request))) {
+                Some((reqs, bytes)) => Plan::Compound(reqs, bytes),
                 None => Plan::Blocking,
-            },
-            Request::Write { offset, len, .. } if *len <= self.xfer as u64 => match fid {
-                Some(f) => Plan::Compound(vec![wire::write(&f, *offset, self.content_at(*offset, *len as usize))], written),
-                None => Plan::Blocking,
-            },
-            Request::Commit { .. } => match fid {
-                Some(f) => Plan::Compound(vec![wire::flush(&f)], zero),
-                None => Plan::Blocking,
-            },
-            // Lock the file's first byte and release it, as one compound.
-            Request::Lock { .. } => match fid {
-                Some(f) => Plan::Compound(
-                    vec![wire::lock(&f, 0, 1, wire::LOCK_EXCLUSIVE | wire::LOCK_FAIL_IMMEDIATELY), wire::lock(&f, 0, 1, wire::LOCK_UNLOCK)],
-                    zero,
-                ),
-                None => Plan::Blocking,
-            },
-            Request::Handle { op, .. } => match (op, fid) {
-                (HandleOp::Getattr, Some(f)) => Plan::Compound(vec![wire::query_info(&f, wire::INFO_FILE, wire::FILE_NETWORK_OPEN_INFO, 0, 56)], first_info),
-                (HandleOp::Setattr, Some(f)) => {
-                    Plan::Compound(vec![wire::set_info(&f, wire::FILE_BASIC_INFO, &wire::basic_info_write_time(wire::filetime_now()))], zero)
-                }
-                (HandleOp::Getsecurity, Some(f)) => {
-                    Plan::Compound(vec![wire::query_info(&f, wire::INFO_SECURITY, 0, wire::SECURITY_OWNER_GROUP_DACL, 4096)], first_info)
-                }
-                _ => Plan::Blocking,
             },
             _ => Plan::Blocking,
+        }
+    }
+
+    /// Whether an op on a handle is one message (a read or write of at most one transfer).
+    fn one_message(&self, request: &Request) -> bool {
+        match request {
+            Request::Read { len, .. } | Request::Write { len, .. } => *len <= self.xfer as u64,
+            _ => true,
+        }
+    }
+
+    fn write_data(&self, request: &Request) -> &[u8] {
+        match request {
+            Request::Write { offset, len, .. } => self.content_at(*offset, *len as usize),
+            _ => &[],
         }
     }
 
@@ -596,12 +636,17 @@ impl Target for Smb {
                 return Ok(());
             }
         };
-        if let Some(full) = &key {
-            // An op on a handle whose open is in flight waits for it here, in the order the
-            // requests were started, so no later op (a close) overtakes it.
-            if self.opening.0.lock().expect("opening lock").contains(full) {
-                self.client.flush();
-                self.wait_opened(full);
+        if let (Some(full), false) = (&key, matches!(request, Request::Handle { op: HandleOp::Open, .. })) {
+            // An op on a handle whose open is in flight goes out when the open answers, after
+            // those started before it, so no later op (a close) overtakes it.
+            let mut waiting = self.opening.0.lock().expect("opening lock");
+            if let Some(deferred) = waiting.get_mut(full) {
+                if !self.one_message(request) {
+                    drop(waiting);
+                    return Err(done); // several messages: the blocking way, which waits for the open
+                }
+                deferred.push(self.deferred(request, full.clone(), live, done));
+                return Ok(());
             }
         }
         match (request, &key) {
