@@ -52,7 +52,7 @@ pub struct Smb {
     handles: Arc<Mutex<HashMap<String, (u64, Fid)>>>,
     /// Paths whose `open` is in flight, each with the ops on its handle started meanwhile: they
     /// are sent, in order, when the open's reply brings the handle (a blocking op waits for it).
-    opening: Arc<(Mutex<HashMap<String, Vec<Deferred>>>, Condvar)>,
+    opening: Arc<Opening>,
     /// How long an op waits for its handle's `open` (the per-request timeout).
     timeout: Duration,
     xfer: u32,
@@ -119,8 +119,14 @@ fn open_handle(path: &str) -> Req {
 /// An op that will be sent once its handle's open has answered (with the handle, or None if it failed).
 type Deferred = Box<dyn FnOnce(Option<Fid>) + Send>;
 
+/// The paths whose open is in flight, with their deferred ops, and a signal for blocking waiters.
+type Opening = (Mutex<HashMap<String, Vec<Deferred>>>, Condvar);
+
+/// A request's messages and how its outcome is read from the responses.
+type Messages = (Vec<Req>, fn(&Replies) -> Res<u64>);
+
 /// The message of an op on a file's open handle `f` (`data`: a write's bytes); None for other ops.
-fn on_handle(request: &Request, f: Fid, data: &[u8]) -> Option<(Vec<Req>, fn(&Replies) -> Res<u64>)> {
+fn on_handle(request: &Request, f: Fid, data: &[u8]) -> Option<Messages> {
     Some(match request {
         Request::Read { offset, len, .. } => (vec![wire::read(&f, *offset, *len as u32)], read_bytes),
         Request::Write { offset, .. } => (vec![wire::write(&f, *offset, data)], written),
