@@ -26,19 +26,19 @@ CGROUP = Path("/sys/fs/cgroup/cpu/peakbench-ganesha")
 PERIOD_US = 100_000
 
 
-def confine(pid: int, cpu_percent: float) -> None:
-    """Limit a process (all its threads) to cpu_percent of one CPU."""
-    CGROUP.mkdir(exist_ok=True)
-    (CGROUP / "cpu.cfs_period_us").write_text(str(PERIOD_US))
-    (CGROUP / "cpu.cfs_quota_us").write_text(str(max(1000, round(PERIOD_US * cpu_percent / 100))))
-    (CGROUP / "cgroup.procs").write_text(str(pid))
+def confine(pid: int, cpu_percent: float, cgroup: Path = CGROUP) -> None:
+    """Limit a process (all its threads, and the children it forks later) to cpu_percent of one CPU."""
+    cgroup.mkdir(exist_ok=True)
+    (cgroup / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+    (cgroup / "cpu.cfs_quota_us").write_text(str(max(1000, round(PERIOD_US * cpu_percent / 100))))
+    (cgroup / "cgroup.procs").write_text(str(pid))
 
 
-def remove_cgroup() -> None:
-    if CGROUP.exists():
-        for pid in filter(None, (CGROUP / "cgroup.procs").read_text().split()):
+def remove_cgroup(cgroup: Path = CGROUP) -> None:
+    if cgroup.exists():
+        for pid in filter(None, (cgroup / "cgroup.procs").read_text().split()):
             Path("/sys/fs/cgroup/cpu/cgroup.procs").write_text(pid)
-        CGROUP.rmdir()
+        cgroup.rmdir()
 
 
 def start(workdir: Path, ioq_threads: int | None, cpu_percent: float | None) -> None:

@@ -107,11 +107,20 @@ def _stop_group(pid: int, timeout_s: float = 5.0) -> None:
 class Samba:
     """smbd sharing a fresh temporary directory as `share` on 127.0.0.1 at a free port."""
 
-    def __init__(self, extra_config: str = "", max_protocol: str = "SMB3_11", port: int | None = None):
+    def __init__(
+        self,
+        extra_config: str = "",
+        max_protocol: str = "SMB3_11",
+        port: int | None = None,
+        workdir: Path | None = None,
+    ):
         self.extra_config = extra_config
         self.max_protocol = max_protocol
         # A free port by default, so two test runs (or two engineers) each get their own smbd.
         self.port = port or free_port()
+        # A given work directory (and its share) is kept after stop, so a benchmark's file sets
+        # outlive a restart; by default it is a temporary one, removed.
+        self.kept_workdir = workdir
         self.workdir: Path | None = None
         self.process: subprocess.Popen | None = None
 
@@ -132,10 +141,10 @@ class Samba:
         ensure_installed()
         if _listening(self.port):
             raise ServerUnavailable(f"port {self.port} is already taken")
-        self.workdir = Path(tempfile.mkdtemp(prefix="peakbench-samba-"))
+        self.workdir = self.kept_workdir or Path(tempfile.mkdtemp(prefix="peakbench-samba-"))
         self.share_dir = self.workdir / "share"
         for sub in ("private", "lock", "state", "cache", "pid", "ncalrpc", "binddns", "share"):
-            (self.workdir / sub).mkdir(mode=0o755)
+            (self.workdir / sub).mkdir(mode=0o755, exist_ok=self.kept_workdir is not None)
         self.config.write_text(
             CONFIG.format(
                 port=self.port,
@@ -221,9 +230,9 @@ class Samba:
         if self.workdir is not None:
             for pid in self._helpers():
                 _stop_group(pid)
-        if self.workdir is not None:
+        if self.workdir is not None and self.kept_workdir is None:
             shutil.rmtree(self.workdir, ignore_errors=True)
-            self.workdir = None
+        self.workdir = None
 
     def serve_module(self) -> Iterator[Samba]:
         """For a module fixture (`yield from Samba(...).serve_module()`): started, yielded,

@@ -2,11 +2,13 @@
 
 import pytest
 from peakbench.engine import Engine
+from peakbench.targets import parse_target
 from peakbench.workload import canned_names, find_workload, trial_spec
 
 EXPECTED = {
     "specsfs97",
     "specsfs2008",
+    "specsfs2008-cifs",
     "web-server",
     "web-proxy",
     "db-tp",
@@ -32,6 +34,8 @@ def test_canned_file_sets_fit_a_laptop_at_a_few_hundred_ops(name):
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 @pytest.mark.parametrize("target", [{"kind": "null"}, {"kind": "posix", "path": "/nonexistent/validation-only"}])
 def test_the_engine_accepts_every_canned_spec(engine_path, name, target):
+    if name == "specsfs2008-cifs" and target["kind"] == "posix":
+        target = parse_target("smb://u:p@files.example/share")  # its handle ops need SMB
     spec = trial_spec(find_workload(name), target, rate=300, warmup_s=1, runtime_s=5)
     Engine(engine_path).validate(spec)  # raises InputError with the engine's message if refused
 

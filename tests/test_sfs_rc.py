@@ -178,7 +178,7 @@ def test_a_mount_point_file_names_each_clients_mount_points(tmp_path):
 @pytest.mark.parametrize(
     "text, field, words",
     [
-        ("FS_PROTOCOL=cifs\n", "FS_PROTOCOL", "no SMB target yet"),
+        ("FS_PROTOCOL=cifs\n", "FS_PROTOCOL", "FS_PROTOCOL=cifs needs USERNAME, the SMB login"),
         ("FS_PROTOCOL=afs\n", "FS_PROTOCOL", "must be nfs or cifs"),
         ("USERNAME=bob\n", "USERNAME", "for CIFS shares"),
         ("PASSWORD=x\n", "PASSWORD", "for CIFS shares"),
@@ -204,9 +204,9 @@ def test_variables_without_a_meaning_here_are_refused_at_their_line(tmp_path, te
     assert (raised.value.file, raised.value.line, raised.value.field) == (path, 3, field)
 
 
-def test_a_cifs_share_is_refused_not_run_as_something_else(tmp_path):
+def test_a_cifs_share_without_fs_protocol_cifs_is_refused_not_run_as_something_else(tmp_path):
     path = write(tmp_path, "LOAD=100\nMNT_POINTS='\\\\server\\share'\n")
-    with pytest.raises(InputError, match=r"\\\\server\\share: peakbench has no SMB target yet") as raised:
+    with pytest.raises(InputError, match=r"\\\\server\\share is a CIFS share; set FS_PROTOCOL=cifs") as raised:
         read_rcfile(path)
     assert raised.value.line == 2
 

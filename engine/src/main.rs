@@ -25,7 +25,7 @@ use std::io::{Read, Write};
 use std::process::ExitCode;
 
 const USAGE: &str =
-    "usage: peakbench-engine (run|prepare|validate-spec) SPEC.json|-\n       peakbench-engine validate-target TARGET.json|-\n       peakbench-engine --version";
+    "usage: peakbench-engine (run|prepare|validate-spec) SPEC.json|-\n       peakbench-engine generate SPEC.json|- N\n       peakbench-engine validate-target TARGET.json|-\n       peakbench-engine --version";
 
 /// Exit 2: the spec is wrong. Exit 1: the spec is fine but the trial could not run.
 enum Failure {
@@ -39,12 +39,21 @@ fn main() -> ExitCode {
         println!("peakbench-engine {}", env!("CARGO_PKG_VERSION"));
         return ExitCode::SUCCESS;
     }
-    let (Some(command), Some(source), 2) = (args.first(), args.get(1), args.len()) else {
+    // `generate` alone takes a third argument: how many requests.
+    let count = match (args.first().map(String::as_str), args.get(2).map(|n| n.parse::<u64>())) {
+        (Some("generate"), Some(Ok(n))) if args.len() == 3 => Some(n),
+        _ => None,
+    };
+    let (Some(command), Some(source), 2 | 3) = (args.first(), args.get(1), args.len()) else {
         eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
+    if (command == "generate") != count.is_some() {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    }
     watch_parent();
-    match execute(command, source) {
+    match execute(command, source, count.unwrap_or(0)) {
         Ok(None) => ExitCode::SUCCESS,
         Ok(Some(result)) => {
             println!("{result}");
@@ -83,7 +92,7 @@ fn watch_parent() {
     });
 }
 
-fn execute(command: &str, source: &str) -> Result<Option<serde_json::Value>, Failure> {
+fn execute(command: &str, source: &str, count: u64) -> Result<Option<serde_json::Value>, Failure> {
     let label = if source == "-" { "<stdin>" } else { source };
     let text = if source == "-" {
         let mut s = String::new();
@@ -106,6 +115,7 @@ fn execute(command: &str, source: &str) -> Result<Option<serde_json::Value>, Fai
     let spec = spec::parse(&text).map_err(|e| Failure::Spec(format!("{label}: {e}")))?;
     match command {
         "validate-spec" => Ok(None),
+        "generate" => workload::markov::sample(&spec, count).map(Some).map_err(|e| Failure::Spec(format!("{label}: {e:#}"))),
         "prepare" => {
             let mut target = target::open(&spec.target).map_err(run)?;
             let where_ = match &spec.target {

@@ -30,10 +30,21 @@ pub enum Op {
     Commit,
     /// A byte-range lock taken and released on an open file (SMB2 LOCK; SPECsfs2008 CIFS LOCKING_ANDX).
     Lock,
+    /// Open a handle on a file and keep it (SMB2 CREATE; CIFS NT_CREATE_ANDX). Only a Markov
+    /// workload issues it, and the ops on that handle follow it until its `close`.
+    Open,
+    /// Close a handle `open` made (SMB2 CLOSE).
+    Close,
+    /// Query an open handle's attributes (SMB2 QUERY_INFO on the handle; CIFS TRANS2_QUERY_FILE_INFORMATION).
+    Fgetattr,
+    /// Set an open handle's attributes (SMB2 SET_INFO; CIFS TRANS2_SET_FILE_INFORMATION).
+    Fsetattr,
+    /// Read an open handle's security descriptor (SMB2 QUERY_INFO security; CIFS NT_TRANSACT_QUERY_SECURITY_DESC).
+    Getsecurity,
 }
 
 impl Op {
-    pub const ALL: [Op; 22] = [
+    pub const ALL: [Op; 27] = [
         Op::Null,
         Op::Getattr,
         Op::Setattr,
@@ -56,6 +67,11 @@ impl Op {
         Op::Pathconf,
         Op::Commit,
         Op::Lock,
+        Op::Open,
+        Op::Close,
+        Op::Fgetattr,
+        Op::Fsetattr,
+        Op::Getsecurity,
     ];
 
     pub fn name(self) -> &'static str {
@@ -82,6 +98,11 @@ impl Op {
             Op::Pathconf => "pathconf",
             Op::Commit => "commit",
             Op::Lock => "lock",
+            Op::Open => "open",
+            Op::Close => "close",
+            Op::Fgetattr => "fgetattr",
+            Op::Fsetattr => "fsetattr",
+            Op::Getsecurity => "getsecurity",
         }
     }
 
@@ -105,7 +126,23 @@ impl Op {
                 | Op::Commit
                 | Op::Symlink
                 | Op::Lock
+                | Op::Open
+                | Op::Close
+                | Op::Fgetattr
+                | Op::Fsetattr
+                | Op::Getsecurity
         )
+    }
+
+    /// The ops that open, use and close a handle explicitly: only a target with handles (SMB) does them.
+    pub fn explicit_handle(self) -> bool {
+        matches!(self, Op::Open | Op::Close | Op::Fgetattr | Op::Fsetattr | Op::Getsecurity)
+    }
+
+    /// Ops that act on a handle `open` made and `close` releases: a Markov workload issues them
+    /// only while it holds one (spec.rs checks its states).
+    pub fn on_handle(self) -> bool {
+        matches!(self, Op::Read | Op::Write | Op::Commit | Op::Lock | Op::Fgetattr | Op::Fsetattr | Op::Getsecurity | Op::Close)
     }
 }
 
@@ -181,6 +218,21 @@ pub enum Request {
     Lock {
         path: String,
     },
+    /// The handle ops of a Markov workload (Op::Open ... Op::Getsecurity), on the file at `path`.
+    Handle {
+        op: HandleOp,
+        path: String,
+    },
+}
+
+/// What a `Request::Handle` does with the handle of its file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandleOp {
+    Open,
+    Close,
+    Getattr,
+    Setattr,
+    Getsecurity,
 }
 
 /// `Request::Read { offset: 0, len: WHOLE, .. }`: the whole file (an HTTP GET; a

@@ -41,6 +41,94 @@ pub struct TrialSpec {
     /// Version 2: replay an access log instead of generating Fstress requests.
     #[serde(default)]
     pub replay: Option<ReplaySpec>,
+    /// Ops from a Markov chain over handle states instead of independent draws from `mix`
+    /// (SPEC.md, "Markov workloads"); `mix` is then the chain's long-run mix.
+    #[serde(default)]
+    pub markov: Option<MarkovSpec>,
+}
+
+/// A Markov chain whose transitions emit ops: each state holds a fixed number of open handles,
+/// `open` adds one, `close` removes one, and the ops on a handle are taken only while one is open.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MarkovSpec {
+    /// Index of the first state (which must hold no handle).
+    #[serde(default)]
+    pub start: usize,
+    pub states: Vec<MarkovState>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MarkovState {
+    pub name: String,
+    /// Handles open in this state.
+    pub handles: u32,
+    pub next: Vec<MarkovTransition>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MarkovTransition {
+    pub op: Op,
+    pub weight: f64,
+    /// Index of the state it leads to.
+    pub to: usize,
+}
+
+/// More open handles per client than this is a typo, not a client.
+pub const MAX_HANDLES: u32 = 1024;
+
+impl MarkovSpec {
+    /// Every path through the chain is a valid handle sequence: `open` goes one handle up, `close`
+    /// one down, everything else stays, and no op on a handle leaves a state that holds none.
+    pub fn validate(&self, mix: &BTreeMap<Op, f64>) -> Result<(), SpecError> {
+        if self.states.is_empty() {
+            return Err(bad("markov.states", "no states"));
+        }
+        let at = |i: usize| format!("markov.states[{i}]");
+        match self.states.get(self.start) {
+            None => return Err(bad("markov.start", format!("no state {}", self.start))),
+            Some(s) if s.handles != 0 => return Err(bad("markov.start", format!("state {:?} holds handles; a client starts with none", s.name))),
+            _ => {}
+        }
+        for (i, state) in self.states.iter().enumerate() {
+            if state.handles > MAX_HANDLES {
+                return Err(bad(format!("{}.handles", at(i)), format!("more than {MAX_HANDLES} open handles")));
+            }
+            if !state.next.iter().any(|t| t.weight > 0.0) {
+                return Err(bad(format!("{}.next", at(i)), format!("state {:?} has no transition with a weight above 0", state.name)));
+            }
+            for (j, t) in state.next.iter().enumerate() {
+                let field = format!("{}.next[{j}]", at(i));
+                if !(t.weight.is_finite() && t.weight >= 0.0) {
+                    return Err(bad(format!("{field}.weight"), "must be a finite number >= 0"));
+                }
+                let Some(to) = self.states.get(t.to) else { return Err(bad(format!("{field}.to"), format!("no state {}", t.to))) };
+                let want = match t.op {
+                    Op::Open => state.handles + 1,
+                    Op::Close => state.handles.wrapping_sub(1),
+                    _ => state.handles,
+                };
+                if t.op.on_handle() && state.handles == 0 {
+                    return Err(bad(format!("{field}.op"), format!("{} needs an open handle, and state {:?} holds none", t.op.name(), state.name)));
+                }
+                if matches!(t.op, Op::Remove | Op::Rename) {
+                    return Err(bad(format!("{field}.op"), format!("{} would take a file from under its open handles", t.op.name())));
+                }
+                if to.handles != want {
+                    return Err(bad(
+                        format!("{field}.to"),
+                        format!("{} from {:?} ({} handles) leaves {want}, but {:?} holds {}", t.op.name(), state.name, state.handles, to.name, to.handles),
+                    ));
+                }
+                if t.weight > 0.0 && !mix.contains_key(&t.op) {
+                    return Err(bad(format!("{field}.op"), format!("{} is not in the mix (give the chain's long-run mix)", t.op.name())));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// An access log as the request stream (SPEC.md, "Replay").
@@ -495,6 +583,16 @@ impl TrialSpec {
         }
         if self.replay.is_none() {
             self.validate_mix()?;
+        }
+        if let Some(m) = &self.markov {
+            m.validate(&self.mix)?;
+            for (name, io) in [("read.pattern", &self.read), ("write.pattern", &self.write)] {
+                if io.pattern == Pattern::Sequential {
+                    return Err(bad(name, "a sequential run crosses files, and a Markov workload's reads and writes stay on their handle's file"));
+                }
+            }
+        } else if let Some(op) = self.mix.keys().find(|op| op.explicit_handle()) {
+            return Err(bad(format!("mix.{}", op.name()), "handle ops come only from a Markov workload (markov), which opens and closes the handles"));
         }
         let f = &self.fileset;
         if f.files == 0 && self.mix.keys().any(|op| op.needs_file()) {

@@ -33,7 +33,14 @@ OPS = (
     "pathconf",
     "commit",
     "lock",
+    # SMB's handle ops, which only a Markov workload (markov.py) issues: open, use, close.
+    "open",
+    "close",
+    "fgetattr",
+    "fsetattr",
+    "getsecurity",
 )
+HANDLE_OPS = ("open", "close", "fgetattr", "fsetattr", "getsecurity")
 
 
 def normalise(weights: dict[str, float]) -> tuple[dict[str, float], str | None]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from .errors import InputError
+from .mix import HANDLE_OPS
 from .units import format_size, parse_duration
 
 FIELD = "--target"
@@ -183,9 +184,9 @@ def parse_smb(text: str) -> dict:
 # connected): SMB2 makes no symlinks and has no pathconf; byte-range locks are SMB's alone so far.
 UNSUPPORTED_OPS = {
     "smb": ("symlink", "readlink", "pathconf"),
-    "posix": ("lock",),
-    "nfs": ("lock",),
-    "http": ("lock",),
+    "posix": ("lock", *HANDLE_OPS),
+    "nfs": ("lock", *HANDLE_OPS),
+    "http": ("lock", *HANDLE_OPS),
 }
 
 

@@ -24,6 +24,7 @@
     getattr = 55
     read = 28
     # or: mixfile = "specsfs2008.mix"   (SPECsfs MIXFILE VERSION 2)
+    # or: markov = "markov/specsfs2008-cifs.toml"  (a Markov model over handle states, markov.py)
 
     [read]                     # optional, default 8KiB random
     size = "8KiB"
@@ -46,7 +47,7 @@ import dataclasses
 import math
 from pathlib import Path
 
-from . import distributions, tomlfile
+from . import distributions, markov, tomlfile
 from .contract import SPEC_SCHEMA
 from .errors import InputError
 from .mix import OPS, normalise
@@ -122,6 +123,7 @@ class Workload:
     write: dict
     arrivals: str
     cluster_fileset: str = "per-client"  # how many load clients split the file set: per-client | shared
+    markov: dict | None = None  # the engine's Markov chain (then `mix` is its long-run mix)
 
     @property
     def mean_file_size(self) -> float:
@@ -230,8 +232,21 @@ def _parse(document: dict, path: Path) -> Workload:
         )
     if scaling.bytes_per_op is not None and mean_size == 0:
         raise InputError("scaling by bytes_per_op needs a non-zero mean file size", field="fileset.file_sizes")
-    mix, mix_note = _parse_mix(_table(document, "mix", required=True), base_dir)
+    mix_table = _table(document, "mix", required=True)
+    chain = None
+    if "markov" in mix_table:
+        chain, mix, mix_note = _parse_markov(mix_table, base_dir)
+    else:
+        mix, mix_note = _parse_mix(mix_table, base_dir)
     cluster_fileset = _parse_cluster(_table(document, "cluster", required=False))
+    read = _parse_io(_table(document, "read", required=False), "read", READ_PATTERNS, base_dir)
+    write = _parse_io(_table(document, "write", required=False), "write", WRITE_PATTERNS, base_dir)
+    for name, io in (("read", read), ("write", write)):
+        if chain and io["pattern"] == "sequential":
+            raise InputError(
+                "a sequential run crosses files; a Markov workload's reads and writes stay on an open handle's file",
+                field=f"{name}.pattern",
+            )
     if cluster_fileset == "shared":
         check_shareable(mix)
     return Workload(
@@ -243,10 +258,11 @@ def _parse(document: dict, path: Path) -> Workload:
         scaling=scaling,
         mix=mix,
         mix_note=mix_note,
-        read=_parse_io(_table(document, "read", required=False), "read", READ_PATTERNS, base_dir),
-        write=_parse_io(_table(document, "write", required=False), "write", WRITE_PATTERNS, base_dir),
+        read=read,
+        write=write,
         arrivals=_choice(_table(document, "load", required=False), "arrivals", "load.", ARRIVALS, "uniform"),
         cluster_fileset=cluster_fileset,
+        markov=chain,
     )
 
 
@@ -335,6 +351,15 @@ def _parse_mix(table: dict, base_dir: Path) -> tuple[dict[str, float], str | Non
     return normalise(table)
 
 
+def _parse_markov(table: dict, base_dir: Path) -> tuple[dict, dict[str, float], None]:
+    if len(table) > 1:
+        raise InputError("give either markov or op weights, not both", field="mix.markov")
+    if not isinstance(table["markov"], str):
+        raise InputError("must be a file name", field="mix.markov")
+    chain, mix = markov.load_model(base_dir / table["markov"])
+    return chain, mix, None
+
+
 def _parse_io(table: dict, name: str, patterns: tuple[str, ...], base_dir: Path) -> dict:
     tomlfile.check_keys(table, ("size", "pattern"), f"{name}.")
     size = distributions.parse_distribution(
@@ -378,4 +403,5 @@ def trial_spec(
         "mix": workload.mix,
         "read": workload.read,
         "write": workload.write,
+        **({"markov": workload.markov} if workload.markov else {}),
     }

@@ -85,7 +85,11 @@ pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Tria
                 }
                 store.enter_fileset(&id, false)?;
             }
-            let mut generator = Generator::new(spec, FileSet::build(&spec.fileset));
+            let set = FileSet::build(&spec.fileset);
+            if let Some(m) = &spec.markov {
+                crate::workload::markov::check_room(m, &set)?;
+            }
+            let mut generator = Generator::new(spec, set);
             // The null target never looks at paths: don't spend the engine's floor formatting them.
             generator.paths = !null || std::env::var_os("PEAKBENCH_NULL_PATHS").is_some();
             (Source::Synthetic(generator), pacer::schedule(load.arrivals, load.rate, spec.seed), None)

@@ -4,8 +4,9 @@
 //! sequence depends only on the spec and seed, never on timing.
 
 use super::fileset::{FileSet, Origin};
+use super::markov::Chain;
 use super::mix::Mix;
-use crate::op::{Op, Request, WHOLE};
+use crate::op::{HandleOp, Op, Request, WHOLE};
 use crate::spec::{IoSpec, Pattern, TrialSpec};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
@@ -47,6 +48,8 @@ pub struct Generator {
     /// Directories this trial made and has not removed, the oldest first: the ones rmdir may
     /// remove. The oldest, so that its mkdir has long completed even when requests overlap.
     made_dirs: VecDeque<u32>,
+    /// A Markov workload's chain, which chooses the ops instead of `mix`.
+    chain: Option<Chain>,
 }
 
 impl Generator {
@@ -67,6 +70,7 @@ impl Generator {
             spare: Vec::new(),
             dir_paths: Vec::new(),
             made_dirs: VecDeque::new(),
+            chain: spec.markov.as_ref().map(Chain::new),
         }
     }
 
@@ -75,6 +79,11 @@ impl Generator {
     /// is removed) is drawn again among the ones it can, so every error is the server's.
     /// Only a mix none of whose ops is possible any more issues a request that fails.
     pub fn next(&mut self) -> (Op, Request, Option<u32>) {
+        if let Some(mut chain) = self.chain.take() {
+            let next = self.next_of_chain(&mut chain);
+            self.chain = Some(chain);
+            return next;
+        }
         let mut op = self.mix.pick(&mut self.rng);
         if !self.possible(op) {
             let (files, symlinks, dirs) = (self.set.file_pick.total(), self.set.symlink_pick.total(), self.made_dirs.len());
@@ -82,6 +91,37 @@ impl Generator {
         }
         let (request, object) = self.request_for(op);
         (op, request, object)
+    }
+
+    /// The chain's next op: `open` takes a file not yet open, `close` the oldest open handle,
+    /// and an op on a handle one of the open handles; the rest are drawn as from a mix.
+    fn next_of_chain(&mut self, chain: &mut Chain) -> (Op, Request, Option<u32>) {
+        let op = chain.step(&mut self.rng);
+        let (f, handle_op) = match op {
+            Op::Open => {
+                let f = chain.unopened(&self.set, &mut self.rng);
+                chain.open.push_back(f);
+                (f, HandleOp::Open)
+            }
+            Op::Close => (chain.open.pop_front().expect("a state with a handle (spec.rs)"), HandleOp::Close),
+            Op::Fgetattr => (chain.any_open(&mut self.rng), HandleOp::Getattr),
+            Op::Fsetattr => (chain.any_open(&mut self.rng), HandleOp::Setattr),
+            Op::Getsecurity => (chain.any_open(&mut self.rng), HandleOp::Getsecurity),
+            Op::Read | Op::Write => {
+                let f = chain.any_open(&mut self.rng);
+                return (op, self.transfer(op == Op::Write, f), Some(f));
+            }
+            Op::Commit | Op::Lock => {
+                let f = chain.any_open(&mut self.rng);
+                let path = self.file_path(f);
+                return (op, if op == Op::Commit { Request::Commit { path } } else { Request::Lock { path } }, Some(f));
+            }
+            _ => {
+                let (request, object) = self.request_for(op);
+                return (op, request, object);
+            }
+        };
+        (op, Request::Handle { op: handle_op, path: self.file_path(f) }, Some(f))
     }
 
     fn possible(&self, op: Op) -> bool {
@@ -149,6 +189,7 @@ impl Generator {
             | Request::Commit { path }
             | Request::Create { path }
             | Request::Remove { path }
+            | Request::Handle { path, .. }
                 if path.capacity() > 0 =>
             {
                 self.spare.push(path)

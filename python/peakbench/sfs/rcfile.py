@@ -13,10 +13,13 @@ means what the guide says or is refused with the reason:
     MNT_POINTS   one per proc, or one per proc per client (repeats allowed), each a
                  directory, `server:/path` (the NFS export nfs://server/path) or a URL;
                  or the name of a file of `client_name path path ...` lines (one per
-                 client, relative to the rc file); `\\server\share` is a CIFS share
+                 client, relative to the rc file); with FS_PROTOCOL=cifs each is a share,
+                 `\\server\share[\path]` or `\\server:port\share[\path]` (port 445 if none),
+                 spoken to directly as smb://server[:port]/share[/path]
                  (peakbench also takes a single mount point for all procs)
-    FS_PROTOCOL  nfs (the default); cifs is refused until peakbench has an SMB target
-    USERNAME, PASSWORD, DOMAIN   CIFS only, so refused with it
+    FS_PROTOCOL  nfs (the default) or cifs (SMB2/3; the workload is then specsfs2008-cifs)
+    USERNAME, PASSWORD, DOMAIN   the CIFS login (USERNAME and PASSWORD required with cifs;
+                 DOMAIN optional); refused with nfs
     SFS_NFS_USER_ID, SFS_NFS_GROUP_ID   the AUTH_SYS uid and gid of NFS mount points
     TCP          unset, 1 or on; UDP (0, off) is refused: the engine speaks TCP only
     BIOD_MAX_READS, BIOD_MAX_WRITES   0 to 32: transfers of one logical read or write in flight
@@ -31,7 +34,8 @@ means what the guide says or is refused with the reason:
                  stopped after it; its output is kept with the load point
     DEBUG        SPEC's flag list ("3,4,8-10"); see DEBUG_FLAGS for those peakbench logs
     SFS_DIR, WORK_DIR   where SPEC's programs live: no meaning here, listed as ignored
-    WORKLOAD     peakbench's own: the workload the mix applies to (default specsfs2008)
+    WORKLOAD     peakbench's own: the workload the mix applies to (default specsfs2008,
+                 or specsfs2008-cifs with FS_PROTOCOL=cifs)
 
 Variables from SPEC's rc templates outside the guide (SFS_DEBUG, SUT_HOST, ...)
 are accepted and listed as ignored; any other name is an error, so a typo never
@@ -52,6 +56,7 @@ import os
 import re
 import shlex
 from pathlib import Path
+from urllib.parse import quote
 
 from ..errors import InputError
 from ..units import MAX_RATE, parse_duration, parse_size
@@ -104,7 +109,7 @@ IGNORED = (  # SPEC's program and working directories, and template variables th
     "WORK_DIR_NAME",
 )
 CIFS_ONLY = ("USERNAME", "PASSWORD", "DOMAIN")
-NO_SMB = "peakbench has no SMB target yet, so a CIFS share cannot be loaded"
+CIFS_WORKLOAD = "specsfs2008-cifs"
 # The SPEC DEBUG flags (guide §3.3.1, table 3) that have a peakbench log line; the rest are refused.
 DEBUG_FLAGS = {
     4: "DEBUG_CHILD_ERROR: each load point's failed operations, by op and error",
@@ -122,6 +127,8 @@ MAX_MOUNT_FILE_BYTES = 1 << 20
 
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)")
 _NFS_EXPORT = re.compile(r"([^/:\\\s]+):(/.*)")  # server:/path, as in SPEC's UNIX-style MNT_POINTS
+# \\server\share[\path], with peakbench's :port after the server (SPEC's shares are on 445).
+_CIFS_SHARE = re.compile(r"\\\\([^\\/:\s]+)(?::(\d{1,5}))?\\([^\\/]+)((?:\\[^\\/]+)*)\\?")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,6 +161,7 @@ class RcFile:
     access_share: float | None = None  # ACCESS_PCNT / 100
     monitor: tuple[str, ...] = ()  # PRIME_MON_SCRIPT and its PRIME_MON_ARGS
     debug: frozenset[int] = frozenset()
+    cifs_login: tuple[str, str, str] | None = None  # FS_PROTOCOL=cifs: USERNAME, PASSWORD, DOMAIN
 
     @property
     def processes(self) -> int:
@@ -313,23 +321,41 @@ def _interpret(path: Path, values: dict[str, list[str]], lines: dict[str, int]) 
     if len(set(clients)) != len(clients):
         raise fail("CLIENTS", "a client is listed twice")
     protocol = [word.lower() for word in values.get("FS_PROTOCOL", ["nfs"])]
-    if protocol == ["cifs"]:
-        raise fail("FS_PROTOCOL", NO_SMB)
-    if protocol != ["nfs"]:
+    if protocol not in (["nfs"], ["cifs"]):
         raise fail("FS_PROTOCOL", f"{' '.join(protocol)!r}: must be nfs or cifs")
-    for name in CIFS_ONLY:
-        if name in values:
-            raise fail(name, f"{name} is for CIFS shares (FS_PROTOCOL=cifs); NFS is accessed as SFS_NFS_USER_ID")
+    cifs_login = None
+    if protocol == ["cifs"]:
+        login = []
+        for name in CIFS_ONLY:
+            words = values.get(name, [] if name == "DOMAIN" else None)
+            if words is None:
+                raise fail("FS_PROTOCOL", f"FS_PROTOCOL=cifs needs {name}, the SMB login")
+            login.append(" ".join(words))  # a quoted value with spaces is one login
+        cifs_login = tuple(login)
+    else:
+        for name in CIFS_ONLY:
+            if name in values:
+                raise fail(name, f"{name} is for CIFS shares (FS_PROTOCOL=cifs); NFS is accessed as SFS_NFS_USER_ID")
     tcp = [word.lower() for word in values.get("TCP", ["1"])]
     if tcp not in (["1"], ["on"]):
         raise fail("TCP", f"{' '.join(tcp)!r}: only TCP (1 or on) is supported, as in SPECsfs2008; UDP is not")
     mounts = _mount_points(path, values.get("MNT_POINTS", []), lines.get("MNT_POINTS"), clients, procs)
+    for mount in mounts:
+        if mount.url.startswith("smb://") != (cifs_login is not None):
+            why = (
+                "is a CIFS share; set FS_PROTOCOL=cifs"
+                if cifs_login is None
+                else "is not a CIFS share (\\\\server\\share) for FS_PROTOCOL=cifs"
+            )
+            raise InputError(f"{mount.written} {why}", file=mount.file, line=mount.line, field="MNT_POINTS")
     mixfile = None
+    if values.get("MIXFILE") and cifs_login is not None:
+        raise fail("MIXFILE", f"a CIFS run's op mix comes from {CIFS_WORKLOAD}'s Markov model, not a mix file")
     if values.get("MIXFILE"):
         if len(values["MIXFILE"]) != 1:
             raise fail("MIXFILE", "name one mix file")
         mixfile = (path.parent / values["MIXFILE"][0]).resolve()
-    workload = values.get("WORKLOAD", ["specsfs2008"])
+    workload = values.get("WORKLOAD", [CIFS_WORKLOAD if cifs_login else "specsfs2008"])
     if len(workload) != 1:
         raise fail("WORKLOAD", "name one workload")
     uid, gid = whole("SFS_NFS_USER_ID", None, 2**32 - 1, 0), whole("SFS_NFS_GROUP_ID", None, 2**32 - 1, 0)
@@ -372,6 +398,7 @@ def _interpret(path: Path, values: dict[str, list[str]], lines: dict[str, int]) 
         access_share=access[0] / 100 if access else None,
         monitor=_monitor(path, values, fail),
         debug=_debug_flags(values.get("DEBUG", []), fail),
+        cifs_login=cifs_login,
     )
 
 
@@ -485,7 +512,17 @@ def _mount_file(path: Path, clients: tuple[str, ...], procs: int) -> tuple[Mount
 
 def _mount_point(word: str, file: Path, line: int | None) -> MountPoint:
     if word.startswith("\\\\"):
-        raise InputError(f"{word}: {NO_SMB}", file=file, line=line, field="MNT_POINTS")
+        share = _CIFS_SHARE.fullmatch(word)
+        if share is None or (share.group(2) and not 1 <= int(share.group(2)) <= 65535):
+            raise InputError(
+                f"{word} is not a CIFS share: write \\\\server\\share[\\path] or \\\\server:port\\share",
+                file=file,
+                line=line,
+                field="MNT_POINTS",
+            )
+        server, port, name, below = share.groups()
+        url = f"smb://{server}{f':{port}' if port else ''}/{quote(name)}{quote(below.replace(chr(92), '/'))}"
+        return MountPoint(word, url, file, line)
     export = _NFS_EXPORT.fullmatch(word)
     url = f"nfs://{export.group(1)}{export.group(2)}" if export else word
     return MountPoint(word, url, file, line)

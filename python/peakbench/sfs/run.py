@@ -173,8 +173,12 @@ def validate(path: Path, console: Console) -> int:
 
 
 def mount_target(rc: RcFile, url: str) -> dict:
-    """The engine's target for one mount point, with the rc file's NFS credentials and transfer size."""
+    """The engine's target for one mount point, with the rc file's NFS credentials and transfer size,
+    or its CIFS login."""
     target = parse_target(url)
+    if target["kind"] == "smb" and rc.cifs_login is not None:
+        # Here, not in the URL: the password stays out of every label and stored mount point.
+        target.update(zip(("user", "password", "domain"), rc.cifs_login))
     if target["kind"] == "nfs":
         nfs = {"uid": rc.uid, "gid": rc.gid, "rsize": rc.block_size, "wsize": rc.block_size}
         nfs.update({"biod_reads": rc.biod_reads, "biod_writes": rc.biod_writes})

@@ -261,7 +261,12 @@ impl Http {
             }
             Request::Readdir { path, .. } => call("GET", self.dir_url(path), Then::Status),
             // Refused before a trial (supports).
-            Request::Lock { .. } | Request::Setattr { .. } | Request::Symlink { .. } | Request::Link { .. } | Request::Readlink { .. } => {
+            Request::Lock { .. }
+            | Request::Handle { .. }
+            | Request::Setattr { .. }
+            | Request::Symlink { .. }
+            | Request::Link { .. }
+            | Request::Readlink { .. } => {
                 return Err(Err("EOPNOTSUPP".into()))
             }
         })
@@ -281,6 +286,7 @@ impl Target for Http {
     fn supports(&self, op: Op) -> bool {
         match op {
             Op::Setattr | Op::Symlink | Op::Link | Op::Readlink | Op::Lock => false,
+            op if op.explicit_handle() => false,
             Op::Write | Op::Create | Op::Remove | Op::Mkdir | Op::Rmdir | Op::Rename => self.writable,
             _ => true,
         }

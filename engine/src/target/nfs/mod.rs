@@ -449,6 +449,7 @@ impl Nfs {
             Request::Pathconf => self.nfs.pathconf(&self.root).map(|_| 0),
             Request::Commit { path } => self.with_fh(path, |f| self.nfs.commit(f, 0, 0)).map(|_| 0),
             Request::Lock { .. } => Err(Error::Rpc(rpc::RpcError::Rejected("PROC_UNAVAIL NFSv3 has no lock procedure (NLM)".into()))),
+            Request::Handle { .. } => Err(Error::Rpc(rpc::RpcError::Rejected("PROC_UNAVAIL NFSv3 is stateless: no open or close".into()))),
         }
     }
 
@@ -515,7 +516,8 @@ impl Drop for Nfs {
 
 impl Target for Nfs {
     fn supports(&self, op: Op) -> bool {
-        op != Op::Lock // NFSv3 locks through NLM, which this target does not speak
+        // NFSv3 locks through NLM, which this target does not speak, and has no handles to open.
+        op != Op::Lock && !op.explicit_handle()
     }
 
     fn execute(&self, request: &Request) -> Outcome {

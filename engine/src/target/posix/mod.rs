@@ -177,7 +177,8 @@ impl Posix {
 
 impl Target for Posix {
     fn supports(&self, op: Op) -> bool {
-        op != Op::Lock // byte-range locks are SMB's alone so far
+        // Byte-range locks and the handle ops of a Markov workload are SMB's alone so far.
+        op != Op::Lock && !op.explicit_handle()
     }
 
     fn execute(&self, request: &Request) -> Outcome {
@@ -185,7 +186,7 @@ impl Target for Posix {
         let ok = |ret: libc::c_int| check(ret as libc::c_long).map(|_| 0u64);
         match request {
             Request::Null => Ok(0),
-            Request::Lock { .. } => Err("EOPNOTSUPP".into()), // refused before a trial (supports)
+            Request::Lock { .. } | Request::Handle { .. } => Err("EOPNOTSUPP".into()), // refused before a trial (supports)
             Request::Getattr { path } => self.stat(root, path).map(|_| 0),
             Request::Setattr { path } => {
                 // AT_SYMLINK_NOFOLLOW: a symlink's own mode cannot change (EOPNOTSUPP), its target's must not.

@@ -11,6 +11,8 @@
 //! | lookup | open and close | CREATE + CLOSE |
 //! | read, write, commit | READ, WRITE, FLUSH | on the file's handle, opened once and kept |
 //! | lock | LOCK + LOCK (unlock), one compound | the file's first byte, on its kept handle |
+//! | open, close | CREATE, CLOSE | a Markov workload's handle, kept from one to the other |
+//! | fgetattr, fsetattr, getsecurity | QUERY_INFO, SET_INFO(FileBasicInformation), QUERY_INFO(security) | on that handle |
 //! | create, mkdir | CREATE (new) + CLOSE | |
 //! | remove, rmdir | CREATE (delete on close) + CLOSE | |
 //! | rename, link | CREATE + SET_INFO(FileRenameInformation, FileLinkInformation) + CLOSE | |
@@ -26,13 +28,13 @@ pub mod sign;
 pub mod wire;
 
 use super::{Completion, FileStore, Outcome, Request, Target};
-use crate::op::Op;
+use crate::op::{HandleOp, Op};
 use crate::spec::SmbSpec;
 use anyhow::{anyhow, bail};
 use conn::{Client, Live, Login, Replies, Res, SetupError, SmbError};
 use std::collections::HashMap;
 use std::net::ToSocketAddrs;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 use wire::{Fid, Req, RELATED_FID};
 
@@ -42,13 +44,18 @@ const DIR_PAGE: u32 = 65536;
 
 pub struct Smb {
     pub url: String,
-    client: Client,
+    client: Arc<Client>,
     /// The directory below the share that holds the file sets ("" for the share's root).
     base: String,
     /// The file set's root (`base/id`) once entered.
     root: String,
     /// Open handles for reads, writes and flushes, by path and connection generation.
     handles: Arc<Mutex<HashMap<String, (u64, Fid)>>>,
+    /// Paths whose `open` is in flight, each with the ops on its handle started meanwhile: they
+    /// are sent, in order, when the open's reply brings the handle (a blocking op waits for it).
+    opening: Arc<Opening>,
+    /// How long an op waits for its handle's `open` (the per-request timeout).
+    timeout: Duration,
     xfer: u32,
     content: Vec<u8>,
 }
@@ -96,6 +103,46 @@ fn read_bytes(r: &Replies) -> Res<u64> {
 fn written(r: &Replies) -> Res<u64> {
     check(r, &[])?;
     wire::parse_write(&r[0]).map(u64::from).map_err(malformed)
+}
+
+/// The only response's output (QUERY_INFO on a handle), its length.
+fn first_info(r: &Replies) -> Res<u64> {
+    check(r, &[])?;
+    wire::parse_output(&r[0]).map(|o| o.len() as u64).map_err(malformed)
+}
+
+/// A handle for every op a file's handle serves: data, attributes and its security descriptor.
+fn open_handle(path: &str) -> Req {
+    let access = wire::FILE_READ_DATA | wire::FILE_WRITE_DATA | wire::FILE_READ_ATTRIBUTES | wire::FILE_WRITE_ATTRIBUTES | wire::READ_CONTROL;
+    wire::create(path, access, 0, wire::OPEN, wire::NON_DIRECTORY_FILE)
+}
+
+/// An op that will be sent once its handle's open has answered (with the handle, or None if it failed).
+type Deferred = Box<dyn FnOnce(Option<Fid>) + Send>;
+
+/// The paths whose open is in flight, with their deferred ops, and a signal for blocking waiters.
+type Opening = (Mutex<HashMap<String, Vec<Deferred>>>, Condvar);
+
+/// A request's messages and how its outcome is read from the responses.
+type Messages = (Vec<Req>, fn(&Replies) -> Res<u64>);
+
+/// The message of an op on a file's open handle `f` (`data`: a write's bytes); None for other ops.
+fn on_handle(request: &Request, f: Fid, data: &[u8]) -> Option<Messages> {
+    Some(match request {
+        Request::Read { offset, len, .. } => (vec![wire::read(&f, *offset, *len as u32)], read_bytes),
+        Request::Write { offset, .. } => (vec![wire::write(&f, *offset, data)], written),
+        Request::Commit { .. } => (vec![wire::flush(&f)], zero),
+        // Lock the file's first byte and release it, as one compound.
+        Request::Lock { .. } => (vec![wire::lock(&f, 0, 1, wire::LOCK_EXCLUSIVE | wire::LOCK_FAIL_IMMEDIATELY), wire::lock(&f, 0, 1, wire::LOCK_UNLOCK)], zero),
+        Request::Handle { op: HandleOp::Getattr, .. } => (vec![wire::query_info(&f, wire::INFO_FILE, wire::FILE_NETWORK_OPEN_INFO, 0, 56)], first_info),
+        Request::Handle { op: HandleOp::Setattr, .. } => {
+            (vec![wire::set_info(&f, wire::FILE_BASIC_INFO, &wire::basic_info_write_time(wire::filetime_now()))], zero)
+        }
+        Request::Handle { op: HandleOp::Getsecurity, .. } => {
+            (vec![wire::query_info(&f, wire::INFO_SECURITY, 0, wire::SECURITY_OWNER_GROUP_DACL, 4096)], first_info)
+        }
+        _ => return None,
+    })
 }
 
 /// The middle response's output (QUERY_INFO in CREATE + QUERY_INFO + CLOSE), its length.
@@ -170,7 +217,7 @@ impl Smb {
             signing: spec.signing,
             timeout: Duration::from_secs_f64(spec.timeout_ms.max(1.0) / 1000.0),
         };
-        let client = Client::new(addr, login.clone(), spec.connections, spec.max_outstanding);
+        let client = Arc::new(Client::new(addr, login.clone(), spec.connections, spec.max_outstanding));
         let live = client.connect_all().map_err(|e| match e {
             SetupError::Share(s) if s == wire::STATUS_BAD_NETWORK_NAME => {
                 Refused(format!("{url}: the server has no share {:?}{}", spec.share, offered(&addr, &login))).into()
@@ -180,7 +227,17 @@ impl Smb {
         })?;
         let xfer = live.negotiated.max_read.min(live.negotiated.max_write).clamp(512, MAX_XFER);
         let base = spec.path.trim_matches('/').to_string();
-        let smb = Smb { url, client, root: base.clone(), base, handles: Arc::new(Mutex::new(HashMap::new())), xfer, content: crate::content::block(0) };
+        let smb = Smb {
+            url,
+            client,
+            root: base.clone(),
+            base,
+            handles: Arc::new(Mutex::new(HashMap::new())),
+            opening: Arc::new((Mutex::new(HashMap::new()), Condvar::new())),
+            timeout: login.timeout,
+            xfer,
+            content: crate::content::block(0),
+        };
         if !smb.base.is_empty() {
             smb.stat(&smb.base).map_err(|e| anyhow!("{}: the directory {:?} in the share: {e}", smb.url, smb.base))?;
         }
@@ -205,13 +262,11 @@ impl Smb {
 
     /// The open handle of a file for reads, writes and flushes (opened now if need be).
     fn handle(&self, live: &Live, full: &str) -> Res<Fid> {
+        self.wait_opened(full);
         if let Some(f) = self.cached(live, full) {
             return Ok(f);
         }
-        let r = self.client.call(
-            live,
-            &[wire::create(full, wire::FILE_READ_DATA | wire::FILE_WRITE_DATA | wire::FILE_READ_ATTRIBUTES, 0, wire::OPEN, wire::NON_DIRECTORY_FILE)],
-        )?;
+        let r = self.client.call(live, &[open_handle(full)])?;
         check(&r, &[])?;
         let fid = wire::parse_create(&r[0]).map_err(malformed)?.fid;
         // Another sender may have opened the same file meanwhile: keep one handle, close the other.
@@ -232,6 +287,73 @@ impl Smb {
             }
             None => Ok(fid),
         }
+    }
+
+    /// Wait (at most the request timeout) for an `open` of this path still in flight.
+    fn wait_opened(&self, full: &str) {
+        let (set, changed) = &*self.opening;
+        let guard = set.lock().expect("opening lock");
+        let _ = changed.wait_timeout_while(guard, self.timeout, |s| s.contains_key(full)).expect("opening lock");
+    }
+
+    /// Send a Markov workload's `open`; `done` gets its outcome once the handle is kept.
+    fn open_async(&self, live: &Live, full: String, done: Box<dyn FnOnce(Res<u64>) + Send>) {
+        self.opening.0.lock().expect("opening lock").insert(full.clone(), Vec::new());
+        let (handles, opening, generation, client) = (self.handles.clone(), self.opening.clone(), live.generation, self.client.clone());
+        let req = open_handle(&full);
+        self.client.call_async(
+            live,
+            &[req],
+            Box::new(move |r| {
+                let created = r.and_then(|r| check(&r, &[]).and_then(|_| wire::parse_create(&r[0]).map_err(malformed)));
+                if let Ok(c) = &created {
+                    handles.lock().expect("handles lock").insert(full.clone(), (generation, c.fid));
+                }
+                // Under the lock, so that an op started now either joins the deferred ones or finds the handle.
+                let mut waiting = opening.0.lock().expect("opening lock");
+                let deferred = waiting.remove(&full).unwrap_or_default();
+                let fid = created.as_ref().ok().map(|c| c.fid);
+                let any = !deferred.is_empty();
+                for send in deferred {
+                    send(fid);
+                }
+                drop(waiting);
+                if any {
+                    client.flush();
+                }
+                opening.1.notify_all();
+                done(created.map(|_| 0));
+            }),
+        );
+    }
+
+    /// A Markov workload's `close`: the handle its `open` made, or EBADF when there is none
+    /// (the open failed, so the server never gave one).
+    fn close_handle(&self, full: &str) -> Outcome {
+        self.wait_opened(full);
+        let Some((generation, fid)) = self.handles.lock().expect("handles lock").remove(full) else { return Err("EBADF".into()) };
+        let (_, live) = self.client.pick(Some(full)).map_err(|e| e.kind())?;
+        if live.generation != generation {
+            return Err("EBADF".into()); // the connection it was open on is gone, and the handle with it
+        }
+        self.client.call(&live, &[wire::close(&fid)]).and_then(|r| zero(&r)).map_err(|e| e.kind())
+    }
+
+    /// Send `request` on the handle its open brings (a close also forgets it), or fail it with
+    /// EBADF when the open failed.
+    fn deferred(&self, request: &Request, full: String, live: Arc<Live>, done: Completion) -> Deferred {
+        let (request, data, client, handles) = (request.clone(), self.write_data(request).to_vec(), self.client.clone(), self.handles.clone());
+        Box::new(move |fid| {
+            let Some(f) = fid else { return done(Err("EBADF".into()), 0) };
+            let (reqs, bytes) = match &request {
+                Request::Handle { op: HandleOp::Close, .. } => {
+                    handles.lock().expect("handles lock").remove(&full);
+                    (vec![wire::close(&f)], zero as fn(&Replies) -> Res<u64>)
+                }
+                _ => on_handle(&request, f, &data).expect("an op on a handle (one_message)"),
+            };
+            client.call_async(&live, &reqs, Box::new(move |r| done(r.and_then(|r| bytes(&r)).map_err(|e| e.kind()), 0)));
+        })
     }
 
     fn cached(&self, live: &Live, full: &str) -> Option<Fid> {
@@ -290,27 +412,26 @@ impl Smb {
                 let class = if matches!(request, Request::Fsstat) { wire::FS_FULL_SIZE_INFO } else { wire::FS_ATTRIBUTE_INFO };
                 Plan::Compound(with_close(open_attrs(&self.root), vec![wire::query_info(&RELATED_FID, wire::INFO_FILESYSTEM, class, 0, 1024)]), info_bytes)
             }
-            Request::Read { offset, len, .. } if *len <= self.xfer as u64 => match fid {
-                Some(f) => Plan::Compound(vec![wire::read(&f, *offset, *len as u32)], read_bytes),
-                None => Plan::Blocking,
-            },
-            Request::Write { offset, len, .. } if *len <= self.xfer as u64 => match fid {
-                Some(f) => Plan::Compound(vec![wire::write(&f, *offset, self.content_at(*offset, *len as usize))], written),
-                None => Plan::Blocking,
-            },
-            Request::Commit { .. } => match fid {
-                Some(f) => Plan::Compound(vec![wire::flush(&f)], zero),
-                None => Plan::Blocking,
-            },
-            // Lock the file's first byte and release it, as one compound.
-            Request::Lock { .. } => match fid {
-                Some(f) => Plan::Compound(
-                    vec![wire::lock(&f, 0, 1, wire::LOCK_EXCLUSIVE | wire::LOCK_FAIL_IMMEDIATELY), wire::lock(&f, 0, 1, wire::LOCK_UNLOCK)],
-                    zero,
-                ),
+            _ if self.one_message(request) => match fid.and_then(|f| on_handle(request, f, self.write_data(request))) {
+                Some((reqs, bytes)) => Plan::Compound(reqs, bytes),
                 None => Plan::Blocking,
             },
             _ => Plan::Blocking,
+        }
+    }
+
+    /// Whether an op on a handle is one message (a read or write of at most one transfer).
+    fn one_message(&self, request: &Request) -> bool {
+        match request {
+            Request::Read { len, .. } | Request::Write { len, .. } => *len <= self.xfer as u64,
+            _ => true,
+        }
+    }
+
+    fn write_data(&self, request: &Request) -> &[u8] {
+        match request {
+            Request::Write { offset, len, .. } => self.content_at(*offset, *len as usize),
+            _ => &[],
         }
     }
 
@@ -322,12 +443,21 @@ impl Smb {
     /// The path whose connection (and kept handle) a request uses.
     fn path_of(request: &Request) -> Option<&str> {
         match request {
-            Request::Read { path, .. } | Request::Write { path, .. } | Request::Commit { path } | Request::Lock { path } => Some(path),
+            Request::Read { path, .. } | Request::Write { path, .. } | Request::Commit { path } | Request::Lock { path } | Request::Handle { path, .. } => {
+                Some(path)
+            }
             _ => None,
         }
     }
 
     fn op(&self, request: &Request) -> Res<u64> {
+        if let Request::Handle { op: HandleOp::Open, path } = request {
+            let (full, (tx, rx)) = (self.full(path), std::sync::mpsc::channel());
+            let (_, live) = self.client.pick(Some(&full))?;
+            self.open_async(&live, full, Box::new(move |r| drop(tx.send(r))));
+            self.client.flush();
+            return rx.recv().unwrap_or(Err(SmbError::Timeout));
+        }
         let key = Self::path_of(request).map(|p| self.full(p));
         let (_, live) = self.client.pick(key.as_deref())?;
         let fid = match &key {
@@ -483,7 +613,10 @@ impl Target for Smb {
     }
 
     fn execute(&self, request: &Request) -> Outcome {
-        self.op(request).map_err(|e| e.kind())
+        match request {
+            Request::Handle { op: HandleOp::Close, path } => self.close_handle(&self.full(path)),
+            _ => self.op(request).map_err(|e| e.kind()),
+        }
     }
 
     fn pipelines(&self) -> bool {
@@ -515,6 +648,38 @@ impl Target for Smb {
                 return Ok(());
             }
         };
+        if let (Some(full), false) = (&key, matches!(request, Request::Handle { op: HandleOp::Open, .. })) {
+            // An op on a handle whose open is in flight goes out when the open answers, after
+            // those started before it, so no later op (a close) overtakes it.
+            let mut waiting = self.opening.0.lock().expect("opening lock");
+            if let Some(deferred) = waiting.get_mut(full) {
+                if !self.one_message(request) {
+                    drop(waiting);
+                    return Err(done); // several messages: the blocking way, which waits for the open
+                }
+                deferred.push(self.deferred(request, full.clone(), live, done));
+                return Ok(());
+            }
+        }
+        match (request, &key) {
+            (Request::Handle { op: HandleOp::Open, .. }, Some(full)) => {
+                self.open_async(&live, full.clone(), Box::new(move |r| done(r.map_err(|e| e.kind()), 0)));
+                return Ok(());
+            }
+            (Request::Handle { op: HandleOp::Close, .. }, Some(full)) => {
+                let kept = self.handles.lock().expect("handles lock").remove(full);
+                return match kept {
+                    Some((generation, fid)) if generation == live.generation => {
+                        self.client.call_async(&live, &[wire::close(&fid)], Box::new(move |r| done(r.and_then(|r| zero(&r)).map_err(|e| e.kind()), 0)));
+                        Ok(())
+                    }
+                    // Its open is still in flight or failed, or its connection is gone: the blocking
+                    // way waits for the open and says EBADF when there is no handle.
+                    _ => Err(done),
+                };
+            }
+            _ => {}
+        }
         let fid = key.as_deref().and_then(|k| self.cached(&live, k));
         match self.plan(request, fid) {
             Plan::Compound(reqs, bytes) => {
