@@ -40,7 +40,7 @@ impl Chain {
     /// Take a transition: its op, having moved to its state.
     pub fn step<R: Rng + ?Sized>(&mut self, rng: &mut R) -> Op {
         let choices = &self.states[self.state];
-        let u = rng.gen::<f64>();
+        let u = rng.random::<f64>();
         let &(_, op, to) = choices.iter().find(|(c, _, _)| u < *c).unwrap_or(choices.last().expect("a state with a transition (spec.rs)"));
         self.state = to;
         op
@@ -48,7 +48,7 @@ impl Chain {
 
     /// One of the open handles' files, uniformly.
     pub fn any_open<R: Rng + ?Sized>(&self, rng: &mut R) -> u32 {
-        self.open[rng.gen_range(0..self.open.len())]
+        self.open[rng.random_range(0..self.open.len())]
     }
 
     /// A file to open: picked by popularity, but never one whose handle is already open (each
@@ -63,7 +63,7 @@ impl Chain {
         }
         // The popular files are all open: the next pickable one from a random place.
         let n = set.file_pick.len();
-        let from = rng.gen_range(0..n);
+        let from = rng.random_range(0..n);
         (0..n)
             .map(|i| ((from + i) % n) as u32)
             .find(|&f| set.file_pick.weight(f as usize) > 0 && !self.open.contains(&f))

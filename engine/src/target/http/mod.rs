@@ -266,9 +266,7 @@ impl Http {
             | Request::Setattr { .. }
             | Request::Symlink { .. }
             | Request::Link { .. }
-            | Request::Readlink { .. } => {
-                return Err(Err("EOPNOTSUPP".into()))
-            }
+            | Request::Readlink { .. } => return Err(Err("EOPNOTSUPP".into())),
         })
     }
 }
