@@ -128,7 +128,8 @@ def test_a_bad_markov_model_is_one_line_naming_its_file_line_and_field(tmp_path,
         (CANNED_DIR / "specsfs2008-cifs.toml").read_text().replace("markov/specsfs2008-cifs.toml", "markov/m.toml")
     )
     (tmp_path / "w.toml").write_text(workload)
-    (tmp_path / "sfs-file-sizes.dist").write_text((CANNED_DIR / "sfs-file-sizes.dist").read_text())
+    for dist in ("sfs2008-file-sizes.dist", "sfs2008-io-sizes.dist"):
+        (tmp_path / dist).write_text((CANNED_DIR / dist).read_text())
     with pytest.raises(InputError) as raised:
         find_workload(str(tmp_path / "w.toml"))
     error = raised.value
