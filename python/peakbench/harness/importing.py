@@ -240,7 +240,7 @@ def import_plan(
                         monitor=None,
                         sysinfo={},
                         result=None,
-                        trial_rows=[],
+                        trial_ids=[],
                         error=None,
                     )
                 store.update_plan_test(row["id"], status="done", stop_reason=f"imported ({fmt})")
