@@ -76,6 +76,7 @@ def run(env, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # a TLS Dask cluster of two workers takes minutes on a busy 2-core machine
 def test_a_two_client_trial_over_tls_merges(tls_cluster, tmp_path):
     address, tls, env = tls_cluster
     out = tmp_path / "trial.json"

@@ -12,7 +12,8 @@ import sqlite3
 import pytest
 from conftest import REPO
 
-pytestmark = pytest.mark.integration
+# Slow: a ganesha and an sfs run of two clients (40 s on a busy machine); CI leaves it to `-m slow`.
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SHORTER = [
     (r"(?m)^LOAD=.*$", "LOAD=128"),
