@@ -139,6 +139,6 @@ def test_unknown_workload_lists_the_known_ones():
     with pytest.raises(InputError) as caught:
         find_workload("webserver")
     assert (
-        "known: db-tp, mail, news, peer-to-peer, specsfs2008, specsfs97, sync-overwrite, web-proxy, web-server"
+        "known: db-tp, mail, news, peer-to-peer, specsfs2008, specsfs2008-cifs, specsfs97, sync-overwrite, web-proxy, web-server"
         in str(caught.value)
     )
