@@ -130,11 +130,12 @@ pub fn prepare(spec: &TrialSpec, target: &mut dyn Target, path_label: &str) -> a
         }
         if last_report.elapsed() >= Duration::from_secs(1) {
             last_report = Instant::now();
-            progress::emit(json!({"phase": "prepare", "done": files_seen, "total": wanted}));
+            // Checkpoint first: a progress line then promises that what it counts survives a kill.
             if files_seen > trusted {
                 manifest.filesets.get_mut(&id).expect("entry exists").complete_files = files_seen;
                 save(target, &manifest)?;
             }
+            progress::emit(json!({"phase": "prepare", "done": files_seen, "total": wanted}));
         }
     }
     let entry = manifest.filesets.get_mut(&id).expect("entry exists");
