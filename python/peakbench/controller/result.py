@@ -5,11 +5,9 @@ region [Rsat(1−s), Rsat(1+s)] as in settings.py):
 - measured_load: the paper's λ*, the test load whose interval of R̄ overlaps
   the peak region with accuracy ≥ a (Algorithm 2); None for a bracket claim.
 - response_ms, response_ci_low_ms, response_ci_high_ms: R̄ at measured_load
-  and its interval at c: the plain mean of the careful trials' means with
-  Cox's lognormal width in Stein's two-stage form, floored below 4 trials by
-  the trials' quarters (controller/statistics.py), positive and holding its
-  point; it claims the steady-state mean lies inside with confidence c, which
-  short trials near saturation hold less often (BENCHMARKS.md §7); `accuracy` is its accuracy, 1 − (high−low)/(high+low).
+  and its interval at c: Cox's lognormal interval of the careful trials'
+  means in Stein's two-stage form (controller/statistics.py), positive and
+  holding its point; `accuracy` is its accuracy, 1 − (high−low)/(high+low).
 - peak_rate: the estimate of the true peak rate λ_true, the load where the
   mean response is Rsat. It is measured_load itself when Rsat lies inside R̄'s
   interval there; otherwise the load where the response line 1/R = α − βλ

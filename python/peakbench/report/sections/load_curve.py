@@ -87,8 +87,7 @@ def _caption(curves: list[Series], options: ReportOptions) -> str:
         "Left: achieved (successful) vs offered load (the dotted line is achieved = offered"
         + ("; the dashed line marks the peak)." if found else ").")
         + " Right: mean response time vs achieved load. Points are means over the measured trials at each offered"
-        f" load; error bars are {'/'.join(levels)} intervals of the trial means, the search's (Cox's lognormal"
-        " width about their mean, floored by the trials' quarters below 4 trials),"
+        f" load; error bars are {'/'.join(levels)} lognormal (Cox) intervals of the trial means, the search's,"
         " where a load has two or more trials (n per point"
         " in the table below)."
     )

@@ -105,10 +105,9 @@ def _caption(series: Series, settings: dict, trace: list[Step]) -> str:
     return (
         f"{series.title}. Left: {left} against cumulative benchmarking cost"
         f" (filled: careful trials of {runlengths} s{shorter}; hollow: scouts). Middle:"
-        f" trials per test load. Right: {settings.get('confidence', 0.95):.0%} interval of the mean response"
-        f" time over the first n careful trials' means at each load (Cox's lognormal width; the search also"
-        f" floors it by the trials' quarters below 4 trials, and its final claim at λ* uses the two-stage Stein"
-        f" form), and the peak region."
+        f" trials per test load. Right: {settings.get('confidence', 0.95):.0%} lognormal (Cox) interval of the"
+        f" mean response time over the first n careful trials at each load (the search's final claim at λ* uses"
+        f" its two-stage Stein form), and the peak region."
     )
 
 
