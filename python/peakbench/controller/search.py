@@ -44,7 +44,6 @@ from .settings import SearchSettings
 from .statistics import (
     STEIN_PILOT,
     ConfidenceInterval,
-    known_quarters,
     log_deviation,
     response_interval,
     sample_deviation,
@@ -329,11 +328,9 @@ class _Search:
         """Careful trials at one load until it is below, above, or the peak (or noisy).
 
         Classification looks after every trial from min_trials on, as in
-        Algorithm 2. R̄'s interval (statistics.response_interval) has Cox's
-        lognormal width about the plain mean of the trial means, and before
-        the pilot completes at least the width the trials' quarters show:
-        positive, and fitted to the right skew of trial means near
-        saturation. The accuracy claim uses
+        Algorithm 2. R̄'s interval is Cox's lognormal interval of the trial
+        means (statistics.response_interval): positive, and fitted to the
+        right skew of trial means near saturation. The accuracy claim uses
         Stein's two-stage procedure on the log scale: the first `pilot`
         trials fix the deviation s0 of the log trial means, which sets the
         total N (statistics.stein_trials) for the target accuracy; the
@@ -348,7 +345,6 @@ class _Search:
         s = self.settings
         pilot = max(s.min_trials, STEIN_PILOT)
         means: list[float] = []
-        quarters: list[tuple[float, ...]] = []  # of the trials whose four quarter means are known
         drifts: list[float] = []  # per trial: log of its second half's mean over its first half's
         interval: ConfidenceInterval | None = None
         stage: tuple[int, float] | None = None  # (size, log deviation) of the completed stage
@@ -367,16 +363,15 @@ class _Search:
                     load, ABOVE, observation.mean_ms, interval, False, False, signal, means_ms=tuple(means)
                 )
             means.append(observation.mean_ms)
-            known = known_quarters(observation.quarter_means_ms)
-            if known is not None:
-                quarters.append(known)
-                drifts.append(_drift(known))
+            drift = _drift(observation)
+            if drift is not None:
+                drifts.append(drift)
             if len(means) < s.min_trials:
                 self.report(load, number, None)
                 continue
             self.variance_seconds[load] = log_deviation(means) ** 2 * runlength
             if stage is None:
-                interval = response_interval(means, s.confidence, quarters=quarters)
+                interval = response_interval(means, s.confidence)
             else:
                 interval = response_interval(means, s.confidence, stage[1], stage[0])
             self.report(load, number, interval.high - interval.low)
@@ -722,15 +717,17 @@ class _Search:
         return summaries
 
 
-def _drift(quarters: Sequence[float]) -> float:
-    """log(mean of the last two quarters / mean of the first two) of one trial (`known_quarters`)."""
+def _drift(observation: Observation) -> float | None:
+    """log(mean of the last two quarters / mean of the first two) of one trial, or None if unknown."""
+    quarters = observation.quarter_means_ms  # None for results of engines from before the quarters
+    if not quarters or len(quarters) != 4 or any(q is None or not q > 0 for q in quarters):
+        return None
     return math.log((quarters[2] + quarters[3]) / (quarters[0] + quarters[1]))
 
 
 def trials_still_rising(observations: Sequence[Observation], settings: SearchSettings) -> bool:
     """Whether these trials of one load are still rising through their windows (see _rising)."""
-    known = [known_quarters(o.quarter_means_ms) for o in observations]
-    return _rising([_drift(q) for q in known if q is not None], settings)
+    return _rising([d for d in map(_drift, observations) if d is not None], settings)
 
 
 def _rising(drifts: Sequence[float], settings: SearchSettings) -> bool:

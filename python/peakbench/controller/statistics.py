@@ -4,26 +4,13 @@
 sign (differences, throughputs). `response_interval`: for a positive, skewed
 quantity such as a trial's mean response time, whose trial-to-trial spread
 explodes and turns right-skewed near saturation; a t-interval of the raw
-means there reaches below zero. With x̄ the plain mean of the n trial means
-and s the deviation of their logs,
-    point  x̄
-    bounds x̄·exp(±t·√(s0²/n + s0⁴/(2(n−1))))     (Cox's half-width of a lognormal mean)
+means there reaches below zero. It is Cox's interval of a lognormal mean:
+with y = ln(trial mean), ȳ and s² over the trials,
+    point  exp(ȳ + s²/2)
+    bounds exp(ȳ + s²/2 ± t·√(s0²/n + s0⁴/(2(n−1))))
 which is positive, holds its own point, and in Stein's two-stage form takes
 s0 and t's degrees of freedom from the pilot stage alone, so the number of
-trials fixed from the pilot does not bias the width. It claims: the
-steady-state mean response at this load lies in [low, high] with the stated
-confidence, for trials as long as these. Two departures from Cox's
-interval, each measured in simulated queues near saturation (BENCHMARKS §7):
-the point is the plain mean, not exp(ȳ + s²/2), because there the logs of
-trial means are themselves right-skewed, which puts the lognormal point and
-the whole interval low; and below STEIN_PILOT trials s is at least the
-deviation the trials' own quarters imply for a trial mean (batch means,
-`batch_log_deviation`), because one or two degrees of freedom let two or
-three trials that happen to agree (right-skewed trials that all missed the
-tail) claim a narrow interval their own windows contradict, and the search
-looks at its interval after every trial. From the pilot on the trials'
-spread alone sets s: batch means of correlated quarters understate it less
-than they overstate it on long trials, where a floor over-covered.
+trials fixed from the pilot does not bias the width.
 """
 
 from __future__ import annotations
@@ -110,42 +97,24 @@ def stein_interval(
 
 
 def response_interval(
-    values: Sequence[float],
-    confidence: float,
-    pilot_log_deviation: float | None = None,
-    pilot_size: int | None = None,
-    quarters: Sequence[Sequence[float]] = (),
+    values: Sequence[float], confidence: float, pilot_log_deviation: float | None = None, pilot_size: int | None = None
 ) -> ConfidenceInterval:
-    """The interval of the mean of positive `values` (at least two trial means), see the module doc.
+    """Cox's lognormal interval of the mean of positive `values` (at least two), see the module doc.
 
-    Without a pilot, the deviation and degrees of freedom are those of all values; `quarters`, the
-    quarter means of those trials where all four are known (`known_quarters`), floor the deviation
-    below STEIN_PILOT values.
+    Without a pilot, the deviation and degrees of freedom are those of all values.
     """
     if any(not v > 0 for v in values):
         raise ValueError("a response interval needs positive values")
-    count = len(values)
+    logs = [math.log(v) for v in values]
+    count = len(logs)
+    deviation = sample_deviation(logs)
     if pilot_log_deviation is None:
-        pilot_log_deviation, pilot_size = log_deviation(values), count
-        if count < STEIN_PILOT and quarters:
-            pilot_log_deviation = max(pilot_log_deviation, batch_log_deviation(quarters))
-    mean = math.fsum(values) / count
+        pilot_log_deviation, pilot_size = deviation, count
+    centre = math.fsum(logs) / count + deviation**2 / 2
     half_width = log_half_width(pilot_log_deviation, count, pilot_size, confidence)
-    return ConfidenceInterval(mean, mean * math.exp(-half_width), mean * math.exp(half_width), confidence, count)
-
-
-def known_quarters(quarter_means: Sequence[float | None] | None) -> tuple[float, ...] | None:
-    """A trial's four quarter means when all are known and positive, else None (engines from before them)."""
-    if not quarter_means or len(quarter_means) != 4 or any(q is None or not q > 0 for q in quarter_means):
-        return None
-    return tuple(quarter_means)
-
-
-def batch_log_deviation(quarters: Sequence[Sequence[float]]) -> float:
-    """The deviation of a trial's log mean that its quarters imply, as batch means do: the root of the
-    mean over trials of (the variance of the log quarter means) / 4."""
-    variances = [sample_deviation([math.log(q) for q in trial]) ** 2 for trial in quarters]
-    return math.sqrt(math.fsum(variances) / len(variances) / 4)
+    return ConfidenceInterval(
+        math.exp(centre), math.exp(centre - half_width), math.exp(centre + half_width), confidence, count
+    )
 
 
 def log_deviation(values: Sequence[float]) -> float:

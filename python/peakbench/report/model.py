@@ -28,7 +28,7 @@ import re
 from typing import Any
 
 from ..controller.history import same_load
-from ..controller.statistics import ConfidenceInterval, known_quarters, response_interval
+from ..controller.statistics import ConfidenceInterval, response_interval
 
 
 @dataclasses.dataclass
@@ -56,10 +56,7 @@ class LoadPoint:
         """R̄'s interval over the measured trials, the search's (statistics.response_interval: positive,
         holding its own point); None below two trials or when a trial measured no response."""
         means = self.means_ms()
-        if len(means) < 2 or not all(m > 0 for m in means):
-            return None
-        quarters = [known_quarters(t["result"]["latency"].get("quarters_mean_ms")) for t in self.measured]
-        return response_interval(means, confidence, quarters=[q for q in quarters if q is not None])
+        return response_interval(means, confidence) if len(means) >= 2 and all(m > 0 for m in means) else None
 
     def response_ms(self, confidence: float) -> float:
         """R̄ as the report shows it: the interval's own point where there is one, else the plain mean."""
