@@ -309,12 +309,15 @@ def test_an_interrupted_trial_stops_the_engines_on_the_workers(cluster):
             raise KeyboardInterrupt
 
     def engines():
-        return [
-            c
-            for client in cluster.clients
-            for c in psutil.Process(client.pid).children(recursive=True)
-            if c.name() == "peakbench-engine"
-        ]
+        found = []
+        for client in cluster.clients:
+            for child in psutil.Process(client.pid).children(recursive=True):
+                try:
+                    if child.name() == "peakbench-engine":
+                        found.append(child)
+                except psutil.NoSuchProcess:  # it exited between the listing and the look: not running
+                    pass
+        return found
 
     started = time.monotonic()
     with pytest.raises(KeyboardInterrupt):

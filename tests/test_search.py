@@ -197,6 +197,7 @@ def test_a_real_search_finds_the_disk_bound_peak(engine_path, cli, throttled_ext
 
 
 @needs_root
+@pytest.mark.slow  # a sweep of many trials on a real disk (about 2 minutes): keeps CI within 30 minutes
 def test_a_real_search_agrees_with_a_dense_sweep(engine_path, cli, throttled_sync_ext4, tmp_path):
     db, out = tmp_path / "p.db", tmp_path / "peak.json"
     # Each write holds a sender thread until the disk takes it, so past the peak the engine would
