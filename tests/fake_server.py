@@ -10,6 +10,24 @@ import struct
 import threading
 
 
+def spec_without_files(target: dict, mix: dict, rate: float, runtime_s: float) -> dict:
+    """A trial spec for a fake server: no file set to prepare (a fake has none), a short drain."""
+    return {
+        "schema": "peakbench.trial-spec/1",
+        "target": target,
+        "seed": 1,
+        "load": {"rate": rate, "warmup_s": 0, "runtime_s": runtime_s, "drain_timeout_s": 2.0},
+        "fileset": {
+            "files": 0,
+            "files_per_dir": {"kind": "constant", "value": 1},
+            "dirs_per_dir": {"kind": "constant", "value": 0},
+            "max_depth": 0,
+            "file_sizes": {"kind": "constant", "value": 1},
+        },
+        "mix": mix,
+    }
+
+
 class FakeServer:
     def __init__(self) -> None:
         self.sock = socket.socket()

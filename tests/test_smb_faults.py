@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from fake_server import spec_without_files  # noqa: E402
 from fake_smb import HANDSHAKE_CREDITS, FakeSmb  # noqa: E402
 
 RATE, RUNTIME_S, TIMEOUT_MS = 100, 1.0, 200
@@ -22,20 +23,7 @@ RATE, RUNTIME_S, TIMEOUT_MS = 100, 1.0, 200
 def _run(
     engine_path: Path, url_target: dict, runtime_s: float = RUNTIME_S
 ) -> tuple[subprocess.CompletedProcess, float]:
-    spec = {
-        "schema": "peakbench.trial-spec/1",
-        "target": url_target,
-        "seed": 1,
-        "load": {"rate": RATE, "warmup_s": 0, "runtime_s": runtime_s, "drain_timeout_s": 2.0},
-        "fileset": {
-            "files": 0,
-            "files_per_dir": {"kind": "constant", "value": 1},
-            "dirs_per_dir": {"kind": "constant", "value": 0},
-            "max_depth": 0,
-            "file_sizes": {"kind": "constant", "value": 1},
-        },
-        "mix": {"null": 1.0},
-    }
+    spec = spec_without_files(url_target, {"null": 1.0}, RATE, runtime_s)
     started = time.monotonic()
     done = subprocess.run(
         [str(engine_path), "run", "-"], input=json.dumps(spec), capture_output=True, text=True, timeout=60

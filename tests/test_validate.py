@@ -13,6 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_nfs import FakeNfs  # noqa: E402
+from fake_server import spec_without_files  # noqa: E402
 
 OPS = {
     "null",
@@ -101,20 +102,7 @@ def test_bad_replies_are_counted_never_a_hang(engine_path, mode):
             "timeout_ms": 200.0,
             "retrans": 1,
         }
-        spec = {
-            "schema": "peakbench.trial-spec/1",
-            "target": target,
-            "seed": 1,
-            "load": {"rate": 50, "warmup_s": 0, "runtime_s": 1.0, "drain_timeout_s": 2.0},
-            "fileset": {
-                "files": 0,
-                "files_per_dir": {"kind": "constant", "value": 1},
-                "dirs_per_dir": {"kind": "constant", "value": 0},
-                "max_depth": 0,
-                "file_sizes": {"kind": "constant", "value": 1},
-            },
-            "mix": {"fsstat": 0.5, "pathconf": 0.5},
-        }
+        spec = spec_without_files(target, {"fsstat": 0.5, "pathconf": 0.5}, 50, 1.0)
         started = time.monotonic()
         done = subprocess.run(
             [str(engine_path), "run", "-"], input=json.dumps(spec), capture_output=True, text=True, timeout=60
