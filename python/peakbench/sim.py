@@ -181,10 +181,8 @@ class ResponseCoverage:
     warmup_s: float
     confidence: float
     repeats: int  # loads measured, each as a search measures one (search.careful_at)
-    stated: int  # of those, with a two-sided interval (the n of `coverage`)
-    coverage: float  # share of stated two-sided intervals that hold the true mean response
-    open_ended: int  # loads whose interval is open above (R̄ ≥ low: still rising), the n of `open_coverage`
-    open_coverage: float | None  # share of those whose lower bound lies below the true mean (None if none)
+    stated: int  # of those, with an interval (the n of `coverage`)
+    coverage: float  # share of stated intervals that hold the true mean response
     noisy: int  # loads that stayed too noisy within max_trials: no interval at all
     claims: int  # stated intervals accurate enough for a peak claim
     claim_coverage: float | None  # share of those that hold the truth (None if none)
@@ -213,9 +211,7 @@ def response_coverage(
         careful_at(SimulatedTarget(server, settings.warmup_s, settings.psat, seed * 100_003 + i), settings, load)
         for i in range(repeats)
     ]
-    measured = [r for r in records if r is not None and r.interval is not None]
-    stated = [r for r in measured if math.isfinite(r.interval.high)]
-    open_ended = [r for r in measured if not math.isfinite(r.interval.high)]
+    stated = [r for r in records if r is not None and r.interval is not None]
     holds = [r.interval.low <= truth <= r.interval.high for r in stated]
     claims = [held for r, held in zip(stated, holds) if r.classification == PEAK_LOAD]
     return ResponseCoverage(
@@ -227,12 +223,10 @@ def response_coverage(
         repeats,
         len(stated),
         sum(holds) / len(stated) if stated else 0.0,
-        len(open_ended),
-        sum(r.interval.low <= truth for r in open_ended) / len(open_ended) if open_ended else None,
-        repeats - len(measured),
+        repeats - len(stated),
         len(claims),
         sum(claims) / len(claims) if claims else None,
-        sum(len(r.means_ms) for r in measured) / len(measured) if measured else 0.0,
+        sum(len(r.means_ms) for r in stated) / len(stated) if stated else 0.0,
     )
 
 
@@ -308,23 +302,20 @@ def format_coverage(result: Coverage) -> str:
     lines.append("")
     lines.append(
         f"{'preset':<16} {'ρ':>5} {'run s':>6} {'warm s':>6} {'c':>4} {'n':>5} {'stated':>6} {'covers':>7} "
-        f"{'open':>5} {'L<=R':>6} {'noisy':>5} {'claims':>6} {'covers':>7} {'trials':>6}"
+        f"{'noisy':>5} {'claims':>6} {'covers':>7} {'trials':>6}"
     )
     for r in result.responses:
         claims = f"{r.claim_coverage:7.1%}" if r.claim_coverage is not None else f"{'-':>7}"
-        below = f"{r.open_coverage:6.1%}" if r.open_coverage is not None else f"{'-':>6}"
         lines.append(
             f"{r.preset:<16} {r.utilisation:5.3f} {r.runlength_s:6g} {r.warmup_s:6g} {r.confidence:4.0%} "
-            f"{r.repeats:5d} {r.stated:6d} {r.coverage:7.1%} {r.open_ended:5d} {below} {r.noisy:5d} "
+            f"{r.repeats:5d} {r.stated:6d} {r.coverage:7.1%} {r.noisy:5d} "
             f"{r.claims:6d} {claims} {r.mean_trials:6.1f}"
         )
     lines.append(
         "R̄ intervals at load factor ρ of a simulated M/M/1 queue (from empty each trial), each load measured "
-        "n times as a search measures the peak (Rsat at the true mean response): stated: with a two-sided "
-        "interval; covers: share of those holding the true mean, at the preset's confidence c; open: loads "
-        "still rising, whose interval claims only R̄ ≥ L; L<=R: share of those whose L lies below the true "
-        "mean; noisy: no interval within the trial limit; claims: accurate enough to claim the peak, and "
-        "their coverage"
+        "n times as a search measures the peak (Rsat at the true mean response): stated: with an interval; "
+        "covers: share of those holding the true mean, at the preset's confidence c; noisy: no interval "
+        "within the trial limit; claims: accurate enough to claim the peak, and their coverage"
     )
     return "\n".join(lines)
 
