@@ -189,17 +189,6 @@ fn resolve(spec: &SmbSpec) -> anyhow::Result<std::net::SocketAddr> {
     (h, spec.port).to_socket_addrs().map_err(|e| anyhow!("cannot resolve {}: {e}", spec.host))?.next().ok_or_else(|| anyhow!("{} has no address", spec.host))
 }
 
-/// The dialects to offer: the one asked for, or all peakbench speaks.
-pub fn dialects(asked: Option<&str>) -> anyhow::Result<Vec<u16>> {
-    match asked {
-        None => Ok(wire::DIALECTS.iter().map(|(d, _)| *d).collect()),
-        Some(name) => match wire::DIALECTS.iter().find(|(_, n)| *n == name) {
-            Some((d, _)) => Ok(vec![*d]),
-            None => bail!("dialect {name:?} is not one peakbench speaks (2.1, 3.0, 3.0.2, 3.1.1)"),
-        },
-    }
-}
-
 impl Smb {
     pub fn url_of(spec: &SmbSpec) -> String {
         spec.url.clone().unwrap_or_else(|| format!("smb://{}:{}/{}", spec.host, spec.port, spec.share))
@@ -213,7 +202,7 @@ impl Smb {
             user: spec.user.clone(),
             password: spec.password.clone(),
             domain: spec.domain.clone(),
-            dialects: dialects(spec.dialect.as_deref())?,
+            dialects: crate::dialect::dialects(spec.dialect.as_deref())?,
             signing: spec.signing,
             timeout: Duration::from_secs_f64(spec.timeout_ms.max(1.0) / 1000.0),
         };
