@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from corrupting_proxy import CorruptingProxy, assert_read_caught  # noqa: E402
 from fake_nfs import FakeNfs  # noqa: E402
 from fake_server import spec_without_files  # noqa: E402
 
@@ -65,6 +66,17 @@ def test_validate_posix(engine_path, tmp_path, cli):
 def test_validate_ganesha(engine_path, ganesha_server, nfs_url, tmp_path, cli):
     where = ganesha_server.export_dir / nfs_url.split("/export/")[1]
     _check_all_passed(cli("validate", nfs_url, "--json", str(tmp_path / "v.json")), tmp_path / "v.json", where)
+
+
+@pytest.mark.integration
+def test_validate_catches_a_byte_the_nfs_server_returns_changed(engine_path, ganesha_server, nfs_url, tmp_path, cli):
+    proxy = CorruptingProxy(("127.0.0.1", 2049), at=16384)
+    try:
+        url = nfs_url.replace("nfs://127.0.0.1/", f"nfs://127.0.0.1:{proxy.port}/")
+        done = cli("validate", url, "--json", str(tmp_path / "v.json"))
+    finally:
+        proxy.close()
+    assert_read_caught(done, tmp_path / "v.json", proxy)
 
 
 def test_validate_names_what_failed_and_why(engine_path, tmp_path, cli):
