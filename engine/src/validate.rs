@@ -475,27 +475,27 @@ mod tests {
         std::fs::remove_dir(&dir).unwrap();
     }
 
+    /// The one failed check's op and detail, and that the scratch directory was removed even so.
+    fn the_one_failure(result: &Value, dir: &std::path::Path) -> (String, String) {
+        let failed: Vec<&Value> = result["checks"].as_array().unwrap().iter().filter(|c| c["status"] == "fail").collect();
+        assert_eq!(failed.len(), 1, "{result:#}");
+        assert_eq!((&result["ok"], &result["cleaned_up"]), (&json!(false), &json!(true)));
+        assert_eq!(std::fs::read_dir(dir).unwrap().count(), 0);
+        std::fs::remove_dir(dir).unwrap();
+        (failed[0]["op"].as_str().unwrap().into(), failed[0]["detail"].as_str().unwrap().into())
+    }
+
     #[test]
     fn data_read_back_wrong_fails_read_naming_the_op_and_path() {
         let (result, dir) = run("flip", Fault::FlipByte);
-        let read = check(&result, "read");
-        assert_eq!(read["status"], "fail");
         let file = format!(".peakbench-validate-{}/file", std::process::id());
-        assert_eq!(read["detail"], format!("READ {file}: byte 16384 differs from the content written there"));
-        assert_eq!(result["failed"], 1, "only the read check fails: {result:#}");
-        assert_eq!(result["ok"], false);
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "cleaned up even so");
-        std::fs::remove_dir(&dir).unwrap();
+        assert_eq!(the_one_failure(&result, &dir), ("read".into(), format!("READ {file}: byte 16384 differs from the content written there")));
     }
 
     #[test]
     fn a_mode_read_back_wrong_fails_setattr_naming_the_op_and_path() {
         let (result, dir) = run("mode", Fault::WrongMode);
-        let setattr = check(&result, "setattr");
-        assert_eq!(setattr["status"], "fail");
         let file = format!(".peakbench-validate-{}/file", std::process::id());
-        assert_eq!(setattr["detail"], format!("SETATTR {file}: mode 677 read back after setting 600"));
-        assert_eq!(result["failed"], 1, "only the setattr check fails: {result:#}");
-        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(the_one_failure(&result, &dir), ("setattr".into(), format!("SETATTR {file}: mode 677 read back after setting 600")));
     }
 }
