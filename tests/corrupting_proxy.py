@@ -1,8 +1,8 @@
-"""A TCP proxy in front of a real server that changes one byte of file data on its way back to
-the client: a fault a working NFS or SMB server cannot be made to produce. It forwards both
-directions unchanged, except that in the server's replies the first byte of the 1,024 bytes
-peakbench's deterministic content (engine/src/content.rs) holds at offset `at` is flipped. The content repeats
-over shorter stretches; 1,024 bytes from offset 16384 occur nowhere else in the first 204,096."""
+"""A TCP proxy in front of a real server that changes what the server replies, on its way back to the
+client: faults a working NFS or SMB server cannot be made to produce. It forwards both directions
+unchanged, except that every occurrence of one byte string in the server's replies is replaced by
+another of the same length: one byte of file data flipped (`flipped_content`), or an NFS mode
+(`nfs_mode`)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import json
 import re
 import select
 import socket
+import struct
 import subprocess
 import threading
 from pathlib import Path
@@ -20,11 +21,24 @@ def content(offset: int, length: int) -> bytes:
     return bytes((((offset + i) * 0x9E3779B97F4A7C15) & (2**64 - 1)) >> 56 for i in range(length))
 
 
+def flipped_content(at: int) -> tuple[bytes, bytes]:
+    """The 1,024 bytes of content at offset `at`, and the same with its first byte changed. The content
+    repeats over shorter stretches; 1,024 bytes from offset 16384 occur nowhere else in the first 204,096."""
+    marker = content(at, 1024)
+    return marker, bytes([marker[0] ^ 1]) + marker[1:]
+
+
+def nfs_mode(mode: int, reported: int) -> tuple[bytes, bytes]:
+    """An NFSv3 fattr3's start for a regular file of one link with `mode` (type, mode, nlink), and the same
+    reporting `reported` instead."""
+    return struct.pack(">3I", 1, mode, 1), struct.pack(">3I", 1, reported, 1)
+
+
 class CorruptingProxy:
-    def __init__(self, upstream: tuple[str, int], at: int) -> None:
+    def __init__(self, upstream: tuple[str, int], replace: tuple[bytes, bytes]) -> None:
         self.upstream = upstream
-        self.marker = content(at, 1024)
-        self.changed = bytes([self.marker[0] ^ 1]) + self.marker[1:]
+        self.marker, self.changed = replace
+        assert len(self.marker) == len(self.changed)
         self.flipped = 0
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
@@ -86,15 +100,16 @@ class CorruptingProxy:
             s.close()
 
 
-def assert_read_caught(done: subprocess.CompletedProcess, out: Path, proxy: CorruptingProxy) -> None:
-    """The one changed byte fails the read check, with a one-line detail naming the op, the path and the byte;
-    every other check passes and the scratch directory is removed."""
-    assert proxy.flipped >= 1, "the proxy never saw the written content come back"
+def assert_caught(done: subprocess.CompletedProcess, out: Path, proxy: CorruptingProxy, op: str, detail: str) -> None:
+    """The change fails exactly the check of `op`, with a one-line detail (a regular expression) naming the op and
+    the path; every other check passes and the scratch directory is removed."""
+    assert proxy.flipped >= 1, "the proxy never saw what it was to change"
     assert done.returncode == 1, done.stdout + done.stderr
     result = json.loads(out.read_text())
     failed = [c for c in result["checks"] if c["status"] == "fail"]
-    assert [c["op"] for c in failed] == ["read"], failed
-    assert re.fullmatch(
-        r"READ \.peakbench-validate-\d+/file: byte 16384 differs from the content written there", failed[0]["detail"]
-    ), failed[0]["detail"]
+    assert [c["op"] for c in failed] == [op], failed
+    assert re.fullmatch(detail, failed[0]["detail"]), failed[0]["detail"]
     assert result["cleaned_up"] and "VALIDATION FAILED" in done.stdout
+
+
+READ_CAUGHT = r"READ \.peakbench-validate-\d+/file: byte 16384 differs from the content written there"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from corrupting_proxy import CorruptingProxy, assert_read_caught  # noqa: E402
+from corrupting_proxy import READ_CAUGHT, CorruptingProxy, assert_caught, flipped_content, nfs_mode  # noqa: E402
 from fake_nfs import FakeNfs  # noqa: E402
 from fake_server import spec_without_files  # noqa: E402
 
@@ -70,13 +70,25 @@ def test_validate_ganesha(engine_path, ganesha_server, nfs_url, tmp_path, cli):
 
 @pytest.mark.integration
 def test_validate_catches_a_byte_the_nfs_server_returns_changed(engine_path, ganesha_server, nfs_url, tmp_path, cli):
-    proxy = CorruptingProxy(("127.0.0.1", 2049), at=16384)
+    proxy = CorruptingProxy(("127.0.0.1", 2049), flipped_content(16384))
     try:
         url = nfs_url.replace("nfs://127.0.0.1/", f"nfs://127.0.0.1:{proxy.port}/")
         done = cli("validate", url, "--json", str(tmp_path / "v.json"))
     finally:
         proxy.close()
-    assert_read_caught(done, tmp_path / "v.json", proxy)
+    assert_caught(done, tmp_path / "v.json", proxy, "read", READ_CAUGHT)
+
+
+@pytest.mark.integration
+def test_validate_catches_a_mode_the_nfs_server_reports_wrong(engine_path, ganesha_server, nfs_url, tmp_path, cli):
+    proxy = CorruptingProxy(("127.0.0.1", 2049), nfs_mode(0o600, 0o677))
+    try:
+        url = nfs_url.replace("nfs://127.0.0.1/", f"nfs://127.0.0.1:{proxy.port}/")
+        done = cli("validate", url, "--json", str(tmp_path / "v.json"))
+    finally:
+        proxy.close()
+    detail = r"SETATTR \.peakbench-validate-\d+/file: mode 677 read back after setting 600"
+    assert_caught(done, tmp_path / "v.json", proxy, "setattr", detail)
 
 
 def test_validate_names_what_failed_and_why(engine_path, tmp_path, cli):
