@@ -817,30 +817,14 @@ impl Smb {
             Request::Access { .. } => self.op(request).map(|n| Reply::Granted(n >= 20)).map_err(|e| format!("QUERY_INFO (security): {e}")),
             Request::Readdir { path, plus } => self.list(&self.full(path), *plus).map(|(_, n)| Reply::Names(n)).map_err(|e| format!("QUERY_DIRECTORY: {e}")),
             Request::Fsstat => {
-                let r = self
-                    .call(
-                        None,
-                        &with_close(open_attrs(&self.root), vec![wire::query_info(&RELATED_FID, wire::INFO_FILESYSTEM, wire::FS_FULL_SIZE_INFO, 0, 1024)]),
-                    )
-                    .and_then(|r| check(&r, &[]).map(|_| r))
-                    .map_err(|e| format!("QUERY_INFO (fs full size): {e}"))?;
-                let (total, caller, actual) =
-                    wire::parse_output(&r[1]).and_then(wire::parse_fs_full_size).map_err(|e| format!("QUERY_INFO (fs full size): {e}"))?;
+                let (total, caller, actual) = self.query_fs(wire::FS_FULL_SIZE_INFO, "fs full size", wire::parse_fs_full_size)?;
                 if caller > total || actual > total {
                     return Err(format!("QUERY_INFO (fs full size): free exceeds total ({caller}, {actual} of {total})"));
                 }
                 Ok(Reply::Text(format!("{actual} of {total} bytes free ({caller} available to this user)")))
             }
             Request::Fsinfo => {
-                let r = self
-                    .call(
-                        None,
-                        &with_close(open_attrs(&self.root), vec![wire::query_info(&RELATED_FID, wire::INFO_FILESYSTEM, wire::FS_ATTRIBUTE_INFO, 0, 1024)]),
-                    )
-                    .and_then(|r| check(&r, &[]).map(|_| r))
-                    .map_err(|e| format!("QUERY_INFO (fs attributes): {e}"))?;
-                let (attributes, name_max, fs) =
-                    wire::parse_output(&r[1]).and_then(wire::parse_fs_attribute).map_err(|e| format!("QUERY_INFO (fs attributes): {e}"))?;
+                let (attributes, name_max, fs) = self.query_fs(wire::FS_ATTRIBUTE_INFO, "fs attributes", wire::parse_fs_attribute)?;
                 if name_max == 0 {
                     return Err("QUERY_INFO (fs attributes): longest name 0".into());
                 }
@@ -848,5 +832,12 @@ impl Smb {
             }
             _ => self.execute(request).map(Reply::Done),
         }
+    }
+
+    /// The share root's file-system information of `class`, parsed; errors name the class as `what`.
+    fn query_fs<T>(&self, class: u8, what: &str, parse: impl Fn(&[u8]) -> Result<T, String>) -> Result<T, String> {
+        let query = with_close(open_attrs(&self.root), vec![wire::query_info(&RELATED_FID, wire::INFO_FILESYSTEM, class, 0, 1024)]);
+        let r = self.call(None, &query).and_then(|r| check(&r, &[]).map(|_| r)).map_err(|e| format!("QUERY_INFO ({what}): {e}"))?;
+        wire::parse_output(&r[1]).and_then(parse).map_err(|e| format!("QUERY_INFO ({what}): {e}"))
     }
 }
