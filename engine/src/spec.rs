@@ -652,7 +652,7 @@ impl TrialSpec {
             if s.share.is_empty() || s.share.contains(['/', '\\']) {
                 return Err(bad("target.share", "must name one share"));
             }
-            crate::target::smb::dialects(s.dialect.as_deref()).map_err(|e| bad("target.dialect", e.to_string()))?;
+            crate::dialect::dialects(s.dialect.as_deref()).map_err(|e| bad("target.dialect", e.to_string()))?;
         }
         if let TargetSpec::Http { url, timeout_s, .. } = &self.target {
             crate::url::split_url(url).map_err(|e| bad("target.url", e.to_string()))?;

@@ -78,8 +78,7 @@ pub fn status_name(s: u32) -> String {
     name.to_string()
 }
 
-/// A dialect's revision number and its name.
-pub const DIALECTS: [(u16, &str); 4] = [(0x0210, "2.1"), (0x0300, "3.0"), (0x0302, "3.0.2"), (0x0311, "3.1.1")];
+use crate::dialect::DIALECTS;
 pub const SMB311: u16 = 0x0311;
 
 /// NEGOTIATE and SESSION_SETUP security modes.
