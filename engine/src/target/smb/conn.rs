@@ -482,6 +482,25 @@ fn handshake(s: &mut TcpStream, login: &Login, ip: &str) -> Result<Session, Setu
     if !login.dialects.contains(&neg.dialect) {
         return Err(SetupError::Dialect(format!("NEGOTIATE: the server chose SMB {} although offered SMB {offered}", wire::dialect_name(neg.dialect))));
     }
+    let no_cipher =
+        |why: &str| SetupError::Encryption(format!("{why}, but the server offers no cipher peakbench speaks for SMB {}", wire::dialect_name(neg.dialect)));
+    if login.encrypt == Encrypt::Required && neg.cipher.is_none() {
+        return Err(no_cipher("encrypt=required"));
+    }
+    // Samba refuses a session or share that must be encrypted with STATUS_ACCESS_DENIED.
+    let refused_unencrypted = |step: &str, status: u32| {
+        let how = if login.encrypt == Encrypt::Off {
+            "with encrypt=off".to_string()
+        } else {
+            format!("over SMB {}, which has no cipher", wire::dialect_name(neg.dialect))
+        };
+        (status == wire::STATUS_ACCESS_DENIED && neg.cipher.is_none()).then(|| {
+            SetupError::Encryption(format!(
+                "{step}: {} {how}: the server may require encryption; use encrypt=desired or encrypt=required with SMB 3.x",
+                wire::status_name(status)
+            ))
+        })
+    };
     let server_requires = neg.security_mode & wire::SIGNING_REQUIRED != 0;
     let sign_all = match login.signing {
         Signing::Off if server_requires => {
@@ -497,7 +516,8 @@ fn handshake(s: &mut TcpStream, login: &Login, ip: &str) -> Result<Session, Setu
         preauth.update(&reply);
     }
     let mut credits = h.credits as u32;
-    let (h, reply1, sent1) = exchange(s, &wire::session_setup(&ntlm::negotiate_message(), mode), 1, 0, Guard::None, t).map_err(|e| other("SESSION_SETUP", e))?;
+    let (h, reply1, sent1) =
+        exchange(s, &wire::session_setup(&ntlm::negotiate_message(), mode), 1, 0, Guard::None, t).map_err(|e| other("SESSION_SETUP", e))?;
     credits += h.credits as u32;
     if h.status != wire::STATUS_MORE_PROCESSING_REQUIRED {
         return Err(SetupError::Logon(format!("SESSION_SETUP (NTLMSSP negotiate): {}", wire::status_name(h.status))));
@@ -509,8 +529,8 @@ fn handshake(s: &mut TcpStream, login: &Login, ip: &str) -> Result<Session, Setu
     let auth = wire::session_setup(&auth, mode);
     let (h, reply, sent2) = exchange(s, &auth, 2, session, Guard::None, t).map_err(|e| other("SESSION_SETUP", e))?;
     credits += h.credits as u32;
-    if h.status == wire::STATUS_ACCESS_DENIED && login.encrypt == Encrypt::Off {
-        return Err(SetupError::Encryption(format!("SESSION_SETUP: {} with encrypt=off: {REQUIRES_ENCRYPTION}", wire::status_name(h.status))));
+    if let Some(e) = refused_unencrypted("SESSION_SETUP", h.status) {
+        return Err(e);
     }
     if h.status != wire::STATUS_SUCCESS {
         let who = if login.domain.is_empty() { login.user.clone() } else { format!("{}\\{}", login.domain, login.user) };
@@ -535,12 +555,8 @@ fn handshake(s: &mut TcpStream, login: &Login, ip: &str) -> Result<Session, Setu
         Encrypt::Required => true,
         _ => session_encrypts,
     };
-    let no_cipher = || {
-        let why = if login.encrypt == Encrypt::Required { "encrypt=required" } else { "the server asks for encryption" };
-        SetupError::Encryption(format!("{why}, but the server offers no cipher peakbench speaks for SMB {}", wire::dialect_name(neg.dialect)))
-    };
     if seal_all && sealer.is_none() {
-        return Err(no_cipher());
+        return Err(no_cipher("the server asks for encryption"));
     }
     // SMB 3.1.1 signs TREE_CONNECT whatever the signing asked for (MS-SMB2 3.2.4.1.1), unless it is encrypted.
     let tree_guard = match (&sealer, &signer) {
@@ -551,8 +567,8 @@ fn handshake(s: &mut TcpStream, login: &Login, ip: &str) -> Result<Session, Setu
     let unc = format!("\\\\{ip}\\{}", login.share);
     let (h, reply, _) = exchange(s, &wire::tree_connect(&unc), 3, session, tree_guard, t).map_err(|e| other("TREE_CONNECT", e))?;
     credits += h.credits as u32;
-    if h.status == wire::STATUS_ACCESS_DENIED && login.encrypt == Encrypt::Off {
-        return Err(SetupError::Encryption(format!("TREE_CONNECT: {} with encrypt=off: {REQUIRES_ENCRYPTION}", wire::status_name(h.status))));
+    if let Some(e) = refused_unencrypted("TREE_CONNECT", h.status) {
+        return Err(e);
     }
     if h.status != wire::STATUS_SUCCESS {
         return Err(SetupError::Share(h.status));
@@ -560,10 +576,12 @@ fn handshake(s: &mut TcpStream, login: &Login, ip: &str) -> Result<Session, Setu
     if h.flags & sign::FLAG_SIGNED != 0 && !signer.verify(&reply) {
         return Err(SetupError::Signing("TREE_CONNECT: the server's signature does not match".into()));
     }
-    if wire::share_flags(&reply).map_err(|e| other("TREE_CONNECT", SmbError::Malformed(e)))? & wire::SHAREFLAG_ENCRYPT_DATA != 0 && login.encrypt != Encrypt::Off {
+    if wire::share_flags(&reply).map_err(|e| other("TREE_CONNECT", SmbError::Malformed(e)))? & wire::SHAREFLAG_ENCRYPT_DATA != 0
+        && login.encrypt != Encrypt::Off
+    {
         seal_all = true;
         if sealer.is_none() {
-            return Err(no_cipher());
+            return Err(no_cipher("the share asks for encryption"));
         }
     }
     let sealer = sealer.filter(|_| seal_all);
@@ -571,9 +589,6 @@ fn handshake(s: &mut TcpStream, login: &Login, ip: &str) -> Result<Session, Setu
     let signer = (sign_all && sealer.is_none()).then_some(signer);
     Ok(Session { negotiated: neg, id: session, tree: h.tree, credits: credits.saturating_sub(3), next_mid: 4, signer, sealer })
 }
-
-/// What a refusal means when peakbench offered no encryption (Samba answers STATUS_ACCESS_DENIED).
-const REQUIRES_ENCRYPTION: &str = "the server may require encryption; use encrypt=desired or encrypt=required";
 
 impl Client {
     pub fn new(addr: SocketAddr, login: Login, conns: usize, max_outstanding: Option<usize>) -> Client {
@@ -879,6 +894,23 @@ mod tests {
         m
     }
 
+    /// The session key and ID of the sealed frames in these tests.
+    const KEY: [u8; 16] = [7; 16];
+    const SESSION: u64 = 7;
+
+    /// A client's sealer, and the server's that seals its replies.
+    fn sealers(dialect: u16, cipher: u16) -> (Sealer, Sealer) {
+        let preauth = Preauth::new();
+        (Sealer::new(dialect, cipher, &KEY, &preauth, SESSION, 1), Sealer::server_side(dialect, cipher, &KEY, &preauth, SESSION))
+    }
+
+    /// A frame's bytes (after its length) inside a transform header, sealed and framed again.
+    fn sealed(server: &Sealer, framed: &[u8]) -> Vec<u8> {
+        let mut out = [&[0; seal::TRANSFORM][..], &framed[4..]].concat();
+        server.seal(&mut out);
+        frame(&out)
+    }
+
     fn framed(msgs: &[Vec<u8>]) -> Vec<u8> {
         // A compound: each message but the last padded to 8 bytes and pointing at the next.
         let mut out = Vec::new();
@@ -896,8 +928,8 @@ mod tests {
 
     /// Everything the reader and the ops do with a server's bytes: frames, compounds, and
     /// each body decoder the target calls on a response.
-    fn decode_all(input: &[u8], step: usize) {
-        let (mut frames, mut rest) = (Frames::new(), input);
+    fn decode_all(input: &[u8], step: usize, sealer: Option<&Sealer>) {
+        let (mut frames, mut rest, mut plain) = (Frames::new(), input, Vec::new());
         while !rest.is_empty() {
             let space = frames.space();
             let n = space.len().min(step).min(rest.len());
@@ -907,7 +939,7 @@ mod tests {
             loop {
                 match frames.next() {
                     Frame::Whole(r) => {
-                        let Ok(msgs) = messages(frames.get(r)) else { return };
+                        let Ok(msgs) = frame_messages(frames.get(r), sealer, &mut plain) else { return };
                         for (_, m) in msgs {
                             let _ = (wire::parse_negotiate(m), wire::parse_create(m), wire::parse_read(m), wire::parse_write(m));
                             if let Ok(token) = wire::parse_session_setup(m) {
@@ -949,7 +981,35 @@ mod tests {
             assert!(matches!(frames.next(), Frame::Broken(SmbError::Malformed(_))), "{head:?}");
         }
         for step in [1, 7, 4096] {
-            decode_all(&stream, step);
+            decode_all(&stream, step, None);
+        }
+    }
+
+    #[test]
+    fn sealed_frames_open_to_their_messages_even_several_in_one_read() {
+        let echo = response(wire::ECHO, 5, &[4, 0, 0, 0]);
+        let read = response(wire::READ, 6, &[17, 0, 80, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, b'd', b'a', b't', b'a']);
+        for cipher in [seal::AES_128_CCM, seal::AES_128_GCM] {
+            let (client, server) = sealers(wire::SMB311, cipher);
+            let stream = [sealed(&server, &framed(&[echo.clone(), read.clone()])), sealed(&server, &framed(std::slice::from_ref(&echo)))].concat();
+            let mut frames = Frames::new();
+            frames.space()[..stream.len()].copy_from_slice(&stream);
+            frames.filled(stream.len());
+            let mut plain = Vec::new();
+            let mut mids = Vec::new();
+            while let Frame::Whole(r) = frames.next() {
+                let msgs = frame_messages(frames.get(r), Some(&client), &mut plain).unwrap();
+                mids.extend(msgs.iter().map(|(h, _)| h.mid));
+                if msgs.len() == 2 {
+                    assert_eq!(wire::parse_read(msgs[1].1).unwrap(), b"data");
+                }
+            }
+            assert_eq!(mids, [5, 6, 5]);
+            // A plain frame on an encrypted session, or a sealed one under another key, is refused.
+            let plain_frame = framed(std::slice::from_ref(&echo));
+            assert!(frame_messages(&plain_frame[4..], Some(&client), &mut plain).is_err());
+            let (_, stranger) = sealers(0x0300, seal::AES_128_CCM);
+            assert!(frame_messages(&sealed(&stranger, &plain_frame)[4..], Some(&client), &mut plain).is_err());
         }
     }
 
@@ -975,7 +1035,22 @@ mod tests {
             framed(&[setup]),
             [framed(std::slice::from_ref(&echo)), framed(&[echo])].concat(),
         ];
+        // Transform-framed replies too: as they came (mostly failing their tag), and with the
+        // input's bytes sealed as the server would, so what lies inside an intact seal is fuzzed.
+        let (client, server) = sealers(wire::SMB311, seal::AES_128_GCM);
+        let mut seeds: Vec<Vec<u8>> = seeds.iter().flat_map(|s| [s.clone(), sealed(&server, s)]).collect();
+        let echo = framed(&[response(wire::ECHO, 8, &[4, 0, 0, 0])]);
+        seeds.push([sealed(&server, &echo), sealed(&server, &echo)].concat());
         let seeds: Vec<&[u8]> = seeds.iter().map(Vec::as_slice).collect();
-        crate::fuzz::fuzz("smb2 reply", &seeds, |input| decode_all(input, 1 + input.last().copied().unwrap_or(0) as usize * 97));
+        crate::fuzz::fuzz("smb2 reply", &seeds, |input| {
+            let step = 1 + input.last().copied().unwrap_or(0) as usize * 97;
+            decode_all(input, step, None);
+            decode_all(input, step, Some(&client));
+            // Two sealed frames in one stream, split where the input's first byte says.
+            let cut = input.first().map_or(0, |b| *b as usize % (input.len() + 1));
+            let as_frame = |b: &[u8]| [&(b.len() as u32).to_be_bytes()[..], b].concat();
+            let stream = [sealed(&server, &as_frame(&input[..cut])), sealed(&server, &as_frame(&input[cut..]))].concat();
+            decode_all(&stream, step, Some(&client));
+        });
     }
 }

@@ -224,7 +224,9 @@ impl Smb {
             SetupError::Share(s) if s == wire::STATUS_BAD_NETWORK_NAME => {
                 Refused(format!("{url}: the server has no share {:?}{}", spec.share, offered(&addr, &login))).into()
             }
-            e @ (SetupError::Dialect(_) | SetupError::Logon(_) | SetupError::Share(_) | SetupError::Signing(_) | SetupError::Encryption(_)) => Refused(format!("{url}: {e}")).into(),
+            e @ (SetupError::Dialect(_) | SetupError::Logon(_) | SetupError::Share(_) | SetupError::Signing(_) | SetupError::Encryption(_)) => {
+                Refused(format!("{url}: {e}")).into()
+            }
             e => anyhow!("{url}: {e}"),
         })?;
         let xfer = live.negotiated.max_read.min(live.negotiated.max_write).clamp(512, MAX_XFER);
