@@ -16,6 +16,10 @@ go-smb2 and libsmbclient peers are built by this script (apt-get installs their 
 
     python3 benchmarks/smb_client_cpu.py [--runs 3] [--rate 8000] [--tasks 64] [--seconds 3]
 
+With --encryption, the peers are left out and the engine runs plain (SMB 3.1.1, unsigned),
+encrypted with AES-128-GCM (3.1.1) and with AES-128-CCM (3.0), alternated, and each
+encrypted CPU per op is set against the plain one of the same run.
+
 Needs root (smbd, apt-get); for the crate, `cargo build --release` in benchmarks/smb_crate
 (CARGO_TARGET_DIR honoured).
 """
@@ -54,7 +58,7 @@ def _rusage_run(argv: list[str], stdin: str | None = None, env: dict | None = No
     return proc.stdout, cpu
 
 
-def engine_run(engine: str, url: str, op: str, rate: float, seconds: float) -> dict:
+def engine_run(engine: str, url: str, op: str, rate: float, seconds: float, client: str = "peakbench engine") -> dict:
     spec = {
         "schema": "peakbench.trial-spec/1",
         "target": parse_target(url),
@@ -76,7 +80,7 @@ def engine_run(engine: str, url: str, op: str, rate: float, seconds: float) -> d
     result = json.loads(out)
     ok = result["outcomes"]["succeeded"]
     return {
-        "client": "peakbench engine",
+        "client": client,
         "op": op,
         "ops_per_s": result["achieved_rate"],
         "cpu_us_per_op": cpu / ok * 1e6,
@@ -116,7 +120,10 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=8000)
     ap.add_argument("--tasks", type=int, default=64)
     ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--encryption", action="store_true", help="the engine plain and encrypted, without the peers")
     args = ap.parse_args()
+    if args.encryption:
+        return encryption_cost(args)
     engine = os.environ.get("PEAKBENCH_ENGINE", str(HERE.parent / "engine/target/release/peakbench-engine"))
     target_dir = Path(os.environ.get("CARGO_TARGET_DIR", HERE / "smb_crate/target"))
     probe = target_dir / "release/smb-crate-probe"
@@ -153,6 +160,42 @@ def main() -> int:
                 f"{op:8} {client:17} n={len(got)}  ops/s median {statistics.median(rate):8.0f}"
                 f" [{min(rate):.0f}-{max(rate):.0f}]  CPU µs/op median {statistics.median(cpu):6.1f}"
                 f" [{min(cpu):.1f}-{max(cpu):.1f}]"
+            )
+    return 0
+
+
+# The engine's encryption modes: client name -> smb:// URL options.
+SEALS = {
+    "engine plain": "dialect=3.1.1&encrypt=off",
+    "engine AES-128-GCM": "dialect=3.1.1&encrypt=required",
+    "engine AES-128-CCM": "dialect=3.0&encrypt=required",
+}
+
+
+def encryption_cost(args) -> int:
+    engine = os.environ.get("PEAKBENCH_ENGINE", str(HERE.parent / "engine/target/release/peakbench-engine"))
+    rows = []
+    with Samba() as server:
+        for run in range(args.runs):
+            for op in ("echo", "getattr", "read4k"):
+                for client, options in SEALS.items():
+                    url = server.url("engine", options=options)
+                    rows.append({"run": run, **engine_run(engine, url, op, args.rate, args.seconds, client)})
+                    print(json.dumps(rows[-1]), file=sys.stderr)
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", file=sys.stderr)
+    for op in ("echo", "getattr", "read4k"):
+        plain = {r["run"]: r["cpu_us_per_op"] for r in rows if r["op"] == op and r["client"] == "engine plain"}
+        for client in SEALS:
+            got = [r for r in rows if r["op"] == op and r["client"] == client]
+            rate = [r["ops_per_s"] for r in got]
+            cpu = [r["cpu_us_per_op"] for r in got]
+            # Each run's encrypted CPU per op over the plain one measured beside it.
+            ratio = [r["cpu_us_per_op"] / plain[r["run"]] for r in got]
+            print(
+                f"{op:8} {client:19} n={len(got)}  ops/s median {statistics.median(rate):8.0f}"
+                f" [{min(rate):.0f}-{max(rate):.0f}]  CPU µs/op median {statistics.median(cpu):6.1f}"
+                f" [{min(cpu):.1f}-{max(cpu):.1f}]  ×plain median {statistics.median(ratio):.2f}"
+                f" [{min(ratio):.2f}-{max(ratio):.2f}]"
             )
     return 0
 
