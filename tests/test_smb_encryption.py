@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -16,8 +15,7 @@ from peakbench.targets import parse_target
 
 sys.path.insert(0, str(Path(__file__).parent))
 from samba import Samba  # noqa: E402
-from test_nfs import _engine  # noqa: E402
-from test_smb import _spec  # noqa: E402
+from test_smb_signing import trial_counted_by_smbd  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -27,13 +25,6 @@ def encrypting_samba():
     yield from Samba(extra_config="    server smb encrypt = required").serve_module()
 
 
-def _sessions(server: Samba) -> list[tuple[str, str]]:
-    """(protocol, encryption cipher) of each session smbd has (`smbstatus -p`)."""
-    done = subprocess.run(["smbstatus", "-s", str(server.config), "-p"], capture_output=True, text=True, timeout=30)
-    rows = [line.split() for line in done.stdout.splitlines() if line[:1].isdigit()]
-    return [(row[-3], row[-2]) for row in rows]
-
-
 @pytest.mark.parametrize(
     "dialect, encrypt, protocol, cipher",
     [("3.0", "desired", "SMB3_00", "AES-128-CCM"), ("3.1.1", "required", "SMB3_11", "AES-128-GCM")],
@@ -41,27 +32,9 @@ def _sessions(server: Samba) -> list[tuple[str, str]]:
 def test_encrypted_trials_succeed_and_smbd_counts_what_was_sent(
     engine_path, encrypting_samba, dialect, encrypt, protocol, cipher
 ):
-    mix = {"null": 0.2, "getattr": 0.4, "read": 0.2, "write": 0.2}
     url = encrypting_samba.url(f"sealed-{dialect}", options=f"dialect={dialect}&encrypt={encrypt}&conns=2")
-    spec = _spec(url, mix, rate=200, runtime_s=1.0)
-    _engine(engine_path, "prepare", spec)
-    before = encrypting_samba.smb2_counts()
-    seen_sessions: list[tuple[str, str]] = []
-    probe = threading.Timer(0.5, lambda: seen_sessions.extend(_sessions(encrypting_samba)))
-    probe.start()
-    try:
-        result = _engine(engine_path, "run", spec)
-    finally:
-        probe.join()
-    after = encrypting_samba.smb2_counts()
-    seen = {name: after[name] - before[name] for name in after}
-    ops = result["ops"]
-    assert all(ops[op]["successes"] == ops[op]["count"] > 20 for op in mix), ops
-    assert seen_sessions == [(protocol, cipher)] * 2
-    assert seen["keepalive"] == ops["null"]["count"]
-    assert seen["read"] == ops["read"]["count"] + 1  # and the manifest's
-    queries = ops["getattr"]["count"]
-    assert queries <= seen["getinfo"] <= queries + 5  # and the set-up's (test_smb.py)
+    seen_sessions = trial_counted_by_smbd(engine_path, encrypting_samba, url)
+    assert [s[:2] for s in seen_sessions] == [(protocol, cipher)] * 2
 
 
 @pytest.mark.parametrize(
