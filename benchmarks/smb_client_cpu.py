@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -48,17 +49,25 @@ PEERS = HERE / "smb_peers"
 ENGINE_MIX = {"echo": {"null": 1.0}, "getattr": {"getattr": 1.0}, "read4k": {"read": 1.0}}
 
 
-def _rusage_run(argv: list[str], stdin: str | None = None, env: dict | None = None) -> tuple[str, float]:
+def _rusage_run(argv: list[str], stdin: str | None = None, env: dict | None = None) -> tuple[str, float, str]:
     before = os.times()
-    proc = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=120, env=env)
+    proc = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=600, env=env)
     after = os.times()
     if proc.returncode != 0:
         raise RuntimeError(f"{argv[0]} failed: {proc.stderr.strip()[-500:]}")
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
-    return proc.stdout, cpu
+    return proc.stdout, cpu, proc.stderr
 
 
-def engine_run(engine: str, url: str, op: str, rate: float, seconds: float, client: str = "peakbench engine") -> dict:
+def engine_run(
+    engine: str,
+    url: str,
+    op: str,
+    rate: float,
+    seconds: float,
+    client: str = "peakbench engine",
+    callgrind: bool = False,
+) -> dict:
     spec = {
         "schema": "peakbench.trial-spec/1",
         "target": parse_target(url),
@@ -76,15 +85,15 @@ def engine_run(engine: str, url: str, op: str, rate: float, seconds: float, clie
         "read": {"pattern": "random", "size": {"kind": "constant", "value": 4096}},
     }
     subprocess.run([engine, "prepare", "-"], input=json.dumps(spec), capture_output=True, text=True, check=True)
-    out, cpu = _rusage_run([engine, "run", "-"], json.dumps(spec))
+    # Under callgrind, instructions per op: a count the machine's load does not move.
+    wrap = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"] if callgrind else []
+    out, cpu, err = _rusage_run([*wrap, engine, "run", "-"], json.dumps(spec))
     result = json.loads(out)
     ok = result["outcomes"]["succeeded"]
-    return {
-        "client": client,
-        "op": op,
-        "ops_per_s": result["achieved_rate"],
-        "cpu_us_per_op": cpu / ok * 1e6,
-    }
+    row = {"client": client, "op": op, "ops_per_s": result["achieved_rate"], "cpu_us_per_op": cpu / ok * 1e6}
+    if callgrind:
+        row["ir_per_op"] = int(re.search(r"Collected : (\d+)", err)[1]) / ok
+    return row
 
 
 def build_peers(out: Path) -> dict[str, Path]:
@@ -108,7 +117,7 @@ def build_peers(out: Path) -> dict[str, Path]:
 
 
 def peer_run(argv: list[str], env: dict | None = None) -> dict:
-    out, cpu = _rusage_run(argv, env=env)
+    out, cpu, _ = _rusage_run(argv, env=env)
     row = json.loads(out)
     row["cpu_us_per_op"] = cpu / row["ops"] * 1e6  # the whole process, set-up included
     return row
@@ -121,6 +130,7 @@ def main() -> int:
     ap.add_argument("--tasks", type=int, default=64)
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--encryption", action="store_true", help="the engine plain and encrypted, without the peers")
+    ap.add_argument("--callgrind", action="store_true", help="with --encryption: instructions per op under callgrind")
     args = ap.parse_args()
     if args.encryption:
         return encryption_cost(args)
@@ -180,20 +190,23 @@ def encryption_cost(args) -> int:
             for op in ("echo", "getattr", "read4k"):
                 for client, options in SEALS.items():
                     url = server.url("engine", options=options)
-                    rows.append({"run": run, **engine_run(engine, url, op, args.rate, args.seconds, client)})
+                    row = engine_run(engine, url, op, args.rate, args.seconds, client, args.callgrind)
+                    rows.append({"run": run, **row})
                     print(json.dumps(rows[-1]), file=sys.stderr)
     print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", file=sys.stderr)
+    cost = "ir_per_op" if args.callgrind else "cpu_us_per_op"
     for op in ("echo", "getattr", "read4k"):
-        plain = {r["run"]: r["cpu_us_per_op"] for r in rows if r["op"] == op and r["client"] == "engine plain"}
+        plain = {r["run"]: r[cost] for r in rows if r["op"] == op and r["client"] == "engine plain"}
         for client in SEALS:
             got = [r for r in rows if r["op"] == op and r["client"] == client]
             rate = [r["ops_per_s"] for r in got]
-            cpu = [r["cpu_us_per_op"] for r in got]
-            # Each run's encrypted CPU per op over the plain one measured beside it.
-            ratio = [r["cpu_us_per_op"] / plain[r["run"]] for r in got]
+            cpu = [r[cost] for r in got]
+            # Each run's encrypted cost per op over the plain one measured beside it.
+            ratio = [r[cost] / plain[r["run"]] for r in got]
+            unit = "Ir/op" if args.callgrind else "CPU µs/op"
             print(
                 f"{op:8} {client:19} n={len(got)}  ops/s median {statistics.median(rate):8.0f}"
-                f" [{min(rate):.0f}-{max(rate):.0f}]  CPU µs/op median {statistics.median(cpu):6.1f}"
+                f" [{min(rate):.0f}-{max(rate):.0f}]  {unit} median {statistics.median(cpu):6.1f}"
                 f" [{min(cpu):.1f}-{max(cpu):.1f}]  ×plain median {statistics.median(ratio):.2f}"
                 f" [{min(ratio):.2f}-{max(ratio):.2f}]"
             )
