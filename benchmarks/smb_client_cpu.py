@@ -18,7 +18,8 @@ go-smb2 and libsmbclient peers are built by this script (apt-get installs their 
 
 With --encryption, the peers are left out and the engine runs plain (SMB 3.1.1, unsigned),
 encrypted with AES-128-GCM (3.1.1) and with AES-128-CCM (3.0), alternated, and each
-encrypted CPU per op is set against the plain one of the same run.
+encrypted CPU per op is set against the plain one of the same run. With --callgrind as well,
+each engine run goes under valgrind and the cost is instructions per op (use a low --rate).
 
 Needs root (smbd, apt-get); for the crate, `cargo build --release` in benchmarks/smb_crate
 (CARGO_TARGET_DIR honoured).
