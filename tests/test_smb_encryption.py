@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from peakbench.errors import InputError
 from peakbench.targets import parse_target
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -59,3 +60,8 @@ def test_sessions_that_will_not_encrypt_are_refused_in_one_line(encrypting_samba
     )
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_an_unknown_encrypt_value_is_refused_naming_the_choices():
+    with pytest.raises(InputError, match="encrypt=maybe must be one of off, desired, required"):
+        parse_target("smb://server/share?encrypt=maybe")
