@@ -24,6 +24,7 @@
 
 pub mod conn;
 pub mod ntlm;
+pub mod seal;
 pub mod sign;
 pub mod wire;
 
@@ -204,6 +205,7 @@ impl Smb {
             domain: spec.domain.clone(),
             dialects: crate::dialect::dialects(spec.dialect.as_deref())?,
             signing: spec.signing,
+            encrypt: spec.encrypt,
             timeout: Duration::from_secs_f64(spec.timeout_ms.max(1.0) / 1000.0),
         };
         let client = Arc::new(Client::new(addr, login.clone(), spec.connections, spec.max_outstanding));
@@ -211,7 +213,9 @@ impl Smb {
             SetupError::Share(s) if s == wire::STATUS_BAD_NETWORK_NAME => {
                 Refused(format!("{url}: the server has no share {:?}{}", spec.share, offered(&addr, &login))).into()
             }
-            e @ (SetupError::Dialect(_) | SetupError::Logon(_) | SetupError::Share(_) | SetupError::Signing(_)) => Refused(format!("{url}: {e}")).into(),
+            e @ (SetupError::Dialect(_) | SetupError::Logon(_) | SetupError::Share(_) | SetupError::Signing(_) | SetupError::Encryption(_)) => {
+                Refused(format!("{url}: {e}")).into()
+            }
             e => anyhow!("{url}: {e}"),
         })?;
         let xfer = live.negotiated.max_read.min(live.negotiated.max_write).clamp(512, MAX_XFER);
