@@ -5,7 +5,6 @@ holds, and drives the engine; and bad captures refused in one line with nothing 
 from __future__ import annotations
 
 import collections
-import json
 import subprocess
 import sys
 import time
@@ -15,11 +14,12 @@ from pathlib import Path
 import pytest
 from peakbench.cli import main
 from peakbench.markov import load_model
-from peakbench.workload import CANNED_DIR, find_workload, trial_spec
+from peakbench.workload import CANNED_DIR, find_workload
 
 sys.path.insert(0, str(Path(__file__).parent))
 from debian import apt_install  # noqa: E402
 from samba import PASSWORD, USER, Samba  # noqa: E402
+from test_cifs_markov import generate  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -114,18 +114,8 @@ def test_a_model_trained_from_smbclients_session_counts_its_requests_and_drives_
     (tmp_path / "site.toml").write_text(workload)
     for dist in ("sfs2008-file-sizes.dist", "sfs2008-io-sizes.dist"):
         (tmp_path / dist).write_text((CANNED_DIR / dist).read_text())
-    spec = trial_spec(find_workload(str(tmp_path / "site.toml")), {"kind": "null"}, rate=100, warmup_s=0, runtime_s=1)
-    (tmp_path / "spec.json").write_text(json.dumps(spec))
     n = 200_000
-    done = subprocess.run(
-        [str(engine_path), "generate", str(tmp_path / "spec.json"), str(n)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
-    assert done.returncode == 0, done.stderr
-    generated = json.loads(done.stdout)
+    generated = generate(engine_path, find_workload(str(tmp_path / "site.toml")), n, tmp_path)
     assert generated["invalid"] == 0 and set(generated["ops"]) == set(ops)
     _, mix = load_model(model)
     for op, share in mix.items():
