@@ -596,14 +596,14 @@ class Store:
             cursor = self.connection.execute(
                 "INSERT INTO plans (created, name, path, sources, plan, workdir, status)"
                 " VALUES (?, ?, ?, ?, ?, ?, 'running')",
-                (now, name, path, _encode(sources), _encode(plan), workdir),
+                (now, name, path, _program(sources), _program(plan), workdir),
             )
             plan_id = cursor.lastrowid
             for test in tests:
                 self.connection.execute(
                     "INSERT INTO plan_tests (plan_id, seq, name, kind, vars, settings, status)"
                     " VALUES (?, ?, ?, ?, ?, ?, 'pending')",
-                    (plan_id, test["seq"], test["name"], test["kind"], _encode(test["vars"]), _encode(test)),
+                    (plan_id, test["seq"], test["name"], test["kind"], _program(test["vars"]), _program(test)),
                 )
             for note in notes:
                 self.connection.execute(
@@ -752,6 +752,11 @@ def _now() -> str:
 def _encode(value) -> str:
     """JSON for a column; no SMB password reaches the file (credentials.py)."""
     return json.dumps(without_passwords(value), default=str)
+
+
+def _program(value) -> str:
+    """JSON of a plan as written: the runner runs its commands from the store, so they are kept whole."""
+    return json.dumps(value, default=str)
 
 
 def _decode(row: sqlite3.Row) -> dict:
