@@ -84,6 +84,9 @@ class LoadSummary:
     trials: int
     cost_s: float
     reason: str
+    # True: the careful trials were still rising (not in steady state); ci_low_ms then bounds R̄ from
+    # below only (R̄ ≥ ci_low_ms, no confidence claimed) and ci_high_ms is None
+    rising: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -143,7 +143,9 @@ def _loads_table(series: Series, result: dict) -> Table:
         columns,
         rows,
         f"intervals at the search's confidence {result['confidence']:.0%} over the careful trials of each"
-        f" load (trials counts scouts too); {result['trials']} trials in all",
+        " load, the upper end raised by how much the trials still rose within themselves; a load with no CI"
+        " high had trials still rising (not in steady state): R̄ ≥ CI low, no confidence claimed"
+        f" (trials counts scouts too); {result['trials']} trials in all",
     )
 
 
