@@ -221,11 +221,11 @@ def test_a_load_whose_trials_still_rise_is_stated_as_a_lower_bound_without_confi
 
 
 def test_stated_response_intervals_near_saturation_cover_about_as_often_as_claimed():
-    # 20 s trials after 5 s of warm-up at ρ 0.95 of an M/M/1 queue (relaxation time about 8 s): the loads
-    # table's 95% intervals of R̄ held the true mean in 85.8% of 1,000 loads (BENCHMARKS.md §7). The stated
-    # interval, raised by how much the trials still rose, holds it in about 91%.
+    # Quick trials (4 s after 1 s of warm-up) at ρ 0.875 of an M/M/1 queue: the loads table's 90% intervals
+    # of R̄ held the true mean in 77.7% of 1,000 loads (BENCHMARKS.md §7), mostly loads read below the
+    # region after two or three trials that happened to agree. The stated interval holds it in about 90%.
     from peakbench.sim import response_coverage
 
-    cell = response_coverage(0.95, "runlength-20", 120, seed=1)
-    assert cell.stated >= 100
-    assert cell.coverage >= 0.9, cell
+    cell = response_coverage(0.875, "quick", 150, seed=1)
+    assert cell.stated + cell.rising + cell.noisy == 150 and cell.stated >= 120
+    assert cell.coverage >= 0.85, cell
