@@ -731,7 +731,12 @@ def print_search(result, settings: SearchSettings, console: Console) -> None:
     for heading in ("load ops/s", "ρ", "class", "mean R ms", "R interval ms", "trials", "cost s", "why"):
         loads.add_column(heading, no_wrap=heading != "why")
     for load in result.loads:
-        interval = f"{load.ci_low_ms:.2f} .. {load.ci_high_ms:.2f}" if load.ci_low_ms is not None else "-"
+        if load.ci_low_ms is None:
+            interval = "-"
+        elif load.ci_high_ms is None:  # trials still rising: a lower bound only (LoadSummary.rising)
+            interval = f"≥ {load.ci_low_ms:.2f}"
+        else:
+            interval = f"{load.ci_low_ms:.2f} .. {load.ci_high_ms:.2f}"
         loads.add_row(
             f"{load.load:.1f}",
             f"{load.load_factor:.2f}" if load.load_factor else "-",

@@ -173,7 +173,7 @@ class SimulatedTarget:
 
 @dataclasses.dataclass(frozen=True)
 class ResponseCoverage:
-    """How often the search's R̄ intervals at one load of a simulated queue hold the true mean response."""
+    """How often the R̄ intervals a report states at one load of a simulated queue hold the true mean response."""
 
     utilisation: float
     preset: str  # the trial settings, by name (RESPONSE_PRESETS)
@@ -181,11 +181,13 @@ class ResponseCoverage:
     warmup_s: float
     confidence: float
     repeats: int  # loads measured, each as a search measures one (search.careful_at)
-    stated: int  # of those, with an interval (the n of `coverage`)
+    stated: int  # of those, stated with an interval at confidence (the n of `coverage`)
     coverage: float  # share of stated intervals that hold the true mean response
+    rising: int  # stated in the open form R̄ ≥ L instead (trials still rising), no confidence claimed
+    rising_holds: float | None  # share of those whose L lies at or below the true mean (None if none)
     noisy: int  # loads that stayed too noisy within max_trials: no interval at all
-    claims: int  # stated intervals accurate enough for a peak claim
-    claim_coverage: float | None  # share of those that hold the truth (None if none)
+    claims: int  # loads where the search claimed the peak (its own interval, not the stated one)
+    claim_coverage: float | None  # share of those whose interval holds the truth (None if none)
     mean_trials: float  # per measured load
 
 
@@ -197,11 +199,12 @@ def response_coverage(
     capacity: float = 200.0,
     service_ms: float = 5.0,
 ) -> ResponseCoverage:
-    """Coverage of R̄'s intervals at one load of a simulated queue (`queue=1`, from empty each trial)
-    measured with a preset's settings, Rsat set to the true mean response there so that the load lies in
-    the peak region and the search runs its careful trials as it would at λ*."""
+    """Coverage of the R̄ intervals a report states (search.stated_response) at one load of a simulated
+    queue (`queue=1`, from empty each trial) measured with a preset's settings, Rsat set to the true mean
+    response there so that the load lies in the peak region and the search runs its careful trials as it
+    would at λ*."""
     from .controller.history import PEAK as PEAK_LOAD
-    from .controller.search import careful_at
+    from .controller.search import careful_at, stated_response
 
     server = SimulatedServer(capacity, service_ms, queue=True)
     load = utilisation * capacity
@@ -211,9 +214,11 @@ def response_coverage(
         careful_at(SimulatedTarget(server, settings.warmup_s, settings.psat, seed * 100_003 + i), settings, load)
         for i in range(repeats)
     ]
-    stated = [r for r in records if r is not None and r.interval is not None]
-    holds = [r.interval.low <= truth <= r.interval.high for r in stated]
-    claims = [held for r, held in zip(stated, holds) if r.classification == PEAK_LOAD]
+    measured = [r for r in records if r is not None and r.interval is not None]
+    forms = [stated_response(r, settings) for r in measured]
+    holds = [interval.low <= truth <= interval.high for interval, rising in forms if not rising]
+    lower_bounds = [interval.low <= truth for interval, rising in forms if rising]
+    claims = [r.interval.low <= truth <= r.interval.high for r in measured if r.classification == PEAK_LOAD]
     return ResponseCoverage(
         utilisation,
         preset,
@@ -221,12 +226,14 @@ def response_coverage(
         settings.warmup_s,
         settings.confidence,
         repeats,
-        len(stated),
-        sum(holds) / len(stated) if stated else 0.0,
-        repeats - len(stated),
+        len(holds),
+        sum(holds) / len(holds) if holds else 0.0,
+        len(lower_bounds),
+        sum(lower_bounds) / len(lower_bounds) if lower_bounds else None,
+        repeats - len(measured),
         len(claims),
         sum(claims) / len(claims) if claims else None,
-        sum(len(r.means_ms) for r in stated) / len(stated) if stated else 0.0,
+        sum(len(r.means_ms) for r in measured) / len(measured) if measured else 0.0,
     )
 
 
@@ -302,20 +309,25 @@ def format_coverage(result: Coverage) -> str:
     lines.append("")
     lines.append(
         f"{'preset':<16} {'ρ':>5} {'run s':>6} {'warm s':>6} {'c':>4} {'n':>5} {'stated':>6} {'covers':>7} "
-        f"{'noisy':>5} {'claims':>6} {'covers':>7} {'trials':>6}"
+        f"{'R̄ ≥ L':>6} {'L ok':>7} {'noisy':>5} {'claims':>6} {'covers':>7} {'trials':>6}"
     )
+
+    def share(value: float | None) -> str:
+        return f"{value:7.1%}" if value is not None else f"{'-':>7}"
+
     for r in result.responses:
-        claims = f"{r.claim_coverage:7.1%}" if r.claim_coverage is not None else f"{'-':>7}"
         lines.append(
             f"{r.preset:<16} {r.utilisation:5.3f} {r.runlength_s:6g} {r.warmup_s:6g} {r.confidence:4.0%} "
-            f"{r.repeats:5d} {r.stated:6d} {r.coverage:7.1%} {r.noisy:5d} "
-            f"{r.claims:6d} {claims} {r.mean_trials:6.1f}"
+            f"{r.repeats:5d} {r.stated:6d} {r.coverage:7.1%} {r.rising:6d} {share(r.rising_holds)} {r.noisy:5d} "
+            f"{r.claims:6d} {share(r.claim_coverage)} {r.mean_trials:6.1f}"
         )
     lines.append(
-        "R̄ intervals at load factor ρ of a simulated M/M/1 queue (from empty each trial), each load measured "
-        "n times as a search measures the peak (Rsat at the true mean response): stated: with an interval; "
-        "covers: share of those holding the true mean, at the preset's confidence c; noisy: no interval "
-        "within the trial limit; claims: accurate enough to claim the peak, and their coverage"
+        "R̄ intervals as a report states them at load factor ρ of a simulated M/M/1 queue (from empty each "
+        "trial), each load measured n times as a search measures the peak (Rsat at the true mean response): "
+        "stated: with an interval at the preset's confidence c; covers: share of those holding the true mean; "
+        "R̄ ≥ L: trials still rising, stated as a lower bound with no confidence claimed; L ok: share of those "
+        "with L at or below the true mean; noisy: no interval within the trial limit; claims: loads the search "
+        "claimed as the peak, and how often its own interval there holds the true mean"
     )
     return "\n".join(lines)
 

@@ -28,6 +28,7 @@ class LoadRecord:
     reason: str  # why it was classified so, for the user
     settled: bool = True  # False: too noisy to settle, classified by R̄'s side of Rsat only to steer
     means_ms: tuple[float, ...] = ()  # R̄ of each careful trial, for intervals at other confidence levels
+    drifts: tuple[float, ...] = ()  # of each careful trial whose quarters are known: log(second half / first half)
 
 
 class SearchHistory:

@@ -32,6 +32,11 @@ region [Rsat(1−s), Rsat(1+s)] as in settings.py):
 - seed: the search's first trial seed (trial k uses seed + k), drawn afresh
   per search unless given; repeat a search with it.
 - load_factor: load / peak_rate, known once the peak is found (the paper's ρ).
+- loads[].ci_low_ms, ci_high_ms: R̄'s interval at that load as a report states it
+  (statistics.stated_response_interval over all its careful trials, at c), not
+  the one the search steered by (quoted in `reason`); when `rising`, its trials
+  had not reached steady state and only R̄ ≥ ci_low_ms is stated, with no
+  confidence claimed (ci_high_ms None).
 
 Coverage, measured over 1,000 simulated searches per policy (`peakbench
 simulate --coverage`, BENCHMARKS.md): the share of searches whose [ci_low,
@@ -84,6 +89,9 @@ class LoadSummary:
     trials: int
     cost_s: float
     reason: str
+    # True: the careful trials were still rising (not in steady state); ci_low_ms then bounds R̄ from
+    # below only (R̄ ≥ ci_low_ms, no confidence claimed) and ci_high_ms is None
+    rising: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -47,6 +47,7 @@ from .statistics import (
     log_deviation,
     response_interval,
     sample_deviation,
+    stated_response_interval,
     stein_trials,
     t_quantile,
 )
@@ -325,6 +326,12 @@ class _Search:
         return None
 
     def careful(self, load: float) -> LoadRecord:
+        """Careful trials at one load (see careful_trials), recorded with the trials' drifts for the report."""
+        drifts: list[float] = []
+        record = self.careful_trials(load, drifts)
+        return dataclasses.replace(record, drifts=tuple(drifts))
+
+    def careful_trials(self, load: float, drifts: list[float]) -> LoadRecord:
         """Careful trials at one load until it is below, above, or the peak (or noisy).
 
         Classification looks after every trial from min_trials on, as in
@@ -344,8 +351,7 @@ class _Search:
         """
         s = self.settings
         pilot = max(s.min_trials, STEIN_PILOT)
-        means: list[float] = []
-        drifts: list[float] = []  # per trial: log of its second half's mean over its first half's
+        means: list[float] = []  # drifts gets, per trial, log of its second half's mean over its first half's
         interval: ConfidenceInterval | None = None
         stage: tuple[int, float] | None = None  # (size, log deviation) of the completed stage
         planned = pilot  # trials this stage runs before the interval is judged for accuracy
@@ -700,7 +706,14 @@ class _Search:
         summaries = []
         for record in sorted(self.history.records, key=lambda r: r.load):
             spent = [t for t in trace if same_load(t.load, record.load)]
-            interval = record.interval
+            interval, rising = stated_response(record, self.settings)
+            reason = record.reason
+            if rising:
+                careful = [t for t in spent if t.purpose == "careful"]
+                reason = (
+                    f"R̄ ≥ {interval.low:.1f} ms: still rising after {len(careful)} trials of "
+                    f"{careful[-1].runlength_s:g} s; steady state not reached (no confidence claimed). {reason}"
+                )
             summaries.append(
                 LoadSummary(
                     load=record.load,
@@ -708,13 +721,27 @@ class _Search:
                     classification=record.classification,
                     mean_ms=record.mean_ms,
                     ci_low_ms=interval.low if interval else None,
-                    ci_high_ms=interval.high if interval else None,
+                    ci_high_ms=interval.high if interval and not rising else None,
                     trials=len(spent),
                     cost_s=sum(t.observation.cost_s for t in spent),
-                    reason=record.reason,
+                    reason=reason,
+                    rising=rising,
                 )
             )
         return summaries
+
+
+def stated_response(record: LoadRecord, settings: SearchSettings) -> tuple[ConfidenceInterval | None, bool]:
+    """R̄'s interval at a load as the report states it (statistics.stated_response_interval), and whether
+    its trials were still rising (see _rising): then only its low end is stated, as R̄ ≥ low, with no
+    confidence claimed, since trials that had not reached steady state bound the mean from below only.
+
+    The search steers by record.interval; this interval only reports. (None, False) where it has none.
+    """
+    if record.interval is None:
+        return None, False
+    interval = stated_response_interval(record.means_ms, record.drifts, settings.confidence)
+    return interval, _rising(record.drifts, settings)
 
 
 def _drift(observation: Observation) -> float | None:
