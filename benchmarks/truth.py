@@ -12,7 +12,8 @@ region of 188.2–190.5 req/s for c = 1, 789.2 and 787.9–790.3 for c = 4) and 
 runs N quick searches (`--quick`), M careful ones (`--runlength 20 --warmup 5`, the settings of
 issue 20's full search; the default confidence and accuracy) and E careful ones at equal trial
 length (`--careful-equal`: also `--min-runlength 20`, which keeps the guided policy from
-shortening its careful trials), each with its own `--seed` (trial k of a search uses seed + k,
+shortening its careful trials; run for guided only, as the other policies' careful trials are
+already full length, so their careful searches are their equal-length set), each with its own `--seed` (trial k of a search uses seed + k,
 so seeds are 1,000 apart: no two searches share an arrival stream; a search's seed depends only
 on its place in the plan, so a resumed run gives the same search the same seed). Every search
 is `peakbench search` as a user runs it, its engine under SCHED_FIFO when root (as
@@ -68,7 +69,8 @@ import run as runner  # benchmarks/run.py: processes, machine info, tables
 
 ROOT = runner.ROOT
 sys.path.insert(0, str(ROOT / "python"))
-from peakbench.controller import Observation, SearchSettings  # noqa: E402 (the checkout, not an install)
+from peakbench.controller import POLICIES as SEARCH_POLICIES  # noqa: E402 (the checkout, not an install)
+from peakbench.controller import Observation, SearchSettings  # noqa: E402
 from peakbench.controller.search import trials_still_rising  # noqa: E402
 from peakbench.searching import QUICK  # noqa: E402
 from peakbench.servers.mdc import (  # noqa: E402
@@ -326,11 +328,13 @@ def summary(searches: list[dict]) -> dict:
 
 def plan(workers: list[int], policies: list[str], counts: dict[str, int], first_seed: int) -> list[tuple]:
     """Every search as (workers, policy, kind, seed): server by server, in an order that keeps each of a server's
-    (policy, kind) groups equally far along."""
+    (policy, kind) groups equally far along. Careful-equal searches only for policies that shorten careful trials."""
     tasks, seed = [], first_seed
     for w in workers:
         for kind, count in counts.items():
             for policy in policies:
+                if kind == "careful-equal" and not SEARCH_POLICIES[policy].adapts_runlength:
+                    continue  # its careful trials already run the full runlength: "careful" is its equal-length set
                 for i in range(count):
                     tasks.append(((i + 0.5) / count, w, policy, kind, seed))
                     seed += 1000
@@ -346,7 +350,7 @@ def main(argv: list[str]) -> int:
         type=int,
         default=0,
         metavar="E",
-        help="careful searches per policy with --min-runlength 20 too (default 0)",
+        help="careful searches with --min-runlength 20 too, per policy that shortens careful trials (default 0)",
     )
     parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated (default all four)")
     parser.add_argument("--workers", default="1,4", help="servers to search: worker counts (default 1,4)")
