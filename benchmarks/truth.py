@@ -37,7 +37,7 @@ discarded; the mean response and its 95% t-interval over the runs are recorded).
 Recorded per search: seed, verdict, peak, its interval, bracket, message, cost (benchmarking
 seconds), trials, the runlengths of its careful trials and scouts, each tested load with its
 true mean response, its classification and reason, and whether that classification contradicts
-the truth. Per server, policy and kind: how many stated a peak, the share within the claimed
+the truth, and each trial's load, purpose, runlength, mean response, offered and achieved rate. Per server, policy and kind: how many stated a peak, the share within the claimed
 accuracy (|λ̂ − λ*|/λ* ≤ 1 − a, of all searches), the share whose interval [ci_low, ci_high]
 contains λ* (of all searches), cost median and range, the careful runlengths used, loads
 classified against the truth (settled ones, and those only steering the search), and how often
@@ -265,6 +265,17 @@ def one_search(workers: int, policy: str, kind: str, seed: int, env: dict, cap: 
         }
         for load in found["loads"]
     ]
+    # Each trial's own figures, so that two trials of one load can be told apart (trial k's seed: seed + k − 1).
+    trials = [
+        {
+            "trial": t["trial"],
+            "load": t["load"],
+            "purpose": t["purpose"],
+            "runlength_s": t["runlength_s"],
+            **{k: t["observation"][k] for k in ("mean_ms", "offered_rate", "achieved_rate")},
+        }
+        for t in found["trace"]
+    ]
     runlengths = {
         purpose: sorted({t["runlength_s"] for t in found["trace"] if t["purpose"] == purpose})
         for purpose in ("careful", "scout")
@@ -292,6 +303,7 @@ def one_search(workers: int, policy: str, kind: str, seed: int, env: dict, cap: 
         "wall_s": time.monotonic() - started,
         "loadavg_at_end": Path("/proc/loadavg").read_text().split()[:3],
         "loads": loads,  # the true mean response at each tested load; None at or past capacity
+        "trace": trials,
     }
 
 
@@ -463,7 +475,7 @@ def main(argv: list[str]) -> int:
             w, policy, kind, seed = task
             s = {"workers": w, "policy": policy, "kind": kind, "seed": seed, "verdict": "error", "message": str(error)}
         with lock:
-            done.append(s)
+            done.append({**s, "git_commit": machine["git_commit"]})  # a resumed file can hold several commits' searches
             save(complete=False)
         print(
             f"  M/D/{s['workers']} {s['policy']} {s['kind']} seed {s['seed']}: {s['verdict']} {s.get('peak_rate')} "
