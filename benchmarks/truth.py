@@ -12,7 +12,8 @@ region of 188.2–190.5 req/s for c = 1, 789.2 and 787.9–790.3 for c = 4) and 
 runs N quick searches (`--quick`), M careful ones (`--runlength 20 --warmup 5`, the settings of
 issue 20's full search; the default confidence and accuracy) and E careful ones at equal trial
 length (`--careful-equal`: also `--min-runlength 20`, which keeps the guided policy from
-shortening its careful trials), each with its own `--seed` (trial k of a search uses seed + k,
+shortening its careful trials; run for guided only, as the other policies' careful trials are
+already full length, so their careful searches are their equal-length set), each with its own `--seed` (trial k of a search uses seed + k,
 so seeds are 1,000 apart: no two searches share an arrival stream; a search's seed depends only
 on its place in the plan, so a resumed run gives the same search the same seed). Every search
 is `peakbench search` as a user runs it, its engine under SCHED_FIFO when root (as
@@ -36,7 +37,7 @@ discarded; the mean response and its 95% t-interval over the runs are recorded).
 Recorded per search: seed, verdict, peak, its interval, bracket, message, cost (benchmarking
 seconds), trials, the runlengths of its careful trials and scouts, each tested load with its
 true mean response, its classification and reason, and whether that classification contradicts
-the truth. Per server, policy and kind: how many stated a peak, the share within the claimed
+the truth, and each trial's load, purpose, runlength, mean response, offered and achieved rate. Per server, policy and kind: how many stated a peak, the share within the claimed
 accuracy (|λ̂ − λ*|/λ* ≤ 1 − a, of all searches), the share whose interval [ci_low, ci_high]
 contains λ* (of all searches), cost median and range, the careful runlengths used, loads
 classified against the truth (settled ones, and those only steering the search), and how often
@@ -68,7 +69,8 @@ import run as runner  # benchmarks/run.py: processes, machine info, tables
 
 ROOT = runner.ROOT
 sys.path.insert(0, str(ROOT / "python"))
-from peakbench.controller import Observation, SearchSettings  # noqa: E402 (the checkout, not an install)
+from peakbench.controller import POLICIES as SEARCH_POLICIES  # noqa: E402 (the checkout, not an install)
+from peakbench.controller import Observation, SearchSettings  # noqa: E402
 from peakbench.controller.search import trials_still_rising  # noqa: E402
 from peakbench.searching import QUICK  # noqa: E402
 from peakbench.servers.mdc import (  # noqa: E402
@@ -263,6 +265,17 @@ def one_search(workers: int, policy: str, kind: str, seed: int, env: dict, cap: 
         }
         for load in found["loads"]
     ]
+    # Each trial's own figures, so that two trials of one load can be told apart (trial k's seed: seed + k − 1).
+    trials = [
+        {
+            "trial": t["trial"],
+            "load": t["load"],
+            "purpose": t["purpose"],
+            "runlength_s": t["runlength_s"],
+            **{k: t["observation"][k] for k in ("mean_ms", "offered_rate", "achieved_rate")},
+        }
+        for t in found["trace"]
+    ]
     runlengths = {
         purpose: sorted({t["runlength_s"] for t in found["trace"] if t["purpose"] == purpose})
         for purpose in ("careful", "scout")
@@ -290,6 +303,7 @@ def one_search(workers: int, policy: str, kind: str, seed: int, env: dict, cap: 
         "wall_s": time.monotonic() - started,
         "loadavg_at_end": Path("/proc/loadavg").read_text().split()[:3],
         "loads": loads,  # the true mean response at each tested load; None at or past capacity
+        "trace": trials,
     }
 
 
@@ -326,11 +340,13 @@ def summary(searches: list[dict]) -> dict:
 
 def plan(workers: list[int], policies: list[str], counts: dict[str, int], first_seed: int) -> list[tuple]:
     """Every search as (workers, policy, kind, seed): server by server, in an order that keeps each of a server's
-    (policy, kind) groups equally far along."""
+    (policy, kind) groups equally far along. Careful-equal searches only for policies that shorten careful trials."""
     tasks, seed = [], first_seed
     for w in workers:
         for kind, count in counts.items():
             for policy in policies:
+                if kind == "careful-equal" and not SEARCH_POLICIES[policy].adapts_runlength:
+                    continue  # its careful trials already run the full runlength: "careful" is its equal-length set
                 for i in range(count):
                     tasks.append(((i + 0.5) / count, w, policy, kind, seed))
                     seed += 1000
@@ -346,7 +362,7 @@ def main(argv: list[str]) -> int:
         type=int,
         default=0,
         metavar="E",
-        help="careful searches per policy with --min-runlength 20 too (default 0)",
+        help="careful searches with --min-runlength 20 too, per policy that shortens careful trials (default 0)",
     )
     parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated (default all four)")
     parser.add_argument("--workers", default="1,4", help="servers to search: worker counts (default 1,4)")
@@ -459,7 +475,7 @@ def main(argv: list[str]) -> int:
             w, policy, kind, seed = task
             s = {"workers": w, "policy": policy, "kind": kind, "seed": seed, "verdict": "error", "message": str(error)}
         with lock:
-            done.append(s)
+            done.append({**s, "git_commit": machine["git_commit"]})  # a resumed file can hold several commits' searches
             save(complete=False)
         print(
             f"  M/D/{s['workers']} {s['policy']} {s['kind']} seed {s['seed']}: {s['verdict']} {s.get('peak_rate')} "
