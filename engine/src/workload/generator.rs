@@ -24,9 +24,10 @@ struct Cursor {
 /// rest per request.
 const MAX_CACHED_DIR_PATHS: usize = 1 << 20;
 
-/// Files whose read path is kept formatted (`indexed_reads`), at most: reads of files beyond
-/// format their path per request.
-const MAX_SHARED_READ_PATHS: usize = 1 << 20;
+/// Files whose read path is kept formatted (`indexed_reads`), at most (a few MB): reads of files
+/// beyond format their path per request. Eight times a thread's descriptor cache, which a larger
+/// set misses often anyway, and a one-million-file set stays within its memory budget.
+const MAX_SHARED_READ_PATHS: usize = 1 << 16;
 
 pub struct Generator {
     pub set: FileSet,
