@@ -16,6 +16,11 @@ go-smb2 and libsmbclient peers are built by this script (apt-get installs their 
 
     python3 benchmarks/smb_client_cpu.py [--runs 3] [--rate 8000] [--tasks 64] [--seconds 3]
 
+With --encryption, the peers are left out and the engine runs plain (SMB 3.1.1, unsigned),
+encrypted with AES-128-GCM (3.1.1) and with AES-128-CCM (3.0), alternated, and each
+encrypted CPU per op is set against the plain one of the same run. With --callgrind as well,
+each engine run goes under valgrind and the cost is instructions per op (use a low --rate).
+
 Needs root (smbd, apt-get); for the crate, `cargo build --release` in benchmarks/smb_crate
 (CARGO_TARGET_DIR honoured).
 """
@@ -25,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -44,17 +50,25 @@ PEERS = HERE / "smb_peers"
 ENGINE_MIX = {"echo": {"null": 1.0}, "getattr": {"getattr": 1.0}, "read4k": {"read": 1.0}}
 
 
-def _rusage_run(argv: list[str], stdin: str | None = None, env: dict | None = None) -> tuple[str, float]:
+def _rusage_run(argv: list[str], stdin: str | None = None, env: dict | None = None) -> tuple[str, float, str]:
     before = os.times()
-    proc = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=120, env=env)
+    proc = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=600, env=env)
     after = os.times()
     if proc.returncode != 0:
         raise RuntimeError(f"{argv[0]} failed: {proc.stderr.strip()[-500:]}")
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
-    return proc.stdout, cpu
+    return proc.stdout, cpu, proc.stderr
 
 
-def engine_run(engine: str, url: str, op: str, rate: float, seconds: float) -> dict:
+def engine_run(
+    engine: str,
+    url: str,
+    op: str,
+    rate: float,
+    seconds: float,
+    client: str = "peakbench engine",
+    callgrind: bool = False,
+) -> dict:
     spec = {
         "schema": "peakbench.trial-spec/1",
         "target": parse_target(url),
@@ -72,15 +86,15 @@ def engine_run(engine: str, url: str, op: str, rate: float, seconds: float) -> d
         "read": {"pattern": "random", "size": {"kind": "constant", "value": 4096}},
     }
     subprocess.run([engine, "prepare", "-"], input=json.dumps(spec), capture_output=True, text=True, check=True)
-    out, cpu = _rusage_run([engine, "run", "-"], json.dumps(spec))
+    # Under callgrind, instructions per op: a count the machine's load does not move.
+    wrap = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"] if callgrind else []
+    out, cpu, err = _rusage_run([*wrap, engine, "run", "-"], json.dumps(spec))
     result = json.loads(out)
     ok = result["outcomes"]["succeeded"]
-    return {
-        "client": "peakbench engine",
-        "op": op,
-        "ops_per_s": result["achieved_rate"],
-        "cpu_us_per_op": cpu / ok * 1e6,
-    }
+    row = {"client": client, "op": op, "ops_per_s": result["achieved_rate"], "cpu_us_per_op": cpu / ok * 1e6}
+    if callgrind:
+        row["ir_per_op"] = int(re.search(r"Collected : (\d+)", err)[1]) / ok
+    return row
 
 
 def build_peers(out: Path) -> dict[str, Path]:
@@ -104,7 +118,7 @@ def build_peers(out: Path) -> dict[str, Path]:
 
 
 def peer_run(argv: list[str], env: dict | None = None) -> dict:
-    out, cpu = _rusage_run(argv, env=env)
+    out, cpu, _ = _rusage_run(argv, env=env)
     row = json.loads(out)
     row["cpu_us_per_op"] = cpu / row["ops"] * 1e6  # the whole process, set-up included
     return row
@@ -116,7 +130,11 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=8000)
     ap.add_argument("--tasks", type=int, default=64)
     ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--encryption", action="store_true", help="the engine plain and encrypted, without the peers")
+    ap.add_argument("--callgrind", action="store_true", help="with --encryption: instructions per op under callgrind")
     args = ap.parse_args()
+    if args.encryption:
+        return encryption_cost(args)
     engine = os.environ.get("PEAKBENCH_ENGINE", str(HERE.parent / "engine/target/release/peakbench-engine"))
     target_dir = Path(os.environ.get("CARGO_TARGET_DIR", HERE / "smb_crate/target"))
     probe = target_dir / "release/smb-crate-probe"
@@ -153,6 +171,45 @@ def main() -> int:
                 f"{op:8} {client:17} n={len(got)}  ops/s median {statistics.median(rate):8.0f}"
                 f" [{min(rate):.0f}-{max(rate):.0f}]  CPU µs/op median {statistics.median(cpu):6.1f}"
                 f" [{min(cpu):.1f}-{max(cpu):.1f}]"
+            )
+    return 0
+
+
+# The engine's encryption modes: client name -> smb:// URL options.
+SEALS = {
+    "engine plain": "dialect=3.1.1&encrypt=off",
+    "engine AES-128-GCM": "dialect=3.1.1&encrypt=required",
+    "engine AES-128-CCM": "dialect=3.0&encrypt=required",
+}
+
+
+def encryption_cost(args) -> int:
+    engine = os.environ.get("PEAKBENCH_ENGINE", str(HERE.parent / "engine/target/release/peakbench-engine"))
+    rows = []
+    with Samba() as server:
+        for run in range(args.runs):
+            for op in ("echo", "getattr", "read4k"):
+                for client, options in SEALS.items():
+                    url = server.url("engine", options=options)
+                    row = engine_run(engine, url, op, args.rate, args.seconds, client, args.callgrind)
+                    rows.append({"run": run, **row})
+                    print(json.dumps(rows[-1]), file=sys.stderr)
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", file=sys.stderr)
+    cost = "ir_per_op" if args.callgrind else "cpu_us_per_op"
+    for op in ("echo", "getattr", "read4k"):
+        plain = {r["run"]: r[cost] for r in rows if r["op"] == op and r["client"] == "engine plain"}
+        for client in SEALS:
+            got = [r for r in rows if r["op"] == op and r["client"] == client]
+            rate = [r["ops_per_s"] for r in got]
+            cpu = [r[cost] for r in got]
+            # Each run's encrypted cost per op over the plain one measured beside it.
+            ratio = [r[cost] / plain[r["run"]] for r in got]
+            unit = "Ir/op" if args.callgrind else "CPU µs/op"
+            print(
+                f"{op:8} {client:19} n={len(got)}  ops/s median {statistics.median(rate):8.0f}"
+                f" [{min(rate):.0f}-{max(rate):.0f}]  {unit} median {statistics.median(cpu):6.1f}"
+                f" [{min(cpu):.1f}-{max(cpu):.1f}]  ×plain median {statistics.median(ratio):.2f}"
+                f" [{min(ratio):.2f}-{max(ratio):.2f}]"
             )
     return 0
 

@@ -31,19 +31,24 @@ SPEC_CIFS = {
 }
 
 
-@pytest.mark.integration
-def test_a_million_generated_ops_reproduce_specs_cifs_mix_in_valid_handle_sequences(engine_path, tmp_path):
-    spec = trial_spec(find_workload("specsfs2008-cifs"), {"kind": "null"}, rate=100, warmup_s=0, runtime_s=1)
+def generate(engine_path: Path, workload, n: int, tmp_path: Path) -> dict:
+    """`peakbench-engine generate`'s count of the first `n` ops of the workload's stream."""
+    spec = trial_spec(workload, {"kind": "null"}, rate=100, warmup_s=0, runtime_s=1)
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     done = subprocess.run(
-        [str(engine_path), "generate", str(tmp_path / "spec.json"), "1000000"],
+        [str(engine_path), "generate", str(tmp_path / "spec.json"), str(n)],
         capture_output=True,
         text=True,
         timeout=60,
         stdin=subprocess.DEVNULL,
     )
     assert done.returncode == 0, done.stderr
-    out = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+@pytest.mark.integration
+def test_a_million_generated_ops_reproduce_specs_cifs_mix_in_valid_handle_sequences(engine_path, tmp_path):
+    out = generate(engine_path, find_workload("specsfs2008-cifs"), 1_000_000, tmp_path)
     assert out["requests"] == 1_000_000 and sum(out["ops"].values()) == 1_000_000
     for op, percent in SPEC_CIFS.items():
         assert out["ops"][op] / 1e4 == pytest.approx(percent, abs=0.5), (op, out["ops"])

@@ -110,5 +110,6 @@ def test_an_rc_file_with_fs_protocol_cifs_runs_two_load_points_that_smbd_counted
     # Every path query, listing and fs query is a CREATE ... CLOSE compound; every open one CREATE.
     assert seen["create"] >= sent["open"] + sent["getattr"] + sent.get("readdir", 0) + sent.get("fsinfo", 0)
     assert seen["close"] >= sent["close"] + sent["getattr"] + sent.get("readdir", 0) + sent.get("fsinfo", 0)
-    # The password is never shown (the stored trial spec keeps it, as for any smb:// target, to resume).
+    # The password is never shown, nor stored: a resume reads it from the rc file again.
     assert PASSWORD not in done.stdout + done.stderr
+    assert PASSWORD.encode() not in b"".join(p.read_bytes() for p in tmp_path.glob("p.db*"))

@@ -15,6 +15,7 @@ from peakbench.errors import InputError
 from peakbench.targets import parse_target, target_label
 
 sys.path.insert(0, str(Path(__file__).parent))
+from corrupting_proxy import READ_CAUGHT, CorruptingProxy, assert_caught, flipped_content  # noqa: E402
 from samba import Samba  # noqa: E402
 from test_nfs import _engine  # noqa: E402
 from test_nfs import _spec as nfs_spec  # noqa: E402
@@ -74,6 +75,17 @@ def test_validate_passes_every_smb2_operation_and_skips_those_smb2_lacks(samba, 
     assert checks["lock"]["detail"] == "locked and released"
     assert all(c["status"] == "pass" for op, c in checks.items() if op not in ("symlink", "readlink", "pathconf"))
     assert not any(samba.share_dir.iterdir())  # the scratch directory is gone
+
+
+@pytest.mark.integration
+def test_validate_catches_a_byte_smbd_returns_changed(samba, engine_path, cli, tmp_path):
+    proxy = CorruptingProxy(("127.0.0.1", samba.port), flipped_content(16384))
+    try:
+        url = samba.url().replace(f"127.0.0.1:{samba.port}/", f"127.0.0.1:{proxy.port}/")
+        done = cli("validate", url, "--json", str(tmp_path / "v.json"))
+    finally:
+        proxy.close()
+    assert_caught(done, tmp_path / "v.json", proxy, "read", READ_CAUGHT)
 
 
 def test_wrong_password_missing_share_and_refused_dialect_are_one_line_errors(samba, engine_path, capsys):

@@ -27,11 +27,38 @@ def signing_samba():
     yield from Samba(extra_config="    server signing = mandatory").serve_module()
 
 
-def _sessions(server: Samba) -> list[tuple[str, str]]:
-    """(protocol, signing algorithm) of each session smbd has (`smbstatus -p`)."""
+def sessions(server: Samba) -> list[tuple[str, str, str]]:
+    """(protocol, encryption, signing) of each session smbd has (`smbstatus -p`)."""
     done = subprocess.run(["smbstatus", "-s", str(server.config), "-p"], capture_output=True, text=True, timeout=30)
     rows = [line.split() for line in done.stdout.splitlines() if line[:1].isdigit()]
-    return [(row[-3], row[-1]) for row in rows]
+    return [(row[-3], row[-2], row[-1]) for row in rows]
+
+
+MIX = {"null": 0.2, "getattr": 0.4, "read": 0.2, "write": 0.2}
+
+
+def trial_counted_by_smbd(engine_path, server: Samba, url: str) -> list[tuple[str, str, str]]:
+    """Run a 1 s trial of MIX on `url`, check that every op succeeded and smbd counted what
+    the result says was sent; return the sessions smbd listed halfway through."""
+    spec = _spec(url, MIX, rate=200, runtime_s=1.0)
+    _engine(engine_path, "prepare", spec)
+    before = server.smb2_counts()
+    seen_sessions: list[tuple[str, str, str]] = []
+    probe = threading.Timer(0.5, lambda: seen_sessions.extend(sessions(server)))
+    probe.start()
+    try:
+        result = _engine(engine_path, "run", spec)
+    finally:
+        probe.join()
+    after = server.smb2_counts()
+    seen = {name: after[name] - before[name] for name in after}
+    ops = result["ops"]
+    assert all(ops[op]["successes"] == ops[op]["count"] > 20 for op in MIX), ops
+    assert seen["keepalive"] == ops["null"]["count"]
+    assert seen["read"] == ops["read"]["count"] + 1  # and the manifest's
+    queries = ops["getattr"]["count"]
+    assert queries <= seen["getinfo"] <= queries + 5  # and the set-up's (test_smb.py)
+    return seen_sessions
 
 
 @pytest.mark.parametrize(
@@ -39,27 +66,9 @@ def _sessions(server: Samba) -> list[tuple[str, str]]:
     [("2.1", "SMB2_10", "HMAC-SHA256"), ("3.0", "SMB3_00", "AES-128-CMAC"), ("3.1.1", "SMB3_11", "AES-128-CMAC")],
 )
 def test_signed_trials_succeed_and_smbd_counts_what_was_sent(engine_path, signing_samba, dialect, protocol, algorithm):
-    mix = {"null": 0.2, "getattr": 0.4, "read": 0.2, "write": 0.2}
     url = signing_samba.url(f"signed-{dialect}", options=f"dialect={dialect}&signing=required")
-    spec = _spec(url, mix, rate=200, runtime_s=1.0)
-    _engine(engine_path, "prepare", spec)
-    before = signing_samba.smb2_counts()
-    seen_sessions: list[tuple[str, str]] = []
-    probe = threading.Timer(0.5, lambda: seen_sessions.extend(_sessions(signing_samba)))
-    probe.start()
-    try:
-        result = _engine(engine_path, "run", spec)
-    finally:
-        probe.join()
-    after = signing_samba.smb2_counts()
-    seen = {name: after[name] - before[name] for name in after}
-    ops = result["ops"]
-    assert all(ops[op]["successes"] == ops[op]["count"] > 20 for op in mix), ops
-    assert seen_sessions == [(protocol, algorithm)]
-    assert seen["keepalive"] == ops["null"]["count"]
-    assert seen["read"] == ops["read"]["count"] + 1  # and the manifest's
-    queries = ops["getattr"]["count"]
-    assert queries <= seen["getinfo"] <= queries + 5  # and the set-up's (test_smb.py)
+    seen_sessions = trial_counted_by_smbd(engine_path, signing_samba, url)
+    assert seen_sessions == [(protocol, "-", algorithm)]
 
 
 def test_unsigned_sessions_are_refused_in_one_line(signing_samba, engine_path):

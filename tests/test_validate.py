@@ -4,6 +4,7 @@ and the NFS client against a server that answers wrongly."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from corrupting_proxy import READ_CAUGHT, CorruptingProxy, assert_caught, flipped_content, nfs_mode  # noqa: E402
 from fake_nfs import FakeNfs  # noqa: E402
 from fake_server import spec_without_files  # noqa: E402
 
@@ -66,6 +68,29 @@ def test_validate_ganesha(engine_path, ganesha_server, nfs_url, tmp_path, cli):
     _check_all_passed(cli("validate", nfs_url, "--json", str(tmp_path / "v.json")), tmp_path / "v.json", where)
 
 
+@pytest.mark.integration
+def test_validate_catches_a_byte_the_nfs_server_returns_changed(engine_path, ganesha_server, nfs_url, tmp_path, cli):
+    proxy = CorruptingProxy(("127.0.0.1", 2049), flipped_content(16384))
+    try:
+        url = nfs_url.replace("nfs://127.0.0.1/", f"nfs://127.0.0.1:{proxy.port}/")
+        done = cli("validate", url, "--json", str(tmp_path / "v.json"))
+    finally:
+        proxy.close()
+    assert_caught(done, tmp_path / "v.json", proxy, "read", READ_CAUGHT)
+
+
+@pytest.mark.integration
+def test_validate_catches_a_mode_the_nfs_server_reports_wrong(engine_path, ganesha_server, nfs_url, tmp_path, cli):
+    proxy = CorruptingProxy(("127.0.0.1", 2049), nfs_mode(0o600, 0o677))
+    try:
+        url = nfs_url.replace("nfs://127.0.0.1/", f"nfs://127.0.0.1:{proxy.port}/")
+        done = cli("validate", url, "--json", str(tmp_path / "v.json"))
+    finally:
+        proxy.close()
+    detail = r"SETATTR \.peakbench-validate-\d+/file: mode 677 read back after setting 600"
+    assert_caught(done, tmp_path / "v.json", proxy, "setattr", detail)
+
+
 def test_validate_names_what_failed_and_why(engine_path, tmp_path, cli):
     server = FakeNfs("ok-status", status=10004)  # NFS3ERR_NOTSUPP for everything
     try:
@@ -76,7 +101,8 @@ def test_validate_names_what_failed_and_why(engine_path, tmp_path, cli):
     result = json.loads((tmp_path / "v.json").read_text())
     by_op = {c["op"]: c for c in result["checks"]}
     assert by_op["null"]["status"] == "pass" and by_op["fsinfo"]["status"] == "pass"
-    assert by_op["mkdir"]["status"] == "fail" and "MKDIR: NFS3ERR_NOTSUPP" in by_op["mkdir"]["detail"]
+    assert by_op["mkdir"]["status"] == "fail"
+    assert re.fullmatch(r"MKDIR \.peakbench-validate-\d+: NFS3ERR_NOTSUPP", by_op["mkdir"]["detail"])
     assert by_op["read"]["status"] == "skipped"
     assert "VALIDATION FAILED" in done.stdout
 

@@ -3,6 +3,7 @@
 
 mod clock;
 mod content;
+mod dialect;
 #[cfg(test)]
 mod fuzz;
 mod interrupt;

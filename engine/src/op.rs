@@ -154,8 +154,10 @@ pub enum Request {
     Getattr {
         path: String,
     },
+    /// Set the file's permission bits (a workload sets 0o644; validation sets others and reads them back).
     Setattr {
         path: String,
+        mode: u32,
     },
     Lookup {
         dir: String,
@@ -253,6 +255,42 @@ pub const WHOLE: u64 = u64::MAX;
 
 /// Bytes moved, or the kind of error (an errno name such as "ENOENT").
 pub type Outcome = Result<u64, String>;
+
+/// What an op observed, as `Target::probe` returns it to validation; trials call `execute`, which
+/// keeps only the byte count, so none of this is built on the measured path.
+#[derive(Debug)]
+pub enum Reply {
+    /// The op succeeded and has nothing to show but the bytes it moved.
+    Done(u64),
+    /// The bytes a read returned (fewer than asked at the end of the file).
+    Data(Vec<u8>),
+    /// A getattr's or lookup's attributes.
+    Attr(Attr),
+    /// An access check: whether read and modify access is granted.
+    Granted(bool),
+    /// A readlink's link text, or a summary of the file-system figures (fsstat, fsinfo, pathconf).
+    Text(String),
+    /// A readdir's names, without . and ..
+    Names(Vec<String>),
+}
+
+/// The type of an object, as validation checks it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    File,
+    Dir,
+    Symlink,
+    Other,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Attr {
+    pub kind: Kind,
+    /// Permission bits; None where the protocol has none (SMB2).
+    pub mode: Option<u32>,
+    pub size: u64,
+    pub nlink: u32,
+}
 
 #[cfg(test)]
 mod tests {

@@ -290,6 +290,8 @@ pub struct SmbSpec {
     pub dialect: Option<String>,
     #[serde(default)]
     pub signing: Signing,
+    #[serde(default)]
+    pub encrypt: Encrypt,
     #[serde(default = "one_usize")]
     pub connections: usize,
     /// Cap on requests in flight across the connections.
@@ -310,6 +312,17 @@ pub enum Signing {
     Off,
     #[default]
     IfOffered,
+    Required,
+}
+
+/// Whether an SMB 3.x client encrypts its session: never, when the server asks for it
+/// (its session or share says so), or always (a server without a cipher is refused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Encrypt {
+    Off,
+    #[default]
+    Desired,
     Required,
 }
 
@@ -652,7 +665,7 @@ impl TrialSpec {
             if s.share.is_empty() || s.share.contains(['/', '\\']) {
                 return Err(bad("target.share", "must name one share"));
             }
-            crate::target::smb::dialects(s.dialect.as_deref()).map_err(|e| bad("target.dialect", e.to_string()))?;
+            crate::dialect::dialects(s.dialect.as_deref()).map_err(|e| bad("target.dialect", e.to_string()))?;
         }
         if let TargetSpec::Http { url, timeout_s, .. } = &self.target {
             crate::url::split_url(url).map_err(|e| bad("target.url", e.to_string()))?;

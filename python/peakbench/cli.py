@@ -10,6 +10,7 @@
     peakbench workloads model web-proxy --memory-hit H --disk-hit D [--reads-per-file N] [--eviction P] [--output F]
     peakbench workloads model web-server --hit H [--reads-per-file N] [--output FILE]
     peakbench workloads derive BASE --set KEY=VALUE ... [--name NAME] [--output FILE]
+    peakbench workloads train-markov CAPTURE --output MODEL
     peakbench results list | show ID | export [SELECTOR...] (--csv | --json | --hlog | --openmetrics) FILE
     peakbench plan check|run PLAN.toml | resume [ID] | report [ID] | list
     peakbench compare A B [--metric M] [--alpha 0.05]
@@ -37,9 +38,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from . import markovtrain, searching, sim
 from . import replay as replay_module
 from . import resume as resume_module
-from . import searching, sim
 from . import store as store_module
 from . import workloadknobs as knobs_module
 from .cluster import engine_for
@@ -353,6 +354,12 @@ def build_parser() -> argparse.ArgumentParser:
     derive.add_argument("--name", help="the new workload's name (default: BASE-derived)")
     derive.add_argument("--output", type=Path, metavar="FILE", help="write the workload here (default: stdout)")
     derive.set_defaults(handler=command_workloads_derive)
+    trainer = workload_commands.add_parser(
+        "train-markov", help="a Markov model (as in specsfs2008-cifs) counted from a capture of SMB2 clients"
+    )
+    trainer.add_argument("capture", type=Path, metavar="CAPTURE", help="a pcap or pcapng file tshark can read")
+    trainer.add_argument("--output", type=Path, required=True, metavar="MODEL", help="the model file to write")
+    trainer.set_defaults(handler=command_workloads_train_markov)
 
     results = commands.add_parser("results", help="what the store holds")
     result_commands = results.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -915,6 +922,19 @@ def command_workloads_derive(args: argparse.Namespace) -> int:
         knobs[key] = value
     base = find_workload(args.workload)
     return _write_derived(args, args.workload, knobs, args.name or f"{base.name}-derived", lambda key: f"--set {key}")
+
+
+def command_workloads_train_markov(args: argparse.Namespace) -> int:
+    check_output(args.output, "--output")
+    if args.output.is_dir():
+        raise InputError(f"{args.output}: is a directory; name the model file to write", field="--output")
+    counts = markovtrain.train(args.capture, args.output)
+    print(
+        f"{args.output}: {sum(counts.ops.values())} ops over {counts.handles} handles on {counts.clients} connections;"
+        f" mix {format_mix({op: n / sum(counts.ops.values()) for op, n in counts.ops.items()})}",
+        file=sys.stderr,
+    )
+    return 0
 
 
 def _write_derived(args: argparse.Namespace, base_name: str, knobs: dict, name: str, field) -> int:

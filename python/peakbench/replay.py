@@ -45,6 +45,7 @@ from .cluster import engine_for
 from .cluster.connection import add_tls_options
 from .cluster.report import print_clients
 from .contract import SPEC_SCHEMA_V2
+from .credentials import without_passwords
 from .engine import Engine
 from .errors import InputError
 from .locks import StoreLock
@@ -425,7 +426,8 @@ def run_sweep(store, sweep_id: int, specs: list[dict], engine, record: TrialReco
 
 
 def _key(spec: dict) -> str:
-    return json.dumps(spec, sort_keys=True)
+    """The same for a spec as run and as stored (which keeps no SMB password)."""
+    return json.dumps(without_passwords(spec), sort_keys=True)
 
 
 def class_table(result: dict) -> Table:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from . import replay, searching
+from . import credentials, replay, searching
 from . import store as store_module
 from .cluster import engine_for
 from .cluster.connection import tls_files, use_tls
@@ -130,18 +130,19 @@ def resume_search(store: store_module.Store, search_id: int):
     workload = find_workload(invocation["workload"])
     if invocation.get("mixfile"):
         workload = with_mixfile(workload, Path(invocation["mixfile"]))
+    target = credentials.with_password(invocation["target"], f"search {search_id}", store.path)
     trials = store.search_trials(search_id)
     done = [t for t in trials if t["status"] == "done"]
     _take_over(store, "search", search_id, f"{len(done)} stored trials")
     with _engine(invocation, workload) as engine:
         live = searching.EngineTrials(
             workload,
-            invocation["target"],
+            target,
             engine,
             store,
             search_id,
             settings,
-            snapshot(invocation["target"], engine.version()),
+            snapshot(target, engine.version()),
             invocation["scale"],
             invocation["seed"],
             invocation["max_outstanding"],
@@ -198,7 +199,7 @@ def resume_surface(store: store_module.Store, surface_id: int, db: Path, console
         )
     path = Path(surface["plan"]["path"])
     plan = load_plan(path, searching.QUICK)
-    if json.loads(json.dumps({**plan.summary(), "path": str(path)})) != surface["plan"]:
+    if json.loads(json.dumps(credentials.without_passwords({**plan.summary(), "path": str(path)}))) != surface["plan"]:
         raise InputError(f"surface {surface_id} cannot be resumed: its plan file has changed since", file=path)
     searches = store.surface_searches(surface_id)
     _take_over(store, "surface", surface_id, f"{len(searches)} of {len(plan.samples)} samples begun")
@@ -213,7 +214,11 @@ def resume_surface(store: store_module.Store, surface_id: int, db: Path, console
 
 def resume_replay(store: store_module.Store, sweep_id: int, console) -> None:
     sweep = store.replay_sweep(sweep_id)
-    specs, prepare = sweep["settings"]["specs"], sweep["settings"]["prepare"]
+    specs = [
+        {**spec, "target": credentials.with_password(spec["target"], f"replay sweep {sweep_id}", store.path)}
+        for spec in sweep["settings"]["specs"]
+    ]
+    prepare = sweep["settings"]["prepare"]
     done = sum(1 for t in store.replay_sweep_trials(sweep_id) if t["status"] == "done")
     _take_over(store, "replay", sweep_id, f"{done} of {len(specs)} data-set sizes done")
     engine = Engine()

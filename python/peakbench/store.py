@@ -15,6 +15,7 @@ import json
 import sqlite3
 from pathlib import Path
 
+from .credentials import without_passwords
 from .errors import InputError
 
 DEFAULT_PATH = Path("peakbench.db")
@@ -328,14 +329,14 @@ class Store:
             (
                 _now(),
                 workload,
-                target,
+                without_passwords(target),
                 spec["load"]["rate"],
                 "interrupted" if interrupted else "done" if result is not None else "failed",
                 error,
-                json.dumps(list(notes)),
-                json.dumps(spec),
-                json.dumps(result) if result is not None else None,
-                json.dumps(sysinfo),
+                _encode(list(notes)),
+                _encode(spec),
+                _encode(result) if result is not None else None,
+                _encode(sysinfo),
                 search_id,
                 sfs_run_id,
                 replay_sweep_id,
@@ -364,12 +365,12 @@ class Store:
                 (
                     _now(),
                     workload,
-                    target,
+                    without_passwords(target),
                     policy,
-                    json.dumps(settings),
+                    _encode(settings),
                     surface_id,
-                    json.dumps(sample) if sample is not None else None,
-                    json.dumps(invocation) if invocation is not None else None,
+                    _encode(sample) if sample is not None else None,
+                    _encode(invocation) if invocation is not None else None,
                 ),
             )
         return cursor.lastrowid
@@ -388,7 +389,7 @@ class Store:
         with self._transaction():
             cursor = self.connection.execute(
                 "INSERT INTO surfaces (created, plan, status, invocation) VALUES (?, ?, 'running', ?)",
-                (_now(), json.dumps(plan), json.dumps(invocation) if invocation is not None else None),
+                (_now(), _encode(plan), _encode(invocation) if invocation is not None else None),
             )
         return cursor.lastrowid
 
@@ -421,7 +422,7 @@ class Store:
                 f"UPDATE {table} SET status = ?, result = ?, error = ? WHERE id = ?",
                 (
                     "done" if result is not None else "failed",
-                    json.dumps(result) if result is not None else None,
+                    _encode(result) if result is not None else None,
                     error,
                     row_id,
                 ),
@@ -445,9 +446,9 @@ class Store:
                 (
                     _now(),
                     workload,
-                    target,
-                    json.dumps(settings),
-                    json.dumps(invocation) if invocation is not None else None,
+                    without_passwords(target),
+                    _encode(settings),
+                    _encode(invocation) if invocation is not None else None,
                 ),
             )
         return cursor.lastrowid
@@ -477,7 +478,7 @@ class Store:
         with self._transaction():
             cursor = self.connection.execute(
                 "INSERT INTO replay_sweeps (created, workload, target, settings, status) VALUES (?, ?, ?, ?, 'running')",
-                (_now(), workload, target, json.dumps({"specs": specs, "prepare": prepare})),
+                (_now(), workload, without_passwords(target), _encode({"specs": specs, "prepare": prepare})),
             )
         return cursor.lastrowid
 
@@ -595,14 +596,14 @@ class Store:
             cursor = self.connection.execute(
                 "INSERT INTO plans (created, name, path, sources, plan, workdir, status)"
                 " VALUES (?, ?, ?, ?, ?, ?, 'running')",
-                (now, name, path, _encode(sources), _encode(plan), workdir),
+                (now, name, path, _program(sources), _program(plan), workdir),
             )
             plan_id = cursor.lastrowid
             for test in tests:
                 self.connection.execute(
                     "INSERT INTO plan_tests (plan_id, seq, name, kind, vars, settings, status)"
                     " VALUES (?, ?, ?, ?, ?, ?, 'pending')",
-                    (plan_id, test["seq"], test["name"], test["kind"], _encode(test["vars"]), _encode(test)),
+                    (plan_id, test["seq"], test["name"], test["kind"], _program(test["vars"]), _program(test)),
                 )
             for note in notes:
                 self.connection.execute(
@@ -749,6 +750,12 @@ def _now() -> str:
 
 
 def _encode(value) -> str:
+    """JSON for a column; no SMB password reaches the file (credentials.py)."""
+    return json.dumps(without_passwords(value), default=str)
+
+
+def _program(value) -> str:
+    """JSON of a plan as written: the runner runs its commands from the store, so they are kept whole."""
     return json.dumps(value, default=str)
 
 

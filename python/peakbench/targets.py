@@ -128,9 +128,15 @@ SMB_OPTIONS = {
         "signing",
         "message signing: off, if-offered (when the server requires it; the default) or required",
     ),
+    "encrypt": (
+        "encrypt",
+        "encrypt",
+        "SMB 3.x encryption: off, desired (when the server asks for it; the default) or required",
+    ),
 }
 SMB_DIALECTS = ("2.1", "3.0", "3.0.2", "3.1.1")
 SMB_SIGNING = ("off", "if-offered", "required")
+SMB_ENCRYPT = ("off", "desired", "required")
 
 
 def parse_smb(text: str) -> dict:
@@ -171,9 +177,10 @@ def parse_smb(text: str) -> dict:
             if value not in SMB_DIALECTS:
                 raise InputError(f"{label}: dialect={value} must be one of {', '.join(SMB_DIALECTS)}", field=FIELD)
             target[field] = value
-        elif kind == "signing":
-            if value not in SMB_SIGNING:
-                raise InputError(f"{label}: signing={value} must be one of {', '.join(SMB_SIGNING)}", field=FIELD)
+        elif kind in ("signing", "encrypt"):
+            allowed = SMB_SIGNING if kind == "signing" else SMB_ENCRYPT
+            if value not in allowed:
+                raise InputError(f"{label}: {name}={value} must be one of {', '.join(allowed)}", field=FIELD)
             target[field] = value
         else:
             target[field] = _nfs_number(value, name, kind, label)

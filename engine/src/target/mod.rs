@@ -9,7 +9,7 @@ pub mod posix;
 pub mod readbuf;
 pub mod smb;
 
-use crate::op::{Op, Outcome, Request};
+use crate::op::{Op, Outcome, Reply, Request};
 use crate::spec::TargetSpec;
 
 /// The completion of a request started with `Target::start`: its outcome and the
@@ -20,6 +20,12 @@ pub trait Target: Send + Sync {
     /// Ops this target cannot perform are rejected before a trial starts.
     fn supports(&self, op: Op) -> bool;
     fn execute(&self, request: &Request) -> Outcome;
+    /// Perform `request` as `execute` does and return what it observed, for validation (validate.rs):
+    /// a target overrides this for the ops whose effect it can show (data read, attributes, names,
+    /// link text, access, file-system figures); the others are `execute` itself.
+    fn probe(&self, request: &Request) -> Result<Reply, String> {
+        self.execute(request).map(Reply::Done)
+    }
     /// Whether `start` may accept requests: then one sender keeps many in flight.
     fn pipelines(&self) -> bool {
         false
@@ -89,9 +95,9 @@ pub fn open(spec: &TargetSpec) -> anyhow::Result<Box<dyn Target>> {
 /// Exercise every operation on the target (validate.rs); the result lists each check.
 pub fn validate(spec: &TargetSpec) -> anyhow::Result<serde_json::Value> {
     Ok(match spec {
-        TargetSpec::Posix { path, .. } => crate::validate::validate(&posix::Posix::open(path)?),
-        TargetSpec::Nfs(n) => crate::validate::validate(&nfs::Nfs::open(n)?),
-        TargetSpec::Smb(s) => crate::validate::validate(&smb::Smb::open(s)?),
+        TargetSpec::Posix { path, .. } => crate::validate::validate(&posix::Posix::open(path)?, path),
+        TargetSpec::Nfs(n) => crate::validate::validate(&nfs::Nfs::open(n)?, &nfs::Nfs::url_of(n)),
+        TargetSpec::Smb(s) => crate::validate::validate(&smb::Smb::open(s)?, &smb::Smb::url_of(s)),
         TargetSpec::Null => anyhow::bail!("null:// does nothing, so there is nothing to validate"),
         TargetSpec::Http { .. } => anyhow::bail!("validate covers file-service targets (a directory, nfs://); an http:// server is checked by its trials"),
     })

@@ -195,7 +195,7 @@ impl Generator {
         }
         match request {
             Request::Getattr { path }
-            | Request::Setattr { path }
+            | Request::Setattr { path, .. }
             | Request::Access { path }
             | Request::Read { path, .. }
             | Request::Write { path, .. }
@@ -276,7 +276,7 @@ impl Generator {
         let path = if named { self.file_path(f) } else { String::new() };
         match op {
             Op::Getattr => Request::Getattr { path },
-            Op::Setattr => Request::Setattr { path },
+            Op::Setattr => Request::Setattr { path, mode: 0o644 },
             Op::Access => Request::Access { path },
             Op::Lock => Request::Lock { path },
             Op::Lookup => {

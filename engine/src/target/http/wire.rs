@@ -2,7 +2,9 @@
 //! bytes have arrived, so the blocking path and the event loop share one parser (it is fuzzed).
 
 use super::{io_kind, Response};
+use memchr::memmem::Finder;
 use std::io::{ErrorKind, Read, Write};
+use std::sync::LazyLock;
 use std::time::Instant;
 
 pub const READ_BUF: usize = 64 * 1024;
@@ -79,7 +81,7 @@ impl<S: Read> Conn<S> {
 
     /// The next line without its CRLF, or None until it has arrived.
     fn line(&mut self, eof: bool) -> Result<Option<Vec<u8>>, String> {
-        if let Some(i) = memchr::memmem::find(&self.buf[self.start..self.end], b"\r\n") {
+        if let Some(i) = CRLF.find(&self.buf[self.start..self.end]) {
             let line = self.buf[self.start..self.start + i].to_vec();
             self.start += i + 2;
             return Ok(Some(line));
@@ -221,7 +223,7 @@ impl Reply {
             match self.state {
                 State::Head { scanned } => {
                     let got = &conn.buf[conn.start..conn.end];
-                    let Some(i) = memchr::memmem::find(&got[scanned..], b"\r\n\r\n") else {
+                    let Some(i) = HEAD_END.find(&got[scanned..]) else {
                         self.state = State::Head { scanned: got.len().saturating_sub(3) };
                         // Bytes that cannot begin a reply are a bad reply now, not a timeout later.
                         match memchr::memchr(b'\n', got) {
@@ -326,6 +328,9 @@ pub fn read_reply<S: Read>(conn: &mut Conn<S>, mut reply: Reply, deadline: Insta
 }
 
 const VERSION: &[u8] = b"HTTP/1.";
+/// Built once: memmem::find builds its searcher anew on every call.
+static HEAD_END: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\r\n\r\n"));
+static CRLF: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\r\n"));
 
 /// "HTTP/1.1 200 OK": the status (three digits, 100 to 599) and whether the server speaks HTTP/1.0.
 fn status_line(line: &[u8]) -> Result<(u16, bool), String> {
@@ -344,13 +349,19 @@ fn status_line(line: &[u8]) -> Result<(u16, bool), String> {
 }
 
 /// The status and the headers peakbench uses, from a whole head (status line to the empty line).
+/// Lines and colons are found with memchr: a byte-at-a-time split made this parse a large
+/// share of a request's user-space instructions (BENCHMARKS.md §6, callgrind).
 fn parse_head(head: &[u8]) -> Result<(u16, HeadMeta), String> {
-    let mut lines = head.split(|&b| b == b'\n');
-    let (status, http10) = status_line(lines.next().unwrap_or(b""))?;
+    let mut lines = memchr::memchr_iter(b'\n', head);
+    let first = lines.next().unwrap_or(head.len());
+    let (status, http10) = status_line(&head[..first])?;
     let mut meta = HeadMeta { content_length: None, chunked: false, close: http10, allow: String::new() };
-    for line in lines {
+    let mut start = first + 1;
+    for end in lines {
+        let line = &head[start..end];
+        start = end + 1;
         let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let Some(colon) = line.iter().position(|&b| b == b':') else { continue };
+        let Some(colon) = memchr::memchr(b':', line) else { continue };
         let (name, value) = (&line[..colon], trim(&line[colon + 1..]));
         if name.eq_ignore_ascii_case(b"content-length") {
             meta.content_length = Some(std::str::from_utf8(value).ok().and_then(|s| s.parse().ok()).ok_or("http_bad_response")?);

@@ -9,7 +9,7 @@ pub mod rpc;
 pub mod xdr;
 
 use super::{Completion, FileStore, Target};
-use crate::op::{Op, Outcome, Request};
+use crate::op::{Attr, Kind, Op, Outcome, Reply, Request};
 use crate::spec::NfsSpec;
 use anyhow::{anyhow, bail};
 use proto::{CreateHow, Error, Fh, Nfs3, Res, Sattr, Stable};
@@ -370,8 +370,8 @@ impl Nfs {
         match request {
             Request::Null => self.nfs.null().map(|_| 0),
             Request::Getattr { path } => self.with_fh(path, |f| self.nfs.getattr(f)).map(|_| 0),
-            Request::Setattr { path } => {
-                let s = Sattr { mode: Some(0o644), ..Default::default() };
+            Request::Setattr { path, mode } => {
+                let s = Sattr { mode: Some(*mode), ..Default::default() };
                 self.with_fh(path, |f| self.nfs.setattr(f, &s)).map(|_| 0)
             }
             Request::Lookup { dir, name } => {
@@ -522,6 +522,10 @@ impl Target for Nfs {
 
     fn execute(&self, request: &Request) -> Outcome {
         self.op(request).map_err(|e| e.kind())
+    }
+
+    fn probe(&self, request: &Request) -> Result<Reply, String> {
+        self.observe(request)
     }
 
     fn take_retransmissions(&self) -> u32 {
@@ -755,8 +759,7 @@ impl FileStore for Nfs {
     }
 }
 
-fn kind_of(ftype: u32) -> crate::validate::Kind {
-    use crate::validate::Kind;
+fn kind_of(ftype: u32) -> Kind {
     match ftype {
         proto::NF3REG => Kind::File,
         proto::NF3DIR => Kind::Dir,
@@ -765,116 +768,69 @@ fn kind_of(ftype: u32) -> crate::validate::Kind {
     }
 }
 
-fn attr_of(a: &proto::Fattr) -> crate::validate::Attr {
-    crate::validate::Attr { kind: kind_of(a.ftype), mode: a.mode, size: a.size, nlink: a.nlink }
+fn attr_of(a: &proto::Fattr) -> Attr {
+    Attr { kind: kind_of(a.ftype), mode: Some(a.mode), size: a.size, nlink: a.nlink }
 }
 
-/// Validation, procedure by procedure (validate.rs); each error names the procedure.
-impl crate::validate::Probe for Nfs {
-    fn label(&self) -> String {
-        self.url.clone()
-    }
-    fn supports(&self, op: Op) -> bool {
-        Target::supports(self, op)
-    }
-    fn null(&self) -> Result<(), String> {
-        self.nfs.null().map_err(|e| format!("NULL: {e}"))
-    }
-    fn mkdir(&self, path: &str) -> Result<(), String> {
-        self.op(&Request::Mkdir { path: path.into() }).map(|_| ()).map_err(|e| format!("MKDIR: {e}"))
-    }
-    fn create(&self, path: &str) -> Result<(), String> {
-        self.op(&Request::Create { path: path.into() }).map(|_| ()).map_err(|e| format!("CREATE (guarded): {e}"))
-    }
-    fn write(&self, path: &str, offset: u64, data: &[u8]) -> Result<u64, String> {
-        let f = self.resolve(path).map_err(|e| format!("LOOKUP: {e}"))?;
-        let w = self.nfs.write(&f, offset, data, Stable::Unstable).map_err(|e| format!("WRITE: {e}"))?;
-        if w.count as usize > data.len() {
-            return Err(format!("WRITE: the server claims {} bytes of {}", w.count, data.len()));
-        }
-        Ok(w.count as u64)
-    }
-    fn commit(&self, path: &str) -> Result<(), String> {
-        let f = self.resolve(path).map_err(|e| format!("LOOKUP: {e}"))?;
-        self.nfs.commit(&f, 0, 0).map(|_| ()).map_err(|e| format!("COMMIT: {e}"))
-    }
-    fn read(&self, path: &str, offset: u64, len: u32) -> Result<Vec<u8>, String> {
-        let f = self.resolve(path).map_err(|e| format!("LOOKUP: {e}"))?;
-        let r = self.nfs.read(&f, offset, len.min(self.rsize)).map_err(|e| format!("READ: {e}"))?;
-        Ok(r.data().to_vec())
-    }
-    fn set_mode(&self, path: &str, mode: u32) -> Result<(), String> {
-        let f = self.resolve(path).map_err(|e| format!("LOOKUP: {e}"))?;
-        self.nfs.setattr(&f, &Sattr { mode: Some(mode), ..Default::default() }).map(|_| ()).map_err(|e| format!("SETATTR: {e}"))
-    }
-    fn getattr(&self, path: &str) -> Result<crate::validate::Attr, String> {
-        let f = self.resolve(path).map_err(|e| format!("LOOKUP: {e}"))?;
-        self.nfs.getattr(&f).map(|a| attr_of(&a)).map_err(|e| format!("GETATTR: {e}"))
-    }
-    fn lookup(&self, dir: &str, name: &str) -> Result<crate::validate::Attr, String> {
-        let d = self.resolve(dir).map_err(|e| format!("LOOKUP: {e}"))?;
-        let (f, a) = self.nfs.lookup(&d, name).map_err(|e| format!("LOOKUP: {e}"))?;
-        match a {
-            Some(a) => Ok(attr_of(&a)),
-            None => self.nfs.getattr(&f).map(|a| attr_of(&a)).map_err(|e| format!("GETATTR: {e}")),
-        }
-    }
-    fn access(&self, path: &str) -> Result<bool, String> {
-        let f = self.resolve(path).map_err(|e| format!("LOOKUP: {e}"))?;
-        let granted = self.nfs.access(&f, ACCESS_ALL).map_err(|e| format!("ACCESS: {e}"))?;
-        Ok(granted & 0x5 == 0x5) // READ and MODIFY
-    }
-    fn rename(&self, from: &str, to: &str) -> Result<(), String> {
-        self.op(&Request::Rename { from: from.into(), to: to.into() }).map(|_| ()).map_err(|e| format!("RENAME: {e}"))
-    }
-    fn link(&self, from: &str, to: &str) -> Result<(), String> {
-        self.op(&Request::Link { from: from.into(), to: to.into() }).map(|_| ()).map_err(|e| format!("LINK: {e}"))
-    }
-    fn symlink(&self, path: &str, points_to: &str) -> Result<(), String> {
-        self.op(&Request::Symlink { path: path.into(), points_to: points_to.into() }).map(|_| ()).map_err(|e| format!("SYMLINK: {e}"))
-    }
-    fn readlink(&self, path: &str) -> Result<String, String> {
-        let f = self.resolve(path).map_err(|e| format!("LOOKUP: {e}"))?;
-        self.nfs.readlink(&f).map_err(|e| format!("READLINK: {e}"))
-    }
-    fn readdir(&self, path: &str, plus: bool) -> Result<Vec<String>, String> {
-        let name = if plus { "READDIRPLUS" } else { "READDIR" };
-        let (_, entries) = self.list(path, plus).map_err(|e| format!("{name}: {e}"))?;
-        if plus {
-            if let Some(e) = entries.iter().find(|e| e.name != "." && e.name != ".." && (e.fh.is_none() || e.attr.is_none())) {
-                return Err(format!("READDIRPLUS: no handle or attributes for {:?}", e.name));
+impl Nfs {
+    /// `Target::probe`: the procedures whose replies validation checks, keeping what they return
+    /// (errors name the procedure); the other ops are `execute` itself.
+    fn observe(&self, request: &Request) -> Result<Reply, String> {
+        let fh = |path: &str| self.resolve(path).map_err(|e| format!("LOOKUP: {e}"));
+        match request {
+            Request::Read { path, offset, len, .. } => {
+                let r = self.nfs.read(&fh(path)?, *offset, (*len).min(self.rsize as u64) as u32).map_err(|e| e.to_string())?;
+                Ok(Reply::Data(r.data().to_vec()))
             }
+            Request::Getattr { path } => self.nfs.getattr(&fh(path)?).map(|a| Reply::Attr(attr_of(&a))).map_err(|e| e.to_string()),
+            Request::Lookup { dir, name } => {
+                let (f, a) = self.nfs.lookup(&fh(dir)?, name).map_err(|e| format!("LOOKUP: {e}"))?;
+                match a {
+                    Some(a) => Ok(Reply::Attr(attr_of(&a))),
+                    None => self.nfs.getattr(&f).map(|a| Reply::Attr(attr_of(&a))).map_err(|e| format!("GETATTR: {e}")),
+                }
+            }
+            Request::Access { path } => {
+                let granted = self.nfs.access(&fh(path)?, ACCESS_ALL).map_err(|e| e.to_string())?;
+                Ok(Reply::Granted(granted & 0x5 == 0x5)) // READ and MODIFY
+            }
+            Request::Readlink { path } => self.nfs.readlink(&fh(path)?).map(Reply::Text).map_err(|e| e.to_string()),
+            Request::Readdir { path, plus } => {
+                let (_, entries) = self.list(path, *plus).map_err(|e| e.to_string())?;
+                let entries: Vec<_> = entries.into_iter().filter(|e| e.name != "." && e.name != "..").collect();
+                if let Some(e) = entries.iter().find(|e| *plus && (e.fh.is_none() || e.attr.is_none())) {
+                    return Err(format!("no handle or attributes for {:?}", e.name));
+                }
+                Ok(Reply::Names(entries.into_iter().map(|e| e.name).collect()))
+            }
+            Request::Fsstat => {
+                let s = self.nfs.fsstat(&self.root).map_err(|e| e.to_string())?;
+                if s.fbytes > s.tbytes || s.abytes > s.tbytes || s.ffiles > s.tfiles {
+                    return Err(format!("free exceeds total ({s:?})"));
+                }
+                Ok(Reply::Text(format!(
+                    "{} of {} bytes free ({} available), {} of {} files free ({} available)",
+                    s.fbytes, s.tbytes, s.abytes, s.ffiles, s.tfiles, s.afiles
+                )))
+            }
+            Request::Fsinfo => {
+                let i = self.nfs.fsinfo(&self.root).map_err(|e| e.to_string())?;
+                if i.rtmax == 0 || i.wtmax == 0 || i.rtpref > i.rtmax || i.wtpref > i.wtmax {
+                    return Err(format!("inconsistent transfer sizes ({i:?})"));
+                }
+                Ok(Reply::Text(format!(
+                    "rtmax {} rtpref {} wtmax {} wtpref {} dtpref {}, max file {} bytes, properties {:#x}; using rsize {} wsize {}",
+                    i.rtmax, i.rtpref, i.wtmax, i.wtpref, i.dtpref, i.maxfilesize, i.properties, self.rsize, self.wsize
+                )))
+            }
+            Request::Pathconf => {
+                let c = self.nfs.pathconf(&self.root).map_err(|e| e.to_string())?;
+                if c.name_max == 0 {
+                    return Err("name_max is 0".into());
+                }
+                Ok(Reply::Text(format!("name_max {}, linkmax {}, no_trunc {}, case_preserving {}", c.name_max, c.linkmax, c.no_trunc, c.case_preserving)))
+            }
+            _ => self.execute(request).map(Reply::Done),
         }
-        Ok(entries.into_iter().map(|e| e.name).filter(|n| n != "." && n != "..").collect())
-    }
-    fn remove(&self, path: &str) -> Result<(), String> {
-        self.op(&Request::Remove { path: path.into() }).map(|_| ()).map_err(|e| format!("REMOVE: {e}"))
-    }
-    fn rmdir(&self, path: &str) -> Result<(), String> {
-        self.op(&Request::Rmdir { path: path.into() }).map(|_| ()).map_err(|e| format!("RMDIR: {e}"))
-    }
-    fn fsstat(&self) -> Result<String, String> {
-        let s = self.nfs.fsstat(&self.root).map_err(|e| format!("FSSTAT: {e}"))?;
-        if s.fbytes > s.tbytes || s.abytes > s.tbytes || s.ffiles > s.tfiles {
-            return Err(format!("FSSTAT: free exceeds total ({s:?})"));
-        }
-        Ok(format!("{} of {} bytes free ({} available), {} of {} files free ({} available)", s.fbytes, s.tbytes, s.abytes, s.ffiles, s.tfiles, s.afiles))
-    }
-    fn fsinfo(&self) -> Result<String, String> {
-        let i = self.nfs.fsinfo(&self.root).map_err(|e| format!("FSINFO: {e}"))?;
-        if i.rtmax == 0 || i.wtmax == 0 || i.rtpref > i.rtmax || i.wtpref > i.wtmax {
-            return Err(format!("FSINFO: inconsistent transfer sizes ({i:?})"));
-        }
-        Ok(format!(
-            "rtmax {} rtpref {} wtmax {} wtpref {} dtpref {}, max file {} bytes, properties {:#x}; using rsize {} wsize {}",
-            i.rtmax, i.rtpref, i.wtmax, i.wtpref, i.dtpref, i.maxfilesize, i.properties, self.rsize, self.wsize
-        ))
-    }
-    fn pathconf(&self) -> Result<String, String> {
-        let c = self.nfs.pathconf(&self.root).map_err(|e| format!("PATHCONF: {e}"))?;
-        if c.name_max == 0 {
-            return Err("PATHCONF: name_max is 0".into());
-        }
-        Ok(format!("name_max {}, linkmax {}, no_trunc {}, case_preserving {}", c.name_max, c.linkmax, c.no_trunc, c.case_preserving))
     }
 }

@@ -16,7 +16,7 @@ mod sys;
 pub use sys::errno_name;
 
 use super::{FileStore, Target};
-use crate::op::{IndexedFile, Op, Outcome, Request};
+use crate::op::{Attr, IndexedFile, Kind, Op, Outcome, Reply, Request};
 use anyhow::{anyhow, bail, Context};
 use fdcache::{Key, ReadCache};
 use std::ffi::CString;
@@ -191,11 +191,11 @@ impl Target for Posix {
             Request::Null => Ok(0),
             Request::Lock { .. } | Request::Handle { .. } => Err("EOPNOTSUPP".into()), // refused before a trial (supports)
             Request::Getattr { path } => self.stat(root, path).map(|_| 0),
-            Request::Setattr { path } => {
+            Request::Setattr { path, mode } => {
                 // AT_SYMLINK_NOFOLLOW: a symlink's own mode cannot change (EOPNOTSUPP), its target's must not.
                 let (dir, name) = self.parent_of(path)?;
                 let at = dir.as_ref().map_or(root, |d| d.0);
-                ok(with_cstr(name, |p| unsafe { libc::fchmodat(at, p, 0o644, libc::AT_SYMLINK_NOFOLLOW) })?)
+                ok(with_cstr(name, |p| unsafe { libc::fchmodat(at, p, *mode, libc::AT_SYMLINK_NOFOLLOW) })?)
             }
             Request::Lookup { dir, name } => {
                 let d = self.openat(root, if dir.is_empty() { "." } else { dir }, libc::O_PATH | libc::O_DIRECTORY, 0)?;
@@ -265,6 +265,10 @@ impl Target for Posix {
                 ok(unsafe { libc::fsync(fd.0) })
             }
         }
+    }
+
+    fn probe(&self, request: &Request) -> Result<Reply, String> {
+        self.observe(request)
     }
 
     fn store(&self) -> Option<&dyn FileStore> {
@@ -371,110 +375,69 @@ impl FileStore for Posix {
     }
 }
 
-fn attr_of(st: &libc::stat) -> crate::validate::Attr {
-    use crate::validate::Kind;
+fn attr_of(st: &libc::stat) -> Attr {
     let kind = match st.st_mode & libc::S_IFMT {
         libc::S_IFREG => Kind::File,
         libc::S_IFDIR => Kind::Dir,
         libc::S_IFLNK => Kind::Symlink,
         _ => Kind::Other,
     };
-    crate::validate::Attr { kind, mode: st.st_mode, size: st.st_size as u64, nlink: st.st_nlink as u32 }
+    Attr { kind, mode: Some(st.st_mode), size: st.st_size as u64, nlink: st.st_nlink as u32 }
 }
 
-/// Validation through the system calls the posix target uses; errors name the call.
-impl crate::validate::Probe for Posix {
-    fn label(&self) -> String {
-        self.base_path.clone()
-    }
-    fn supports(&self, op: Op) -> bool {
-        Target::supports(self, op)
-    }
-    fn null(&self) -> Result<(), String> {
-        Ok(())
-    }
-    fn mkdir(&self, path: &str) -> Result<(), String> {
-        self.execute(&Request::Mkdir { path: path.into() }).map(|_| ()).map_err(|e| format!("mkdirat: {e}"))
-    }
-    fn create(&self, path: &str) -> Result<(), String> {
-        self.execute(&Request::Create { path: path.into() }).map(|_| ()).map_err(|e| format!("openat(O_CREAT|O_EXCL): {e}"))
-    }
-    fn write(&self, path: &str, offset: u64, data: &[u8]) -> Result<u64, String> {
-        let fd = self.openat(self.root(), path, libc::O_WRONLY, 0).map_err(|e| format!("openat: {e}"))?;
-        let n = unsafe { libc::pwrite(fd.0, data.as_ptr() as *const _, data.len(), offset as libc::off_t) };
-        check(n as libc::c_long).map(|n| n as u64).map_err(|e| format!("pwrite: {e}"))
-    }
-    fn commit(&self, path: &str) -> Result<(), String> {
-        self.execute(&Request::Commit { path: path.into() }).map(|_| ()).map_err(|e| format!("fsync: {e}"))
-    }
-    fn read(&self, path: &str, offset: u64, len: u32) -> Result<Vec<u8>, String> {
-        let fd = self.openat(self.root(), path, libc::O_RDONLY, 0).map_err(|e| format!("openat: {e}"))?;
-        let mut buf = vec![0u8; len as usize];
-        let n = unsafe { libc::pread(fd.0, buf.as_mut_ptr() as *mut _, buf.len(), offset as libc::off_t) };
-        let n = check(n as libc::c_long).map_err(|e| format!("pread: {e}"))?;
-        buf.truncate(n as usize);
-        Ok(buf)
-    }
-    fn set_mode(&self, path: &str, mode: u32) -> Result<(), String> {
-        check(unsafe { libc::fchmodat(self.root(), cstr(path).as_ptr(), mode, 0) } as libc::c_long).map(|_| ()).map_err(|e| format!("fchmodat: {e}"))
-    }
-    fn getattr(&self, path: &str) -> Result<crate::validate::Attr, String> {
-        self.stat(self.root(), path).map(|st| attr_of(&st)).map_err(|e| format!("fstatat: {e}"))
-    }
-    fn lookup(&self, dir: &str, name: &str) -> Result<crate::validate::Attr, String> {
-        let d = self.openat(self.root(), if dir.is_empty() { "." } else { dir }, libc::O_PATH | libc::O_DIRECTORY, 0).map_err(|e| format!("openat: {e}"))?;
-        self.stat(d.0, name).map(|st| attr_of(&st)).map_err(|e| format!("fstatat: {e}"))
-    }
-    fn access(&self, path: &str) -> Result<bool, String> {
-        match self.execute(&Request::Access { path: path.into() }) {
-            Ok(_) => Ok(true),
-            Err(e) if e == "EACCES" => Ok(false),
-            Err(e) => Err(format!("faccessat: {e}")),
+impl Posix {
+    /// `Target::probe`: the ops whose effect validation checks, through the same system calls as
+    /// `execute`, keeping what they return; the other ops are `execute` itself.
+    fn observe(&self, request: &Request) -> Result<Reply, String> {
+        let root = self.root();
+        match request {
+            Request::Read { path, offset, len, .. } => {
+                let fd = self.openat(root, path, libc::O_RDONLY, 0)?;
+                let mut buf = vec![0u8; *len as usize];
+                let n = unsafe { libc::pread(fd.0, buf.as_mut_ptr() as *mut _, buf.len(), *offset as libc::off_t) };
+                buf.truncate(check(n as libc::c_long)? as usize);
+                Ok(Reply::Data(buf))
+            }
+            Request::Getattr { path } => self.stat(root, path).map(|st| Reply::Attr(attr_of(&st))),
+            Request::Lookup { dir, name } => {
+                let d = self.openat(root, if dir.is_empty() { "." } else { dir }, libc::O_PATH | libc::O_DIRECTORY, 0)?;
+                self.stat(d.0, name).map(|st| Reply::Attr(attr_of(&st)))
+            }
+            Request::Access { .. } => match self.execute(request) {
+                Ok(_) => Ok(Reply::Granted(true)),
+                Err(e) if e == "EACCES" => Ok(Reply::Granted(false)),
+                Err(e) => Err(e),
+            },
+            Request::Readlink { path } => {
+                let mut buf = [0u8; 4096];
+                let n = with_cstr(path, |p| unsafe { libc::readlinkat(root, p, buf.as_mut_ptr() as *mut _, buf.len()) })?;
+                let n = check(n as libc::c_long)? as usize;
+                Ok(Reply::Text(String::from_utf8_lossy(&buf[..n]).into_owned()))
+            }
+            Request::Readdir { path, .. } => {
+                self.execute(request)?;
+                let names = std::fs::read_dir(format!("{}/{path}", self.root_path())).map_err(|e| format!("readdir: {e}"))?;
+                Ok(Reply::Names(names.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect()))
+            }
+            Request::Fsstat | Request::Fsinfo => {
+                let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+                check(unsafe { libc::fstatvfs(root, &mut st) } as libc::c_long)?;
+                let f = st.f_frsize as u64;
+                Ok(Reply::Text(match request {
+                    Request::Fsstat => {
+                        format!("{} of {} bytes free, {} of {} files free", st.f_bavail as u64 * f, st.f_blocks as u64 * f, st.f_ffree, st.f_files)
+                    }
+                    _ => format!("block size {}, name max {}", st.f_bsize, st.f_namemax),
+                }))
+            }
+            Request::Pathconf => {
+                self.execute(request)?;
+                let n = unsafe { libc::fpathconf(root, libc::_PC_NAME_MAX) };
+                let l = unsafe { libc::fpathconf(root, libc::_PC_LINK_MAX) };
+                Ok(Reply::Text(format!("name_max {n}, link_max {l}")))
+            }
+            _ => self.execute(request).map(Reply::Done),
         }
-    }
-    fn rename(&self, from: &str, to: &str) -> Result<(), String> {
-        self.execute(&Request::Rename { from: from.into(), to: to.into() }).map(|_| ()).map_err(|e| format!("renameat: {e}"))
-    }
-    fn link(&self, from: &str, to: &str) -> Result<(), String> {
-        self.execute(&Request::Link { from: from.into(), to: to.into() }).map(|_| ()).map_err(|e| format!("linkat: {e}"))
-    }
-    fn symlink(&self, path: &str, points_to: &str) -> Result<(), String> {
-        self.execute(&Request::Symlink { path: path.into(), points_to: points_to.into() }).map(|_| ()).map_err(|e| format!("symlinkat: {e}"))
-    }
-    fn readlink(&self, path: &str) -> Result<String, String> {
-        let mut buf = [0u8; 4096];
-        let n = unsafe { libc::readlinkat(self.root(), cstr(path).as_ptr(), buf.as_mut_ptr() as *mut _, buf.len()) };
-        let n = check(n as libc::c_long).map_err(|e| format!("readlinkat: {e}"))?;
-        Ok(String::from_utf8_lossy(&buf[..n as usize]).into_owned())
-    }
-    fn readdir(&self, path: &str, plus: bool) -> Result<Vec<String>, String> {
-        self.execute(&Request::Readdir { path: path.into(), plus }).map_err(|e| format!("getdents64: {e}"))?;
-        let full = format!("{}/{}", self.root_path(), path);
-        let names = std::fs::read_dir(&full).map_err(|e| format!("readdir: {e}"))?;
-        Ok(names.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
-    }
-    fn remove(&self, path: &str) -> Result<(), String> {
-        self.execute(&Request::Remove { path: path.into() }).map(|_| ()).map_err(|e| format!("unlinkat: {e}"))
-    }
-    fn rmdir(&self, path: &str) -> Result<(), String> {
-        self.execute(&Request::Rmdir { path: path.into() }).map(|_| ()).map_err(|e| format!("unlinkat(AT_REMOVEDIR): {e}"))
-    }
-    fn fsstat(&self) -> Result<String, String> {
-        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-        check(unsafe { libc::fstatvfs(self.root(), &mut st) } as libc::c_long).map_err(|e| format!("fstatvfs: {e}"))?;
-        let f = st.f_frsize as u64;
-        Ok(format!("{} of {} bytes free, {} of {} files free", st.f_bavail as u64 * f, st.f_blocks as u64 * f, st.f_ffree, st.f_files))
-    }
-    fn fsinfo(&self) -> Result<String, String> {
-        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-        check(unsafe { libc::fstatvfs(self.root(), &mut st) } as libc::c_long).map_err(|e| format!("fstatvfs: {e}"))?;
-        Ok(format!("block size {}, name max {}", st.f_bsize, st.f_namemax))
-    }
-    fn pathconf(&self) -> Result<String, String> {
-        self.execute(&Request::Pathconf).map_err(|e| format!("fpathconf: {e}"))?;
-        let n = unsafe { libc::fpathconf(self.root(), libc::_PC_NAME_MAX) };
-        let l = unsafe { libc::fpathconf(self.root(), libc::_PC_LINK_MAX) };
-        Ok(format!("name_max {n}, link_max {l}"))
     }
 }
 

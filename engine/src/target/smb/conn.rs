@@ -6,9 +6,10 @@
 //! request whose every part has come; nothing else runs per request.
 
 use super::ntlm;
+use super::seal::{self, Sealer};
 use super::sign::{self, Preauth, Signer};
 use super::wire::{self, Header, Negotiated, Req};
-use crate::spec::Signing;
+use crate::spec::{Encrypt, Signing};
 use crate::target::inflight::InflightCap;
 use crate::target::readbuf::ReadBuf;
 use rand::Rng;
@@ -81,6 +82,7 @@ pub struct Login {
     pub domain: String,
     pub dialects: Vec<u16>,
     pub signing: Signing,
+    pub encrypt: Encrypt,
     pub timeout: Duration,
 }
 
@@ -139,6 +141,8 @@ pub struct Live {
     tree: u32,
     /// Signs every request and checks every signed response, when signing is on.
     signer: Option<Signer>,
+    /// Encrypts every request and decrypts every response, when the session is encrypted.
+    sealer: Option<Sealer>,
     pub negotiated: Negotiated,
     /// Bumped on every new connection: a cached FileId of an older one is worthless.
     pub generation: u64,
@@ -200,13 +204,15 @@ impl Live {
         let ask = if send.credits < CREDIT_GOAL { 16 } else { 0 };
         let mut mids = Vec::with_capacity(reqs.len());
         let start = send.queued.len();
-        send.queued.extend_from_slice(&[0; 4]);
+        // The frame's length, then room for the transform header of an encrypted session.
+        let msgs_at = start + 4 + if self.sealer.is_some() { seal::TRANSFORM } else { 0 };
+        send.queued.resize(msgs_at, 0);
         let mut last_at = 0;
         let mut starts = Vec::new(); // where each message begins, for signing (no allocation unsigned)
         for (i, r) in reqs.iter().enumerate() {
             if i > 0 {
                 // Each message of a compound starts 8-byte aligned; the one before points at it.
-                while !(send.queued.len() - start - 4).is_multiple_of(8) {
+                while !(send.queued.len() - msgs_at).is_multiple_of(8) {
                     send.queued.push(0);
                 }
                 let next = (send.queued.len() - last_at) as u32;
@@ -225,7 +231,9 @@ impl Live {
         }
         let len = (send.queued.len() - start - 4) as u32;
         send.queued[start..start + 4].copy_from_slice(&len.to_be_bytes());
-        if let Some(k) = &self.signer {
+        if let Some(k) = &self.sealer {
+            k.seal(&mut send.queued[start + 4..]);
+        } else if let Some(k) = &self.signer {
             // Each message is signed with the padding that follows it, once the next points past it.
             for (i, at) in starts.iter().enumerate() {
                 let end = starts.get(i + 1).copied().unwrap_or(send.queued.len());
@@ -368,19 +376,41 @@ fn frame_len(b: [u8; 4]) -> Res<usize> {
     Ok(n)
 }
 
+/// How a handshake request is protected: signed, encrypted (and its reply decrypted), or neither.
+#[derive(Clone, Copy)]
+enum Guard<'a> {
+    None,
+    Sign(&'a Signer),
+    Seal(&'a Sealer),
+}
+
 /// One request and its response on a connection nobody else uses yet (the handshake):
 /// (response header, response, the message sent).
-fn exchange(s: &mut TcpStream, req: &Req, mid: u64, session: u64, signer: Option<&Signer>, timeout: Duration) -> Res<(Header, Vec<u8>, Vec<u8>)> {
+fn exchange(s: &mut TcpStream, req: &Req, mid: u64, session: u64, guard: Guard, timeout: Duration) -> Res<(Header, Vec<u8>, Vec<u8>)> {
     let mut msg = Vec::with_capacity(wire::HEADER + req.body.len());
     wire::put_header(&mut msg, req.command, if mid == 0 { 0 } else { 1 }, 64, 0, mid, 0, session);
     msg.extend_from_slice(&req.body);
-    if let Some(k) = signer {
-        k.sign(&mut msg);
-    }
-    s.write_all(&frame(&msg)).map_err(|e| SmbError::Connection(format!("send: {e}")))?;
+    let out = match guard {
+        Guard::Seal(k) => {
+            let mut out = [&[0; seal::TRANSFORM][..], &msg].concat();
+            k.seal(&mut out);
+            frame(&out)
+        }
+        Guard::Sign(k) => {
+            k.sign(&mut msg);
+            frame(&msg)
+        }
+        Guard::None => frame(&msg),
+    };
+    s.write_all(&out).map_err(|e| SmbError::Connection(format!("send: {e}")))?;
     let deadline = Instant::now() + timeout;
     loop {
-        let reply = read_frame(s, deadline)?;
+        let mut reply = read_frame(s, deadline)?;
+        if let Guard::Seal(k) = guard {
+            let mut plain = Vec::new();
+            k.open(&reply, &mut plain).map_err(SmbError::Malformed)?;
+            reply = plain;
+        }
         let h = wire::parse_header(&reply).map_err(SmbError::Malformed)?;
         if h.flags & wire::FLAG_ASYNC != 0 && h.status == wire::STATUS_PENDING {
             continue;
@@ -396,13 +426,14 @@ pub enum SetupError {
     Logon(String),
     Share(u32),
     Signing(String),
+    Encryption(String),
     Other(String),
 }
 
 impl std::fmt::Display for SetupError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            SetupError::Dialect(e) | SetupError::Logon(e) | SetupError::Signing(e) | SetupError::Other(e) => f.write_str(e),
+            SetupError::Dialect(e) | SetupError::Logon(e) | SetupError::Signing(e) | SetupError::Encryption(e) | SetupError::Other(e) => f.write_str(e),
             SetupError::Share(s) => write!(f, "TREE_CONNECT: {}", wire::status_name(*s)),
         }
     }
@@ -426,6 +457,8 @@ struct Session {
     next_mid: u64,
     /// Present when every request is signed.
     signer: Option<Signer>,
+    /// Present when every request is encrypted.
+    sealer: Option<Sealer>,
 }
 
 /// NEGOTIATE, SESSION_SETUP (two legs of NTLMSSP) and TREE_CONNECT on a fresh connection.
@@ -436,7 +469,9 @@ fn handshake(s: &mut TcpStream, login: &Login, ip: &str) -> Result<Session, Setu
     let guid: [u8; 16] = rng.random();
     let mode = if login.signing == Signing::Required { wire::SIGNING_ENABLED | wire::SIGNING_REQUIRED } else { wire::SIGNING_ENABLED };
     let t = login.timeout;
-    let (h, reply, sent) = exchange(s, &wire::negotiate(&login.dialects, guid, mode, rng.random()), 0, 0, None, t).map_err(|e| match e {
+    // Ciphers in order of preference (3.1.1); 3.0 and 3.0.2 know AES-128-CCM only.
+    let ciphers: &[u16] = if login.encrypt == Encrypt::Off { &[] } else { &[seal::AES_128_GCM, seal::AES_128_CCM] };
+    let (h, reply, sent) = exchange(s, &wire::negotiate(&login.dialects, guid, mode, rng.random(), ciphers), 0, 0, Guard::None, t).map_err(|e| match e {
         SmbError::Connection(_) => SetupError::Dialect(format!("NEGOTIATE: the server closed the connection when offered SMB {offered}")),
         e => other("NEGOTIATE", e),
     })?;
@@ -447,6 +482,25 @@ fn handshake(s: &mut TcpStream, login: &Login, ip: &str) -> Result<Session, Setu
     if !login.dialects.contains(&neg.dialect) {
         return Err(SetupError::Dialect(format!("NEGOTIATE: the server chose SMB {} although offered SMB {offered}", wire::dialect_name(neg.dialect))));
     }
+    let no_cipher =
+        |why: &str| SetupError::Encryption(format!("{why}, but the server offers no cipher peakbench speaks for SMB {}", wire::dialect_name(neg.dialect)));
+    if login.encrypt == Encrypt::Required && neg.cipher.is_none() {
+        return Err(no_cipher("encrypt=required"));
+    }
+    // Samba refuses a session or share that must be encrypted with STATUS_ACCESS_DENIED.
+    let refused_unencrypted = |step: &str, status: u32| {
+        let how = if login.encrypt == Encrypt::Off {
+            "with encrypt=off".to_string()
+        } else {
+            format!("over SMB {}, which has no cipher", wire::dialect_name(neg.dialect))
+        };
+        (status == wire::STATUS_ACCESS_DENIED && neg.cipher.is_none()).then(|| {
+            SetupError::Encryption(format!(
+                "{step}: {} {how}: the server may require encryption; use encrypt=desired or encrypt=required with SMB 3.x",
+                wire::status_name(status)
+            ))
+        })
+    };
     let server_requires = neg.security_mode & wire::SIGNING_REQUIRED != 0;
     let sign_all = match login.signing {
         Signing::Off if server_requires => {
@@ -462,7 +516,8 @@ fn handshake(s: &mut TcpStream, login: &Login, ip: &str) -> Result<Session, Setu
         preauth.update(&reply);
     }
     let mut credits = h.credits as u32;
-    let (h, reply1, sent1) = exchange(s, &wire::session_setup(&ntlm::negotiate_message(), mode), 1, 0, None, t).map_err(|e| other("SESSION_SETUP", e))?;
+    let (h, reply1, sent1) =
+        exchange(s, &wire::session_setup(&ntlm::negotiate_message(), mode), 1, 0, Guard::None, t).map_err(|e| other("SESSION_SETUP", e))?;
     credits += h.credits as u32;
     if h.status != wire::STATUS_MORE_PROCESSING_REQUIRED {
         return Err(SetupError::Logon(format!("SESSION_SETUP (NTLMSSP negotiate): {}", wire::status_name(h.status))));
@@ -472,8 +527,11 @@ fn handshake(s: &mut TcpStream, login: &Login, ip: &str) -> Result<Session, Setu
     let challenge = ntlm::parse_challenge(&token).map_err(SetupError::Other)?;
     let (auth, session_key) = ntlm::authenticate_message(&challenge, &login.user, &login.password, &login.domain, rng.random(), wire::filetime_now());
     let auth = wire::session_setup(&auth, mode);
-    let (h, reply, sent2) = exchange(s, &auth, 2, session, None, t).map_err(|e| other("SESSION_SETUP", e))?;
+    let (h, reply, sent2) = exchange(s, &auth, 2, session, Guard::None, t).map_err(|e| other("SESSION_SETUP", e))?;
     credits += h.credits as u32;
+    if let Some(e) = refused_unencrypted("SESSION_SETUP", h.status) {
+        return Err(e);
+    }
     if h.status != wire::STATUS_SUCCESS {
         let who = if login.domain.is_empty() { login.user.clone() } else { format!("{}\\{}", login.domain, login.user) };
         return Err(SetupError::Logon(format!("SESSION_SETUP as {who}: {} (wrong user name or password?)", wire::status_name(h.status))));
@@ -491,19 +549,45 @@ fn handshake(s: &mut TcpStream, login: &Login, ip: &str) -> Result<Session, Setu
     if sign_all && h.flags & sign::FLAG_SIGNED == 0 {
         return Err(SetupError::Signing("SESSION_SETUP: the server did not sign its answer although signing is required".into()));
     }
-    // SMB 3.1.1 signs TREE_CONNECT whatever the signing asked for (MS-SMB2 3.2.4.1.1).
-    let tree_signer = (sign_all || neg.dialect == wire::SMB311).then_some(&signer);
+    let session_encrypts = wire::session_flags(&reply).map_err(|e| other("SESSION_SETUP", SmbError::Malformed(e)))? & wire::SESSION_FLAG_ENCRYPT_DATA != 0;
+    let sealer = neg.cipher.map(|c| Sealer::new(neg.dialect, c, &session_key, &preauth, session, rng.random()));
+    let mut seal_all = match login.encrypt {
+        Encrypt::Required => true,
+        _ => session_encrypts,
+    };
+    if seal_all && sealer.is_none() {
+        return Err(no_cipher("the server asks for encryption"));
+    }
+    // SMB 3.1.1 signs TREE_CONNECT whatever the signing asked for (MS-SMB2 3.2.4.1.1), unless it is encrypted.
+    let tree_guard = match (&sealer, &signer) {
+        (Some(k), _) if seal_all => Guard::Seal(k),
+        (_, k) if sign_all || neg.dialect == wire::SMB311 => Guard::Sign(k),
+        _ => Guard::None,
+    };
     let unc = format!("\\\\{ip}\\{}", login.share);
-    let (h, reply, _) = exchange(s, &wire::tree_connect(&unc), 3, session, tree_signer, t).map_err(|e| other("TREE_CONNECT", e))?;
+    let (h, reply, _) = exchange(s, &wire::tree_connect(&unc), 3, session, tree_guard, t).map_err(|e| other("TREE_CONNECT", e))?;
     credits += h.credits as u32;
+    if let Some(e) = refused_unencrypted("TREE_CONNECT", h.status) {
+        return Err(e);
+    }
     if h.status != wire::STATUS_SUCCESS {
         return Err(SetupError::Share(h.status));
     }
     if h.flags & sign::FLAG_SIGNED != 0 && !signer.verify(&reply) {
         return Err(SetupError::Signing("TREE_CONNECT: the server's signature does not match".into()));
     }
+    if wire::share_flags(&reply).map_err(|e| other("TREE_CONNECT", SmbError::Malformed(e)))? & wire::SHAREFLAG_ENCRYPT_DATA != 0
+        && login.encrypt != Encrypt::Off
+    {
+        seal_all = true;
+        if sealer.is_none() {
+            return Err(no_cipher("the share asks for encryption"));
+        }
+    }
+    let sealer = sealer.filter(|_| seal_all);
     // Each handshake message cost one credit, except NEGOTIATE.
-    Ok(Session { negotiated: neg, id: session, tree: h.tree, credits: credits.saturating_sub(3), next_mid: 4, signer: sign_all.then_some(signer) })
+    let signer = (sign_all && sealer.is_none()).then_some(signer);
+    Ok(Session { negotiated: neg, id: session, tree: h.tree, credits: credits.saturating_sub(3), next_mid: 4, signer, sealer })
 }
 
 impl Client {
@@ -567,7 +651,7 @@ impl Client {
         let _ = stream.set_nodelay(true);
         // A server that stops reading fills the socket's buffer: a send then fails instead of blocking for good.
         let _ = stream.set_write_timeout(Some(self.login.timeout));
-        let Session { negotiated, id: session, tree, credits, next_mid, signer } = handshake(&mut stream, &self.login, &self.addr.ip().to_string())?;
+        let Session { negotiated, id: session, tree, credits, next_mid, signer, sealer } = handshake(&mut stream, &self.login, &self.addr.ip().to_string())?;
         let reader = stream.try_clone().map_err(|e| SetupError::Other(e.to_string()))?;
         let live = Arc::new(Live {
             writer: Mutex::new(stream),
@@ -578,6 +662,7 @@ impl Client {
             session,
             tree,
             signer,
+            sealer,
             negotiated,
             generation: self.generations.fetch_add(1, Relaxed) + 1,
         });
@@ -682,6 +767,17 @@ fn messages(frame: &[u8]) -> Result<Vec<(Header, &[u8])>, String> {
     }
 }
 
+/// The messages of a frame: itself, or what it decrypts to (into `plain`) on an encrypted session.
+fn frame_messages<'a>(frame: &'a [u8], sealer: Option<&Sealer>, plain: &'a mut Vec<u8>) -> Result<Vec<(Header, &'a [u8])>, String> {
+    match sealer {
+        Some(k) => {
+            k.open(frame, plain)?;
+            messages(plain)
+        }
+        None => messages(frame),
+    }
+}
+
 /// SMB2 frames (Direct TCP) split out of the bytes read.
 pub struct Frames {
     b: ReadBuf,
@@ -732,6 +828,7 @@ impl Frames {
 fn read_responses(live: Arc<Live>, mut stream: TcpStream, stray: Arc<AtomicU64>) {
     let _ = stream.set_read_timeout(Some(EXPIRE_EVERY));
     let mut frames = Frames::new();
+    let mut plain = Vec::new();
     let mut last_expire = Instant::now();
     let why = loop {
         match stream.read(frames.space()) {
@@ -746,7 +843,7 @@ fn read_responses(live: Arc<Live>, mut stream: TcpStream, stray: Arc<AtomicU64>)
             match frames.next() {
                 Frame::Incomplete => break None,
                 Frame::Broken(e) => break Some(e),
-                Frame::Whole(r) => match messages(frames.get(r)) {
+                Frame::Whole(r) => match frame_messages(frames.get(r), live.sealer.as_ref(), &mut plain) {
                     Ok(msgs) => {
                         for (h, m) in msgs {
                             if let Some(k) = &live.signer {
@@ -797,6 +894,23 @@ mod tests {
         m
     }
 
+    /// The session key and ID of the sealed frames in these tests.
+    const KEY: [u8; 16] = [7; 16];
+    const SESSION: u64 = 7;
+
+    /// A client's sealer, and the server's that seals its replies.
+    fn sealers(dialect: u16, cipher: u16) -> (Sealer, Sealer) {
+        let preauth = Preauth::new();
+        (Sealer::new(dialect, cipher, &KEY, &preauth, SESSION, 1), Sealer::server_side(dialect, cipher, &KEY, &preauth, SESSION))
+    }
+
+    /// A frame's bytes (after its length) inside a transform header, sealed and framed again.
+    fn sealed(server: &Sealer, framed: &[u8]) -> Vec<u8> {
+        let mut out = [&[0; seal::TRANSFORM][..], &framed[4..]].concat();
+        server.seal(&mut out);
+        frame(&out)
+    }
+
     fn framed(msgs: &[Vec<u8>]) -> Vec<u8> {
         // A compound: each message but the last padded to 8 bytes and pointing at the next.
         let mut out = Vec::new();
@@ -814,8 +928,8 @@ mod tests {
 
     /// Everything the reader and the ops do with a server's bytes: frames, compounds, and
     /// each body decoder the target calls on a response.
-    fn decode_all(input: &[u8], step: usize) {
-        let (mut frames, mut rest) = (Frames::new(), input);
+    fn decode_all(input: &[u8], step: usize, sealer: Option<&Sealer>) {
+        let (mut frames, mut rest, mut plain) = (Frames::new(), input, Vec::new());
         while !rest.is_empty() {
             let space = frames.space();
             let n = space.len().min(step).min(rest.len());
@@ -825,7 +939,7 @@ mod tests {
             loop {
                 match frames.next() {
                     Frame::Whole(r) => {
-                        let Ok(msgs) = messages(frames.get(r)) else { return };
+                        let Ok(msgs) = frame_messages(frames.get(r), sealer, &mut plain) else { return };
                         for (_, m) in msgs {
                             let _ = (wire::parse_negotiate(m), wire::parse_create(m), wire::parse_read(m), wire::parse_write(m));
                             if let Ok(token) = wire::parse_session_setup(m) {
@@ -867,7 +981,35 @@ mod tests {
             assert!(matches!(frames.next(), Frame::Broken(SmbError::Malformed(_))), "{head:?}");
         }
         for step in [1, 7, 4096] {
-            decode_all(&stream, step);
+            decode_all(&stream, step, None);
+        }
+    }
+
+    #[test]
+    fn sealed_frames_open_to_their_messages_even_several_in_one_read() {
+        let echo = response(wire::ECHO, 5, &[4, 0, 0, 0]);
+        let read = response(wire::READ, 6, &[17, 0, 80, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, b'd', b'a', b't', b'a']);
+        for cipher in [seal::AES_128_CCM, seal::AES_128_GCM] {
+            let (client, server) = sealers(wire::SMB311, cipher);
+            let stream = [sealed(&server, &framed(&[echo.clone(), read.clone()])), sealed(&server, &framed(std::slice::from_ref(&echo)))].concat();
+            let mut frames = Frames::new();
+            frames.space()[..stream.len()].copy_from_slice(&stream);
+            frames.filled(stream.len());
+            let mut plain = Vec::new();
+            let mut mids = Vec::new();
+            while let Frame::Whole(r) = frames.next() {
+                let msgs = frame_messages(frames.get(r), Some(&client), &mut plain).unwrap();
+                mids.extend(msgs.iter().map(|(h, _)| h.mid));
+                if msgs.len() == 2 {
+                    assert_eq!(wire::parse_read(msgs[1].1).unwrap(), b"data");
+                }
+            }
+            assert_eq!(mids, [5, 6, 5]);
+            // A plain frame on an encrypted session, or a sealed one under another key, is refused.
+            let plain_frame = framed(std::slice::from_ref(&echo));
+            assert!(frame_messages(&plain_frame[4..], Some(&client), &mut plain).is_err());
+            let (_, stranger) = sealers(0x0300, seal::AES_128_CCM);
+            assert!(frame_messages(&sealed(&stranger, &plain_frame)[4..], Some(&client), &mut plain).is_err());
         }
     }
 
@@ -893,7 +1035,22 @@ mod tests {
             framed(&[setup]),
             [framed(std::slice::from_ref(&echo)), framed(&[echo])].concat(),
         ];
+        // Transform-framed replies too: as they came (mostly failing their tag), and with the
+        // input's bytes sealed as the server would, so what lies inside an intact seal is fuzzed.
+        let (client, server) = sealers(wire::SMB311, seal::AES_128_GCM);
+        let mut seeds: Vec<Vec<u8>> = seeds.iter().flat_map(|s| [s.clone(), sealed(&server, s)]).collect();
+        let echo = framed(&[response(wire::ECHO, 8, &[4, 0, 0, 0])]);
+        seeds.push([sealed(&server, &echo), sealed(&server, &echo)].concat());
         let seeds: Vec<&[u8]> = seeds.iter().map(Vec::as_slice).collect();
-        crate::fuzz::fuzz("smb2 reply", &seeds, |input| decode_all(input, 1 + input.last().copied().unwrap_or(0) as usize * 97));
+        crate::fuzz::fuzz("smb2 reply", &seeds, |input| {
+            let step = 1 + input.last().copied().unwrap_or(0) as usize * 97;
+            decode_all(input, step, None);
+            decode_all(input, step, Some(&client));
+            // Two sealed frames in one stream, split where the input's first byte says.
+            let cut = input.first().map_or(0, |b| *b as usize % (input.len() + 1));
+            let as_frame = |b: &[u8]| [&(b.len() as u32).to_be_bytes()[..], b].concat();
+            let stream = [sealed(&server, &as_frame(&input[..cut])), sealed(&server, &as_frame(&input[cut..]))].concat();
+            decode_all(&stream, step, Some(&client));
+        });
     }
 }

@@ -24,11 +24,12 @@
 
 pub mod conn;
 pub mod ntlm;
+pub mod seal;
 pub mod sign;
 pub mod wire;
 
 use super::{Completion, FileStore, Outcome, Request, Target};
-use crate::op::{HandleOp, Op};
+use crate::op::{Attr, HandleOp, Kind, Op, Reply};
 use crate::spec::SmbSpec;
 use anyhow::{anyhow, bail};
 use conn::{Client, Live, Login, Replies, Res, SetupError, SmbError};
@@ -189,17 +190,6 @@ fn resolve(spec: &SmbSpec) -> anyhow::Result<std::net::SocketAddr> {
     (h, spec.port).to_socket_addrs().map_err(|e| anyhow!("cannot resolve {}: {e}", spec.host))?.next().ok_or_else(|| anyhow!("{} has no address", spec.host))
 }
 
-/// The dialects to offer: the one asked for, or all peakbench speaks.
-pub fn dialects(asked: Option<&str>) -> anyhow::Result<Vec<u16>> {
-    match asked {
-        None => Ok(wire::DIALECTS.iter().map(|(d, _)| *d).collect()),
-        Some(name) => match wire::DIALECTS.iter().find(|(_, n)| *n == name) {
-            Some((d, _)) => Ok(vec![*d]),
-            None => bail!("dialect {name:?} is not one peakbench speaks (2.1, 3.0, 3.0.2, 3.1.1)"),
-        },
-    }
-}
-
 impl Smb {
     pub fn url_of(spec: &SmbSpec) -> String {
         spec.url.clone().unwrap_or_else(|| format!("smb://{}:{}/{}", spec.host, spec.port, spec.share))
@@ -213,8 +203,9 @@ impl Smb {
             user: spec.user.clone(),
             password: spec.password.clone(),
             domain: spec.domain.clone(),
-            dialects: dialects(spec.dialect.as_deref())?,
+            dialects: crate::dialect::dialects(spec.dialect.as_deref())?,
             signing: spec.signing,
+            encrypt: spec.encrypt,
             timeout: Duration::from_secs_f64(spec.timeout_ms.max(1.0) / 1000.0),
         };
         let client = Arc::new(Client::new(addr, login.clone(), spec.connections, spec.max_outstanding));
@@ -222,7 +213,9 @@ impl Smb {
             SetupError::Share(s) if s == wire::STATUS_BAD_NETWORK_NAME => {
                 Refused(format!("{url}: the server has no share {:?}{}", spec.share, offered(&addr, &login))).into()
             }
-            e @ (SetupError::Dialect(_) | SetupError::Logon(_) | SetupError::Share(_) | SetupError::Signing(_)) => Refused(format!("{url}: {e}")).into(),
+            e @ (SetupError::Dialect(_) | SetupError::Logon(_) | SetupError::Share(_) | SetupError::Signing(_) | SetupError::Encryption(_)) => {
+                Refused(format!("{url}: {e}")).into()
+            }
             e => anyhow!("{url}: {e}"),
         })?;
         let xfer = live.negotiated.max_read.min(live.negotiated.max_write).clamp(512, MAX_XFER);
@@ -389,7 +382,8 @@ impl Smb {
                 ),
                 info_bytes,
             ),
-            Request::Setattr { path } => Plan::Compound(
+            // SMB2 has no permission bits: the mode is not sent, the write time is set instead.
+            Request::Setattr { path, .. } => Plan::Compound(
                 with_close(
                     wire::create(&p(path), wire::FILE_WRITE_ATTRIBUTES, 0, wire::OPEN, 0),
                     vec![wire::set_info(&RELATED_FID, wire::FILE_BASIC_INFO, &wire::basic_info_write_time(wire::filetime_now()))],
@@ -619,6 +613,10 @@ impl Target for Smb {
         }
     }
 
+    fn probe(&self, request: &Request) -> Result<Reply, String> {
+        self.observe(request)
+    }
+
     fn pipelines(&self) -> bool {
         self.client.pipelines()
     }
@@ -795,115 +793,55 @@ impl FileStore for Smb {
     }
 }
 
-/// Validation, command by command (validate.rs); each error names the SMB2 command.
-impl crate::validate::Probe for Smb {
-    fn label(&self) -> String {
-        self.url.clone()
-    }
-    fn supports(&self, op: Op) -> bool {
-        Target::supports(self, op)
-    }
-    fn has_modes(&self) -> bool {
-        false
-    }
-    fn null(&self) -> Result<(), String> {
-        self.op(&Request::Null).map(|_| ()).map_err(|e| format!("ECHO: {e}"))
-    }
-    fn mkdir(&self, path: &str) -> Result<(), String> {
-        self.op(&Request::Mkdir { path: path.into() }).map(|_| ()).map_err(|e| format!("CREATE (new directory): {e}"))
-    }
-    fn create(&self, path: &str) -> Result<(), String> {
-        self.op(&Request::Create { path: path.into() }).map(|_| ()).map_err(|e| format!("CREATE (new file): {e}"))
-    }
-    fn write(&self, path: &str, offset: u64, data: &[u8]) -> Result<u64, String> {
-        let full = self.full(path);
-        let (_, live) = self.client.pick(Some(&full)).map_err(|e| format!("connection: {e}"))?;
-        let fid = self.handle(&live, &full).map_err(|e| format!("CREATE: {e}"))?;
-        let n = self.client.call(&live, &[wire::write(&fid, offset, data)]).and_then(|r| written(&r)).map_err(|e| format!("WRITE: {e}"))?;
-        if n as usize > data.len() {
-            return Err(format!("WRITE: the server claims {n} bytes of {}", data.len()));
+impl Smb {
+    /// `Target::probe`: the commands whose replies validation checks, keeping what they return
+    /// (errors name the SMB2 command); the other ops are `execute` itself.
+    fn observe(&self, request: &Request) -> Result<Reply, String> {
+        match request {
+            Request::Read { path, offset, len, .. } => {
+                let full = self.full(path);
+                let (_, live) = self.client.pick(Some(&full)).map_err(|e| format!("connection: {e}"))?;
+                let fid = self.handle(&live, &full).map_err(|e| format!("CREATE: {e}"))?;
+                let r = self.client.call(&live, &[wire::read(&fid, *offset, (*len).min(self.xfer as u64) as u32)]).map_err(|e| e.to_string())?;
+                if status(&r[0]).map(|h| h.status) == Ok(wire::STATUS_END_OF_FILE) {
+                    return Ok(Reply::Data(Vec::new()));
+                }
+                check(&r, &[]).map_err(|e| e.to_string())?;
+                wire::parse_read(&r[0]).map(|d| Reply::Data(d.to_vec())).map_err(|e| e.to_string())
+            }
+            Request::Getattr { path } => {
+                let (size, nlink, dir) = self.stat(&self.full(path)).map_err(|e| format!("QUERY_INFO (standard): {e}"))?;
+                Ok(Reply::Attr(Attr { kind: if dir { Kind::Dir } else { Kind::File }, mode: None, size, nlink }))
+            }
+            Request::Lookup { dir, name } => {
+                self.op(request).map_err(|e| format!("CREATE (open): {e}"))?;
+                self.observe(&Request::Getattr { path: join(dir, name) })
+            }
+            // A security descriptor is at least its 20-byte header.
+            Request::Access { .. } => self.op(request).map(|n| Reply::Granted(n >= 20)).map_err(|e| format!("QUERY_INFO (security): {e}")),
+            Request::Readdir { path, plus } => self.list(&self.full(path), *plus).map(|(_, n)| Reply::Names(n)).map_err(|e| format!("QUERY_DIRECTORY: {e}")),
+            Request::Fsstat => {
+                let (total, caller, actual) = self.query_fs(wire::FS_FULL_SIZE_INFO, "fs full size", wire::parse_fs_full_size)?;
+                if caller > total || actual > total {
+                    return Err(format!("QUERY_INFO (fs full size): free exceeds total ({caller}, {actual} of {total})"));
+                }
+                Ok(Reply::Text(format!("{actual} of {total} bytes free ({caller} available to this user)")))
+            }
+            Request::Fsinfo => {
+                let (attributes, name_max, fs) = self.query_fs(wire::FS_ATTRIBUTE_INFO, "fs attributes", wire::parse_fs_attribute)?;
+                if name_max == 0 {
+                    return Err("QUERY_INFO (fs attributes): longest name 0".into());
+                }
+                Ok(Reply::Text(format!("{fs}, attributes {attributes:#x}, names up to {name_max}; transfers of {} bytes", self.xfer)))
+            }
+            _ => self.execute(request).map(Reply::Done),
         }
-        Ok(n)
     }
-    fn commit(&self, path: &str) -> Result<(), String> {
-        self.op(&Request::Commit { path: path.into() }).map(|_| ()).map_err(|e| format!("FLUSH: {e}"))
-    }
-    fn read(&self, path: &str, offset: u64, len: u32) -> Result<Vec<u8>, String> {
-        let full = self.full(path);
-        let (_, live) = self.client.pick(Some(&full)).map_err(|e| format!("connection: {e}"))?;
-        let fid = self.handle(&live, &full).map_err(|e| format!("CREATE: {e}"))?;
-        let r = self.client.call(&live, &[wire::read(&fid, offset, len.min(self.xfer))]).map_err(|e| format!("READ: {e}"))?;
-        if status(&r[0]).map(|h| h.status) == Ok(wire::STATUS_END_OF_FILE) {
-            return Ok(Vec::new());
-        }
-        check(&r, &[]).map_err(|e| format!("READ: {e}"))?;
-        wire::parse_read(&r[0]).map(<[u8]>::to_vec).map_err(|e| format!("READ: {e}"))
-    }
-    fn lock(&self, path: &str) -> Result<(), String> {
-        self.op(&Request::Lock { path: path.into() }).map(|_| ()).map_err(|e| format!("LOCK: {e}"))
-    }
-    fn set_mode(&self, path: &str, _mode: u32) -> Result<(), String> {
-        self.op(&Request::Setattr { path: path.into() }).map(|_| ()).map_err(|e| format!("SET_INFO (basic): {e}"))
-    }
-    fn getattr(&self, path: &str) -> Result<crate::validate::Attr, String> {
-        use crate::validate::{Attr, Kind};
-        let (size, nlink, dir) = self.stat(&self.full(path)).map_err(|e| format!("QUERY_INFO (standard): {e}"))?;
-        Ok(Attr { kind: if dir { Kind::Dir } else { Kind::File }, mode: 0, size, nlink })
-    }
-    fn lookup(&self, dir: &str, name: &str) -> Result<crate::validate::Attr, String> {
-        self.op(&Request::Lookup { dir: dir.into(), name: name.into() }).map_err(|e| format!("CREATE (open): {e}"))?;
-        self.getattr(&join(dir, name))
-    }
-    fn access(&self, path: &str) -> Result<bool, String> {
-        let n = self.op(&Request::Access { path: path.into() }).map_err(|e| format!("QUERY_INFO (security): {e}"))?;
-        // A security descriptor is at least its 20-byte header.
-        Ok(n >= 20)
-    }
-    fn rename(&self, from: &str, to: &str) -> Result<(), String> {
-        self.op(&Request::Rename { from: from.into(), to: to.into() }).map(|_| ()).map_err(|e| format!("SET_INFO (rename): {e}"))
-    }
-    fn link(&self, from: &str, to: &str) -> Result<(), String> {
-        self.op(&Request::Link { from: from.into(), to: to.into() }).map(|_| ()).map_err(|e| format!("SET_INFO (link): {e}"))
-    }
-    fn symlink(&self, _path: &str, _points_to: &str) -> Result<(), String> {
-        Err("SMB2 has no symlink command".into())
-    }
-    fn readlink(&self, _path: &str) -> Result<String, String> {
-        Err("SMB2 has no readlink command".into())
-    }
-    fn readdir(&self, path: &str, plus: bool) -> Result<Vec<String>, String> {
-        self.list(&self.full(path), plus).map(|(_, n)| n).map_err(|e| format!("QUERY_DIRECTORY: {e}"))
-    }
-    fn remove(&self, path: &str) -> Result<(), String> {
-        self.op(&Request::Remove { path: path.into() }).map(|_| ()).map_err(|e| format!("CREATE (delete on close): {e}"))
-    }
-    fn rmdir(&self, path: &str) -> Result<(), String> {
-        self.op(&Request::Rmdir { path: path.into() }).map(|_| ()).map_err(|e| format!("CREATE (delete directory on close): {e}"))
-    }
-    fn fsstat(&self) -> Result<String, String> {
-        let r = self
-            .call(None, &with_close(open_attrs(&self.root), vec![wire::query_info(&RELATED_FID, wire::INFO_FILESYSTEM, wire::FS_FULL_SIZE_INFO, 0, 1024)]))
-            .and_then(|r| check(&r, &[]).map(|_| r))
-            .map_err(|e| format!("QUERY_INFO (fs full size): {e}"))?;
-        let (total, caller, actual) = wire::parse_output(&r[1]).and_then(wire::parse_fs_full_size).map_err(|e| format!("QUERY_INFO (fs full size): {e}"))?;
-        if caller > total || actual > total {
-            return Err(format!("QUERY_INFO (fs full size): free exceeds total ({caller}, {actual} of {total})"));
-        }
-        Ok(format!("{actual} of {total} bytes free ({caller} available to this user)"))
-    }
-    fn fsinfo(&self) -> Result<String, String> {
-        let r = self
-            .call(None, &with_close(open_attrs(&self.root), vec![wire::query_info(&RELATED_FID, wire::INFO_FILESYSTEM, wire::FS_ATTRIBUTE_INFO, 0, 1024)]))
-            .and_then(|r| check(&r, &[]).map(|_| r))
-            .map_err(|e| format!("QUERY_INFO (fs attributes): {e}"))?;
-        let (attributes, name_max, fs) =
-            wire::parse_output(&r[1]).and_then(wire::parse_fs_attribute).map_err(|e| format!("QUERY_INFO (fs attributes): {e}"))?;
-        if name_max == 0 {
-            return Err("QUERY_INFO (fs attributes): longest name 0".into());
-        }
-        Ok(format!("{fs}, attributes {attributes:#x}, names up to {name_max}; transfers of {} bytes", self.xfer))
-    }
-    fn pathconf(&self) -> Result<String, String> {
-        Err("SMB2 has no pathconf".into())
+
+    /// The share root's file-system information of `class`, parsed; errors name the class as `what`.
+    fn query_fs<T>(&self, class: u8, what: &str, parse: impl Fn(&[u8]) -> Result<T, String>) -> Result<T, String> {
+        let query = with_close(open_attrs(&self.root), vec![wire::query_info(&RELATED_FID, wire::INFO_FILESYSTEM, class, 0, 1024)]);
+        let r = self.call(None, &query).and_then(|r| check(&r, &[]).map(|_| r)).map_err(|e| format!("QUERY_INFO ({what}): {e}"))?;
+        wire::parse_output(&r[1]).and_then(parse).map_err(|e| format!("QUERY_INFO ({what}): {e}"))
     }
 }

@@ -21,7 +21,7 @@ pub enum Signer {
 }
 
 /// KDF in counter mode with HMAC-SHA256, one 128-bit block (MS-SMB2 3.1.4.2).
-fn kdf(key: &[u8; 16], label: &[u8], context: &[u8]) -> [u8; 16] {
+pub(super) fn kdf(key: &[u8; 16], label: &[u8], context: &[u8]) -> [u8; 16] {
     let mut m = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes any key length");
     for part in [&1u32.to_be_bytes()[..], label, &[0], context, &128u32.to_be_bytes()] {
         m.update(part);

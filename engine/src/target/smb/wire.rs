@@ -26,6 +26,7 @@ pub const FLAG_RELATED: u32 = 0x4;
 
 pub const STATUS_SUCCESS: u32 = 0;
 pub const STATUS_PENDING: u32 = 0x0000_0103;
+pub const STATUS_ACCESS_DENIED: u32 = 0xC000_0022;
 pub const STATUS_NO_MORE_FILES: u32 = 0x8000_0006;
 pub const STATUS_END_OF_FILE: u32 = 0xC000_0011;
 pub const STATUS_MORE_PROCESSING_REQUIRED: u32 = 0xC000_0016;
@@ -78,8 +79,7 @@ pub fn status_name(s: u32) -> String {
     name.to_string()
 }
 
-/// A dialect's revision number and its name.
-pub const DIALECTS: [(u16, &str); 4] = [(0x0210, "2.1"), (0x0300, "3.0"), (0x0302, "3.0.2"), (0x0311, "3.1.1")];
+use crate::dialect::DIALECTS;
 pub const SMB311: u16 = 0x0311;
 
 /// NEGOTIATE and SESSION_SETUP security modes.
@@ -254,19 +254,33 @@ impl W {
     }
 }
 
-/// NEGOTIATE; offering 3.1.1 adds the preauthentication integrity context (SHA-512, `salt`).
-pub fn negotiate(dialects: &[u16], client_guid: [u8; 16], security_mode: u16, salt: [u8; 32]) -> Req {
-    let w = W::new().u16(36).u16(dialects.len() as u16).u16(security_mode).u16(0).u32(0).bytes(&client_guid);
+/// SMB2_GLOBAL_CAP_ENCRYPTION: the client (3.0, 3.0.2) or server can encrypt.
+pub const CAP_ENCRYPTION: u32 = 0x40;
+const PREAUTH_INTEGRITY: u16 = 1;
+const ENCRYPTION_CAPABILITIES: u16 = 2;
+
+/// NEGOTIATE; offering 3.1.1 adds the preauthentication integrity context (SHA-512, `salt`)
+/// and, with `ciphers` (in order of preference), the encryption capabilities context.
+pub fn negotiate(dialects: &[u16], client_guid: [u8; 16], security_mode: u16, salt: [u8; 32], ciphers: &[u16]) -> Req {
+    let capabilities = if ciphers.is_empty() { 0 } else { CAP_ENCRYPTION };
+    let w = W::new().u16(36).u16(dialects.len() as u16).u16(security_mode).u16(0).u32(capabilities).bytes(&client_guid);
     let listed = HEADER + 36 + 2 * dialects.len();
     let contexts_at = listed.next_multiple_of(8);
-    let mut w = if dialects.contains(&SMB311) { w.u32(contexts_at as u32).u16(1).u16(0) } else { w.u64(0) };
+    let count = if ciphers.is_empty() { 1 } else { 2 };
+    let mut w = if dialects.contains(&SMB311) { w.u32(contexts_at as u32).u16(count).u16(0) } else { w.u64(0) };
     for d in dialects {
         w = w.u16(*d);
     }
     if dialects.contains(&SMB311) {
-        const PREAUTH_INTEGRITY: u16 = 1;
         const SHA512: u16 = 1;
         w = w.bytes(&[0; 8][..contexts_at - listed]).u16(PREAUTH_INTEGRITY).u16(38).u32(0).u16(1).u16(32).u16(SHA512).bytes(&salt);
+        if !ciphers.is_empty() {
+            // Each context starts 8-byte aligned: 8 + 38 bytes of the first, then 2 of padding.
+            w = w.bytes(&[0; 2]).u16(ENCRYPTION_CAPABILITIES).u16(2 + 2 * ciphers.len() as u16).u32(0).u16(ciphers.len() as u16);
+            for c in ciphers {
+                w = w.u16(*c);
+            }
+        }
     }
     Req::new(NEGOTIATE, w.0)
 }
@@ -410,13 +424,51 @@ pub struct Negotiated {
     pub security_mode: u16,
     pub max_read: u32,
     pub max_write: u32,
+    /// The cipher the server will encrypt with, if any: AES-128-CCM for 3.0 and 3.0.2
+    /// when it has the encryption capability, the one its context names for 3.1.1.
+    pub cipher: Option<u16>,
 }
 
 pub fn parse_negotiate(msg: &[u8]) -> Result<Negotiated, String> {
     let b = body(msg, 65)?;
     let g = |o| u32_at(b, o).ok_or("short NEGOTIATE response");
     let h = |o| u16_at(b, o).ok_or("short NEGOTIATE response");
-    Ok(Negotiated { dialect: h(4)?, security_mode: h(2)?, max_read: g(32)?, max_write: g(36)? })
+    let dialect = h(4)?;
+    let cipher = match dialect {
+        SMB311 => negotiate_cipher(msg, g(60)? as usize, h(6)?)?,
+        0x0300 | 0x0302 if g(24)? & CAP_ENCRYPTION != 0 => Some(super::seal::AES_128_CCM),
+        _ => None,
+    };
+    Ok(Negotiated { dialect, security_mode: h(2)?, max_read: g(32)?, max_write: g(36)?, cipher })
+}
+
+/// The cipher named by a 3.1.1 NEGOTIATE response's encryption capabilities context (0: none in common).
+fn negotiate_cipher(msg: &[u8], mut at: usize, count: u16) -> Result<Option<u16>, String> {
+    let short = || "NEGOTIATE context beyond the response".to_string();
+    for _ in 0..count {
+        let (kind, len) = (u16_at(msg, at).ok_or_else(short)?, u16_at(msg, at + 2).ok_or_else(short)? as usize);
+        let data = msg.get(at + 8..at + 8 + len).ok_or_else(short)?;
+        if kind == ENCRYPTION_CAPABILITIES {
+            return Ok(u16_at(data, 2).filter(|c| *c != 0 && u16_at(data, 0) == Some(1)));
+        }
+        at = (at + 8 + len).next_multiple_of(8);
+    }
+    Ok(None)
+}
+
+/// SESSION_SETUP's SessionFlags: the server encrypts this session's messages.
+pub const SESSION_FLAG_ENCRYPT_DATA: u16 = 0x4;
+/// TREE_CONNECT's ShareFlags: the share's messages are encrypted.
+pub const SHAREFLAG_ENCRYPT_DATA: u32 = 0x8000;
+
+/// The SessionFlags of a SESSION_SETUP response.
+pub fn session_flags(msg: &[u8]) -> Result<u16, String> {
+    u16_at(body(msg, 9)?, 2).ok_or_else(|| "short SESSION_SETUP response".into())
+}
+
+/// The ShareFlags of a TREE_CONNECT response.
+pub fn share_flags(msg: &[u8]) -> Result<u32, String> {
+    u32_at(body(msg, 16)?, 4).ok_or_else(|| "short TREE_CONNECT response".into())
 }
 
 /// The security token of a SESSION_SETUP response.
