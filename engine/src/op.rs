@@ -3,6 +3,7 @@
 //! module: it depends on nothing else in the engine.
 
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -172,6 +173,9 @@ pub enum Request {
     /// A read of `len` WHOLE from offset 0 reads the whole file, whatever its size.
     Read {
         path: String,
+        /// The file by its index in the workload's file set, for a target that keys its open
+        /// descriptors by it (posix: `Generator::indexed_reads`); `path` is empty then.
+        file: Option<IndexedFile>,
         offset: u64,
         len: u64,
         xfer: u64,
@@ -225,6 +229,14 @@ pub enum Request {
         op: HandleOp,
         path: String,
     },
+}
+
+/// A file of the workload's set, by index, with its path formatted once and shared by every
+/// read of it until a rename or remove changes what the path names.
+#[derive(Debug, Clone)]
+pub struct IndexedFile {
+    pub index: u32,
+    pub path: Arc<str>,
 }
 
 /// What a `Request::Handle` does with the handle of its file.

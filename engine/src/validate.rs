@@ -49,7 +49,7 @@ impl Probe<'_> {
     }
     /// One transfer of at most `len` bytes; fewer at the end of the file.
     fn read(&self, path: &str, offset: u64, len: u64) -> R<Vec<u8>> {
-        match self.ask(Op::Read, path, Request::Read { path: path.into(), offset, len, xfer: len })? {
+        match self.ask(Op::Read, path, Request::Read { path: path.into(), file: None, offset, len, xfer: len })? {
             Reply::Data(d) if d.len() as u64 <= len => Ok(d),
             Reply::Data(d) => Err(failed(Op::Read, path, format!("{} bytes returned for {len} asked", d.len()))),
             other => Err(failed(Op::Read, path, format!("no data in the reply ({other:?})"))),

@@ -484,7 +484,7 @@ impl ReplayStream {
         Some(if r & 1 == 1 {
             (Op::Getattr, Request::Getattr { path }, Some(target), class)
         } else {
-            (Op::Read, Request::Read { path, offset: 0, len: WHOLE, xfer: 64 << 10 }, Some(target), class)
+            (Op::Read, Request::Read { path, file: None, offset: 0, len: WHOLE, xfer: 64 << 10 }, Some(target), class)
         })
     }
 }

@@ -92,6 +92,8 @@ pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Tria
             let mut generator = Generator::new(spec, set);
             // The null target never looks at paths: don't spend the engine's floor formatting them.
             generator.paths = !null || std::env::var_os("PEAKBENCH_NULL_PATHS").is_some();
+            // The posix descriptor cache finds a file by its index: its reads need no path formatted.
+            generator.indexed_reads = matches!(spec.target, TargetSpec::Posix { fd_cache: true, .. });
             (Source::Synthetic(generator), pacer::schedule(load.arrivals, load.rate, spec.seed), None)
         }
     };

@@ -6,11 +6,12 @@
 use super::fileset::{FileSet, Origin};
 use super::markov::Chain;
 use super::mix::Mix;
-use crate::op::{HandleOp, Op, Request, WHOLE};
+use crate::op::{HandleOp, IndexedFile, Op, Request, WHOLE};
 use crate::spec::{IoSpec, Pattern, TrialSpec};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 /// A sequential run: the file being walked and where the next transfer starts.
 #[derive(Default)]
@@ -22,6 +23,11 @@ struct Cursor {
 /// Directory paths kept formatted, at most (about 40 MB): a set with more directories formats the
 /// rest per request.
 const MAX_CACHED_DIR_PATHS: usize = 1 << 20;
+
+/// Files whose read path is kept formatted (`indexed_reads`), at most (a few MB): reads of files
+/// beyond format their path per request. Eight times a thread's descriptor cache, which a larger
+/// set misses often anyway, and a one-million-file set stays within its memory budget.
+const MAX_SHARED_READ_PATHS: usize = 1 << 16;
 
 pub struct Generator {
     pub set: FileSet,
@@ -45,6 +51,11 @@ pub struct Generator {
     /// Each directory's path, formatted once: a file's path is then one copy and its name. A
     /// directory's path never changes (none is renamed, and a removed one's index is not reused).
     dir_paths: Vec<Option<Box<str>>>,
+    /// Name reads by file index, with a path formatted once per file (`Request::Read::file`), for
+    /// a target that keys its descriptors by index: a read then formats and hashes no path.
+    pub indexed_reads: bool,
+    /// Each file's shared read path, once read (`indexed_reads`); a rename or remove drops it.
+    read_paths: Vec<Option<Arc<str>>>,
     /// Directories this trial made and has not removed, the oldest first: the ones rmdir may
     /// remove. The oldest, so that its mkdir has long completed even when requests overlap.
     made_dirs: VecDeque<u32>,
@@ -69,6 +80,8 @@ impl Generator {
             paths: true,
             spare: Vec::new(),
             dir_paths: Vec::new(),
+            indexed_reads: false,
+            read_paths: Vec::new(),
             made_dirs: VecDeque::new(),
             chain: spec.markov.as_ref().map(Chain::new),
         }
@@ -278,10 +291,12 @@ impl Generator {
                 Request::Commit { path: self.file_path(target) }
             }
             Op::Remove => {
+                self.forget_read_path(f);
                 self.set.remove_file(f);
                 Request::Remove { path }
             }
             Op::Rename => {
+                self.forget_read_path(f);
                 let file = &mut self.set.files[f as usize];
                 file.generation = file.generation.wrapping_add(1).max(1);
                 Request::Rename { from: path, to: self.file_path(f) }
@@ -351,6 +366,9 @@ impl Generator {
                 (file, offset, xfer)
             }
         };
+        if !write && self.indexed_reads && self.paths {
+            return Request::Read { path: String::new(), file: Some(self.indexed_file(file)), offset, len, xfer };
+        }
         let path = self.file_path(file);
         if write {
             self.last_written = Some(file);
@@ -364,7 +382,34 @@ impl Generator {
             obj.size = obj.size.max(end);
             Request::Write { path, offset, len, xfer }
         } else {
-            Request::Read { path, offset, len, xfer }
+            Request::Read { path, file: None, offset, len, xfer }
+        }
+    }
+
+    /// File `f` for an indexed read, its path formatted on the first read since it last changed.
+    fn indexed_file(&mut self, f: u32) -> IndexedFile {
+        let i = f as usize;
+        if i >= MAX_SHARED_READ_PATHS {
+            return IndexedFile { index: f, path: self.file_path(f).into() };
+        }
+        if i >= self.read_paths.len() {
+            self.read_paths.resize(self.set.files.len().clamp(i + 1, MAX_SHARED_READ_PATHS), None);
+        }
+        let path = match &self.read_paths[i] {
+            Some(path) => path.clone(),
+            None => {
+                let path: Arc<str> = self.file_path(f).into();
+                self.read_paths[i] = Some(path.clone());
+                path
+            }
+        };
+        IndexedFile { index: f, path }
+    }
+
+    /// File `f` is renamed or removed: its next read formats its path again.
+    fn forget_read_path(&mut self, f: u32) {
+        if let Some(p) = self.read_paths.get_mut(f as usize) {
+            *p = None;
         }
     }
 }

@@ -382,7 +382,7 @@ impl Nfs {
             }
             Request::Access { path } => self.with_fh(path, |f| self.nfs.access(f, ACCESS_ALL)).map(|_| 0),
             Request::Readlink { path } => self.with_fh(path, |f| self.nfs.readlink(f)).map(|s| s.len() as u64),
-            Request::Read { path, offset, len, xfer } => self.with_fh(path, |f| self.logical_read(f, *offset, *len, *xfer)),
+            Request::Read { path, offset, len, xfer, .. } => self.with_fh(path, |f| self.logical_read(f, *offset, *len, *xfer)),
             Request::Write { path, offset, len, xfer } => self.with_fh(path, |f| self.logical_write(f, *offset, *len, *xfer, Stable::Unstable)),
             Request::Create { path } => {
                 let (d, _, name) = self.parent(path)?;
@@ -621,7 +621,7 @@ impl Target for Nfs {
                     }),
                 )
             }
-            Request::Read { path, offset, len, xfer } if *len <= (*xfer).min(self.rsize as u64) => {
+            Request::Read { path, offset, len, xfer, .. } if *len <= (*xfer).min(self.rsize as u64) => {
                 let Some(f) = fh_of(path) else { return Err(done) };
                 rpc.call_async(
                     6,

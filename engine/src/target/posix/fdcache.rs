@@ -6,6 +6,7 @@
 
 use super::sys::Fd;
 use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::Mutex;
@@ -58,13 +59,16 @@ impl ReadCache {
         // Every thread's cache, this one's included, applies it before its next cached read.
     }
 
-    /// Run `read` on this thread's cached descriptor for `path`, opening it with `open` on a miss.
-    pub fn with_fd<R>(&self, path: &str, open: impl FnOnce() -> Result<Fd, String>, read: impl FnOnce(RawFd) -> Result<R, String>) -> Result<R, String> {
+    /// Run `read` on this thread's cached descriptor for `key`, opening its path with `open` on a miss.
+    pub fn with_fd<R>(&self, key: Key, open: impl FnOnce(&str) -> Result<Fd, String>, read: impl FnOnce(RawFd) -> Result<R, String>) -> Result<R, String> {
         enum Got {
             Cached(RawFd),
             Uncached(Fd), // the descriptor budget is spent: read, then close
         }
-        let (h1, h2) = path_hash(path);
+        let (path, (h1, h2)) = match key {
+            Key::File(index, path) => (path, (FILE_KEY | index as u64, 0)),
+            Key::Path(path) => (path, path_hash(path)),
+        };
         let got = TABLE.with(|c| -> Result<Got, String> {
             let mut c = c.borrow_mut();
             if c.owner != self.id {
@@ -80,7 +84,7 @@ impl ReadCache {
                 } else {
                     let log = self.log.lock().expect("invalidation log");
                     for i in c.seen..epoch {
-                        c.evict(&self.cached, log[(i % LOG_LEN as u64) as usize]);
+                        c.evict_path(&self.cached, log[(i % LOG_LEN as u64) as usize]);
                     }
                 }
                 c.seen = epoch;
@@ -88,7 +92,7 @@ impl ReadCache {
             if let Some(fd) = c.find(h1, h2) {
                 return Ok(Got::Cached(fd));
             }
-            let fd = open()?;
+            let fd = open(path)?;
             if c.len >= CACHE_PER_THREAD || self.cached.load(Relaxed) >= self.limit {
                 c.evict_one(&self.cached);
                 if self.cached.load(Relaxed) >= self.limit {
@@ -99,6 +103,9 @@ impl ReadCache {
             std::mem::forget(fd);
             c.evict(&self.cached, h1); // a path sharing the first hash, if any: one entry per h1
             c.insert(h1, h2, raw);
+            if h1 & FILE_KEY != 0 {
+                c.alias(path_hash(path).0, h1);
+            }
             self.cached.fetch_add(1, Relaxed);
             Ok(Got::Cached(raw))
         })?;
@@ -108,6 +115,18 @@ impl ReadCache {
         }
     }
 }
+
+/// What a cached descriptor is found by.
+pub enum Key<'a> {
+    /// A file of the workload's set by its index (`Request::Read::file`), and its path for the
+    /// first open: a hit hashes nothing.
+    File(u32, &'a str),
+    /// A path alone (a replayed read, a test).
+    Path(&'a str),
+}
+
+/// Marks a file-index key; a path's first hash never has this bit.
+const FILE_KEY: u64 = 1 << 63;
 
 /// Two independent 64-bit hashes of a path in one pass (FxHash-like multiply-rotate).
 /// The cache identifies a path by 96 of those bits: for ten million distinct paths the
@@ -137,7 +156,7 @@ fn path_hash(path: &str) -> (u64, u32) {
     h1 ^= h1 >> 29;
     h1 = h1.wrapping_mul(0xbf58_476d_1ce4_e5b9);
     h1 ^= h1 >> 32;
-    (h1.max(1), (h2 >> 32) as u32)
+    ((h1 & !FILE_KEY).max(1), (h2 >> 32) as u32)
 }
 
 #[derive(Clone, Copy, Default)]
@@ -157,6 +176,9 @@ struct FdCache {
     len: usize,
     /// Where the next eviction scan starts.
     hand: usize,
+    /// The file-index key cached under each path's first hash, so that invalidating a path
+    /// finds the descriptor its file index holds.
+    aliases: HashMap<u64, u64>,
 }
 
 impl FdCache {
@@ -224,6 +246,24 @@ impl FdCache {
         }
     }
 
+    /// Remember that the descriptor cached under `key` is the file at the path of first hash `h1`.
+    fn alias(&mut self, h1: u64, key: u64) {
+        if self.aliases.len() >= 2 * CACHE_PER_THREAD {
+            // Aliases of descriptors evicted since: keep only the live ones.
+            let live: HashSet<u64> = self.slots.iter().map(|e| e.h1).filter(|k| k & FILE_KEY != 0).collect();
+            self.aliases.retain(|_, k| live.contains(k));
+        }
+        self.aliases.insert(h1, key);
+    }
+
+    /// Close and forget the descriptors of the path with this first hash, whatever they are keyed by.
+    fn evict_path(&mut self, cached: &AtomicUsize, h1: u64) {
+        self.evict(cached, h1);
+        if let Some(key) = self.aliases.remove(&h1) {
+            self.evict(cached, key);
+        }
+    }
+
     /// Close and forget every descriptor of a path with this first hash.
     fn evict(&mut self, cached: &AtomicUsize, h1: u64) {
         if self.slots.is_empty() {
@@ -257,6 +297,7 @@ impl FdCache {
     }
 
     fn clear(&mut self, cached: &AtomicUsize) {
+        self.aliases.clear();
         for e in self.slots.iter_mut().filter(|e| e.h1 != 0) {
             unsafe { libc::close(e.fd) };
             cached.fetch_sub(1, Relaxed);

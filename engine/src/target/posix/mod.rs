@@ -16,9 +16,9 @@ mod sys;
 pub use sys::errno_name;
 
 use super::{FileStore, Target};
-use crate::op::{Attr, Kind, Op, Outcome, Reply, Request};
+use crate::op::{Attr, IndexedFile, Kind, Op, Outcome, Reply, Request};
 use anyhow::{anyhow, bail, Context};
-use fdcache::ReadCache;
+use fdcache::{Key, ReadCache};
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use sys::{check, cstr, errno, with_buf, with_cstr, Fd};
@@ -104,14 +104,17 @@ impl Posix {
         }
     }
 
-    fn transfer(&self, path: &str, write: bool, offset: u64, len: u64, xfer: u64) -> Outcome {
-        if !write {
-            if let Some(cache) = &self.cache {
-                return cache.with_fd(path, || self.openat(self.root(), path, libc::O_RDONLY, 0), |fd| Self::pread_all(fd, offset, len, xfer));
-            }
-            let fd = self.openat(self.root(), path, libc::O_RDONLY, 0)?;
-            return Self::pread_all(fd.0, offset, len, xfer);
+    fn read(&self, path: &str, file: Option<&IndexedFile>, offset: u64, len: u64, xfer: u64) -> Outcome {
+        let path = file.map_or(path, |f| &f.path);
+        if let Some(cache) = &self.cache {
+            let key = file.map_or(Key::Path(path), |f| Key::File(f.index, path));
+            return cache.with_fd(key, |path| self.openat(self.root(), path, libc::O_RDONLY, 0), |fd| Self::pread_all(fd, offset, len, xfer));
         }
+        let fd = self.openat(self.root(), path, libc::O_RDONLY, 0)?;
+        Self::pread_all(fd.0, offset, len, xfer)
+    }
+
+    fn write(&self, path: &str, offset: u64, len: u64, xfer: u64) -> Outcome {
         let fd = self.openat(self.root(), path, libc::O_WRONLY, 0)?;
         let chunk = (xfer.clamp(1, 1 << 24) as usize).min(len.max(1) as usize);
         with_buf(chunk, |buf| {
@@ -204,8 +207,8 @@ impl Target for Posix {
                 let n = with_cstr(path, |p| unsafe { libc::readlinkat(root, p, buf.as_mut_ptr() as *mut _, buf.len()) })?;
                 check(n as libc::c_long).map(|n| n as u64)
             }
-            Request::Read { path, offset, len, xfer } => self.transfer(path, false, *offset, *len, *xfer),
-            Request::Write { path, offset, len, xfer } => self.transfer(path, true, *offset, *len, *xfer),
+            Request::Read { path, file, offset, len, xfer } => self.read(path, file.as_ref(), *offset, *len, *xfer),
+            Request::Write { path, offset, len, xfer } => self.write(path, *offset, *len, *xfer),
             Request::Create { path } => self.openat(root, path, libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY, 0o644).map(|_| 0),
             Request::Mkdir { path } => {
                 let (dir, name) = self.parent_of(path)?;
@@ -467,7 +470,7 @@ mod tests {
     }
 
     fn read(p: &Posix, path: &str, len: u64) -> Outcome {
-        p.execute(&Request::Read { path: path.into(), offset: 0, len, xfer: 4096 })
+        p.execute(&Request::Read { path: path.into(), file: None, offset: 0, len, xfer: 4096 })
     }
 
     #[test]
@@ -491,6 +494,24 @@ mod tests {
         // Re-created (as restore does): the new file.
         p.ensure_file("b", 50, &[7u8; 4096]).unwrap();
         assert_eq!(read(&p, "b", 4096), Ok(50));
+    }
+
+    #[test]
+    fn reads_by_file_index_follow_a_rename_over_the_file_and_a_remove() {
+        let (_dir, p) = target("indexed");
+        p.ensure_file("a", 100, &[7u8; 4096]).unwrap();
+        p.ensure_file("b", 300, &[7u8; 4096]).unwrap();
+        let b = IndexedFile { index: 1, path: "b".into() };
+        let read_b = |p: &Posix| p.execute(&Request::Read { path: String::new(), file: Some(b.clone()), offset: 0, len: 4096, xfer: 4096 });
+        assert_eq!(read_b(&p), Ok(300));
+        assert_eq!(read_b(&p), Ok(300)); // by index, from the cache
+                                         // Another thread renames a file over b's path: the cached descriptor by index must go.
+        std::thread::scope(|s| {
+            s.spawn(|| assert_eq!(p.execute(&Request::Rename { from: "a".into(), to: "b".into() }), Ok(0)));
+        });
+        assert_eq!(read_b(&p), Ok(100));
+        assert_eq!(p.execute(&Request::Remove { path: "b".into() }), Ok(0));
+        assert_eq!(read_b(&p), Err("ENOENT".into()));
     }
 
     #[test]
@@ -551,7 +572,7 @@ mod tests {
         q.enter_fileset("fs", false).unwrap();
         assert_eq!(read(&q, "f3", 4096), Ok(1003));
         // Transfers in several chunks, and a read past the end.
-        assert_eq!(q.execute(&Request::Read { path: "f4".into(), offset: 0, len: 1004, xfer: 100 }), Ok(1004));
-        assert_eq!(p.execute(&Request::Read { path: "f4".into(), offset: 1000, len: 100, xfer: 64 }), Ok(4));
+        assert_eq!(q.execute(&Request::Read { path: "f4".into(), file: None, offset: 0, len: 1004, xfer: 100 }), Ok(1004));
+        assert_eq!(p.execute(&Request::Read { path: "f4".into(), file: None, offset: 1000, len: 100, xfer: 64 }), Ok(4));
     }
 }
