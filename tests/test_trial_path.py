@@ -208,14 +208,14 @@ def test_ctrl_c_during_a_run_keeps_and_prints_what_was_measured(engine_path, tmp
     assert status == "interrupted" and json.loads(result)["runtime_s"] == kept["runtime_s"]
 
 
-def _plan_process(tmp_path: Path, runtime: str) -> tuple[subprocess.Popen, Path]:
-    """`peakbench plan run` of one trial test on null:// in its own session, waiting until its window
-    is being measured; (the process, its store)."""
+def _plan_process(tmp_path: Path, runtime: str, clients: int = 1) -> tuple[subprocess.Popen, Path]:
+    """`peakbench plan run` of one trial test on null:// with `clients` load clients, in its own session,
+    waiting until its window is being measured; (the process, its store)."""
     plan, store = tmp_path / "plan.toml", tmp_path / "p.db"
     plan.write_text(
         "[[test]]\n"
         'name = "null"\nworkload = "mail"\ntarget = "null://"\nrate = 300\nwarmup = 0\n'
-        f'runtime = "{runtime}"\nstop = {{min_runs = 1, max_runs = 1}}\n'
+        f'runtime = "{runtime}"\nthreads = {clients}\nstop = {{min_runs = 1, max_runs = 1}}\n'
     )
     env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
     command = [sys.executable, "-m", "peakbench.cli", "plan", "run", str(plan), "--db", str(store)]
@@ -255,12 +255,38 @@ def test_ctrl_c_during_a_plan_trial_keeps_what_it_measured(engine_path, tmp_path
     os.killpg(run.pid, signal.SIGINT)
     _, err = run.communicate(timeout=90)
     assert run.returncode == 130, err
-    assert "null run 1: interrupted; what it measured is stored as interrupted trial 1" in err
+    assert "null run 1: interrupted after " in err and "what it measured is stored as interrupted trial 1" in err
     connection = sqlite3.connect(store)
     status, result, notes = connection.execute("SELECT status, result, notes FROM trials").fetchone()
     assert status == "interrupted" and json.loads(notes) == ["plan 1 (plan), test null, run 1"]
     measured = json.loads(result)
     assert measured["interrupted"] is True and 1.5 < measured["runtime_s"] < 30
     assert measured["latency"]["count"] > 300
+    assert connection.execute("SELECT COUNT(*) FROM plan_runs").fetchone()[0] == 0
+    assert connection.execute("SELECT status FROM plans").fetchone()[0] == "running"
+
+
+@pytest.mark.integration
+def test_ctrl_c_during_a_two_client_plan_trial_keeps_both_clients_window(engine_path, tmp_path):
+    """Ctrl-C reaches two load clients' engines milliseconds apart: what both measured is stored as one
+    interrupted trial over the window they share, its figures printed, and the plan stays resumable."""
+    run, store = _plan_process(tmp_path, "60s", clients=2)
+    time.sleep(2)
+    os.killpg(run.pid, signal.SIGINT)
+    _, err = run.communicate(timeout=90)
+    assert run.returncode == 130, err
+    connection = sqlite3.connect(store)
+    status, result = connection.execute("SELECT status, result FROM trials").fetchone()
+    assert status == "interrupted"
+    merged = json.loads(result)
+    window = merged["window"]
+    assert merged["interrupted"] is True and len(window["clients_runtime_s"]) == 2
+    assert merged["runtime_s"] == min(window["clients_runtime_s"]) and 1.5 < merged["runtime_s"] < 30
+    assert window["to_unix_s"] - window["from_unix_s"] == pytest.approx(merged["runtime_s"], abs=0.05)
+    assert [client["name"] for client in merged["clients"]] == ["client1", "client2"]
+    assert merged["latency"]["count"] == sum(client["completed"] for client in merged["clients"]) > 300
+    assert 250 < merged["achieved_rate"] < 350  # 300 ops/s offered, split in two
+    line = f"interrupted after {merged['runtime_s']:.1f} of 60 s measured (the window all 2 clients measured)"
+    assert f"null run 1: {line}: {merged['achieved_rate']:.1f} ops/s achieved" in err
     assert connection.execute("SELECT COUNT(*) FROM plan_runs").fetchone()[0] == 0
     assert connection.execute("SELECT status FROM plans").fetchone()[0] == "running"

@@ -62,7 +62,7 @@ from .surfaceplan import load_plan
 from .sysinfo import peakbench_version, snapshot
 from .table import error_count, print_trial, print_validation
 from .targets import check_ours, check_space, parse_target, target_label
-from .trials import TrialFailed, TrialRecord, run_trial
+from .trials import TrialFailed, TrialRecord, measured_so_far, run_trial
 from .units import format_size, parse_duration, parse_rate
 from .workload import ARRIVALS, Workload, canned_names, find_workload, trial_spec, with_mixfile
 
@@ -624,8 +624,7 @@ def _run_trial(args: argparse.Namespace, workload: Workload, spec: dict, engine,
             f"stored as interrupted trial {stop.trial_id}" if stop.trial_id is not None else "written beside the store"
         )
         print(
-            f"peakbench: interrupted after {stop.result['runtime_s']:.1f} of {spec['load']['runtime_s']:g} s measured;"
-            f" what was measured is {kept}",
+            f"peakbench: interrupted after {measured_so_far(spec, stop.result)}; what was measured is {kept}",
             file=sys.stderr,
         )
         return 130

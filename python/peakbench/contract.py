@@ -280,6 +280,7 @@ class TrialResult(_Record):
             "op_trace",
             "lagging",
             "cluster",
+            "window",
         }
     )
     NESTED_MAPS: ClassVar[dict[str, type]] = {"ops": OpStats}
@@ -328,6 +329,7 @@ class TrialResult(_Record):
     op_trace: list | None = None  # only when the spec asked for trace_ops
     lagging: list[str] | None = None  # merged results only
     cluster: dict | None = None  # merged results only: how the clients were run
+    window: dict | None = None  # merged interrupted results only: the common window (cluster/merge.py)
     extra: dict = dataclasses.field(default_factory=dict)
 
     @classmethod

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import distributions
+from .contract import TrialResult
 from .errors import InputError, RunError, TrialInterrupted
 
 ENV_VAR = "PEAKBENCH_ENGINE"
@@ -133,7 +134,7 @@ class Engine:
                 raise KeyboardInterrupt from None
             reader.join(timeout=10)
             partial = _json_object("".join(stdout))
-            if partial is not None and partial.get("interrupted"):
+            if partial is not None and TrialResult.load(partial).interrupted:
                 raise TrialInterrupted(partial) from None
             raise
         finally:
@@ -166,17 +167,19 @@ SHED_LABEL = "HTTP 503/429 or NFS3ERR_JUKEBOX: overloaded, on purpose"
 def outcomes(result: dict) -> dict:
     """What became of a trial's window requests (SPEC.md `outcomes`): the engine's own count,
     or for a result stored before it had one, the same derived from its per-op counts."""
-    if "outcomes" in result:
-        return result["outcomes"]
+    typed = TrialResult.load(result)
+    if typed.outcomes is not None:
+        return typed.outcomes.dump()
     counts = {"succeeded": 0, "errors": 0, "shed": 0, "timeouts": 0, "cancelled": 0}
-    for op in result.get("ops", {}).values():
-        failed = sum(op.get("errors", {}).values()) + op.get("shed", 0) + op.get("timeouts", 0)
-        counts["succeeded"] += op.get("successes", op.get("count", 0) - failed)
-        counts["timeouts"] += op.get("timeouts", 0)
-        counts["cancelled"] += op.get("cancellations", 0)
-        for kind, n in op.get("errors", {}).items():
+    for op in typed.ops.values():
+        errors = op.errors or {}
+        failed = sum(errors.values()) + (op.shed or 0) + (op.timeouts or 0)
+        counts["succeeded"] += op.successes if op.successes is not None else op.count - failed
+        counts["timeouts"] += op.timeouts or 0
+        counts["cancelled"] += op.cancellations or 0
+        for kind, n in errors.items():
             counts["shed" if kind in SHED_KINDS else "errors"] += n
-        counts["shed"] += op.get("shed", 0)
+        counts["shed"] += op.shed or 0
     failed = counts["errors"] + counts["shed"] + counts["timeouts"] + counts["cancelled"]
     total = failed + counts["succeeded"]
     return {**counts, "failed_share": failed / total if total else 0.0}
@@ -185,7 +188,8 @@ def outcomes(result: dict) -> dict:
 def offered_rate(result: dict) -> float:
     """Arrivals the schedule put in a trial's measured window, per second (SPEC.md: `sent` and
     `unsent`): the nominal rate for a metronome, give or take a few percent for Poisson."""
-    return (result["sent"] + result["unsent"]) / result["runtime_s"]
+    typed = TrialResult.load(result)
+    return (typed.sent + typed.unsent) / typed.runtime_s
 
 
 def settle(target: dict, timeout_s: float = SETTLE_TIMEOUT_S) -> None:

@@ -44,7 +44,7 @@ from . import tracegen
 from .cluster import engine_for
 from .cluster.connection import add_tls_options
 from .cluster.report import print_clients
-from .contract import SPEC_SCHEMA_V2
+from .contract import SPEC_SCHEMA_V2, TrialResult
 from .credentials import without_passwords
 from .engine import Engine
 from .errors import InputError
@@ -388,7 +388,7 @@ def run_point(spec: dict, engine, store, record: TrialRecord, prepare: bool, con
     console.print(
         f"[bold]trial {trial_id}[/bold]: {mode_text(spec)}" + (f", data set {format_size(size)}" if size else "")
     )
-    print_trial({**spec, "mix": result.get("mix_actual", {})}, result, console)
+    print_trial({**spec, "mix": TrialResult.load(result).mix_actual}, result, console)
     console.print(class_table(result))
     print_clients(result, console)
     return report_row(trial_id, result)
@@ -439,7 +439,7 @@ def class_table(result: dict) -> Table:
         method, size, outcome = name.split(" ", 2)
         return method, SIZE_CLASSES.index(size) if size in SIZE_CLASSES else 99, outcome
 
-    for name, c in sorted(result.get("classes", {}).items(), key=lambda item: order(item[0])):
+    for name, c in sorted((TrialResult.load(result).classes or {}).items(), key=lambda item: order(item[0])):
         table.add_row(
             name,
             str(c["count"]),
@@ -458,15 +458,16 @@ def sweep_table(rows: list[dict]) -> Table:
     for heading in ("trial", "data set", "files", "Mb/s", "requests/s", "mean ms", "p99 ms", "errors"):
         table.add_column(heading, justify="right")
     for row in rows:
-        errors = sum(error_count(op) for op in row["ops"].values())
+        typed = TrialResult.load(row)  # a trial's result with its trial_id (kept in `extra`)
+        errors = sum(op.failed_count() for op in typed.ops.values())
         table.add_row(
             str(row["trial_id"]),
-            format_size(row["replay"]["dataset_bytes"]),
-            str(row["replay"]["files"]),
-            f"{row['output_mbit_s']:.1f}",
-            f"{row['achieved_rate']:.1f}",
-            f"{row['latency']['mean_ms']:.3f}",
-            f"{row['latency']['p99_ms']:.3f}",
+            format_size(typed.replay["dataset_bytes"]),
+            str(typed.replay["files"]),
+            f"{typed.output_mbit_s:.1f}",
+            f"{typed.achieved_rate:.1f}",
+            f"{typed.latency.mean_ms:.3f}",
+            f"{typed.latency.p99_ms:.3f}",
             str(errors),
         )
     return table

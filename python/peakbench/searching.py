@@ -49,10 +49,10 @@ QUICK = dict(
 
 def percentile_ms(result: dict, percentile: float) -> float:
     """A percentile of a trial's overall latency, from its stored HDR histogram (ns)."""
-    encoded = result["latency"].get("hist")
-    if not encoded or result["latency"]["count"] == 0:
+    latency = TrialResult.load(result).latency
+    if not latency.hist or latency.count == 0:
         return 0.0
-    return HdrHistogram.decode(encoded).get_value_at_percentile(percentile) / 1e6
+    return HdrHistogram.decode(latency.hist).get_value_at_percentile(percentile) / 1e6
 
 
 def observation_of(result: dict, load: float, psat: float, cost_s: float) -> Observation:

@@ -15,6 +15,7 @@ import json
 import sqlite3
 from pathlib import Path
 
+from .contract import TrialResult
 from .credentials import without_passwords
 from .errors import InputError
 
@@ -511,7 +512,7 @@ class Store:
             ):
                 result = trial["result"]
                 verdict = (
-                    f"achieved {result['achieved_rate']:.1f} of {trial['rate']:g} ops/s"
+                    f"achieved {TrialResult.load(result).achieved_rate:.1f} of {trial['rate']:g} ops/s"
                     if result
                     else trial["error"] or ""
                 )

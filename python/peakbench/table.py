@@ -24,11 +24,11 @@ def error_count(op: dict) -> int:
     return OpStats.load(op).failed_count()
 
 
-def _failures(op: dict) -> tuple[int, int, int, int]:
+def _failures(op: OpStats) -> tuple[int, int, int, int]:
     """(errors, shed, timeouts, cancelled) of one op; shed replies an older engine counted as errors count as shed."""
-    errors = op.get("errors", {})
-    shed = op.get("shed", 0) + sum(n for kind, n in errors.items() if kind in SHED_KINDS)
-    return sum(errors.values()) - (shed - op.get("shed", 0)), shed, op.get("timeouts", 0), op.get("cancellations", 0)
+    errors = op.errors or {}
+    shed = (op.shed or 0) + sum(n for kind, n in errors.items() if kind in SHED_KINDS)
+    return sum(errors.values()) - (shed - (op.shed or 0)), shed, op.timeouts or 0, op.cancellations or 0
 
 
 def _count_share(count: int, of: int) -> str:
@@ -42,9 +42,9 @@ def _ms(value: float | None) -> str:
 
 
 def op_table(spec: dict, result: dict) -> Table:
-    ops = result.get("ops", {})
+    ops = TrialResult.load(result).ops
     mix = spec.get("mix", {})
-    total_ms = sum(op.get("total_ms", 0.0) for op in ops.values()) or 1.0
+    total_ms = sum(op.total_ms for op in ops.values()) or 1.0
     table = Table(title="per-operation breakdown (latency in ms, from the intended send time)")
     for heading in (
         "op",
@@ -65,19 +65,17 @@ def op_table(spec: dict, result: dict) -> Table:
     # Mix order, largest first, then anything the engine reports that was not asked for.
     names = sorted(mix, key=lambda name: -mix[name]) + sorted(set(ops) - set(mix))
     for name in names:
-        op = ops.get(name, {})
+        op = ops.get(name) or OpStats(count=0)
+        latency = (op.mean_ms, op.stddev_ms, op.p50_ms, op.p99_ms) if name in ops else (None,) * 4  # never sent: "-"
         failures = _failures(op)
-        requests = op.get("count", 0) + op.get("cancellations", 0)  # count: every request that got an answer
+        requests = op.count + (op.cancellations or 0)  # count: every request that got an answer
         failed = sum(failures)
         table.add_row(
             name,
             f"{mix.get(name, 0) * 100:.1f}",
-            str(op.get("count", 0)),
-            _ms(op.get("mean_ms")),
-            _ms(op.get("stddev_ms")),
-            _ms(op.get("p50_ms")),
-            _ms(op.get("p99_ms")),
-            f"{op.get('total_ms', 0.0) / total_ms * 100:.1f}",
+            str(op.count),
+            *(_ms(value) for value in latency),
+            f"{op.total_ms / total_ms * 100:.1f}",
             *(Text(str(n), style="bold red" if n else "") for n in failures),
             Text(f"{failed / requests * 100:.1f}" if requests else "-", style="bold red" if failed else ""),
         )

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from .cluster.fanout import ClientsLost
+from .contract import TrialResult
 from .errors import RunError, TrialInterrupted
 from .progress import ProgressDisplay
 from .store import Store
@@ -108,6 +109,16 @@ def run_trial(
         saved_to = save_unstored(store.path, {"spec": spec, "result": result, "cost_s": cost_s, **record.fields()})
         return StoredTrial(result, None, cost_s, saved_to, f"the store {store.path} could not take the trial ({error})")
     return StoredTrial(result, trial_id, cost_s)
+
+
+def measured_so_far(spec: dict, result: dict) -> str:
+    """An interrupted trial's partial figures, for the line that says it was interrupted."""
+    typed = TrialResult.load(result)
+    clients = f" (the window all {len(typed.clients)} clients measured)" if isinstance(typed.clients, list) else ""
+    return (
+        f"{typed.runtime_s:.1f} of {spec['load']['runtime_s']:g} s measured{clients}: {typed.achieved_rate:.1f} ops/s"
+        f" achieved, mean {typed.latency.mean_ms:.2f} ms over {typed.latency.count} requests"
+    )
 
 
 def _keep(store: Store, trial: dict) -> int | None:

@@ -9,6 +9,10 @@ Observation) reads a merged one unchanged. What merges exactly:
   recomputed from the summed counts);
 - rates add: requested_rate, achieved_rate (goodput), completed_rate and output_mbit_s are sums over the
   clients, as are issued and bytes; the trial is interrupted if any client's was;
+- an interrupted trial's clients were cut a few milliseconds apart: its runtime_s is the shortest
+  client's (the part every client measured) and `window` says where that lies and how long each
+  client measured; each client's counts and rates are over its own window, so the sums slightly
+  exceed what the common window alone held (histograms cannot be cut to it);
 - latency.quarters_mean_ms: each quarter's mean weighted by the clients' quarters_count;
 - latency figures are recomputed from the sum of the clients' HDR histograms
   (per op, overall and schedule lag): a merged p99 is the p99 of every request
@@ -235,8 +239,10 @@ def merge(
     if len(results) != len(names):
         raise ValueError("one name per result")
     first = results[0]
+    # Ctrl-C reaches the clients' engines a few milliseconds apart, so an interrupted trial's windows differ.
+    cut = any(r.interrupted for r in results)
     for name, result in zip(names, results):
-        for key in ("schema", "engine_version", "warmup_s", "runtime_s"):
+        for key in ("schema", "engine_version", "warmup_s") + (() if cut else ("runtime_s",)):
             if getattr(result, key) != getattr(first, key):
                 raise ValueError(
                     f"{name}: {key} {getattr(result, key)!r} differs from {names[0]}'s {getattr(first, key)!r}"
@@ -281,7 +287,8 @@ def merge(
         mode=_same([r.mode for r in results]),
         engine_clock=_same([r.engine_clock for r in results]),
         warmup_s=first.warmup_s,
-        runtime_s=first.runtime_s,
+        runtime_s=min(r.runtime_s for r in results),
+        window=_common_window(results) if cut else None,
         ops=ops,
         latency=latency,
         schedule_lag=ScheduleLag(
@@ -310,6 +317,19 @@ def merge(
         restore=_merge_restores(restores) if restores else None,
         **(_merge_replay(results) if first.replay else {}),
     )
+
+
+def _common_window(results: Sequence[TrialResult]) -> dict:
+    """The window every client of an interrupted trial measured: from the latest client's start of
+    measurement to the earliest cut (None when a client's result has no start), and each client's own
+    measured seconds, over which its counts and rates run."""
+    starts = [r.start.at_unix_s + r.warmup_s if r.start else None for r in results]
+    known = None not in starts
+    return {
+        "from_unix_s": max(starts) if known else None,
+        "to_unix_s": min(s + r.runtime_s for s, r in zip(starts, results)) if known else None,
+        "clients_runtime_s": [r.runtime_s for r in results],
+    }
 
 
 def _merge_restores(restores: Sequence[Restore]) -> Restore:

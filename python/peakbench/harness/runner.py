@@ -33,7 +33,7 @@ from ..errors import InputError, RunError, TrialInterrupted
 from ..locks import StoreLock
 from ..sysinfo import snapshot
 from ..targets import check_ours, parse_target, target_label
-from ..trials import TrialFailed, TrialRecord, run_trial
+from ..trials import TrialFailed, TrialRecord, measured_so_far, run_trial
 from . import cache, control, stoprule, trials
 from .monitor import Monitor, device_of, monitor_metrics
 from .plan import Plan, render
@@ -650,7 +650,10 @@ class Runner:
                 if stop.trial_id is not None
                 else "written beside the store"
             )
-            self.say(f"{test['name']} run {attempt}: interrupted; what it measured is {kept}")
+            self.say(
+                f"{test['name']} run {attempt}: interrupted after {measured_so_far(spec, stop.result)};"
+                f" what it measured is {kept}"
+            )
             raise
         if stored.trial_id is None:  # the run cannot be committed either; the trial is safe in its file
             raise RunError(f"{stored.store_error}; the trial was written to {stored.saved_to} instead")

@@ -18,17 +18,20 @@ from ..cluster.fanout import client_specs, default_start_lead_s, start_instants
 from ..cluster.merge import merge_results
 from ..contract import TrialResult
 from ..engine import Engine, Progress
-from ..errors import RunError
+from ..errors import RunError, TrialInterrupted
+
+# How long interrupted engines may take to drain, restore their file sets and report (as engine.py waits).
+INTERRUPTED_REPORT_S = 60
 
 
 class LocalClients:
     """The Engine interface over `clients` load clients on this host, each its own engine process.
     After `run`, `last_specs` and `last_results` hold each client's spec and result."""
 
-    def __init__(self, clients: int, *, shared_fileset: bool = False, engine: Engine | None = None):
+    def __init__(self, clients: int, *, shared_fileset: bool = False):
         self.clients = clients
         self.shared_fileset = shared_fileset
-        self.engine = engine or Engine()
+        self.engine = Engine()
         self.last_specs: list[dict] = []
         self.last_results: list[dict] = []
 
@@ -48,8 +51,8 @@ class LocalClients:
 
     def run(self, spec: dict, on_progress: Progress | None = None) -> dict:
         """Every client's part from one start instant; the merged result. Any client failing fails the
-        trial (RunError). Ctrl-C keeps what one client measured (TrialInterrupted), but not what several
-        did: their cut-short windows differ in length, and merge adds rates only over one window."""
+        trial (RunError). Ctrl-C keeps what the clients measured: their merged cut-short windows
+        (TrialInterrupted; cluster.merge says how windows cut a few milliseconds apart merge)."""
         specs = client_specs(spec, self.clients, self.shared_fileset)
         self.last_specs, self.last_results = specs, []
         if self.clients == 1:
@@ -61,24 +64,37 @@ class LocalClients:
             one["start_at_unix_s"] = instant
         results: list[dict | None] = [None] * self.clients
         errors: list[BaseException | None] = [None] * self.clients
+        # Events, not Thread.join: a join that Ctrl-C interrupted can return at once when called again.
+        done = [threading.Event() for _ in range(self.clients)]
 
         def client(slot: int) -> None:
             try:  # one client's progress stands for all: they share the window
                 results[slot] = self.engine.run(specs[slot], on_progress if slot == 0 else None)
             except BaseException as error:  # noqa: BLE001 - reported below
                 errors[slot] = error
+            finally:
+                done[slot].set()
 
         threads = [threading.Thread(target=client, args=(slot,), daemon=True) for slot in range(self.clients)]
         for thread in threads:
             thread.start()
-        for thread in threads:  # Ctrl-C here loses the clients' partial results: see run's docstring
-            thread.join()
+        names = [f"client{index}" for index in range(1, self.clients + 1)]
+        try:
+            for finished in done:
+                finished.wait()
+        except KeyboardInterrupt:  # the engines got the same SIGINT: each ends its window and reports (SPEC.md)
+            deadline = time.monotonic() + INTERRUPTED_REPORT_S
+            for finished in done:
+                finished.wait(timeout=max(0.0, deadline - time.monotonic()))
+            if any(result is None for result in results):  # a client measured nothing (cut in its warm-up)
+                raise
+            self.last_results = results  # type: ignore[assignment]
+            raise TrialInterrupted(merge_results(results, names, shared_fileset=self.shared_fileset)) from None
         failed = [(slot, error) for slot, error in enumerate(errors) if error is not None]
         if failed:
             slot, error = failed[0]
             raise RunError(f"client {slot + 1} of {self.clients}: {error}")
         self.last_results = results  # type: ignore[assignment]
-        names = [f"client{index}" for index in range(1, self.clients + 1)]
         return merge_results(self.last_results, names, shared_fileset=self.shared_fileset)
 
 

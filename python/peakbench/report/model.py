@@ -27,6 +27,7 @@ import math
 import re
 from typing import Any
 
+from ..contract import TrialResult
 from ..controller.history import same_load
 from ..controller.statistics import ConfidenceInterval, response_interval
 
@@ -47,10 +48,10 @@ class LoadPoint:
         return [t for t in self.trials if t["spec"]["load"]["runtime_s"] == longest]
 
     def means_ms(self) -> list[float]:
-        return [t["result"]["latency"]["mean_ms"] for t in self.measured]
+        return [TrialResult.load(t["result"]).latency.mean_ms for t in self.measured]
 
     def achieved(self) -> list[float]:
-        return [t["result"]["achieved_rate"] for t in self.measured]
+        return [TrialResult.load(t["result"]).achieved_rate for t in self.measured]
 
     def interval(self, confidence: float) -> ConfidenceInterval | None:
         """R̄'s interval over the measured trials, the search's (statistics.response_interval: positive,

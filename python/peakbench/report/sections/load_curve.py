@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import math
 
+from ...contract import TrialResult
 from ...controller.statistics import t_interval
 from .. import figures
 from ..histograms import merged, percentile_ms
@@ -98,7 +99,9 @@ def _caption(curves: list[Series], options: ReportOptions) -> str:
     for key, (peak, meaning) in peaks.items():
         if peak is None:
             text += f" {key} has no peak to mark: {meaning}."
-    if any(t["result"].get("generator_saturated") for s in curves for p in s.done_points() for t in p.measured):
+    if any(
+        TrialResult.load(t["result"]).generator_saturated for s in curves for p in s.done_points() for t in p.measured
+    ):
         text += (
             " A red cross marks a load where the load generator fell behind (it measures peakbench, not the target)."
         )
@@ -121,9 +124,9 @@ def _table(series: Series, points: list[LoadPoint], confidence: float) -> Table:
                 interval.low if interval else None,
                 interval.high if interval else None,
                 percentile_ms(histogram, 99),
-                sum(t["result"]["latency"]["count"] for t in point.measured),
+                sum(TrialResult.load(t["result"]).latency.count for t in point.measured),
                 classes.get(round(point.requested, 6), ""),
-                sum(1 for t in point.measured if t["result"].get("generator_saturated")) or None,
+                sum(1 for t in point.measured if TrialResult.load(t["result"]).generator_saturated) or None,
                 len(point.failed) or None,
             ]
         )
@@ -181,7 +184,7 @@ def _draw(curves: list[Series], options: ReportOptions):
             response.errorbar(
                 achieved, means, yerr=_bars(mean_err), fmt="o-", color=colour, label=label, capsize=2, markersize=3
             )
-            limited = [p for p in points if any(t["result"].get("generator_saturated") for t in p.measured)]
+            limited = [p for p in points if any(TrialResult.load(t["result"]).generator_saturated for t in p.measured)]
             if limited:  # these points measure the load generator, not the target: never let them pass unmarked
                 for axis, xs, ys in (
                     (throughput, [p.requested for p in limited], [p.mean_achieved for p in limited]),

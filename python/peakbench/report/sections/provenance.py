@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import json
 
+from ...contract import TrialResult
 from ...sysinfo import peakbench_version
 from ...units import format_size
 from ..model import Column, Html, ReportData, ReportOptions, Section, Table
@@ -39,22 +40,23 @@ def warnings(data: ReportData) -> list[str]:
         reasons = sorted({(t["error"] or "no reason stored") for t in failed})
         found.append(f"{len(failed)} failed trial(s) ({_ids(failed)}): {'; '.join(reasons)}")
     done = [t for t in trials if t["status"] == "done"]
-    saturated = [t for t in done if t["result"].get("generator_saturated")]
+    results = {t["id"]: TrialResult.load(t["result"]) for t in done}
+    saturated = [t for t in done if results[t["id"]].generator_saturated]
     if saturated:
         found.append(
             f"the load generator saturated in {len(saturated)} trial(s) ({_ids(saturated)}): their numbers"
             " measure peakbench's limit on this machine, not the target's"
         )
-    unsent = [t for t in done if t["result"].get("unsent")]
+    unsent = [t for t in done if results[t["id"]].unsent]
     if unsent:
         found.append(
-            f"{sum(t['result']['unsent'] for t in unsent):,} requests were due but never sent in"
+            f"{sum(results[t['id']].unsent for t in unsent):,} requests were due but never sent in"
             f" {len(unsent)} trial(s) ({_ids(unsent)})"
         )
     erring = [
         t
         for t in done
-        if any(sum(op.get("errors", {}).values()) + op.get("timeouts", 0) for op in t["result"].get("ops", {}).values())
+        if any(sum((op.errors or {}).values()) + (op.timeouts or 0) for op in results[t["id"]].ops.values())
     ]
     if erring:
         found.append(

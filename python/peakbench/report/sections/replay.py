@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from ...contract import TrialResult
 from ...controller.statistics import response_interval
 from ...replay import mode_text
 from ...units import format_size
@@ -45,10 +46,10 @@ class SizePoint:
 
     @property
     def dataset_bytes(self) -> int:
-        return self.trials[0]["result"]["replay"]["dataset_bytes"]
+        return TrialResult.load(self.trials[0]["result"]).replay["dataset_bytes"]
 
     def bandwidths(self) -> list[float]:
-        return [t["result"]["output_mbit_s"] for t in self.trials]
+        return [TrialResult.load(t["result"]).output_mbit_s for t in self.trials]
 
     def bandwidth(self, confidence: float) -> tuple[float, float | None, float | None]:
         """Output Mb/s and its interval (None, None below two trials or with an idle trial)."""
@@ -64,27 +65,27 @@ def size_points(series: Series) -> list[SizePoint]:
     groups: dict[tuple[str, int], list[dict]] = {}
     for trial in series.trials:
         if trial["status"] == "done":
-            key = (mode_text(trial["spec"]), trial["result"]["replay"]["dataset_bytes"])
+            key = (mode_text(trial["spec"]), TrialResult.load(trial["result"]).replay["dataset_bytes"])
             groups.setdefault(key, []).append(trial)
     return [SizePoint(mode, trials) for (mode, _), trials in sorted(groups.items())]
 
 
 def _row(point: SizePoint, confidence: float) -> list:
-    results = [t["result"] for t in point.trials]
+    results = [TrialResult.load(t["result"]) for t in point.trials]
     mean, low, high = point.bandwidth(confidence)
-    requests = sum(r["latency"]["count"] for r in results)
+    requests = sum(r.latency.count for r in results)
     return [
         point.mode,
         point.dataset_bytes / 1e6,
-        results[0]["replay"]["files"],
+        results[0].replay["files"],
         len(results),
         mean,
         low,
         high,
-        math.fsum(r["achieved_rate"] for r in results) / len(results),
-        math.fsum(r["latency"]["total_ms"] for r in results) / requests if requests else None,
-        percentile_ms(merged(r["latency"] for r in results), 99),
-        sum(r["outcomes"]["errors"] + r["outcomes"]["timeouts"] for r in results),
+        math.fsum(r.achieved_rate for r in results) / len(results),
+        math.fsum(r.latency.total_ms for r in results) / requests if requests else None,
+        percentile_ms(merged(r.latency.dump() for r in results), 99),
+        sum(r.outcomes.errors + r.outcomes.timeouts for r in results),
         " ".join(str(t["id"]) for t in point.trials),
     ]
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ...contract import TrialResult
 from ...controller.history import same_load
 from ...controller.settings import SearchSettings
 from ...controller.statistics import response_interval
@@ -53,7 +54,15 @@ def steps(series: Series) -> list[Step]:
         cost += load.get("warmup_s", 0.0) + load["runtime_s"]
         scout = settings.scout_runlength < settings.runlength_s and load["runtime_s"] == settings.scout_runlength
         rebuilt.append(
-            Step(number, trial["rate"], None, scout, trial["result"]["latency"]["mean_ms"], cost, load["runtime_s"])
+            Step(
+                number,
+                trial["rate"],
+                None,
+                scout,
+                TrialResult.load(trial["result"]).latency.mean_ms,
+                cost,
+                load["runtime_s"],
+            )
         )
     return rebuilt
 
