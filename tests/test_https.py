@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from peakbench.servers.nginx import Nginx
+from peakbench.servers.nginx import Nginx, make_certificates
 from peakbench.targets import parse_http
 
 pytestmark = pytest.mark.integration
@@ -15,27 +15,10 @@ pytestmark = pytest.mark.integration
 FILE = "/f.bin"
 
 
-def openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=30)
-
-
-def make_ca(d: Path, name: str) -> None:
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
-            "-keyout", f"{name}.key", "-out", f"{name}.pem", "-subj", f"/CN=peakbench test {name}", cwd=d)  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory) -> Path:
     """ca.pem signed server.pem (for 127.0.0.1); other.pem is a CA that signed nothing here."""
-    d = tmp_path_factory.mktemp("certs")
-    make_ca(d, "ca")
-    make_ca(d, "other")
-    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "server.key",
-            "-out", "server.csr", "-subj", "/CN=127.0.0.1", cwd=d)  # fmt: skip
-    (d / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n")
-    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2",
-            "-extfile", "ext.cnf", "-out", "server.pem", cwd=d)  # fmt: skip
-    return d
+    return make_certificates(tmp_path_factory.mktemp("certs"))
 
 
 @pytest.fixture(scope="module")

@@ -38,6 +38,36 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=30)
+
+
+def make_certificates(directory: Path) -> Path:
+    """For tls=(directory / "server.pem", directory / "server.key"): a server certificate for
+    127.0.0.1 signed by the CA ca.pem, and other.pem, a CA that signed nothing (openssl CLI, EC P-256)."""
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    for ca in ("ca", "other"):
+        _openssl(
+            "req",
+            "-x509",
+            *ec,
+            "-days",
+            "2",
+            "-keyout",
+            f"{ca}.key",
+            "-out",
+            f"{ca}.pem",
+            "-subj",
+            f"/CN=peakbench {ca}",
+            cwd=directory,
+        )
+    _openssl("req", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1", cwd=directory)
+    (directory / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n")
+    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2",
+             "-extfile", "ext.cnf", "-out", "server.pem", cwd=directory)  # fmt: skip
+    return directory
+
+
 def available() -> bool:
     return shutil.which(NGINX) is not None or Path("/usr/sbin/nginx").exists()
 
