@@ -141,7 +141,7 @@ def test_no_server_is_one_clear_line(engine_path, cli, tmp_path):
     assert done.returncode == 1
     assert "ECONNREFUSED" in done.stderr and url in done.stderr
     bad = cli("prepare", "web-server", "--target", "https://127.0.0.1/", "--rate", "50")
-    assert bad.returncode == 2 and "only http://" in bad.stderr
+    assert bad.returncode == 2 and "https:// takes one option: ca=FILE" in bad.stderr
 
 
 def test_search_finds_its_way_on_an_http_target(engine_path, nginx, cli, tmp_path):

@@ -13,6 +13,7 @@ line instead of after the engine has started.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -245,20 +246,39 @@ def parse_target(text: str, docroot: str | Path | None = None) -> dict:
 
 
 def parse_http(text: str, docroot: str | Path | None = None) -> dict:
-    """{"kind": "http", "url": "http://host:port/base/"[, "docroot": DIR]}."""
+    """{"kind": "http", "url": "http(s)://host:port/base/[?ca=FILE | ?insecure=1]"[, "docroot": DIR]}.
+    https:// verifies the server against the PEM CA bundle ca=FILE, or not at all with insecure=1."""
     url = urlsplit(text)
-    if url.scheme != "http":
-        raise InputError(f"{text}: only http:// is supported (no TLS)", field=FIELD)
+    if url.scheme not in ("http", "https"):
+        raise InputError(f"{text}: only http:// and https:// are supported", field=FIELD)
     if not url.hostname:
-        raise InputError(f"{text}: no host (http://HOST:PORT/)", field=FIELD)
+        raise InputError(f"{text}: no host ({url.scheme}://HOST:PORT/)", field=FIELD)
     try:
         url.port  # noqa: B018 -- raises on a bad port
     except ValueError as error:
         raise InputError(f"{text}: {error}", field=FIELD) from None
-    if url.query or url.fragment:
+    if url.fragment or (url.query and url.scheme == "http"):
         raise InputError(f"{text}: a target URL names a directory; drop the ?query or #fragment", field=FIELD)
+    query = ""
+    if url.scheme == "https":
+        pairs = parse_qsl(url.query, keep_blank_values=True)
+        ((name, value),) = pairs if len(pairs) == 1 else [("", "")]
+        if not ((name == "ca" and value) or (name, value) == ("insecure", "1")):
+            raise InputError(
+                f"{text}: https:// takes one option: ca=FILE (a PEM CA bundle to verify the server against) "
+                "or insecure=1 (no verification)",
+                field=FIELD,
+            )
+        if name == "ca":
+            ca = Path(value).expanduser().absolute()
+            if not ca.is_file():
+                raise InputError(f"{text}: ca={value}: no such file", field=FIELD)
+            query = f"?ca={ca}"
+        else:
+            print(f"warning: {text}: insecure=1, the server's certificate is not verified", file=sys.stderr)
+            query = "?insecure=1"
     path = url.path or "/"
-    target = {"kind": "http", "url": f"http://{url.netloc}{path if path.endswith('/') else path + '/'}"}
+    target = {"kind": "http", "url": f"{url.scheme}://{url.netloc}{path if path.endswith('/') else path + '/'}{query}"}
     if docroot is not None:
         root = Path(docroot).expanduser().absolute()
         _check_directory(root)

@@ -2,7 +2,7 @@
 
     from peakbench.servers.nginx import Nginx
     with Nginx(docroot, webdav=True, access_log=tmp / "access.log") as server:
-        server.url            # "http://127.0.0.1:PORT/"
+        server.url            # "http://127.0.0.1:PORT/" ("https://" with tls=(cert, key))
         server.access_log_entries()   # [(method, target, status, bytes), ...]
 
 The server runs in the foreground of its own process group (`daemon off`), is
@@ -38,6 +38,36 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=30)
+
+
+def make_certificates(directory: Path) -> Path:
+    """For tls=(directory / "server.pem", directory / "server.key"): a server certificate for
+    127.0.0.1 signed by the CA ca.pem, and other.pem, a CA that signed nothing (openssl CLI, EC P-256)."""
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    for ca in ("ca", "other"):
+        _openssl(
+            "req",
+            "-x509",
+            *ec,
+            "-days",
+            "2",
+            "-keyout",
+            f"{ca}.key",
+            "-out",
+            f"{ca}.pem",
+            "-subj",
+            f"/CN=peakbench {ca}",
+            cwd=directory,
+        )
+    _openssl("req", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1", cwd=directory)
+    (directory / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n")
+    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2",
+             "-extfile", "ext.cnf", "-out", "server.pem", cwd=directory)  # fmt: skip
+    return directory
+
+
 def available() -> bool:
     return shutil.which(NGINX) is not None or Path("/usr/sbin/nginx").exists()
 
@@ -58,11 +88,13 @@ def config(
     keepalive_requests: int = 100000,
     host: str = "127.0.0.1",
     shed_above: tuple[int, int] | None = None,
+    tls: tuple[Path, Path] | None = None,
 ) -> str:
     """The whole nginx.conf text. WebDAV adds PUT DELETE MKCOL COPY MOVE (and, with the
     dav-ext module, PROPFIND OPTIONS). shed_above = (requests per second, status): a server
     that sheds load (limit_req, no burst) and answers the requests over the limit with that
-    status (503 or 429): a leaky bucket that holds 20 requests beyond the rate."""
+    status (503 or 429): a leaky bucket that holds 20 requests beyond the rate. tls = (certificate,
+    key) PEM files: the server speaks HTTPS only."""
     dav_ext = webdav and DAV_EXT.exists()
     lines = [
         f"load_module {DAV_EXT};" if dav_ext else "",
@@ -86,7 +118,8 @@ def config(
         f"  access_log {access_log} peakbench;" if access_log else "  access_log off;",
         f"  limit_req_zone $binary_remote_addr zone=shed:1m rate={shed_above[0]}r/s;" if shed_above else "",
         "  server {",
-        f"    listen {host}:{port};",
+        f"    listen {host}:{port}{' ssl' if tls else ''};",
+        f"    ssl_certificate {tls[0]}; ssl_certificate_key {tls[1]};" if tls else "",
         f"    root {docroot};",
         "    location / {",
         "      autoindex on;" if autoindex else "",
@@ -123,6 +156,7 @@ class Nginx:
         host: str = "127.0.0.1",
         netns: str | None = None,
         shed_above: tuple[int, int] | None = None,
+        tls: tuple[Path, Path] | None = None,
     ):
         self.docroot = Path(docroot).absolute()
         self.host = host
@@ -135,12 +169,13 @@ class Nginx:
         self.cpus = cpus  # pin the master and its workers (benchmarks keep server and client apart)
         self.start_timeout_s = start_timeout_s
         self.shed_above = shed_above  # (requests per second, status): see config
+        self.tls = tls  # (certificate, key): see config
         self.workdir: Path | None = None
         self.process: subprocess.Popen | None = None
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}/"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}/"
 
     @property
     def pid(self) -> int | None:
@@ -162,6 +197,7 @@ class Nginx:
                 autoindex=self.autoindex,
                 host=self.host,
                 shed_above=self.shed_above,
+                tls=self.tls,
             )
         )
         inside = ["ip", "netns", "exec", self.netns] if self.netns else []

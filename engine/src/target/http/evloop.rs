@@ -3,6 +3,7 @@
 //! and a buffer each, not a thread. One request per connection at a time (no pipelining); a
 //! request finding every connection busy and the connection limit reached waits in a queue.
 
+use super::tls::{Stream, Tls};
 use super::wire::{Conn, Outgoing, Reply, Step};
 use super::{io_kind, Response, Then};
 use crate::target::Completion;
@@ -33,7 +34,7 @@ impl Job {
 struct Slot {
     /// Bumped when the slot gets a new connection, so an event for the old one is ignored.
     generation: u32,
-    conn: Option<Conn<TcpStream>>,
+    conn: Option<Conn<Stream>>,
     job: Option<Job>,
     connecting: bool,
     /// Registered for EPOLLOUT too (connecting, or a request that did not fit the socket).
@@ -46,6 +47,8 @@ struct Slot {
 pub struct EventLoop {
     epoll: OwnedFd,
     addr: SocketAddr,
+    /// https: each new connection is wrapped in TLS.
+    tls: Option<Tls>,
     timeout: Duration,
     slots: Vec<Slot>,
     free: Vec<usize>,
@@ -66,7 +69,7 @@ pub struct EventLoop {
 const LIVE: u32 = (libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
 
 impl EventLoop {
-    pub fn new(addr: SocketAddr, timeout: Duration, max_open: usize) -> std::io::Result<EventLoop> {
+    pub fn new(addr: SocketAddr, tls: Option<Tls>, timeout: Duration, max_open: usize) -> std::io::Result<EventLoop> {
         let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if fd < 0 {
             return Err(std::io::Error::last_os_error());
@@ -74,6 +77,7 @@ impl EventLoop {
         Ok(EventLoop {
             epoll: unsafe { OwnedFd::from_raw_fd(fd) },
             addr,
+            tls,
             timeout,
             slots: Vec::new(),
             free: Vec::new(),
@@ -142,14 +146,18 @@ impl EventLoop {
 
     fn ctl(&self, op: libc::c_int, i: usize, events: u32) {
         let slot = &self.slots[i];
-        let fd = slot.conn.as_ref().expect("a connection").stream.as_raw_fd();
+        let fd = slot.conn.as_ref().expect("a connection").stream.tcp().as_raw_fd();
         let mut event = libc::epoll_event { events, u64: (slot.generation as u64) << 32 | i as u64 };
         // Fails only for a bad descriptor or no memory; the request's deadline then ends it.
         unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), op, fd, &mut event) };
     }
 
     fn connect(&mut self, job: Job, content: &[u8]) {
-        let (stream, connecting) = match connect_nonblocking(&self.addr) {
+        let opened = connect_nonblocking(&self.addr).and_then(|(tcp, connecting)| match &self.tls {
+            Some(tls) => Ok((tls.wrap(tcp)?, connecting)),
+            None => Ok((Stream::Plain(tcp), connecting)),
+        });
+        let (stream, connecting) = match opened {
             Ok(c) => c,
             Err(e) => return (job.done)(job.then.outcome(Err(io_kind(&e))), 0),
         };
@@ -196,7 +204,7 @@ impl EventLoop {
                 return;
             }
             slot.connecting = false;
-            let stream = &slot.conn.as_ref().expect("a connection").stream;
+            let stream = slot.conn.as_ref().expect("a connection").stream.tcp();
             if let Some(e) = stream.take_error().unwrap_or_else(Some) {
                 return self.fail(i, io_kind(&e), true, content);
             }

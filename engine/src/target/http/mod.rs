@@ -18,19 +18,21 @@
 //! Every request has one deadline (the target's timeout) across all its reads and writes.
 
 mod evloop;
+mod tls;
 mod wire;
 
 use super::posix::{errno_name, Posix};
 use super::{Completion, FileStore, Target};
 use crate::op::{Op, Outcome, Request, WHOLE};
 use crate::spec::GetattrMethod;
-use crate::url::split_url;
+use crate::url::{split_url, TlsCheck};
 use anyhow::{anyhow, bail, Context};
 use evloop::{EventLoop, Job};
 use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use tls::{Stream, Tls};
 pub use wire::Body;
 use wire::{read_reply, Conn, Outgoing, Reply};
 
@@ -41,6 +43,8 @@ const MAX_CONNECTIONS: usize = 4096;
 pub struct Http {
     url: String,
     addr: SocketAddr,
+    /// https: how each connection is wrapped.
+    tls: Option<Tls>,
     host: String,
     /// URL path of the target's root, starting and ending with '/'.
     base: String,
@@ -52,7 +56,7 @@ pub struct Http {
     conditional_getattr: bool,
     writable: bool,
     /// Blocking connections for `execute` (file-set building, restore, the probe).
-    pool: Mutex<Vec<Conn<TcpStream>>>,
+    pool: Mutex<Vec<Conn<Stream>>>,
     /// A trial's requests, started and completed by the leading sender.
     events: Mutex<EventLoop>,
     content: Vec<u8>,
@@ -117,14 +121,15 @@ fn io_kind(e: &std::io::Error) -> String {
             Some(libc::ENETUNREACH) => "ENETUNREACH".into(),
             Some(libc::EADDRNOTAVAIL) => "EADDRNOTAVAIL".into(),
             Some(code) => errno_name(code),
-            None => format!("io_{:?}", e.kind()),
+            // A TLS fault (tls.rs) carries its kind as the message.
+            None => e.get_ref().map_or_else(|| format!("io_{:?}", e.kind()), |kind| kind.to_string()),
         },
     }
 }
 
 impl Http {
     pub fn open(url: &str, docroot: Option<&str>, timeout_s: f64, getattr: GetattrMethod, writable: Option<bool>) -> anyhow::Result<Http> {
-        let (authority, base) = split_url(url)?;
+        let (authority, base, check) = split_url(url)?;
         let addr = authority
             .to_socket_addrs()
             .with_context(|| format!("target {url}: cannot resolve {authority}"))?
@@ -132,10 +137,20 @@ impl Http {
             .ok_or_else(|| anyhow!("target {url}: {authority} has no address"))?;
         let docroot = docroot.map(Posix::open).transpose()?;
         let timeout = Duration::from_secs_f64(timeout_s);
-        let events = EventLoop::new(addr, timeout, max_connections()).with_context(|| format!("target {url}: epoll"))?;
+        let host = authority.rsplit_once(':').map_or(authority.as_str(), |(host, _)| host);
+        let tls = match check {
+            Some(TlsCheck::Ca(file)) => Some(Tls::new(host, Some(&file)).with_context(|| format!("target {url}"))?),
+            Some(TlsCheck::Insecure) => {
+                eprintln!("warning: target {url}: insecure=1, the server's certificate is not verified");
+                Some(Tls::new(host, None).with_context(|| format!("target {url}"))?)
+            }
+            None => None,
+        };
+        let events = EventLoop::new(addr, tls.clone(), timeout, max_connections()).with_context(|| format!("target {url}: epoll"))?;
         let mut http = Http {
             url: url.to_string(),
             addr,
+            tls,
             host: authority,
             prefix: base.clone(),
             base,
@@ -155,13 +170,18 @@ impl Http {
         Ok(http)
     }
 
-    fn connect(&self) -> Result<Conn<TcpStream>, String> {
-        let stream = TcpStream::connect_timeout(&self.addr, self.timeout).map_err(|e| io_kind(&e))?;
-        let _ = stream.set_nodelay(true);
+    fn connect(&self) -> Result<Conn<Stream>, String> {
+        let tcp = TcpStream::connect_timeout(&self.addr, self.timeout).map_err(|e| io_kind(&e))?;
+        let _ = tcp.set_nodelay(true);
         // Set once: a blocked read or write gives up after the timeout, and every read checks
         // the request's deadline, so no request outlives twice the timeout.
-        let _ = stream.set_read_timeout(Some(self.timeout));
-        let _ = stream.set_write_timeout(Some(self.timeout));
+        let _ = tcp.set_read_timeout(Some(self.timeout));
+        let _ = tcp.set_write_timeout(Some(self.timeout));
+        let mut stream = match &self.tls {
+            Some(tls) => tls.wrap(tcp).map_err(|e| io_kind(&e))?,
+            None => Stream::Plain(tcp),
+        };
+        stream.handshake().map_err(|e| io_kind(&e))?;
         Ok(Conn::new(stream))
     }
 
@@ -198,7 +218,7 @@ impl Http {
     }
 
     /// Send the request and read the whole reply. Err carries whether nothing at all came back.
-    fn exchange(&self, conn: &mut Conn<TcpStream>, out: &mut Outgoing, method: &str, keep_body: bool) -> Result<(Response, bool), (String, bool)> {
+    fn exchange(&self, conn: &mut Conn<Stream>, out: &mut Outgoing, method: &str, keep_body: bool) -> Result<(Response, bool), (String, bool)> {
         let deadline = Instant::now() + self.timeout;
         match out.write_to(&mut conn.stream, &self.content) {
             Ok(true) => {}

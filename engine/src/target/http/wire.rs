@@ -155,7 +155,11 @@ impl Outgoing {
                 Err(e) => return Err(e),
             }
         }
-        Ok(true)
+        // TLS records rustls still holds (a plain socket holds none: flush is a no-op).
+        match stream.flush() {
+            Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(false),
+            other => other.map(|()| true),
+        }
     }
 
     /// Send it again from the start (a retry on a fresh connection).
