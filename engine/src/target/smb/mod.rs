@@ -155,7 +155,9 @@ fn info_bytes(r: &Replies) -> Res<u64> {
 }
 
 fn with_close(open: Req, middle: Vec<Req>) -> Vec<Req> {
-    let mut v = vec![open];
+    // One allocation of the compound's final size.
+    let mut v = Vec::with_capacity(middle.len() + 2);
+    v.push(open);
     v.extend(middle);
     v.push(wire::close(&RELATED_FID));
     v
