@@ -21,6 +21,12 @@ encrypted with AES-128-GCM (3.1.1) and with AES-128-CCM (3.0), alternated, and e
 encrypted CPU per op is set against the plain one of the same run. With --callgrind as well,
 each engine run goes under valgrind and the cost is instructions per op (use a low --rate).
 
+With --before ENGINE --callgrind, that engine binary (say, main's build) and this one run plain,
+alternated, and each is measured at --rate and at three times it: besides the total Ir per op
+(set-up and summary included, as above), the marginal Ir per op, (Ir at 3R - Ir at R) / (ops
+at 3R - ops at R), which leaves out what does not grow with the ops (start-up, the result's
+histograms, the 1 MiB content block) and the idle polling of equal-length runs.
+
 Needs root (smbd, apt-get); for the crate, `cargo build --release` in benchmarks/smb_crate
 (CARGO_TARGET_DIR honoured).
 """
@@ -91,9 +97,10 @@ def engine_run(
     out, cpu, err = _rusage_run([*wrap, engine, "run", "-"], json.dumps(spec))
     result = json.loads(out)
     ok = result["outcomes"]["succeeded"]
-    row = {"client": client, "op": op, "ops_per_s": result["achieved_rate"], "cpu_us_per_op": cpu / ok * 1e6}
+    row = {"client": client, "op": op, "ops_per_s": result["achieved_rate"], "cpu_us_per_op": cpu / ok * 1e6, "ok": ok}
     if callgrind:
-        row["ir_per_op"] = int(re.search(r"Collected : (\d+)", err)[1]) / ok
+        row["ir"] = int(re.search(r"Collected : (\d+)", err)[1])
+        row["ir_per_op"] = row["ir"] / ok
     return row
 
 
@@ -132,7 +139,12 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--encryption", action="store_true", help="the engine plain and encrypted, without the peers")
     ap.add_argument("--callgrind", action="store_true", help="with --encryption: instructions per op under callgrind")
+    ap.add_argument("--before", metavar="ENGINE", help="with --callgrind: Ir per op of ENGINE beside this engine")
     args = ap.parse_args()
+    if args.before:
+        if not args.callgrind:
+            ap.error("--before needs --callgrind")
+        return before_after(args)
     if args.encryption:
         return encryption_cost(args)
     engine = os.environ.get("PEAKBENCH_ENGINE", str(HERE.parent / "engine/target/release/peakbench-engine"))
@@ -211,6 +223,38 @@ def encryption_cost(args) -> int:
                 f" [{min(cpu):.1f}-{max(cpu):.1f}]  ×plain median {statistics.median(ratio):.2f}"
                 f" [{min(ratio):.2f}-{max(ratio):.2f}]"
             )
+    return 0
+
+
+def before_after(args) -> int:
+    engines = {
+        "before": args.before,
+        "after": os.environ.get("PEAKBENCH_ENGINE", str(HERE.parent / "engine/target/release/peakbench-engine")),
+    }
+    rows = []
+    with Samba() as server:
+        url = server.url("engine", options=SEALS["engine plain"])
+        for run in range(args.runs):
+            for op in ("echo", "getattr", "read4k"):
+                for client, engine in engines.items():
+                    low, high = (
+                        engine_run(engine, url, op, r, args.seconds, client, True) for r in (args.rate, 3 * args.rate)
+                    )
+                    marginal = (high["ir"] - low["ir"]) / (high["ok"] - low["ok"])
+                    rows.append(
+                        {"run": run, **low, "high_ops_per_s": high["ops_per_s"], "marginal_ir_per_op": marginal}
+                    )
+                    print(json.dumps(rows[-1]), file=sys.stderr)
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", file=sys.stderr)
+    for op in ("echo", "getattr", "read4k"):
+        for client in engines:
+            got = [r for r in rows if r["op"] == op and r["client"] == client]
+            for name in ("ir_per_op", "marginal_ir_per_op"):
+                v = [r[name] for r in got]
+                print(
+                    f"{op:8} {client:6} n={len(got)}  {name} median {statistics.median(v):8.0f}"
+                    f" [{min(v):.0f}-{max(v):.0f}]"
+                )
     return 0
 
 

@@ -149,7 +149,12 @@ fn u64_at(b: &[u8], at: usize) -> Option<u64> {
 }
 
 pub fn utf16(s: &str) -> Vec<u8> {
-    s.encode_utf16().flat_map(|c| c.to_le_bytes()).collect()
+    // Sized up front: a path is encoded for every path op, and growing by flat_map reallocates.
+    let mut out = Vec::with_capacity(s.len() * 2);
+    for unit in s.encode_utf16() {
+        out.extend_from_slice(&unit.to_le_bytes());
+    }
+    out
 }
 
 pub fn from_utf16(b: &[u8]) -> String {
