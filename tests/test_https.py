@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from debian import apt_install
 from peakbench.servers.nginx import Nginx, make_certificates
 from peakbench.targets import parse_http
 
@@ -18,6 +19,8 @@ FILE = "/f.bin"
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory) -> Path:
     """ca.pem signed server.pem (for 127.0.0.1); other.pem is a CA that signed nothing here."""
+    if apt_install(("openssl",)) is not None:
+        pytest.fail("the openssl command is needed to make the certificates (apt-get install openssl)")
     return make_certificates(tmp_path_factory.mktemp("certs"))
 
 
