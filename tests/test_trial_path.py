@@ -160,6 +160,13 @@ def test_version_names_peakbench_and_its_engine(engine_path):
     assert done.stdout.startswith("peakbench 0.") and "peakbench-engine" in done.stdout
 
 
+def as_a_terminal_job() -> None:
+    """In the child: take SIGINT's default, as a shell does for a job it runs in the foreground. A
+    test run started in the background of a non-interactive shell inherits SIGINT ignored, and a
+    Python started so never sees a Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_during_a_run_keeps_and_prints_what_was_measured(engine_path, tmp_path):
     """Ctrl-C (SIGINT to the foreground process group, as a terminal sends it) ends the window early:
     the engine reports the part measured, marked interrupted, and peakbench stores and prints it."""
@@ -190,6 +197,7 @@ def test_ctrl_c_during_a_run_keeps_and_prints_what_was_measured(engine_path, tmp
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=as_a_terminal_job,
     )
     deadline = time.monotonic() + 60
     while "measure" not in (progress := run.stderr.readline()):  # the measured window has begun
@@ -220,7 +228,13 @@ def _plan_process(tmp_path: Path, runtime: str, clients: int = 1) -> tuple[subpr
     env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
     command = [sys.executable, "-m", "peakbench.cli", "plan", "run", str(plan), "--db", str(store)]
     run = subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        command,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=as_a_terminal_job,
     )
     deadline = time.monotonic() + 60
     while "measure" not in (progress := run.stderr.readline()):  # the measured window has begun
