@@ -101,6 +101,7 @@ def throttled_sync_ext4():
 
 
 @needs_root
+@pytest.mark.slow  # about 75 s on a real disk; test_known_curve checks the same growth against M/D/1 in CI
 def test_open_loop_latency_grows_with_the_queue_on_a_saturated_disk(engine_path, cli, throttled_ext4, tmp_path):
     def trial(rate):
         out = tmp_path / f"{rate}.json"
