@@ -853,6 +853,8 @@ fn read_responses(live: Arc<Live>, mut stream: TcpStream, stray: Arc<AtomicU64>)
     let mut frames = Frames::new();
     let mut plain = Vec::new();
     let mut last_expire = Instant::now();
+    // The calls a read completes, in a list kept from read to read (no allocation per read).
+    let mut done = Vec::new();
     let why = loop {
         match stream.read(frames.space()) {
             Ok(0) => break SmbError::Connection("connection closed by the server".into()),
@@ -860,7 +862,6 @@ fn read_responses(live: Arc<Live>, mut stream: TcpStream, stray: Arc<AtomicU64>)
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted) => {}
             Err(e) => break SmbError::Connection(format!("connection lost: {e}")),
         }
-        let mut done = Vec::new();
         // A broken stream still completes what the frames before the break answered.
         let broken = 'frames: loop {
             match frames.next() {
@@ -883,7 +884,7 @@ fn read_responses(live: Arc<Live>, mut stream: TcpStream, stray: Arc<AtomicU64>)
                 },
             }
         };
-        for mut c in done {
+        for mut c in done.drain(..) {
             let parts = std::mem::take(&mut c.parts).into_iter().map(Option::unwrap_or_default).collect();
             c.finish(Ok(parts));
         }

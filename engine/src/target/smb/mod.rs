@@ -154,17 +154,18 @@ fn info_bytes(r: &Replies) -> Res<u64> {
     wire::parse_output(&r[1]).map(|o| o.len() as u64).map_err(malformed)
 }
 
-fn with_close(open: Req, middle: Vec<Req>) -> Vec<Req> {
+fn with_close<const N: usize>(open: Req, middle: [Req; N]) -> Vec<Req> {
     // One allocation of the compound's final size.
-    let mut v = Vec::with_capacity(middle.len() + 2);
+    let mut v = Vec::with_capacity(N + 2);
     v.push(open);
     v.extend(middle);
     v.push(wire::close(&RELATED_FID));
     v
 }
 
-fn open_attrs(path: &str) -> Req {
-    wire::create(path, wire::FILE_READ_ATTRIBUTES, 0, wire::OPEN, 0)
+/// CREATE (open for attributes) of the path that `parts` make.
+fn open_attrs(parts: &[&str]) -> Req {
+    wire::create_in(parts, wire::FILE_READ_ATTRIBUTES, 0, wire::OPEN, 0)
 }
 
 fn join(a: &str, b: &str) -> String {
@@ -259,7 +260,7 @@ impl Smb {
 
     /// CREATE + QUERY_INFO(FileStandardInformation) + CLOSE: (size, links, directory).
     fn stat(&self, full: &str) -> Res<(u64, u32, bool)> {
-        let r = self.call(Some(full), &with_close(open_attrs(full), vec![wire::query_info(&RELATED_FID, wire::INFO_FILE, wire::FILE_STANDARD_INFO, 0, 64)]))?;
+        let r = self.call(Some(full), &with_close(open_attrs(&[full]), [wire::query_info(&RELATED_FID, wire::INFO_FILE, wire::FILE_STANDARD_INFO, 0, 64)]))?;
         check(&r, &[])?;
         wire::parse_standard(wire::parse_output(&r[1]).map_err(malformed)?).map_err(malformed)
     }
@@ -379,43 +380,44 @@ impl Smb {
 
     /// The compound for an op, if it is one; `fid` is the file's kept handle, if open.
     fn plan(&self, request: &Request, fid: Option<Fid>) -> Plan {
-        let p = |path: &String| self.full(path);
+        // Each path is encoded into its CREATE below the file set's root, with no joined copy.
+        let root = self.root.as_str();
         match request {
             Request::Null => Plan::Compound(vec![wire::echo()], zero),
             Request::Getattr { path } => Plan::Compound(
-                with_close(open_attrs(&p(path)), vec![wire::query_info(&RELATED_FID, wire::INFO_FILE, wire::FILE_NETWORK_OPEN_INFO, 0, 56)]),
+                with_close(open_attrs(&[root, path]), [wire::query_info(&RELATED_FID, wire::INFO_FILE, wire::FILE_NETWORK_OPEN_INFO, 0, 56)]),
                 info_bytes,
             ),
             Request::Access { path } => Plan::Compound(
                 with_close(
-                    wire::create(&p(path), wire::READ_CONTROL | wire::FILE_READ_ATTRIBUTES, 0, wire::OPEN, 0),
-                    vec![wire::query_info(&RELATED_FID, wire::INFO_SECURITY, 0, wire::SECURITY_OWNER_GROUP_DACL, 4096)],
+                    wire::create_in(&[root, path], wire::READ_CONTROL | wire::FILE_READ_ATTRIBUTES, 0, wire::OPEN, 0),
+                    [wire::query_info(&RELATED_FID, wire::INFO_SECURITY, 0, wire::SECURITY_OWNER_GROUP_DACL, 4096)],
                 ),
                 info_bytes,
             ),
             // SMB2 has no permission bits: the mode is not sent, the write time is set instead.
             Request::Setattr { path, .. } => Plan::Compound(
                 with_close(
-                    wire::create(&p(path), wire::FILE_WRITE_ATTRIBUTES, 0, wire::OPEN, 0),
-                    vec![wire::set_info(&RELATED_FID, wire::FILE_BASIC_INFO, &wire::basic_info_write_time(wire::filetime_now()))],
+                    wire::create_in(&[root, path], wire::FILE_WRITE_ATTRIBUTES, 0, wire::OPEN, 0),
+                    [wire::set_info(&RELATED_FID, wire::FILE_BASIC_INFO, &wire::basic_info_write_time(wire::filetime_now()))],
                 ),
                 zero,
             ),
-            Request::Lookup { dir, name } => Plan::Compound(with_close(open_attrs(&p(&join(dir, name))), vec![]), zero),
+            Request::Lookup { dir, name } => Plan::Compound(with_close(open_attrs(&[root, dir, name]), []), zero),
             Request::Create { path } => Plan::Compound(
-                with_close(wire::create(&p(path), wire::FILE_READ_ATTRIBUTES, wire::ATTR_NORMAL, wire::CREATE_NEW, wire::NON_DIRECTORY_FILE), vec![]),
+                with_close(wire::create_in(&[root, path], wire::FILE_READ_ATTRIBUTES, wire::ATTR_NORMAL, wire::CREATE_NEW, wire::NON_DIRECTORY_FILE), []),
                 zero,
             ),
             Request::Mkdir { path } => Plan::Compound(
-                with_close(wire::create(&p(path), wire::FILE_READ_ATTRIBUTES, wire::ATTR_DIRECTORY, wire::CREATE_NEW, wire::DIRECTORY_FILE), vec![]),
+                with_close(wire::create_in(&[root, path], wire::FILE_READ_ATTRIBUTES, wire::ATTR_DIRECTORY, wire::CREATE_NEW, wire::DIRECTORY_FILE), []),
                 zero,
             ),
             Request::Rmdir { path } => {
-                Plan::Compound(with_close(wire::create(&p(path), wire::DELETE, 0, wire::OPEN, wire::DIRECTORY_FILE | wire::DELETE_ON_CLOSE), vec![]), zero)
+                Plan::Compound(with_close(wire::create_in(&[root, path], wire::DELETE, 0, wire::OPEN, wire::DIRECTORY_FILE | wire::DELETE_ON_CLOSE), []), zero)
             }
             Request::Fsstat | Request::Fsinfo => {
                 let class = if matches!(request, Request::Fsstat) { wire::FS_FULL_SIZE_INFO } else { wire::FS_ATTRIBUTE_INFO };
-                Plan::Compound(with_close(open_attrs(&self.root), vec![wire::query_info(&RELATED_FID, wire::INFO_FILESYSTEM, class, 0, 1024)]), info_bytes)
+                Plan::Compound(with_close(open_attrs(&[root]), [wire::query_info(&RELATED_FID, wire::INFO_FILESYSTEM, class, 0, 1024)]), info_bytes)
             }
             _ if self.one_message(request) => match fid.and_then(|f| on_handle(request, f, self.write_data(request))) {
                 Some((reqs, bytes)) => Plan::Compound(reqs, bytes),
@@ -478,7 +480,7 @@ impl Smb {
                 let full = self.full(path);
                 self.release(&full);
                 let open = wire::create(&full, wire::DELETE, 0, wire::OPEN, wire::NON_DIRECTORY_FILE | wire::DELETE_ON_CLOSE);
-                zero(&self.call(Some(&full), &with_close(open, vec![]))?)
+                zero(&self.call(Some(&full), &with_close(open, []))?)
             }
             (_, Request::Rename { from, to }) | (_, Request::Link { from, to }) => {
                 let rename = matches!(request, Request::Rename { .. });
@@ -488,7 +490,7 @@ impl Smb {
                 }
                 let (class, access) = if rename { (wire::FILE_RENAME_INFO, wire::DELETE) } else { (wire::FILE_LINK_INFO, wire::FILE_READ_ATTRIBUTES) };
                 let open = wire::create(&f, access, 0, wire::OPEN, 0);
-                zero(&self.call(Some(&f), &with_close(open, vec![wire::set_info(&RELATED_FID, class, &wire::rename_info(&t, false))]))?)
+                zero(&self.call(Some(&f), &with_close(open, [wire::set_info(&RELATED_FID, class, &wire::rename_info(&t, false))]))?)
             }
             (_, Request::Readdir { path, plus }) => self.list(&self.full(path), *plus).map(|(bytes, _)| bytes),
             (_, r) => Err(SmbError::Malformed(format!("{r:?} has no SMB2 form"))),
@@ -581,7 +583,7 @@ impl Smb {
 
     fn set_size(&self, full: &str, size: u64) -> Res<()> {
         let open = wire::create(full, wire::FILE_WRITE_DATA, 0, wire::OPEN, wire::NON_DIRECTORY_FILE);
-        check(&self.call(Some(full), &with_close(open, vec![wire::set_info(&RELATED_FID, wire::FILE_END_OF_FILE_INFO, &wire::end_of_file_info(size))]))?, &[])
+        check(&self.call(Some(full), &with_close(open, [wire::set_info(&RELATED_FID, wire::FILE_END_OF_FILE_INFO, &wire::end_of_file_info(size))]))?, &[])
     }
 }
 
@@ -714,7 +716,7 @@ impl FileStore for Smb {
         let dir = join(&self.base, id);
         if create {
             let open = wire::create(&dir, wire::FILE_READ_ATTRIBUTES, wire::ATTR_DIRECTORY, wire::OPEN_IF, wire::DIRECTORY_FILE);
-            self.call(Some(&dir), &with_close(open, vec![])).and_then(|r| zero(&r)).map_err(|e| self.anyhow("CREATE (directory)", &dir, e))?;
+            self.call(Some(&dir), &with_close(open, [])).and_then(|r| zero(&r)).map_err(|e| self.anyhow("CREATE (directory)", &dir, e))?;
         }
         self.stat(&dir).map_err(|e| self.anyhow("QUERY_INFO", &dir, e))?;
         self.root = dir;
@@ -772,14 +774,14 @@ impl FileStore for Smb {
         let closed = self.close_fid(&live, &c.fid);
         flushed.and(closed).map_err(|e| self.anyhow("WRITE", &tmp, e))?;
         let open = wire::create(&tmp, wire::DELETE, 0, wire::OPEN, 0);
-        let r = self.call(Some(&tmp), &with_close(open, vec![wire::set_info(&RELATED_FID, wire::FILE_RENAME_INFO, &wire::rename_info(&full, true))]));
+        let r = self.call(Some(&tmp), &with_close(open, [wire::set_info(&RELATED_FID, wire::FILE_RENAME_INFO, &wire::rename_info(&full, true))]));
         r.and_then(|r| zero(&r)).map(|_| ()).map_err(|e| self.anyhow("SET_INFO (rename)", &tmp, e))
     }
 
     fn ensure_dir(&self, path: &str) -> anyhow::Result<()> {
         let full = self.full(path);
         let open = wire::create(&full, wire::FILE_READ_ATTRIBUTES, wire::ATTR_DIRECTORY, wire::OPEN_IF, wire::DIRECTORY_FILE);
-        self.call(Some(&full), &with_close(open, vec![])).and_then(|r| zero(&r)).map(|_| ()).map_err(|e| self.anyhow("CREATE (directory)", &full, e))
+        self.call(Some(&full), &with_close(open, [])).and_then(|r| zero(&r)).map(|_| ()).map_err(|e| self.anyhow("CREATE (directory)", &full, e))
     }
 
     fn ensure_file(&self, path: &str, size: u64, _content: &[u8]) -> anyhow::Result<()> {
@@ -852,7 +854,7 @@ impl Smb {
 
     /// The share root's file-system information of `class`, parsed; errors name the class as `what`.
     fn query_fs<T>(&self, class: u8, what: &str, parse: impl Fn(&[u8]) -> Result<T, String>) -> Result<T, String> {
-        let query = with_close(open_attrs(&self.root), vec![wire::query_info(&RELATED_FID, wire::INFO_FILESYSTEM, class, 0, 1024)]);
+        let query = with_close(open_attrs(&[&self.root]), [wire::query_info(&RELATED_FID, wire::INFO_FILESYSTEM, class, 0, 1024)]);
         let r = self.call(None, &query).and_then(|r| check(&r, &[]).map(|_| r)).map_err(|e| format!("QUERY_INFO ({what}): {e}"))?;
         wire::parse_output(&r[1]).and_then(parse).map_err(|e| format!("QUERY_INFO ({what}): {e}"))
     }
