@@ -25,7 +25,9 @@ With --before ENGINE --callgrind, that engine binary (say, main's build) and thi
 alternated, and each is measured at --rate and at three times it: besides the total Ir per op
 (set-up and summary included, as above), the marginal Ir per op, (Ir at 3R - Ir at R) / (ops
 at 3R - ops at R), which leaves out what does not grow with the ops (start-up, the result's
-histograms, the 1 MiB content block) and the idle polling of equal-length runs.
+histograms, the 1 MiB content block) and the idle polling of equal-length runs, and the SMB
+code's Ir per op at R (smb_ir_per_op: the target's request building, sending, reading and
+completion, without the sender's pacing, whose spin makes the other two figures wander).
 
 Needs root (smbd, apt-get); for the crate, `cargo build --release` in benchmarks/smb_crate
 (CARGO_TARGET_DIR honoured).
@@ -56,14 +58,41 @@ PEERS = HERE / "smb_peers"
 ENGINE_MIX = {"echo": {"null": 1.0}, "getattr": {"getattr": 1.0}, "read4k": {"read": 1.0}}
 
 
-def _rusage_run(argv: list[str], stdin: str | None = None, env: dict | None = None) -> tuple[str, float, str]:
-    before = os.times()
-    proc = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=600, env=env)
-    after = os.times()
+# Set by --counters: every client then runs under `perf stat` with these events.
+COUNTERS: list[str] = []
+PERF_EVENTS = "task-clock,context-switches"
+
+
+def _rusage_run(argv: list[str], stdin: str | None = None, env: dict | None = None) -> tuple[str, float, str, dict]:
+    """Run a client: (stdout, its user+system CPU seconds, stderr, perf counters if --counters)."""
+    with tempfile.NamedTemporaryFile(suffix=".perf") as perf:
+        if COUNTERS:
+            argv = ["perf", "stat", "-x,", "-e", PERF_EVENTS, "-o", perf.name, "--", *argv]
+        before = os.times()
+        proc = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=600, env=env)
+        after = os.times()
+        counters = _perf_counters(Path(perf.name).read_text()) if COUNTERS else {}
     if proc.returncode != 0:
         raise RuntimeError(f"{argv[0]} failed: {proc.stderr.strip()[-500:]}")
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
-    return proc.stdout, cpu, proc.stderr
+    return proc.stdout, cpu, proc.stderr, counters
+
+
+def _perf_counters(text: str) -> dict:
+    """`perf stat -x,` output: event name -> value (task-clock in ms)."""
+    out = {}
+    for line in text.splitlines():
+        fields = line.split(",")
+        if len(fields) > 2 and fields[2] in PERF_EVENTS.split(","):
+            out[fields[2]] = float(fields[0])
+    return out
+
+
+def _per_op(row: dict, counters: dict, ok: int) -> dict:
+    if counters:
+        row["task_clock_us_per_op"] = counters["task-clock"] * 1e3 / ok
+        row["switches_per_op"] = counters["context-switches"] / ok
+    return row
 
 
 def engine_run(
@@ -93,15 +122,44 @@ def engine_run(
     }
     subprocess.run([engine, "prepare", "-"], input=json.dumps(spec), capture_output=True, text=True, check=True)
     # Under callgrind, instructions per op: a count the machine's load does not move.
-    wrap = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"] if callgrind else []
-    out, cpu, err = _rusage_run([*wrap, engine, "run", "-"], json.dumps(spec))
+    profile = tempfile.NamedTemporaryFile(suffix=".callgrind")
+    wrap = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={profile.name}"] if callgrind else []
+    with profile:
+        out, cpu, err, counters = _rusage_run([*wrap, engine, "run", "-"], json.dumps(spec))
+        smb_ir = _smb_code_ir(profile.name) if callgrind else 0
     result = json.loads(out)
     ok = result["outcomes"]["succeeded"]
     row = {"client": client, "op": op, "ops_per_s": result["achieved_rate"], "cpu_us_per_op": cpu / ok * 1e6, "ok": ok}
+    row["offered"] = rate
+    _per_op(row, counters, ok)
     if callgrind:
         row["ir"] = int(re.search(r"Collected : (\d+)", err)[1])
         row["ir_per_op"] = row["ir"] / ok
+        row["smb_ir_per_op"] = smb_ir / ok
     return row
+
+
+# The SMB target's own code, inclusive: building and queueing requests (`start`), sending them
+# (`flush`), and the connection's reader thread (framing, matching, each op's completion).
+SMB_CODE = (
+    r"target::smb::Smb as peakbench_engine::target::Target>::start \[",
+    r"target::smb::Smb as peakbench_engine::target::Target>::flush \[",
+    r"target/smb/conn\.rs:std::sys::backtrace::__rust_begin_short_backtrace",
+)
+
+
+def _smb_code_ir(profile: str) -> int:
+    """Instructions in SMB_CODE (callgrind_annotate's inclusive counts): unlike the whole
+    process's, they leave out the sender's pacing (its spin before a due time grows with
+    the wall-clock time it waits) and the per-trial set-up and summary."""
+    text = subprocess.run(
+        ["callgrind_annotate", "--inclusive=yes", profile], capture_output=True, text=True, check=True
+    ).stdout
+    total = 0
+    for pattern in SMB_CODE:
+        line = next((x for x in text.splitlines() if re.search(pattern, x) and not x.lstrip().startswith("=>")), "0")
+        total += int(line.split()[0].replace(",", ""))
+    return total
 
 
 def build_peers(out: Path) -> dict[str, Path]:
@@ -125,10 +183,10 @@ def build_peers(out: Path) -> dict[str, Path]:
 
 
 def peer_run(argv: list[str], env: dict | None = None) -> dict:
-    out, cpu, _ = _rusage_run(argv, env=env)
+    out, cpu, _, counters = _rusage_run(argv, env=env)
     row = json.loads(out)
     row["cpu_us_per_op"] = cpu / row["ops"] * 1e6  # the whole process, set-up included
-    return row
+    return _per_op(row, counters, row["ops"])
 
 
 def main() -> int:
@@ -140,7 +198,13 @@ def main() -> int:
     ap.add_argument("--encryption", action="store_true", help="the engine plain and encrypted, without the peers")
     ap.add_argument("--callgrind", action="store_true", help="with --encryption: instructions per op under callgrind")
     ap.add_argument("--before", metavar="ENGINE", help="with --callgrind: Ir per op of ENGINE beside this engine")
+    ap.add_argument("--match-peer", action="store_true", help="offer the engine 1.05x go-smb2's rate of the same run")
+    ap.add_argument("--counters", action="store_true", help="task-clock and context switches per op (perf stat)")
+    ap.add_argument("--output", type=Path, help="write every row to this JSON file")
     args = ap.parse_args()
+    if args.counters:
+        apt_install(("linux-perf",))
+        COUNTERS.append(PERF_EVENTS)
     if args.before:
         if not args.callgrind:
             ap.error("--before needs --callgrind")
@@ -158,33 +222,66 @@ def main() -> int:
         (server.share_dir / "probe.dat").write_bytes(os.urandom(4096))
         url = server.url("engine")
         s = [SHARE, USER, PASSWORD]
+        addr, host, port = f"127.0.0.1:{server.port}", "127.0.0.1", str(server.port)
+        one_core = {**os.environ, "GOMAXPROCS": "1"}
         for run in range(args.runs):
             for op in ("echo", "getattr", "read4k"):
-                rows.append({"run": run, **engine_run(engine, url, op, args.rate, args.seconds)})
                 if op == "echo":
+                    rows.append({"run": run, **engine_run(engine, url, op, args.rate, args.seconds)})
                     continue
-                addr, secs, tasks = f"127.0.0.1:{server.port}", str(args.seconds), str(args.tasks)
-                one_core = {**os.environ, "GOMAXPROCS": "1"}
-                rows.append({"run": run, **peer_run([str(peers["go-smb2"]), addr, *s, op, tasks, secs], one_core)})
-                host, port = "127.0.0.1", str(server.port)
-                rows.append({"run": run, **peer_run([str(peers["libsmbclient"]), host, port, *s, op, secs])})
+                go = peer_run([str(peers["go-smb2"]), addr, *s, op, str(args.tasks), str(args.seconds)], one_core)
+                rate = 1.05 * go["ops_per_s"] if args.match_peer else args.rate
+                rows.append({"run": run, **engine_run(engine, url, op, rate, args.seconds)})
+                rows.append({"run": run, **go})
+                rows.append(
+                    {"run": run, **peer_run([str(peers["libsmbclient"]), host, port, *s, op, str(args.seconds)])}
+                )
                 if probe.exists():
-                    rows.append({"run": run, **peer_run([str(probe), addr, *s, op, tasks, secs])})
+                    rows.append(
+                        {"run": run, **peer_run([str(probe), addr, *s, op, str(args.tasks), str(args.seconds)])}
+                    )
                 print(json.dumps(rows[-1]), file=sys.stderr)
-    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", file=sys.stderr)
+    _finish(args, rows)
     for op in ("echo", "getattr", "read4k"):
         for client in ("peakbench engine", "go-smb2", "libsmbclient", "smb crate 0.11"):
             got = [r for r in rows if r["op"] == op and r["client"] == client]
             if not got:
                 continue
-            rate = [r["ops_per_s"] for r in got]
-            cpu = [r["cpu_us_per_op"] for r in got]
-            print(
-                f"{op:8} {client:17} n={len(got)}  ops/s median {statistics.median(rate):8.0f}"
-                f" [{min(rate):.0f}-{max(rate):.0f}]  CPU µs/op median {statistics.median(cpu):6.1f}"
-                f" [{min(cpu):.1f}-{max(cpu):.1f}]"
-            )
+            line = f"{op:8} {client:17} n={len(got)}  ops/s {_spread([r['ops_per_s'] for r in got], '.0f')}"
+            line += f"  CPU µs/op {_spread([r['cpu_us_per_op'] for r in got], '.1f')}"
+            if COUNTERS:
+                line += f"  task-clock µs/op {_spread([r['task_clock_us_per_op'] for r in got], '.1f')}"
+                line += f"  switches/op {_spread([r['switches_per_op'] for r in got], '.2f')}"
+            print(line)
+        # Each run's engine set against the go-smb2 run beside it.
+        pairs = [
+            (e, g)
+            for e in rows
+            for g in rows
+            if e["op"] == g["op"] == op
+            and e["run"] == g["run"]
+            and (e["client"], g["client"]) == ("peakbench engine", "go-smb2")
+        ]
+        if pairs:
+            cpu = [e["cpu_us_per_op"] / g["cpu_us_per_op"] for e, g in pairs]
+            rate = [e["ops_per_s"] / g["ops_per_s"] for e, g in pairs]
+            print(f"{op:8} engine ÷ go-smb2 n={len(pairs)}  CPU/op {_spread(cpu, '.2f')}  ops/s {_spread(rate, '.2f')}")
     return 0
+
+
+def _finish(args, rows: list[dict]) -> None:
+    """Print the load average and, with --output, keep every row."""
+    load = os.getloadavg()
+    print(f"load average at the end: {load[0]:.1f} on {os.cpu_count()} cores", file=sys.stderr)
+    if args.output:
+        args.output.write_text(
+            json.dumps({"argv": sys.argv[1:], "load_average_end": load, "rows": rows}, indent=1) + "\n"
+        )
+
+
+def _spread(values: list[float], fmt: str) -> str:
+    """Median [min-max]."""
+    return f"{statistics.median(values):{fmt}} [{min(values):{fmt}}-{max(values):{fmt}}]"
 
 
 # The engine's encryption modes: client name -> smb:// URL options.
@@ -245,11 +342,11 @@ def before_after(args) -> int:
                         {"run": run, **low, "high_ops_per_s": high["ops_per_s"], "marginal_ir_per_op": marginal}
                     )
                     print(json.dumps(rows[-1]), file=sys.stderr)
-    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", file=sys.stderr)
+    _finish(args, rows)
     for op in ("echo", "getattr", "read4k"):
         for client in engines:
             got = [r for r in rows if r["op"] == op and r["client"] == client]
-            for name in ("ir_per_op", "marginal_ir_per_op"):
+            for name in ("ir_per_op", "marginal_ir_per_op", "smb_ir_per_op"):
                 v = [r[name] for r in got]
                 print(
                     f"{op:8} {client:6} n={len(got)}  {name} median {statistics.median(v):8.0f}"
