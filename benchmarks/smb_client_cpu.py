@@ -60,7 +60,7 @@ ENGINE_MIX = {"echo": {"null": 1.0}, "getattr": {"getattr": 1.0}, "read4k": {"re
 
 # Set by --counters: every client then runs under `perf stat` with these events.
 COUNTERS: list[str] = []
-PERF_EVENTS = "task-clock,context-switches"
+PERF_EVENTS = "task-clock,context-switches,user_time,system_time"
 
 
 def _rusage_run(argv: list[str], stdin: str | None = None, env: dict | None = None) -> tuple[str, float, str, dict]:
@@ -92,6 +92,8 @@ def _per_op(row: dict, counters: dict, ok: int) -> dict:
     if counters:
         row["task_clock_us_per_op"] = counters["task-clock"] * 1e3 / ok
         row["switches_per_op"] = counters["context-switches"] / ok
+        # perf's own split of the CPU time (ns): how much of it the kernel spent for the client.
+        row["kernel_share"] = counters["system_time"] / (counters["user_time"] + counters["system_time"])
     return row
 
 
@@ -252,6 +254,7 @@ def main() -> int:
             if COUNTERS:
                 line += f"  task-clock µs/op {_spread([r['task_clock_us_per_op'] for r in got], '.1f')}"
                 line += f"  switches/op {_spread([r['switches_per_op'] for r in got], '.2f')}"
+                line += f"  kernel share {_spread([r['kernel_share'] for r in got], '.2f')}"
             print(line)
         # Each run's engine set against the go-smb2 run beside it.
         pairs = [
