@@ -6,6 +6,7 @@ mod content;
 mod dialect;
 #[cfg(test)]
 mod fuzz;
+mod hist;
 mod interrupt;
 mod op;
 mod pacer;

@@ -1,5 +1,6 @@
 //! Latency histograms and counters per op type, and their JSON summaries.
 
+use crate::hist::LatencyHist;
 use crate::op::Op;
 use base64::Engine as _;
 use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
@@ -14,7 +15,7 @@ pub fn new_histogram() -> Histogram<u64> {
 
 #[derive(Default)]
 pub struct OpRecord {
-    pub hist: Option<Histogram<u64>>,
+    pub hist: Option<LatencyHist>,
     pub errors: BTreeMap<String, u64>,
     pub timeouts: u64,
     pub retransmissions: u64,
@@ -36,7 +37,7 @@ pub fn is_shed(kind: &str) -> bool {
 
 impl OpRecord {
     pub fn record(&mut self, latency_ns: u64, outcome: &Result<u64, String>, retransmissions: u32) {
-        self.hist.get_or_insert_with(new_histogram).saturating_record(latency_ns.max(1));
+        self.hist.get_or_insert_with(LatencyHist::default).record(latency_ns);
         self.retransmissions += retransmissions as u64;
         match outcome {
             Ok(bytes) => {
@@ -53,12 +54,12 @@ impl OpRecord {
 /// Everything the engine measures for the measured window.
 pub struct Recorder {
     pub ops: Vec<OpRecord>, // indexed by Op::index()
-    pub lag: Histogram<u64>,
+    pub lag: LatencyHist,
 }
 
 impl Default for Recorder {
     fn default() -> Self {
-        Recorder { ops: (0..Op::ALL.len()).map(|_| OpRecord::default()).collect(), lag: new_histogram() }
+        Recorder { ops: (0..Op::ALL.len()).map(|_| OpRecord::default()).collect(), lag: LatencyHist::default() }
     }
 }
 
@@ -122,7 +123,7 @@ pub fn encode(h: &Histogram<u64>) -> String {
 impl OpRecord {
     pub fn merge(&mut self, other: &OpRecord) {
         if let Some(h) = &other.hist {
-            self.hist.get_or_insert_with(new_histogram).add(h).expect("same bounds");
+            self.hist.get_or_insert_with(LatencyHist::default).add(h);
         }
         for (kind, n) in &other.errors {
             *self.errors.entry(kind.clone()).or_insert(0) += n;
@@ -142,7 +143,7 @@ impl Recorder {
         for (mine, theirs) in self.ops.iter_mut().zip(other.ops.iter()) {
             mine.merge(theirs);
         }
-        self.lag.add(&other.lag).expect("same bounds");
+        self.lag.add(&other.lag);
     }
 
     /// Per-op summaries (ops that were sent) and the overall histogram.
@@ -155,12 +156,12 @@ impl Recorder {
             if r.hist.is_none() && r.timeouts == 0 && r.cancellations == 0 {
                 continue; // never sent in the measured window
             }
-            let h = r.hist.as_ref().unwrap_or(&empty);
-            all.add(h).expect("same bounds");
+            let h = r.hist.as_ref().map_or_else(|| empty.clone(), LatencyHist::histogram);
+            all.add(&h).expect("same bounds");
             out.insert(
                 op.name().to_string(),
                 OpSummary {
-                    latency: summarize(h),
+                    latency: summarize(&h),
                     errors: r.errors.clone(),
                     timeouts: r.timeouts,
                     retransmissions: r.retransmissions,

@@ -202,7 +202,7 @@ fn result(spec: &TrialSpec, shared: &Shared, state: &Sched, max_busy: usize, res
     } else {
         None
     };
-    let lag = summarize(&tally.rec.lag);
+    let lag = summarize(&tally.rec.lag.histogram());
     let mix_actual = Op::ALL
         .iter()
         .filter(|op| state.sent_by_op[op.index()] > 0)
@@ -243,7 +243,7 @@ fn result(spec: &TrialSpec, shared: &Shared, state: &Sched, max_busy: usize, res
             .classes
             .iter()
             .map(|(key, rec)| {
-                let s = summarize(rec.hist.as_ref().expect("a recorded class has a histogram"));
+                let s = summarize(&rec.hist.as_ref().expect("a recorded class has a histogram").histogram());
                 let class =
                     ClassSummary { count: s.count, bytes: rec.bytes, mean_ms: s.mean_ms, p50_ms: s.p50_ms, p99_ms: s.p99_ms, max_ms: s.max_ms, hist: s.hist };
                 (class_label(key), class)

@@ -283,7 +283,7 @@ impl Shared {
             self.in_flight[d.op.index()].fetch_sub(1, Relaxed);
         }
         self.started_completed.fetch_add(1, Relaxed);
-        self.side.lock().expect("a sender panicked").complete(&self.quarters, d);
+        self.side.lock().expect("a sender panicked").complete(&self.quarters, &d);
         self.started.fetch_sub(1, SeqCst);
         // Wake a leader held by the cap once a quarter of the places are free, so it
         // sends a batch instead of one request per wake-up.
@@ -456,11 +456,11 @@ fn sender(shared: Arc<Shared>, slot: Arc<Slot>) {
         let done = Done { op: op_kind, due_ns, class, held_by_limit, start_ns, done_ns: now, outcome, retransmissions };
         match shared.lead.try_take() {
             Some(mut g) => {
-                g.tally.complete(&shared.quarters, done);
+                g.tally.complete(&shared.quarters, &done);
                 g.source.recycle(request);
                 lead = Some(g);
             }
-            None => shared.side.lock().expect("a sender panicked").complete(&shared.quarters, done),
+            None => shared.side.lock().expect("a sender panicked").complete(&shared.quarters, &done),
         }
     }
     shared.live.fetch_sub(1, Release);

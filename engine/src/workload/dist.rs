@@ -53,6 +53,13 @@ impl Dist {
     pub fn constant(value: f64) -> Dist {
         Dist { shape: Shape::Constant { value }, min: None, max: None }
     }
+    /// The value every sample takes, for a constant distribution: drawn once, not per request.
+    pub fn fixed(&self) -> Option<f64> {
+        match self.shape {
+            Shape::Constant { value } => Some(self.clamp(value)),
+            _ => None,
+        }
+    }
     pub fn zero() -> Dist {
         Dist::constant(0.0)
     }

@@ -35,6 +35,9 @@ pub struct Generator {
     rng: Pcg64Mcg,
     read: IoSpec,
     write: IoSpec,
+    /// Transfer sizes of constant read and write sizes (the usual case), so a request samples no
+    /// distribution; a constant draws no random number, so the sequence is the same either way.
+    fixed_xfer: [Option<u64>; 2],
     read_cursor: Cursor,
     write_cursor: Cursor,
     last_written: Option<u32>,
@@ -71,6 +74,7 @@ impl Generator {
             rng: Pcg64Mcg::seed_from_u64(spec.seed ^ 0x6f70_7321),
             read: spec.read.clone(),
             write: spec.write.clone(),
+            fixed_xfer: [&spec.read, &spec.write].map(|io| io.size.fixed().map(transfer_size)),
             read_cursor: Cursor::default(),
             write_cursor: Cursor::default(),
             last_written: None,
@@ -91,6 +95,7 @@ impl Generator {
     /// An op the object set cannot serve (rmdir before any mkdir, a file op once every file
     /// is removed) is drawn again among the ones it can, so every error is the server's.
     /// Only a mix none of whose ops is possible any more issues a request that fails.
+    #[inline(always)] // into the claim: the request is built where the sender takes it
     pub fn next(&mut self) -> (Op, Request, Option<u32>) {
         if let Some(mut chain) = self.chain.take() {
             let next = self.next_of_chain(&mut chain);
@@ -224,6 +229,7 @@ impl Generator {
         Request::Getattr { path: format!("(no {kind} left)") }
     }
 
+    #[inline(always)] // one function with `next`: the request is built in place, not moved out of calls
     fn request_for(&mut self, op: Op) -> (Request, Option<u32>) {
         match op {
             Op::Null => (Request::Null, None),
@@ -269,6 +275,7 @@ impl Generator {
         }
     }
 
+    #[inline(always)]
     fn file_request(&mut self, op: Op, f: u32) -> Request {
         // The picked file's own path, for the ops that name it (read and write place their own:
         // a sequential run may continue another file; commit names the last file written).
@@ -328,9 +335,14 @@ impl Generator {
     }
 
     /// A logical read or write, placed by the access pattern.
+    #[inline(always)]
     fn transfer(&mut self, write: bool, picked: u32) -> Request {
         let io = if write { &self.write } else { &self.read };
-        let (pattern, xfer) = (io.pattern, io.size.sample(&mut self.rng).max(1.0) as u64);
+        let xfer = match self.fixed_xfer[write as usize] {
+            Some(xfer) => xfer,
+            None => transfer_size(io.size.sample(&mut self.rng)),
+        };
+        let pattern = io.pattern;
         let (file, offset, len) = match pattern {
             Pattern::Random => {
                 // Offsets are multiples of the transfer size's largest power of two up to 4 KiB
@@ -412,6 +424,11 @@ impl Generator {
             *p = None;
         }
     }
+}
+
+/// A sampled transfer size in bytes: at least one.
+fn transfer_size(sample: f64) -> u64 {
+    sample.max(1.0) as u64
 }
 
 #[cfg(test)]

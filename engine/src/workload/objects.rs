@@ -105,7 +105,10 @@ impl WeightedSet {
         }
         let mut target = rng.random_range(0..total);
         if let Some(w) = self.uniform {
-            return Some((target / w) as usize);
+            // Uniform popularity weighs every object WEIGHT_SCALE, a power of two: a shift, not a
+            // 64-bit division per pick.
+            let index = if w.is_power_of_two() { target >> w.trailing_zeros() } else { target / w };
+            return Some(index as usize);
         }
         let mut pos = 0;
         let mut step = (self.len() + 1).next_power_of_two();

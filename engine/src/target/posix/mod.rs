@@ -70,6 +70,90 @@ impl Posix {
         })
     }
 
+    /// Every op but the two `Target::execute` takes itself.
+    #[inline(never)]
+    fn execute_other(&self, request: &Request) -> Outcome {
+        let root = self.root();
+        let ok = |ret: libc::c_int| check(ret as libc::c_long).map(|_| 0u64);
+        match request {
+            Request::Null => Ok(0),
+            Request::Lock { .. } | Request::Handle { .. } => Err("EOPNOTSUPP".into()), // refused before a trial (supports)
+            Request::Setattr { path, mode } => {
+                // AT_SYMLINK_NOFOLLOW: a symlink's own mode cannot change (EOPNOTSUPP), its target's must not.
+                let (dir, name) = self.parent_of(path)?;
+                let at = dir.as_ref().map_or(root, |d| d.0);
+                ok(with_cstr(name, |p| unsafe { libc::fchmodat(at, p, *mode, libc::AT_SYMLINK_NOFOLLOW) })?)
+            }
+            Request::Lookup { dir, name } => {
+                let d = self.openat(root, if dir.is_empty() { "." } else { dir }, libc::O_PATH | libc::O_DIRECTORY, 0)?;
+                self.stat(d.0, name).map(|_| 0)
+            }
+            Request::Access { path } => ok(with_cstr(path, |p| unsafe { libc::faccessat(root, p, libc::R_OK | libc::W_OK, 0) })?),
+            Request::Readlink { path } => {
+                let mut buf = [0u8; 4096];
+                let n = with_cstr(path, |p| unsafe { libc::readlinkat(root, p, buf.as_mut_ptr() as *mut _, buf.len()) })?;
+                check(n as libc::c_long).map(|n| n as u64)
+            }
+            Request::Getattr { .. } | Request::Read { .. } => unreachable!("Target::execute takes them"),
+            Request::Write { path, offset, len, xfer } => self.write(path, *offset, *len, *xfer),
+            Request::Create { path } => self.openat(root, path, libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY, 0o644).map(|_| 0),
+            Request::Mkdir { path } => {
+                let (dir, name) = self.parent_of(path)?;
+                let at = dir.as_ref().map_or(root, |d| d.0);
+                ok(with_cstr(name, |p| unsafe { libc::mkdirat(at, p, 0o755) })?)
+            }
+            Request::Symlink { path, points_to } => {
+                let (dir, name) = self.parent_of(path)?;
+                let at = dir.as_ref().map_or(root, |d| d.0);
+                ok(with_cstr(points_to, |t| with_cstr(name, |p| unsafe { libc::symlinkat(t, at, p) }))??)
+            }
+            Request::Remove { path } => {
+                let (dir, name) = self.parent_of(path)?;
+                let at = dir.as_ref().map_or(root, |d| d.0);
+                let r = ok(with_cstr(name, |p| unsafe { libc::unlinkat(at, p, 0) })?);
+                self.invalidate(path);
+                r
+            }
+            Request::Rmdir { path } => {
+                let (dir, name) = self.parent_of(path)?;
+                let at = dir.as_ref().map_or(root, |d| d.0);
+                let r = ok(with_cstr(name, |p| unsafe { libc::unlinkat(at, p, libc::AT_REMOVEDIR) })?);
+                self.invalidate(path);
+                r
+            }
+            Request::Rename { from, to } => {
+                let ((from_dir, from_name), (to_dir, to_name)) = (self.parent_of(from)?, self.parent_of(to)?);
+                let (f_at, t_at) = (from_dir.as_ref().map_or(root, |d| d.0), to_dir.as_ref().map_or(root, |d| d.0));
+                let r = ok(with_cstr(from_name, |f| with_cstr(to_name, |t| unsafe { libc::renameat(f_at, f, t_at, t) }))??);
+                self.invalidate(from);
+                self.invalidate(to); // it may have replaced a file
+                r
+            }
+            Request::Link { from, to } => {
+                let ((from_dir, from_name), (to_dir, to_name)) = (self.parent_of(from)?, self.parent_of(to)?);
+                let (f_at, t_at) = (from_dir.as_ref().map_or(root, |d| d.0), to_dir.as_ref().map_or(root, |d| d.0));
+                ok(with_cstr(from_name, |f| with_cstr(to_name, |t| unsafe { libc::linkat(f_at, f, t_at, t, 0) }))??)
+            }
+            Request::Readdir { path, plus } => self.readdir(path, *plus),
+            Request::Fsstat | Request::Fsinfo => {
+                let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+                ok(unsafe { libc::fstatvfs(root, &mut st) })
+            }
+            Request::Pathconf => {
+                unsafe { *libc::__errno_location() = 0 };
+                let v = unsafe { libc::fpathconf(root, libc::_PC_NAME_MAX) };
+                if v < 0 && errno() != 0 {
+                    return Err(errno_name(errno()));
+                }
+                Ok(0)
+            }
+            Request::Commit { path } => {
+                let fd = self.openat(root, path, libc::O_WRONLY, 0)?;
+                ok(unsafe { libc::fsync(fd.0) })
+            }
+        }
+    }
+
     fn root(&self) -> RawFd {
         self.root.as_ref().unwrap_or(&self.base).as_raw_fd()
     }
@@ -185,85 +269,12 @@ impl Target for Posix {
     }
 
     fn execute(&self, request: &Request) -> Outcome {
-        let root = self.root();
-        let ok = |ret: libc::c_int| check(ret as libc::c_long).map(|_| 0u64);
+        // Reads and getattrs in a small function: the other ops' many arms would make every
+        // call save and restore the registers they use.
         match request {
-            Request::Null => Ok(0),
-            Request::Lock { .. } | Request::Handle { .. } => Err("EOPNOTSUPP".into()), // refused before a trial (supports)
-            Request::Getattr { path } => self.stat(root, path).map(|_| 0),
-            Request::Setattr { path, mode } => {
-                // AT_SYMLINK_NOFOLLOW: a symlink's own mode cannot change (EOPNOTSUPP), its target's must not.
-                let (dir, name) = self.parent_of(path)?;
-                let at = dir.as_ref().map_or(root, |d| d.0);
-                ok(with_cstr(name, |p| unsafe { libc::fchmodat(at, p, *mode, libc::AT_SYMLINK_NOFOLLOW) })?)
-            }
-            Request::Lookup { dir, name } => {
-                let d = self.openat(root, if dir.is_empty() { "." } else { dir }, libc::O_PATH | libc::O_DIRECTORY, 0)?;
-                self.stat(d.0, name).map(|_| 0)
-            }
-            Request::Access { path } => ok(with_cstr(path, |p| unsafe { libc::faccessat(root, p, libc::R_OK | libc::W_OK, 0) })?),
-            Request::Readlink { path } => {
-                let mut buf = [0u8; 4096];
-                let n = with_cstr(path, |p| unsafe { libc::readlinkat(root, p, buf.as_mut_ptr() as *mut _, buf.len()) })?;
-                check(n as libc::c_long).map(|n| n as u64)
-            }
+            Request::Getattr { path } => self.stat(self.root(), path).map(|_| 0),
             Request::Read { path, file, offset, len, xfer } => self.read(path, file.as_ref(), *offset, *len, *xfer),
-            Request::Write { path, offset, len, xfer } => self.write(path, *offset, *len, *xfer),
-            Request::Create { path } => self.openat(root, path, libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY, 0o644).map(|_| 0),
-            Request::Mkdir { path } => {
-                let (dir, name) = self.parent_of(path)?;
-                let at = dir.as_ref().map_or(root, |d| d.0);
-                ok(with_cstr(name, |p| unsafe { libc::mkdirat(at, p, 0o755) })?)
-            }
-            Request::Symlink { path, points_to } => {
-                let (dir, name) = self.parent_of(path)?;
-                let at = dir.as_ref().map_or(root, |d| d.0);
-                ok(with_cstr(points_to, |t| with_cstr(name, |p| unsafe { libc::symlinkat(t, at, p) }))??)
-            }
-            Request::Remove { path } => {
-                let (dir, name) = self.parent_of(path)?;
-                let at = dir.as_ref().map_or(root, |d| d.0);
-                let r = ok(with_cstr(name, |p| unsafe { libc::unlinkat(at, p, 0) })?);
-                self.invalidate(path);
-                r
-            }
-            Request::Rmdir { path } => {
-                let (dir, name) = self.parent_of(path)?;
-                let at = dir.as_ref().map_or(root, |d| d.0);
-                let r = ok(with_cstr(name, |p| unsafe { libc::unlinkat(at, p, libc::AT_REMOVEDIR) })?);
-                self.invalidate(path);
-                r
-            }
-            Request::Rename { from, to } => {
-                let ((from_dir, from_name), (to_dir, to_name)) = (self.parent_of(from)?, self.parent_of(to)?);
-                let (f_at, t_at) = (from_dir.as_ref().map_or(root, |d| d.0), to_dir.as_ref().map_or(root, |d| d.0));
-                let r = ok(with_cstr(from_name, |f| with_cstr(to_name, |t| unsafe { libc::renameat(f_at, f, t_at, t) }))??);
-                self.invalidate(from);
-                self.invalidate(to); // it may have replaced a file
-                r
-            }
-            Request::Link { from, to } => {
-                let ((from_dir, from_name), (to_dir, to_name)) = (self.parent_of(from)?, self.parent_of(to)?);
-                let (f_at, t_at) = (from_dir.as_ref().map_or(root, |d| d.0), to_dir.as_ref().map_or(root, |d| d.0));
-                ok(with_cstr(from_name, |f| with_cstr(to_name, |t| unsafe { libc::linkat(f_at, f, t_at, t, 0) }))??)
-            }
-            Request::Readdir { path, plus } => self.readdir(path, *plus),
-            Request::Fsstat | Request::Fsinfo => {
-                let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-                ok(unsafe { libc::fstatvfs(root, &mut st) })
-            }
-            Request::Pathconf => {
-                unsafe { *libc::__errno_location() = 0 };
-                let v = unsafe { libc::fpathconf(root, libc::_PC_NAME_MAX) };
-                if v < 0 && errno() != 0 {
-                    return Err(errno_name(errno()));
-                }
-                Ok(0)
-            }
-            Request::Commit { path } => {
-                let fd = self.openat(root, path, libc::O_WRONLY, 0)?;
-                ok(unsafe { libc::fsync(fd.0) })
-            }
+            _ => self.execute_other(request),
         }
     }
 
