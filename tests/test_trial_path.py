@@ -304,3 +304,42 @@ def test_ctrl_c_during_a_two_client_plan_trial_keeps_both_clients_window(engine_
     assert f"null run 1: {line}: {merged['achieved_rate']:.1f} ops/s achieved" in err
     assert connection.execute("SELECT COUNT(*) FROM plan_runs").fetchone()[0] == 0
     assert connection.execute("SELECT status FROM plans").fetchone()[0] == "running"
+
+
+class LosesAClosedLoopClient:
+    """An engine whose run loses one of two closed-loop load clients (as a replay with --load-clients
+    runs): a fake, because which client a real cluster loses, and when, cannot be chosen."""
+
+    def __init__(self, survivor: dict):
+        self.survivor = survivor
+
+    def run(self, spec: dict, on_progress=None) -> dict:
+        from peakbench.cluster.fanout import ClientRun, ClientsLost, DistributedTrial
+        from peakbench.cluster.merge import merge_results
+
+        merged = merge_results([self.survivor], ["client-0"])
+        runs = [ClientRun("client-0", "w0", "host", spec, self.survivor), ClientRun("client-1", "w1", "host", spec)]
+        runs[1].lost = True
+        raise ClientsLost(DistributedTrial(spec, runs, merged, "lost-clients", "lost client-1"))
+
+
+def test_a_lost_closed_loop_client_is_stored_as_failed_naming_what_the_other_achieved(tmp_path):
+    """A closed loop offers no rate: the failed trial's note says what the survivor achieved, instead of
+    the note's formatting of the missing offered rate ending the command with a TypeError."""
+    import random
+
+    from peakbench.store import Store
+    from peakbench.trials import TrialFailed, TrialRecord, run_trial
+    from test_cluster_merge import fake_result
+
+    survivor, _, _ = fake_result(random.Random(3), 100.0)
+    survivor["requested_rate"] = None  # closed loop
+    spec = {"load": {"rate": 0.0, "clients": 2, "warmup_s": 0.0, "runtime_s": 1.0}}
+    with Store(tmp_path / "s.db") as store:
+        with pytest.raises(TrialFailed, match="lost client-1") as failed:
+            run_trial(
+                spec, LosesAClosedLoopClient(survivor), store, TrialRecord("replay", "http://x", {}), prepare=False
+            )
+        (trial,) = store.trials()
+    assert trial["id"] == failed.value.trial_id and trial["status"] == "failed"
+    assert f"client-0 achieved {survivor['achieved_rate']:.1f} ops/s" in " ".join(trial["notes"])

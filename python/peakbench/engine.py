@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import distributions
-from .contract import TrialResult
+from .contract import Outcomes, TrialResult
 from .errors import InputError, RunError, TrialInterrupted
 
 ENV_VAR = "PEAKBENCH_ENGINE"
@@ -164,25 +164,21 @@ SHED_KINDS = ("http_503", "http_429", "NFS3ERR_JUKEBOX")
 SHED_LABEL = "HTTP 503/429 or NFS3ERR_JUKEBOX: overloaded, on purpose"
 
 
-def outcomes(result: dict) -> dict:
+def outcomes(result: TrialResult) -> Outcomes:
     """What became of a trial's window requests (SPEC.md `outcomes`): the engine's own count,
     or for a result stored before it had one, the same derived from its per-op counts."""
-    typed = TrialResult.load(result)
-    if typed.outcomes is not None:
-        return typed.outcomes.dump()
-    counts = {"succeeded": 0, "errors": 0, "shed": 0, "timeouts": 0, "cancelled": 0}
-    for op in typed.ops.values():
-        errors = op.errors or {}
-        failed = sum(errors.values()) + (op.shed or 0) + (op.timeouts or 0)
-        counts["succeeded"] += op.successes if op.successes is not None else op.count - failed
-        counts["timeouts"] += op.timeouts or 0
-        counts["cancelled"] += op.cancellations or 0
-        for kind, n in errors.items():
-            counts["shed" if kind in SHED_KINDS else "errors"] += n
-        counts["shed"] += op.shed or 0
-    failed = counts["errors"] + counts["shed"] + counts["timeouts"] + counts["cancelled"]
-    total = failed + counts["succeeded"]
-    return {**counts, "failed_share": failed / total if total else 0.0}
+    if result.outcomes is not None:
+        return result.outcomes
+    succeeded = errors = shed = timeouts = cancelled = 0
+    for op in result.ops.values():
+        by_kind = op.errors or {}
+        failed = sum(by_kind.values()) + (op.shed or 0) + (op.timeouts or 0)
+        succeeded += op.successes if op.successes is not None else op.count - failed
+        timeouts += op.timeouts or 0
+        cancelled += op.cancellations or 0
+        shed += sum(n for kind, n in by_kind.items() if kind in SHED_KINDS) + (op.shed or 0)
+        errors += sum(n for kind, n in by_kind.items() if kind not in SHED_KINDS)
+    return Outcomes.of(succeeded, errors, shed, timeouts, cancelled)
 
 
 def offered_rate(result: dict) -> float:

@@ -52,7 +52,7 @@ from .locks import StoreLock
 from .output import STDOUT, check_output, write_json
 from .progress import ProgressDisplay
 from .sysinfo import snapshot
-from .table import error_count, print_trial
+from .table import ops_with_error_counts, print_trial
 from .targets import check_ours, parse_target, target_label
 from .trials import TrialRecord, run_trial
 from .units import format_size, parse_size
@@ -382,21 +382,21 @@ def run_point(spec: dict, engine, store, record: TrialRecord, prepare: bool, con
     result, trial_id = stored.result, stored.trial_id
     if trial_id is None:
         print(f"peakbench: {stored.store_error}; the trial was written to {stored.saved_to} instead", file=sys.stderr)
+    typed = TrialResult.load(result)
     if parse_report:
-        report_parse(result["replay"])
+        report_parse(typed.replay)
     size = spec["replay"]["dataset_bytes"]
     console.print(
         f"[bold]trial {trial_id}[/bold]: {mode_text(spec)}" + (f", data set {format_size(size)}" if size else "")
     )
-    print_trial({**spec, "mix": TrialResult.load(result).mix_actual}, result, console)
+    print_trial({**spec, "mix": typed.mix_actual}, result, console)
     console.print(class_table(result))
     print_clients(result, console)
     return report_row(trial_id, result)
 
 
 def report_row(trial_id: int | None, result: dict) -> dict:
-    ops = {name: {**op, "error_count": error_count(op)} for name, op in result["ops"].items()}
-    return {"trial_id": trial_id, **result, "ops": ops}
+    return {"trial_id": trial_id, **result, "ops": ops_with_error_counts(result)}
 
 
 def run_sweep(store, sweep_id: int, specs: list[dict], engine, record: TrialRecord, prepare: bool, console) -> list:
