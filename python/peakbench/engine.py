@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -59,6 +60,18 @@ class Engine:
         self.path = path or find_engine()
         # Told each engine process as it starts (a load client's worker keeps them to stop them).
         self.on_start = on_start
+        self._trials: set[subprocess.Popen] = set()  # engines running a trial, not yet told to stop
+        self._trials_lock = threading.Lock()
+
+    def interrupt(self) -> None:
+        """Pass Ctrl-C on to every trial this Engine is running, once: a SIGINT sent to the controller
+        alone (`kill -INT`) would otherwise leave them measuring to the end. An engine that got the
+        terminal's SIGINT too takes this as the same stop (SPEC.md, an interrupted trial)."""
+        with self._trials_lock:
+            running, self._trials = self._trials, set()
+        for process in running:
+            if process.poll() is None:
+                process.send_signal(signal.SIGINT)
 
     def version(self) -> str:
         done = subprocess.run([self.path, "--version"], capture_output=True, text=True, timeout=30)
@@ -97,6 +110,9 @@ class Engine:
         )
         if self.on_start is not None:
             self.on_start(process)
+        if command == "run":
+            with self._trials_lock:
+                self._trials.add(process)
         timed_out = threading.Event()
 
         def stop_at_deadline():
@@ -125,8 +141,9 @@ class Engine:
             process.wait()
             reader.join()
         except KeyboardInterrupt:
-            # The engine got the same SIGINT: a trial ends its window early, drains for at most
-            # 2 s, restores the file set and reports what it measured (interrupt.rs).
+            # A trial ends its window early, drains for at most 2 s, restores the file set and
+            # reports what it measured (interrupt.rs).
+            self.interrupt()
             try:
                 process.wait(timeout=60)
             except subprocess.TimeoutExpired:
@@ -139,6 +156,8 @@ class Engine:
             raise
         finally:
             watchdog.cancel()
+            with self._trials_lock:
+                self._trials.discard(process)
 
         error_text = "; ".join(messages) or "(no message)"
         if timed_out.is_set():

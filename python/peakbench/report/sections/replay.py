@@ -84,7 +84,7 @@ def _row(point: SizePoint, confidence: float) -> list:
         high,
         math.fsum(r.achieved_rate for r in results) / len(results),
         math.fsum(r.latency.total_ms for r in results) / requests if requests else None,
-        percentile_ms(merged(r.latency.dump() for r in results), 99),
+        percentile_ms(merged(r.latency for r in results), 99),
         sum(r.outcomes.errors + r.outcomes.timeouts for r in results),
         " ".join(str(t["id"]) for t in point.trials),
     ]
