@@ -1089,7 +1089,7 @@ def command_results_export(args: argparse.Namespace) -> int:
                     "requested_rate": trial["rate"],
                     **measured,
                     "files": (trial["spec"].get("fileset") or {}).get("files")  # a replay has no file set
-                    or ((result.replay or {}).get("files") if result is not None else None),
+                    or (result.replay.files if result is not None and result.replay is not None else None),
                     "error": trial["error"],
                 }
             )

@@ -132,19 +132,18 @@ def summary_lines(spec: dict, result: dict) -> list[Text]:
             f" p50 {_ms(latency.p50_ms)} ms, p99 {_ms(latency.p99_ms)} ms"
         )
     )
-    moderation = typed.receive_moderation or {}
-    if moderation.get("holds"):
+    moderation = typed.receive_moderation
+    if moderation is not None and moderation.holds:
         policy = (
-            f"{moderation['hold_fraction_of_latency']:.0%} of the observed latency, at most"
-            f" {moderation['hold_cap_us']:g} µs"
-            if moderation["mode"] == "adaptive"
-            else f"{moderation['hold_us']:g} µs"
+            f"{moderation.hold_fraction_of_latency:.0%} of the observed latency, at most {moderation.hold_cap_us:g} µs"
+            if moderation.mode == "adaptive"
+            else f"{moderation.hold_us:g} µs"
         )
         lines.append(
             Text(
-                f"receive moderation ({moderation['mode']}, {policy}, while 8+ calls were in flight):"
-                f" {moderation['holds']:,} of {moderation['reads']:,} reads held replies back, mean"
-                f" {moderation['mean_hold_us']:.0f} µs, max {moderation['max_hold_us']:.0f} µs"
+                f"receive moderation ({moderation.mode}, {policy}, while 8+ calls were in flight):"
+                f" {moderation.holds:,} of {moderation.reads:,} reads held replies back, mean"
+                f" {moderation.mean_hold_us:.0f} µs, max {moderation.max_hold_us:.0f} µs"
                 " (the latencies include it)",
                 style="yellow",
             )

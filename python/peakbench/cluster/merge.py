@@ -35,6 +35,7 @@ the log's summary is the whole log's, with every client's share listed.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -42,12 +43,14 @@ import numpy as np
 from hdrh.histogram import HdrHistogram
 
 from ..contract import (
+    ClassStats,
     ClientSummary,
     ContractError,
     FilesetInfo,
     OpStats,
     Outcomes,
     Outstanding,
+    ReceiveModeration,
     Restore,
     ScheduleLag,
     TrialResult,
@@ -357,36 +360,41 @@ def _merge_replay(results: Sequence[TrialResult]) -> dict:
     classes = {}
     for label in sorted({label for r in results for label in r.classes or {}}):
         parts = [r.classes[label] for r in results if label in (r.classes or {})]
-        summary = summarize(add_histograms([part.get("hist") for part in parts]))
-        classes[label] = {
-            "count": sum(part["count"] for part in parts),
-            "bytes": sum(part["bytes"] for part in parts),
-            **{key: summary[key] for key in ("mean_ms", "p50_ms", "p99_ms", "max_ms", "hist")},
-        }
+        summary = OpStats.load(summarize(add_histograms([part.hist for part in parts])))
+        classes[label] = ClassStats(
+            count=sum(part.count for part in parts),
+            bytes=sum(part.bytes for part in parts),
+            mean_ms=summary.mean_ms,
+            p50_ms=summary.p50_ms,
+            p99_ms=summary.p99_ms,
+            max_ms=summary.max_ms,
+            hist=summary.hist,
+        )
     replays = [r.replay for r in results]
-    issued = sum(replay.get("issued", 0) for replay in replays)
-    exhausted = [replay["exhausted_at_s"] for replay in replays if replay.get("exhausted_at_s") is not None]
-    replay = {key: value for key, value in replays[0].items() if key != "share"}
-    replay.update(
+    issued = sum(replay.issued for replay in replays)
+    exhausted = [replay.exhausted_at_s for replay in replays if replay.exhausted_at_s is not None]
+    replay = dataclasses.replace(
+        replays[0],
+        share=None,
         issued=issued,
-        loops=issued / replay["requests"] if replay.get("requests") else 0.0,
+        loops=issued / replays[0].requests if replays[0].requests else 0.0,
         exhausted_at_s=max(exhausted) if exhausted else None,
-        shares=[{**part.get("share", {}), "issued": part.get("issued", 0)} for part in replays],
+        extra={**replays[0].extra, "shares": [{**(part.share or {}), "issued": part.issued} for part in replays]},
     )
     return {"classes": classes, "replay": replay}
 
 
-def _merge_moderation(reports: Sequence[dict]) -> dict:
+def _merge_moderation(reports: Sequence[ReceiveModeration]) -> ReceiveModeration:
     """The clients' NFS receive-moderation reports as one: reads and holds added, the mean hold
     weighted by holds, the longest hold of any; the policy (one spec for all) from the first."""
-    holds = sum(m.get("holds", 0) for m in reports)
-    return {
-        **reports[0],
-        "reads": sum(m.get("reads", 0) for m in reports),
-        "holds": holds,
-        "mean_hold_us": sum(m.get("mean_hold_us", 0.0) * m.get("holds", 0) for m in reports) / holds if holds else 0.0,
-        "max_hold_us": max(m.get("max_hold_us", 0.0) for m in reports),
-    }
+    holds = sum(m.holds for m in reports)
+    return dataclasses.replace(
+        reports[0],
+        reads=sum(m.reads for m in reports),
+        holds=holds,
+        mean_hold_us=sum(m.mean_hold_us * m.holds for m in reports) / holds if holds else 0.0,
+        max_hold_us=max(m.max_hold_us for m in reports),
+    )
 
 
 def _merge_filesets(filesets: Sequence[FilesetInfo], shared: bool) -> FilesetInfo | None:
