@@ -39,7 +39,7 @@ PEER_S = 3.0
 
 def closed_spec(target: dict, mix: dict, runtime_s: float) -> dict:
     spec = bench.trial_spec(target, 1, mix, bench.fileset(4096), runtime_s=runtime_s)
-    spec["schema"] = "peakbench.trial-spec/2"
+    spec["schema"] = bench.SPEC_SCHEMA_V2
     spec["load"] = {"clients": 1, "warmup_s": 0, "runtime_s": runtime_s}
     return spec
 

@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 RESULTS = BENCH / "results"
 sys.path.insert(0, str(ROOT / "python"))  # the checkout's peakbench, installed or not
-from peakbench.contract import SPEC_SCHEMA  # noqa: E402
+from peakbench.contract import SPEC_SCHEMA, SPEC_SCHEMA_V2  # noqa: E402
 
 ENGINE = ROOT / "engine" / "target" / "release" / "peakbench-engine"
 MANIFEST = ".peakbench-manifest.json"
@@ -1466,7 +1466,7 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
                 **load,
             )
             if clients:
-                spec["schema"] = "peakbench.trial-spec/2"
+                spec["schema"] = SPEC_SCHEMA_V2
             r = engine("run", spec, cpus=client_cpu, binary=binary).result
             errors = sum(sum(o["errors"].values()) + o["timeouts"] for o in r["ops"].values())
             lat = r["latency"]
@@ -1715,7 +1715,7 @@ def bench_http(name: str = "http") -> dict:
 
         def spec(url: str, **load) -> dict:
             return {
-                "schema": "peakbench.trial-spec/2",
+                "schema": SPEC_SCHEMA_V2,
                 "target": {"kind": "http", "url": url},
                 "load": {"runtime_s": seconds, "warmup_s": 0.0, **load},
                 "replay": {"log": str(log), "format": "common"},
@@ -1851,7 +1851,7 @@ def bench_parser(name: str = "parser") -> dict:
         t = engine(
             "run",
             {
-                "schema": "peakbench.trial-spec/2",
+                "schema": SPEC_SCHEMA_V2,
                 "target": {"kind": "null"},
                 "load": {"runtime_s": 0.01, "rate": 1},
                 "replay": {"log": str(path), "format": "combined"},
@@ -2098,7 +2098,7 @@ def bench_https(name: str = "https") -> dict:
                         w = wrk(url + "f10k.bin", conns, seconds, client_cpus)
                         target = url + (f"?ca={certs / 'ca.pem'}" if scheme == "https" else "")
                         spec = {
-                            "schema": "peakbench.trial-spec/2",
+                            "schema": SPEC_SCHEMA_V2,
                             "target": {"kind": "http", "url": target},
                             "load": {"runtime_s": seconds, "warmup_s": 0.0, "clients": conns},
                             "replay": {"log": str(log), "format": "common"},

@@ -50,6 +50,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE.parent / "python"))
 
 from debian import apt_install  # noqa: E402
+from peakbench.contract import SPEC_SCHEMA  # noqa: E402
 from peakbench.targets import parse_target  # noqa: E402
 from samba import PASSWORD, SHARE, USER, Samba  # noqa: E402
 
@@ -107,7 +108,7 @@ def engine_run(
     callgrind: bool = False,
 ) -> dict:
     spec = {
-        "schema": "peakbench.trial-spec/1",
+        "schema": SPEC_SCHEMA,
         "target": parse_target(url),
         "seed": 1,
         "load": {"rate": rate, "warmup_s": 0.0, "runtime_s": seconds, "drain_timeout_s": 5.0},

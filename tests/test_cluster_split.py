@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 from peakbench.cluster.clock import ClockOffset, check_skew, estimate, skew_bound_s
@@ -20,6 +21,7 @@ from peakbench.cluster.fanout import (
 )
 from peakbench.errors import InputError, RunError
 from peakbench.workload import find_workload, trial_spec
+from test_cluster_merge import fake_result
 
 
 @pytest.fixture
@@ -117,7 +119,10 @@ def test_a_measured_start_skew_is_in_the_controllers_clock(spec):
     gap = 1 / spec["load"]["rate"]
     for i, (offset, error) in enumerate(((0.5, 0.0), (-1.0, 0.0003))):
         run = ClientRun(f"client-{i}", "w", "h", spec, clock=ClockOffset(f"client-{i}", offset, 0.0001))
-        run.result = {"start": {"at_unix_s": 100.0 + i * gap + offset + error}}
+        run.result = {
+            **fake_result(random.Random(i), 50.0)[0],
+            "start": {"at_unix_s": 100.0 + i * gap + offset + error},
+        }
         runs.append(run)
     assert measured_start_skew_ms(runs, 100.0, spec) == pytest.approx(0.3)
 

@@ -6,23 +6,26 @@ import random
 import numpy as np
 import pytest
 from hdrh.histogram import HdrHistogram
+from peakbench.contract import OpStats
 from peakbench.report.histograms import merged, pooled
 from peakbench.report.sections.load_curve import overall_response_time
 
 
-def trial_record(latencies_ms: list[float]) -> dict:
+def trial_record(latencies_ms: list[float]) -> OpStats:
     """What the engine stores for one trial: moments and an HDR histogram in nanoseconds."""
     histogram = HdrHistogram(1, 3_600_000_000_000, 3)
     for value in latencies_ms:
         histogram.record_value(round(value * 1e6))
     values = np.array(latencies_ms)
-    return {
-        "count": len(values),
-        "mean_ms": float(values.mean()),
-        "stddev_ms": float(values.std(ddof=1)),
-        "total_ms": float(values.sum()),
-        "hist": histogram.encode().decode(),
-    }
+    return OpStats.load(
+        {
+            "count": len(values),
+            "mean_ms": float(values.mean()),
+            "stddev_ms": float(values.std(ddof=1)),
+            "total_ms": float(values.sum()),
+            "hist": histogram.encode().decode(),
+        }
+    )
 
 
 @pytest.fixture
@@ -47,9 +50,9 @@ def test_pooled_moments_equal_those_of_every_request(trials):
 def test_merged_percentiles_and_shares_agree_with_hdrhistogram(trials):
     records = [trial_record(t) for t in trials]
     distribution = merged(records)
-    reference = HdrHistogram.decode(records[0]["hist"])
+    reference = HdrHistogram.decode(records[0].hist)
     for record in records[1:]:
-        reference.add(HdrHistogram.decode(record["hist"]))
+        reference.add(HdrHistogram.decode(record.hist))
     assert distribution.total == sum(len(t) for t in trials)
     for percentile in (0.1, 50, 90, 99, 99.9, 100):
         assert distribution.percentile_ms(percentile) == reference.get_value_at_percentile(percentile) / 1e6
@@ -62,7 +65,7 @@ def test_merged_percentiles_and_shares_agree_with_hdrhistogram(trials):
 
 
 def test_a_record_without_requests_adds_nothing(trials):
-    empty = {"count": 0, "mean_ms": 0.0, "stddev_ms": 0.0, "total_ms": 0.0, "hist": None}
+    empty = OpStats.load({"count": 0, "mean_ms": 0.0, "stddev_ms": 0.0, "total_ms": 0.0, "hist": None})
     assert merged([empty, None]) is None
     assert pooled([empty]).count == 0 and pooled([empty]).mean_ms is None
 

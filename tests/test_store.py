@@ -71,3 +71,27 @@ def test_results_commands_refuse_a_newer_store(tmp_path, cli):
     done = cli("results", "list", "--db", str(path))
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "schema version 99" in done.stderr
+
+
+def test_results_list_shows_every_kind_of_job_and_filters_by_kind(tmp_path):
+    """Searches, sfs runs, replay sweeps, surfaces and plans are listed with their kind, id, workload,
+    target and state, not only loose trials; --kind keeps the kinds asked for."""
+    import json
+
+    from peakbench.cli import main
+
+    path = tmp_path / "p.db"
+    with Store(path) as store:
+        store.add_search(workload="mail", target="null://", policy="guided", settings={})
+        store.add_sfs_run(workload="specsfs2008", target="/srv/a", settings={})
+        store.add_replay_sweep(workload="replay:access.log", target="http://h/", specs=[], prepare=False)
+        store.add_surface(plan={"workload": "mail", "target": "null://"})
+        store.add_plan(name="rates", path="plan.toml", sources={}, plan={}, workdir=".", tests=[], notes=[])
+    assert main(["results", "list", "--db", str(path), "--json", str(tmp_path / "all.json")]) == 0
+    listed = {job["kind"]: job for job in json.loads((tmp_path / "all.json").read_text())}
+    assert sorted(listed) == ["plan", "replay", "search", "sfs", "surface"]
+    assert (listed["sfs"]["id"], listed["sfs"]["workload"], listed["sfs"]["target"]) == (1, "specsfs2008", "/srv/a")
+    assert listed["plan"]["workload"] == "rates" and all(job["status"] for job in listed.values())
+    chosen = tmp_path / "chosen.json"
+    assert main(["results", "list", "--kind", "sfs", "--kind", "plan", "--db", str(path), "--json", str(chosen)]) == 0
+    assert sorted(job["kind"] for job in json.loads(chosen.read_text())) == ["plan", "sfs"]

@@ -167,9 +167,9 @@ def as_a_terminal_job() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def test_ctrl_c_during_a_run_keeps_and_prints_what_was_measured(engine_path, tmp_path):
-    """Ctrl-C (SIGINT to the foreground process group, as a terminal sends it) ends the window early:
-    the engine reports the part measured, marked interrupted, and peakbench stores and prints it."""
+def _measuring_run(tmp_path: Path) -> tuple[subprocess.Popen, Path, Path]:
+    """`peakbench run` of a 60 s trial on null:// in its own session, as a terminal's foreground job,
+    once its measured window has begun; (the process, its store, its --json file)."""
     store, out = tmp_path / "p.db", tmp_path / "out.json"
     env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
     run = subprocess.Popen(
@@ -202,8 +202,11 @@ def test_ctrl_c_during_a_run_keeps_and_prints_what_was_measured(engine_path, tmp
     deadline = time.monotonic() + 60
     while "measure" not in (progress := run.stderr.readline()):  # the measured window has begun
         assert progress and time.monotonic() < deadline, "the trial never started measuring"
-    time.sleep(2)
-    os.killpg(run.pid, signal.SIGINT)
+    return run, store, out
+
+
+def _kept_as_interrupted(run: subprocess.Popen, store: Path, out: Path) -> None:
+    """`run`, stopped 2 s into its window, stored, wrote and printed the part it measured."""
     stdout, stderr = run.communicate(timeout=60)
     assert run.returncode == 130, stderr
     assert "interrupted after" in stderr and "stored as interrupted trial 1" in stderr
@@ -214,6 +217,27 @@ def test_ctrl_c_during_a_run_keeps_and_prints_what_was_measured(engine_path, tmp
     assert kept["latency"]["count"] > 300 and abs(kept["achieved_rate"] - 300) < 30
     status, result = sqlite3.connect(store).execute("SELECT status, result FROM trials WHERE id = 1").fetchone()
     assert status == "interrupted" and json.loads(result)["runtime_s"] == kept["runtime_s"]
+
+
+def test_ctrl_c_during_a_run_keeps_and_prints_what_was_measured(engine_path, tmp_path):
+    """Ctrl-C (SIGINT to the foreground process group, as a terminal sends it) ends the window early:
+    the engine reports the part measured, marked interrupted, and peakbench stores and prints it. The
+    engine gets the signal twice (from the terminal, and passed on by peakbench) and stops once."""
+    run, store, out = _measuring_run(tmp_path)
+    time.sleep(2)
+    os.killpg(run.pid, signal.SIGINT)
+    _kept_as_interrupted(run, store, out)
+
+
+def test_sigint_to_peakbench_alone_keeps_what_was_measured(engine_path, tmp_path):
+    """`kill -INT` of peakbench's own pid reaches it and not its engine: peakbench passes the stop on,
+    so the window ends early and is kept, rather than the engine measuring to its end unheard."""
+    run, store, out = _measuring_run(tmp_path)
+    time.sleep(2)
+    stopped = time.monotonic()
+    run.send_signal(signal.SIGINT)
+    _kept_as_interrupted(run, store, out)
+    assert time.monotonic() - stopped < 20, "the engine was not told to stop"
 
 
 def _plan_process(tmp_path: Path, runtime: str, clients: int = 1) -> tuple[subprocess.Popen, Path]:
@@ -304,3 +328,42 @@ def test_ctrl_c_during_a_two_client_plan_trial_keeps_both_clients_window(engine_
     assert f"null run 1: {line}: {merged['achieved_rate']:.1f} ops/s achieved" in err
     assert connection.execute("SELECT COUNT(*) FROM plan_runs").fetchone()[0] == 0
     assert connection.execute("SELECT status FROM plans").fetchone()[0] == "running"
+
+
+class LosesAClosedLoopClient:
+    """An engine whose run loses one of two closed-loop load clients (as a replay with --load-clients
+    runs): a fake, because which client a real cluster loses, and when, cannot be chosen."""
+
+    def __init__(self, survivor: dict):
+        self.survivor = survivor
+
+    def run(self, spec: dict, on_progress=None) -> dict:
+        from peakbench.cluster.fanout import ClientRun, ClientsLost, DistributedTrial
+        from peakbench.cluster.merge import merge_results
+
+        merged = merge_results([self.survivor], ["client-0"])
+        runs = [ClientRun("client-0", "w0", "host", spec, self.survivor), ClientRun("client-1", "w1", "host", spec)]
+        runs[1].lost = True
+        raise ClientsLost(DistributedTrial(spec, runs, merged, "lost-clients", "lost client-1"))
+
+
+def test_a_lost_closed_loop_client_is_stored_as_failed_naming_what_the_other_achieved(tmp_path):
+    """A closed loop offers no rate: the failed trial's note says what the survivor achieved, instead of
+    the note's formatting of the missing offered rate ending the command with a TypeError."""
+    import random
+
+    from peakbench.store import Store
+    from peakbench.trials import TrialFailed, TrialRecord, run_trial
+    from test_cluster_merge import fake_result
+
+    survivor, _, _ = fake_result(random.Random(3), 100.0)
+    survivor["requested_rate"] = None  # closed loop
+    spec = {"load": {"rate": 0.0, "clients": 2, "warmup_s": 0.0, "runtime_s": 1.0}}
+    with Store(tmp_path / "s.db") as store:
+        with pytest.raises(TrialFailed, match="lost client-1") as failed:
+            run_trial(
+                spec, LosesAClosedLoopClient(survivor), store, TrialRecord("replay", "http://x", {}), prepare=False
+            )
+        (trial,) = store.trials()
+    assert trial["id"] == failed.value.trial_id and trial["status"] == "failed"
+    assert f"client-0 achieved {survivor['achieved_rate']:.1f} ops/s" in " ".join(trial["notes"])

@@ -60,7 +60,7 @@ from .report import command as report_command
 from .sfs import run as sfs_command
 from .surfaceplan import load_plan
 from .sysinfo import peakbench_version, snapshot
-from .table import error_count, print_trial, print_validation
+from .table import ops_with_error_counts, print_trial, print_validation
 from .targets import check_ours, check_space, parse_target, target_label
 from .trials import TrialFailed, TrialRecord, measured_so_far, run_trial
 from .units import format_size, parse_duration, parse_rate
@@ -862,8 +862,7 @@ def print_surface(result, console: Console) -> None:
 
 def json_report(trial_id: int, workload: str, result: dict) -> dict:
     """The engine's result, with the trial's id and a total error count per op."""
-    ops = {name: {**op, "error_count": error_count(op)} for name, op in result.get("ops", {}).items()}
-    return {"trial_id": trial_id, "workload": workload, **result, "ops": ops}
+    return {"trial_id": trial_id, "workload": workload, **result, "ops": ops_with_error_counts(result)}
 
 
 def command_workloads_list(args: argparse.Namespace) -> int:
@@ -1090,7 +1089,7 @@ def command_results_export(args: argparse.Namespace) -> int:
                     "requested_rate": trial["rate"],
                     **measured,
                     "files": (trial["spec"].get("fileset") or {}).get("files")  # a replay has no file set
-                    or ((result.replay or {}).get("files") if result is not None else None),
+                    or (result.replay.files if result is not None and result.replay is not None else None),
                     "error": trial["error"],
                 }
             )

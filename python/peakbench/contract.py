@@ -254,6 +254,123 @@ class Restore(_Record):
 
 
 @dataclasses.dataclass
+class ReceiveModeration(_Record):
+    """What the NFS target held replies back for (SPEC.md "receive moderation"); latencies include it.
+    A fixed wait reports hold_us, the adaptive one its fraction of latency and cap."""
+
+    OMITTED_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"hold_us", "hold_fraction_of_latency", "hold_cap_us"})
+    mode: str  # "off" | "fixed" | "adaptive"
+    reads: int
+    holds: int
+    mean_hold_us: float
+    max_hold_us: float
+    hold_us: float | None = None
+    hold_fraction_of_latency: float | None = None
+    hold_cap_us: float | None = None
+    extra: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class ClassStats(_Record):
+    """A replay's figures for one request class (method, size class by the size the log served, outcome)."""
+
+    count: int
+    bytes: int
+    mean_ms: float
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+    hist: str
+    extra: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class ReplaySummary(_Record):
+    """What a replay read from its log and sent (SPEC.md "replay"); a PrepareResult of a replay has it too.
+    `skipped` counts lines left out by reason, `first_unparseable` holds {line, error, text} of the first
+    few unparseable ones, and `share` is the part of the stream one load client replayed."""
+
+    OMITTED_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"share"})
+    log: str
+    format: str
+    lines: int
+    replayable: int
+    skipped: dict[str, int]
+    first_unparseable: list[dict]
+    requests: int  # the (truncated) stream
+    files: int
+    dataset_bytes: int
+    log_files: int = 0
+    log_dataset_bytes: int = 0
+    truncated: bool = False
+    span_s: int = 0
+    parse_s: float = 0.0
+    share: dict | None = None
+    issued: int = 0
+    loops: float = 0.0
+    exhausted_at_s: float | None = None
+    extra: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class ClientSummary(_Record):
+    """One load client's own figures, kept beside a merged result (cluster/merge.py `client_summary`)."""
+
+    name: str
+    requested_rate: float | None  # None: closed loop
+    achieved_rate: float
+    sent: int
+    unsent: int
+    completed: int
+    errors: int  # failed requests (OpStats.failed_count over its ops)
+    mean_ms: float
+    p99_ms: float
+    lag_p99_ms: float
+    generator_saturated: bool
+    start_late_ms: float
+    engine_cpu_s: float
+    lagged: list[str] = dataclasses.field(default_factory=list)  # why it fell behind; empty: it kept up
+    extra: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class ClusterRun(_Record):
+    """How a merged trial's clients were run (cluster/fanout.py): who finished, was lost or failed, the
+    hosts, the clock check and the start skew. Results stored by older versions lack some fields, so
+    each is optional and written back only when present (start_skew_ms is always written: null when
+    it was not measured)."""
+
+    OMITTED_WHEN_NONE: ClassVar[frozenset[str]] = frozenset(
+        {
+            "clients",
+            "finished",
+            "lost",
+            "failed",
+            "verdict",
+            "hosts",
+            "clock",
+            "skew_bound_ms",
+            "start_lead_s",
+            "merge_s",
+            "shared_fileset",
+        }
+    )
+    clients: int | None = None
+    finished: list[str] | None = None
+    lost: list[str] | None = None
+    failed: list[str] | None = None
+    verdict: str | None = None
+    hosts: dict[str, str] | None = None
+    clock: dict[str, dict] | None = None  # name -> offset_ms, uncertainty_ms
+    skew_bound_ms: float | None = None
+    start_skew_ms: float | None = None
+    start_lead_s: float | None = None
+    merge_s: float | None = None
+    shared_fileset: bool | None = None
+    extra: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
 class TrialResult(_Record):
     """One trial's result (SPEC.md "TrialResult"), from one engine or merged over load clients.
 
@@ -283,8 +400,10 @@ class TrialResult(_Record):
             "window",
         }
     )
-    NESTED_MAPS: ClassVar[dict[str, type]] = {"ops": OpStats}
+    NESTED_MAPS: ClassVar[dict[str, type]] = {"ops": OpStats, "classes": ClassStats}
     NESTED: ClassVar[dict[str, type]] = {
+        "replay": ReplaySummary,
+        "receive_moderation": ReceiveModeration,
         "latency": OpStats,
         "outcomes": Outcomes,
         "schedule_lag": ScheduleLag,
@@ -292,6 +411,7 @@ class TrialResult(_Record):
         "fileset": FilesetInfo,
         "start": Start,
         "restore": Restore,
+        "cluster": ClusterRun,
     }
     schema: str
     engine_version: str | None
@@ -323,12 +443,12 @@ class TrialResult(_Record):
     fileset: FilesetInfo | None = None
     start: Start | None = None
     restore: Restore | None = None
-    receive_moderation: dict | None = None  # NFS only
-    classes: dict | None = None  # replay only
-    replay: dict | None = None  # replay only
+    receive_moderation: ReceiveModeration | None = None  # NFS only
+    classes: dict[str, ClassStats] | None = None  # replay only
+    replay: ReplaySummary | None = None  # replay only
     op_trace: list | None = None  # only when the spec asked for trace_ops
     lagging: list[str] | None = None  # merged results only
-    cluster: dict | None = None  # merged results only: how the clients were run
+    cluster: ClusterRun | None = None  # merged results only
     window: dict | None = None  # merged interrupted results only: the common window (cluster/merge.py)
     extra: dict = dataclasses.field(default_factory=dict)
 
@@ -338,3 +458,10 @@ class TrialResult(_Record):
         if result.schema != RESULT_SCHEMA:
             raise ContractError(f"field schema: {result.schema!r} is not {RESULT_SCHEMA!r}")
         return result
+
+    def client_summaries(self) -> list[ClientSummary] | None:
+        """A merged result's per-client figures; None for one engine's result (whose `clients` is a
+        closed loop's count, or absent)."""
+        if not isinstance(self.clients, list):
+            return None
+        return [ClientSummary.load(client, f"clients[{i}]") for i, client in enumerate(self.clients)]

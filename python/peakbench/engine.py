@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import distributions
-from .contract import TrialResult
+from .contract import Outcomes, TrialResult
 from .errors import InputError, RunError, TrialInterrupted
 
 ENV_VAR = "PEAKBENCH_ENGINE"
@@ -59,6 +60,18 @@ class Engine:
         self.path = path or find_engine()
         # Told each engine process as it starts (a load client's worker keeps them to stop them).
         self.on_start = on_start
+        self._trials: set[subprocess.Popen] = set()  # engines running a trial, not yet told to stop
+        self._trials_lock = threading.Lock()
+
+    def interrupt(self) -> None:
+        """Pass Ctrl-C on to every trial this Engine is running, once: a SIGINT sent to the controller
+        alone (`kill -INT`) would otherwise leave them measuring to the end. An engine that got the
+        terminal's SIGINT too takes this as the same stop (SPEC.md, an interrupted trial)."""
+        with self._trials_lock:
+            running, self._trials = self._trials, set()
+        for process in running:
+            if process.poll() is None:
+                process.send_signal(signal.SIGINT)
 
     def version(self) -> str:
         done = subprocess.run([self.path, "--version"], capture_output=True, text=True, timeout=30)
@@ -97,6 +110,9 @@ class Engine:
         )
         if self.on_start is not None:
             self.on_start(process)
+        if command == "run":
+            with self._trials_lock:
+                self._trials.add(process)
         timed_out = threading.Event()
 
         def stop_at_deadline():
@@ -125,8 +141,9 @@ class Engine:
             process.wait()
             reader.join()
         except KeyboardInterrupt:
-            # The engine got the same SIGINT: a trial ends its window early, drains for at most
-            # 2 s, restores the file set and reports what it measured (interrupt.rs).
+            # A trial ends its window early, drains for at most 2 s, restores the file set and
+            # reports what it measured (interrupt.rs).
+            self.interrupt()
             try:
                 process.wait(timeout=60)
             except subprocess.TimeoutExpired:
@@ -139,6 +156,8 @@ class Engine:
             raise
         finally:
             watchdog.cancel()
+            with self._trials_lock:
+                self._trials.discard(process)
 
         error_text = "; ".join(messages) or "(no message)"
         if timed_out.is_set():
@@ -164,25 +183,21 @@ SHED_KINDS = ("http_503", "http_429", "NFS3ERR_JUKEBOX")
 SHED_LABEL = "HTTP 503/429 or NFS3ERR_JUKEBOX: overloaded, on purpose"
 
 
-def outcomes(result: dict) -> dict:
+def outcomes(result: TrialResult) -> Outcomes:
     """What became of a trial's window requests (SPEC.md `outcomes`): the engine's own count,
     or for a result stored before it had one, the same derived from its per-op counts."""
-    typed = TrialResult.load(result)
-    if typed.outcomes is not None:
-        return typed.outcomes.dump()
-    counts = {"succeeded": 0, "errors": 0, "shed": 0, "timeouts": 0, "cancelled": 0}
-    for op in typed.ops.values():
-        errors = op.errors or {}
-        failed = sum(errors.values()) + (op.shed or 0) + (op.timeouts or 0)
-        counts["succeeded"] += op.successes if op.successes is not None else op.count - failed
-        counts["timeouts"] += op.timeouts or 0
-        counts["cancelled"] += op.cancellations or 0
-        for kind, n in errors.items():
-            counts["shed" if kind in SHED_KINDS else "errors"] += n
-        counts["shed"] += op.shed or 0
-    failed = counts["errors"] + counts["shed"] + counts["timeouts"] + counts["cancelled"]
-    total = failed + counts["succeeded"]
-    return {**counts, "failed_share": failed / total if total else 0.0}
+    if result.outcomes is not None:
+        return result.outcomes
+    succeeded = errors = shed = timeouts = cancelled = 0
+    for op in result.ops.values():
+        by_kind = op.errors or {}
+        failed = sum(by_kind.values()) + (op.shed or 0) + (op.timeouts or 0)
+        succeeded += op.successes if op.successes is not None else op.count - failed
+        timeouts += op.timeouts or 0
+        cancelled += op.cancellations or 0
+        shed += sum(n for kind, n in by_kind.items() if kind in SHED_KINDS) + (op.shed or 0)
+        errors += sum(n for kind, n in by_kind.items() if kind not in SHED_KINDS)
+    return Outcomes.of(succeeded, errors, shed, timeouts, cancelled)
 
 
 def offered_rate(result: dict) -> float:

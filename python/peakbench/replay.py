@@ -44,7 +44,7 @@ from . import tracegen
 from .cluster import engine_for
 from .cluster.connection import add_tls_options
 from .cluster.report import print_clients
-from .contract import SPEC_SCHEMA_V2, TrialResult
+from .contract import SPEC_SCHEMA_V2, ReplaySummary, TrialResult
 from .credentials import without_passwords
 from .engine import Engine
 from .errors import InputError
@@ -52,7 +52,7 @@ from .locks import StoreLock
 from .output import STDOUT, check_output, write_json
 from .progress import ProgressDisplay
 from .sysinfo import snapshot
-from .table import error_count, print_trial
+from .table import ops_with_error_counts, print_trial
 from .targets import check_ours, parse_target, target_label
 from .trials import TrialRecord, run_trial
 from .units import format_size, parse_size
@@ -275,22 +275,20 @@ def _check_log(log: Path) -> None:
         raise InputError(f"{log}: no such file")
 
 
-def report_parse(summary: dict, stream=sys.stderr) -> None:
+def report_parse(summary: ReplaySummary, stream=sys.stderr) -> None:
     """What the log held and what was left out: never silent about unparseable lines."""
-    skipped = summary["skipped"]
+    skipped = summary.skipped
     print(
-        f"replay: {summary['log']}: {summary['lines']:,} lines, {summary['replayable']:,} replayable;"
+        f"replay: {summary.log}: {summary.lines:,} lines, {summary.replayable:,} replayable;"
         f" skipped {skipped['unparseable']:,} unparseable, {skipped['method']:,} not GET/HEAD,"
         f" {skipped['status']:,} unsuccessful, {skipped['path']:,} bad paths",
         file=stream,
     )
-    for bad in summary.get("first_unparseable", []):
+    for bad in summary.first_unparseable:
         print(f"  line {bad['line']}: {bad['error']}: {bad['text']}", file=stream)
-    kept = f"{summary['requests']:,} requests over {summary['files']:,} files ({format_size(summary['dataset_bytes'])})"
-    if summary["truncated"]:
-        kept += (
-            f", the prefix of the log's {summary['log_files']:,} files ({format_size(summary['log_dataset_bytes'])})"
-        )
+    kept = f"{summary.requests:,} requests over {summary.files:,} files ({format_size(summary.dataset_bytes)})"
+    if summary.truncated:
+        kept += f", the prefix of the log's {summary.log_files:,} files ({format_size(summary.log_dataset_bytes)})"
     print(f"replay: {kept}", file=stream)
 
 
@@ -382,21 +380,21 @@ def run_point(spec: dict, engine, store, record: TrialRecord, prepare: bool, con
     result, trial_id = stored.result, stored.trial_id
     if trial_id is None:
         print(f"peakbench: {stored.store_error}; the trial was written to {stored.saved_to} instead", file=sys.stderr)
+    typed = TrialResult.load(result)
     if parse_report:
-        report_parse(result["replay"])
+        report_parse(typed.replay)
     size = spec["replay"]["dataset_bytes"]
     console.print(
         f"[bold]trial {trial_id}[/bold]: {mode_text(spec)}" + (f", data set {format_size(size)}" if size else "")
     )
-    print_trial({**spec, "mix": TrialResult.load(result).mix_actual}, result, console)
+    print_trial({**spec, "mix": typed.mix_actual}, result, console)
     console.print(class_table(result))
     print_clients(result, console)
     return report_row(trial_id, result)
 
 
 def report_row(trial_id: int | None, result: dict) -> dict:
-    ops = {name: {**op, "error_count": error_count(op)} for name, op in result["ops"].items()}
-    return {"trial_id": trial_id, **result, "ops": ops}
+    return {"trial_id": trial_id, **result, "ops": ops_with_error_counts(result)}
 
 
 def run_sweep(store, sweep_id: int, specs: list[dict], engine, record: TrialRecord, prepare: bool, console) -> list:
@@ -442,12 +440,12 @@ def class_table(result: dict) -> Table:
     for name, c in sorted((TrialResult.load(result).classes or {}).items(), key=lambda item: order(item[0])):
         table.add_row(
             name,
-            str(c["count"]),
-            f"{c['bytes'] / 1e6:.2f}",
-            f"{c['mean_ms']:.3f}",
-            f"{c['p50_ms']:.3f}",
-            f"{c['p99_ms']:.3f}",
-            f"{c['max_ms']:.3f}",
+            str(c.count),
+            f"{c.bytes / 1e6:.2f}",
+            f"{c.mean_ms:.3f}",
+            f"{c.p50_ms:.3f}",
+            f"{c.p99_ms:.3f}",
+            f"{c.max_ms:.3f}",
         )
     return table
 
@@ -462,8 +460,8 @@ def sweep_table(rows: list[dict]) -> Table:
         errors = sum(op.failed_count() for op in typed.ops.values())
         table.add_row(
             str(row["trial_id"]),
-            format_size(typed.replay["dataset_bytes"]),
-            str(typed.replay["files"]),
+            format_size(typed.replay.dataset_bytes),
+            str(typed.replay.files),
             f"{typed.output_mbit_s:.1f}",
             f"{typed.achieved_rate:.1f}",
             f"{typed.latency.mean_ms:.3f}",
@@ -501,7 +499,7 @@ def build_docroot(directory: Path, log: Path, fmt: str, dataset_bytes: int | Non
         if made:  # rm, not shutil.rmtree: a log's paths can nest thousands of directories deep
             subprocess.run(["rm", "-rf", "--", str(building)], check=False, timeout=600)
         raise
-    report_parse(done["replay"])
+    report_parse(ReplaySummary.load(done["replay"], "replay"))
     print(
         f"docroot {directory}: {done['docroot']['files']:,} files, {format_size(done['docroot']['bytes'])};"
         f" {done['files_created']:,} written ({done['seconds']:.1f} s)"

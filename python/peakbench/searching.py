@@ -59,8 +59,8 @@ def observation_of(result: dict, load: float, psat: float, cost_s: float) -> Obs
     """What the controller sees of one engine trial offered `load` ops/s (results stored before
     the engine counted outcomes and latency quarters load too: see engine.outcomes)."""
     typed = TrialResult.load(result)
-    counts = outcomes(result)
-    seen = Outcomes(*(counts[k] for k in ("succeeded", "errors", "shed", "timeouts", "cancelled")))
+    counts = outcomes(typed)
+    seen = Outcomes(counts.succeeded, counts.errors, counts.shed, counts.timeouts, counts.cancelled)
     quarters = typed.latency.quarters_mean_ms
     return Observation(
         requested_rate=load,
@@ -70,7 +70,7 @@ def observation_of(result: dict, load: float, psat: float, cost_s: float) -> Obs
         generator_saturated=typed.generator_saturated,
         cost_s=cost_s,
         offered_rate=offered_rate(result),
-        failed_share=counts["failed_share"],
+        failed_share=counts.failed_share,
         shed_share=seen.shed / seen.requests if seen.requests else 0.0,
         quarter_means_ms=tuple(quarters) if quarters is not None else None,
         outcomes=seen,

@@ -19,9 +19,10 @@ from .contract import OpStats, TrialResult
 from .engine import SHED_KINDS, SHED_LABEL, offered_rate, outcomes
 
 
-def error_count(op: dict) -> int:
-    """All failed requests of one op, as stored (contract.OpStats.failed_count)."""
-    return OpStats.load(op).failed_count()
+def ops_with_error_counts(result: dict) -> dict:
+    """A result's ops as stored, each with its total of failed requests (contract.OpStats.failed_count),
+    for the JSON reports of run and replay."""
+    return {name: {**op.dump(), "error_count": op.failed_count()} for name, op in TrialResult.load(result).ops.items()}
 
 
 def _failures(op: OpStats) -> tuple[int, int, int, int]:
@@ -100,22 +101,22 @@ def summary_lines(spec: dict, result: dict) -> list[Text]:
                 f"  [{load.get('arrivals', 'uniform')} arrivals, {window}]"
             )
         )
-    counts = outcomes(result)
-    requests = sum(counts[k] for k in ("succeeded", "errors", "shed", "timeouts", "cancelled"))
+    counts = outcomes(typed)
+    requests = counts.succeeded + counts.errors + counts.shed + counts.timeouts + counts.cancelled
     if requests:
         completed = f" ({typed.completed_rate:.1f} ops/s completed)" if typed.completed_rate is not None else ""
         lines.append(
             Text(
-                f"window's {requests} requests{completed}: {counts['succeeded']} succeeded, errors {_count_share(counts['errors'], requests)},"
-                f" shed {_count_share(counts['shed'], requests)}, timeouts {_count_share(counts['timeouts'], requests)},"
-                f" cancelled {_count_share(counts['cancelled'], requests)}",
-                style="red" if counts["failed_share"] else "",
+                f"window's {requests} requests{completed}: {counts.succeeded} succeeded, errors {_count_share(counts.errors, requests)},"
+                f" shed {_count_share(counts.shed, requests)}, timeouts {_count_share(counts.timeouts, requests)},"
+                f" cancelled {_count_share(counts.cancelled, requests)}",
+                style="red" if counts.failed_share else "",
             )
         )
-        if counts["shed"]:
+        if counts.shed:
             lines.append(
                 Text(
-                    f"the target shed {counts['shed']} requests ({SHED_LABEL}): it is saturated at this rate",
+                    f"the target shed {counts.shed} requests ({SHED_LABEL}): it is saturated at this rate",
                     style="yellow",
                 )
             )
@@ -131,19 +132,18 @@ def summary_lines(spec: dict, result: dict) -> list[Text]:
             f" p50 {_ms(latency.p50_ms)} ms, p99 {_ms(latency.p99_ms)} ms"
         )
     )
-    moderation = typed.receive_moderation or {}
-    if moderation.get("holds"):
+    moderation = typed.receive_moderation
+    if moderation is not None and moderation.holds:
         policy = (
-            f"{moderation['hold_fraction_of_latency']:.0%} of the observed latency, at most"
-            f" {moderation['hold_cap_us']:g} µs"
-            if moderation["mode"] == "adaptive"
-            else f"{moderation['hold_us']:g} µs"
+            f"{moderation.hold_fraction_of_latency:.0%} of the observed latency, at most {moderation.hold_cap_us:g} µs"
+            if moderation.mode == "adaptive"
+            else f"{moderation.hold_us:g} µs"
         )
         lines.append(
             Text(
-                f"receive moderation ({moderation['mode']}, {policy}, while 8+ calls were in flight):"
-                f" {moderation['holds']:,} of {moderation['reads']:,} reads held replies back, mean"
-                f" {moderation['mean_hold_us']:.0f} µs, max {moderation['max_hold_us']:.0f} µs"
+                f"receive moderation ({moderation.mode}, {policy}, while 8+ calls were in flight):"
+                f" {moderation.holds:,} of {moderation.reads:,} reads held replies back, mean"
+                f" {moderation.mean_hold_us:.0f} µs, max {moderation.max_hold_us:.0f} µs"
                 " (the latencies include it)",
                 style="yellow",
             )

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from .cluster.fanout import ClientsLost
-from .contract import TrialResult
+from .contract import ClientSummary, TrialResult
 from .errors import RunError, TrialInterrupted
 from .progress import ProgressDisplay
 from .store import Store
@@ -80,10 +80,7 @@ def run_trial(
         if partial is not None:
             notes += (
                 "partial results of the clients that finished: "
-                + ", ".join(
-                    f"{c['name']} achieved {c['achieved_rate']:.1f} of {c['requested_rate']:.1f} ops/s"
-                    for c in partial["clients"]
-                ),
+                + ", ".join(_achieved(client) for client in TrialResult.load(partial).client_summaries() or []),
             )
         trial_id = _store_failure(store, spec, dataclasses.replace(record, notes=notes), str(lost))
         raise TrialFailed(f"{lost}{_stored_as(trial_id)}", trial_id, partial) from None
@@ -119,6 +116,11 @@ def measured_so_far(spec: dict, result: dict) -> str:
         f"{typed.runtime_s:.1f} of {spec['load']['runtime_s']:g} s measured{clients}: {typed.achieved_rate:.1f} ops/s"
         f" achieved, mean {typed.latency.mean_ms:.2f} ms over {typed.latency.count} requests"
     )
+
+
+def _achieved(client: ClientSummary) -> str:
+    offered = f" of {client.requested_rate:.1f}" if client.requested_rate is not None else ""  # None: closed loop
+    return f"{client.name} achieved {client.achieved_rate:.1f}{offered} ops/s"
 
 
 def _keep(store: Store, trial: dict) -> int | None:

@@ -58,7 +58,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from ..contract import SPEC_SCHEMA_V2
+from ..contract import SPEC_SCHEMA_V2, TrialResult
 from ..engine import Engine, prepare_timeout, run_timeout
 from ..errors import InputError, RunError
 from ..workload import check_shareable
@@ -542,9 +542,10 @@ def measured_start_skew_ms(finished: list[ClientRun], start_at: float, spec: dic
     instants. The clock check's error is not in it (skew_bound_ms bounds that)."""
     deviations = []
     for run in finished:
-        at = (run.result.get("start") or {}).get("at_unix_s")
-        if at is None or run.clock is None:
+        start = TrialResult.load(run.result).start
+        if start is None or run.clock is None:
             continue
+        at = start.at_unix_s
         index = int(run.name.rsplit("-", 1)[-1]) if run.name.rsplit("-", 1)[-1].isdigit() else 0
         planned = start_at + _interleave_s(spec, index)
         deviations.append(at - run.clock.correction_s - planned)

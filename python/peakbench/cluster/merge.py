@@ -35,13 +35,26 @@ the log's summary is the whole log's, with every client's share listed.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-from ..contract import ContractError, FilesetInfo, OpStats, Outcomes, Outstanding, Restore, ScheduleLag, TrialResult
+from ..contract import (
+    ClassStats,
+    ClientSummary,
+    ContractError,
+    FilesetInfo,
+    OpStats,
+    Outcomes,
+    Outstanding,
+    ReceiveModeration,
+    Restore,
+    ScheduleLag,
+    TrialResult,
+)
 from ..engine import outcomes
 
 # The engine's histograms: nanoseconds, 1 ns to 1 hour, 3 significant digits (engine/src/record.rs).
@@ -146,7 +159,7 @@ def merge_op(ops: Sequence[OpStats]) -> OpStats:
 
 def merge_outcomes(results: Sequence[TrialResult]) -> Outcomes:
     """The clients' outcomes added, failed_share recomputed from the sums."""
-    each = [r.outcomes or Outcomes.load(outcomes(r.dump())) for r in results]  # a result from before outcomes
+    each = [outcomes(r) for r in results]  # derived from the ops for a result from before outcomes
     return Outcomes.of(
         *(sum(getattr(o, key) for o in each) for key in ("succeeded", "errors", "shed", "timeouts", "cancelled"))
     )
@@ -179,24 +192,24 @@ def lag_reasons(result: TrialResult, late_tolerance_ms: float) -> list[str]:
     return reasons
 
 
-def client_summary(name: str, result: TrialResult, late_tolerance_ms: float) -> dict:
+def client_summary(name: str, result: TrialResult, late_tolerance_ms: float) -> ClientSummary:
     """The per-client figures kept beside the merged ones."""
-    return {
-        "name": name,
-        "requested_rate": result.requested_rate,
-        "achieved_rate": result.achieved_rate,
-        "sent": result.sent,
-        "unsent": result.unsent,
-        "completed": result.completed,
-        "errors": sum(op.failed_count() for op in result.ops.values()),
-        "mean_ms": result.latency.mean_ms,
-        "p99_ms": result.latency.p99_ms,
-        "lag_p99_ms": result.schedule_lag.p99_ms,
-        "generator_saturated": result.generator_saturated,
-        "start_late_ms": result.start.late_ms if result.start else 0.0,
-        "engine_cpu_s": result.engine_cpu_s,
-        "lagged": lag_reasons(result, late_tolerance_ms),
-    }
+    return ClientSummary(
+        name=name,
+        requested_rate=result.requested_rate,
+        achieved_rate=result.achieved_rate,
+        sent=result.sent,
+        unsent=result.unsent,
+        completed=result.completed,
+        errors=sum(op.failed_count() for op in result.ops.values()),
+        mean_ms=result.latency.mean_ms,
+        p99_ms=result.latency.p99_ms,
+        lag_p99_ms=result.schedule_lag.p99_ms,
+        generator_saturated=result.generator_saturated,
+        start_late_ms=result.start.late_ms if result.start else 0.0,
+        engine_cpu_s=result.engine_cpu_s,
+        lagged=lag_reasons(result, late_tolerance_ms),
+    )
 
 
 def _weighted_quarters(results: Sequence[TrialResult]) -> list[float]:
@@ -252,7 +265,7 @@ def merge(
     ops = {op: merge_op([r.ops[op] for r in results if op in r.ops]) for op in op_names}
     latency = OpStats.load(summarize(add_histograms([op.hist for op in ops.values()])))
     latency.quarters_mean_ms, latency.quarters_count = _latency_quarters(results)
-    lag = summarize(add_histograms([r.schedule_lag.hist for r in results]))
+    lag = OpStats.load(summarize(add_histograms([r.schedule_lag.hist for r in results])))
     sent = sum(r.sent for r in results)
 
     mix_counts: dict = {}
@@ -262,7 +275,7 @@ def merge(
     mix_actual = {op: count / sent for op, count in sorted(mix_counts.items())} if sent else {}
 
     summaries = [client_summary(name, r, late_tolerance_ms) for name, r in zip(names, results)]
-    saturated = [s for s in summaries if s["generator_saturated"]]
+    saturated = [s for s in summaries if s.generator_saturated]
     caps = [r.outstanding.cap for r in results]
     restores = [r.restore for r in results if r.restore is not None]
     moderations = [r.receive_moderation for r in results if r.receive_moderation is not None]
@@ -292,14 +305,14 @@ def merge(
         ops=ops,
         latency=latency,
         schedule_lag=ScheduleLag(
-            mean_ms=lag["mean_ms"],
-            p99_ms=lag["p99_ms"],
-            max_ms=lag["max_ms"],
-            hist=lag["hist"],
+            mean_ms=lag.mean_ms,
+            p99_ms=lag.p99_ms,
+            max_ms=lag.max_ms,
+            hist=lag.hist,
             quarters_mean_ms=_weighted_quarters(results),
         ),
         generator_saturated=bool(saturated),
-        saturation_reason="; ".join(f"{s['name']}: {s['lagged'][0]}" for s in saturated) if saturated else None,
+        saturation_reason="; ".join(f"{s.name}: {s.lagged[0]}" for s in saturated) if saturated else None,
         outstanding=Outstanding(
             cap=None if all(c is None for c in caps) else sum(c or 0 for c in caps),
             cap_bound=sum(r.outstanding.cap_bound for r in results),
@@ -311,8 +324,8 @@ def merge(
         engine_cpu_s=sum(r.engine_cpu_s for r in results),
         peak_rss_kib=max(r.peak_rss_kib for r in results),
         fileset=None if first.replay else _merge_filesets([r.fileset for r in results if r.fileset], shared_fileset),
-        clients=summaries,
-        lagging=[s["name"] for s in summaries if s["lagged"]],
+        clients=[s.dump() for s in summaries],
+        lagging=[s.name for s in summaries if s.lagged],
         receive_moderation=_merge_moderation(moderations) if moderations else None,
         restore=_merge_restores(restores) if restores else None,
         **(_merge_replay(results) if first.replay else {}),
@@ -347,36 +360,41 @@ def _merge_replay(results: Sequence[TrialResult]) -> dict:
     classes = {}
     for label in sorted({label for r in results for label in r.classes or {}}):
         parts = [r.classes[label] for r in results if label in (r.classes or {})]
-        summary = summarize(add_histograms([part.get("hist") for part in parts]))
-        classes[label] = {
-            "count": sum(part["count"] for part in parts),
-            "bytes": sum(part["bytes"] for part in parts),
-            **{key: summary[key] for key in ("mean_ms", "p50_ms", "p99_ms", "max_ms", "hist")},
-        }
+        summary = OpStats.load(summarize(add_histograms([part.hist for part in parts])))
+        classes[label] = ClassStats(
+            count=sum(part.count for part in parts),
+            bytes=sum(part.bytes for part in parts),
+            mean_ms=summary.mean_ms,
+            p50_ms=summary.p50_ms,
+            p99_ms=summary.p99_ms,
+            max_ms=summary.max_ms,
+            hist=summary.hist,
+        )
     replays = [r.replay for r in results]
-    issued = sum(replay.get("issued", 0) for replay in replays)
-    exhausted = [replay["exhausted_at_s"] for replay in replays if replay.get("exhausted_at_s") is not None]
-    replay = {key: value for key, value in replays[0].items() if key != "share"}
-    replay.update(
+    issued = sum(replay.issued for replay in replays)
+    exhausted = [replay.exhausted_at_s for replay in replays if replay.exhausted_at_s is not None]
+    replay = dataclasses.replace(
+        replays[0],
+        share=None,
         issued=issued,
-        loops=issued / replay["requests"] if replay.get("requests") else 0.0,
+        loops=issued / replays[0].requests if replays[0].requests else 0.0,
         exhausted_at_s=max(exhausted) if exhausted else None,
-        shares=[{**part.get("share", {}), "issued": part.get("issued", 0)} for part in replays],
+        extra={**replays[0].extra, "shares": [{**(part.share or {}), "issued": part.issued} for part in replays]},
     )
     return {"classes": classes, "replay": replay}
 
 
-def _merge_moderation(reports: Sequence[dict]) -> dict:
+def _merge_moderation(reports: Sequence[ReceiveModeration]) -> ReceiveModeration:
     """The clients' NFS receive-moderation reports as one: reads and holds added, the mean hold
     weighted by holds, the longest hold of any; the policy (one spec for all) from the first."""
-    holds = sum(m.get("holds", 0) for m in reports)
-    return {
-        **reports[0],
-        "reads": sum(m.get("reads", 0) for m in reports),
-        "holds": holds,
-        "mean_hold_us": sum(m.get("mean_hold_us", 0.0) * m.get("holds", 0) for m in reports) / holds if holds else 0.0,
-        "max_hold_us": max(m.get("max_hold_us", 0.0) for m in reports),
-    }
+    holds = sum(m.holds for m in reports)
+    return dataclasses.replace(
+        reports[0],
+        reads=sum(m.reads for m in reports),
+        holds=holds,
+        mean_hold_us=sum(m.mean_hold_us * m.holds for m in reports) / holds if holds else 0.0,
+        max_hold_us=max(m.max_hold_us for m in reports),
+    )
 
 
 def _merge_filesets(filesets: Sequence[FilesetInfo], shared: bool) -> FilesetInfo | None:

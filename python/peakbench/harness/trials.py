@@ -82,7 +82,8 @@ class LocalClients:
         try:
             for finished in done:
                 finished.wait()
-        except KeyboardInterrupt:  # the engines got the same SIGINT: each ends its window and reports (SPEC.md)
+        except KeyboardInterrupt:  # each engine ends its window and reports (SPEC.md)
+            self.engine.interrupt()
             deadline = time.monotonic() + INTERRUPTED_REPORT_S
             for finished in done:
                 finished.wait(timeout=max(0.0, deadline - time.monotonic()))

@@ -17,6 +17,8 @@ from collections.abc import Iterable
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
+from ..contract import OpStats
+
 NS_PER_MS = 1e6
 
 
@@ -28,20 +30,18 @@ class Pooled:
     total_ms: float
 
 
-def pooled(records: Iterable[dict]) -> Pooled:
-    """Count, mean, sample stddev and total time over latency records of several trials."""
-    records = [r for r in records if r and r.get("count")]
-    count = sum(r["count"] for r in records)
-    total = math.fsum(r.get("total_ms", r["mean_ms"] * r["count"]) for r in records)
+def pooled(records: Iterable[OpStats | None]) -> Pooled:
+    """Count, mean, sample stddev and total time over latency records of several trials (None: no record)."""
+    records = [r for r in records if r is not None and r.count]
+    count = sum(r.count for r in records)
+    total = math.fsum(r.total_ms or r.mean_ms * r.count for r in records)  # older results: no total_ms
     if count == 0:
         return Pooled(0, None, None, 0.0)
-    mean = math.fsum(r["mean_ms"] * r["count"] for r in records) / count
+    mean = math.fsum(r.mean_ms * r.count for r in records) / count
     if count < 2:
         return Pooled(count, mean, None, total)
     # Σ(n_i − 1)s_i² + Σ n_i(m_i − m)²: the squared deviations of all requests from the overall mean.
-    squares = math.fsum(
-        (r["count"] - 1) * (r.get("stddev_ms") or 0.0) ** 2 + r["count"] * (r["mean_ms"] - mean) ** 2 for r in records
-    )
+    squares = math.fsum((r.count - 1) * (r.stddev_ms or 0.0) ** 2 + r.count * (r.mean_ms - mean) ** 2 for r in records)
     return Pooled(count, mean, math.sqrt(squares / (count - 1)), total)
 
 
@@ -72,14 +72,13 @@ class Distribution:
         return float(self.counts[self.values_ms <= threshold_ms].sum() / self.total)
 
 
-def merged(records: Iterable[dict]) -> Distribution | None:
-    """The requests of all records' histograms together, or None when none has any."""
+def merged(records: Iterable[OpStats | None]) -> Distribution | None:
+    """The requests of all records' histograms together (None: no record), or None when none has any."""
     totals: dict[int, int] = {}
     for record in records:
-        encoded = (record or {}).get("hist")
-        if not encoded or not record.get("count"):
+        if record is None or not record.hist or not record.count:
             continue
-        histogram = HdrHistogram.decode(encoded)
+        histogram = HdrHistogram.decode(record.hist)
         counts = np.ctypeslib.as_array(histogram.counts)[: histogram.counts_len]
         for index in np.flatnonzero(counts):
             value = histogram.get_highest_equivalent_value(histogram.get_value_from_index(int(index)))

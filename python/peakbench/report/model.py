@@ -32,6 +32,11 @@ from ..controller.history import same_load
 from ..controller.statistics import ConfidenceInterval, response_interval
 
 
+def result_of(trial: dict) -> TrialResult:
+    """A done trial's stored result, typed."""
+    return TrialResult.load(trial["result"])
+
+
 @dataclasses.dataclass
 class LoadPoint:
     requested: float  # offered ops/s
@@ -47,11 +52,15 @@ class LoadPoint:
         longest = max(t["spec"]["load"]["runtime_s"] for t in self.trials)
         return [t for t in self.trials if t["spec"]["load"]["runtime_s"] == longest]
 
+    def results(self) -> list[TrialResult]:
+        """The measured trials' results."""
+        return [result_of(t) for t in self.measured]
+
     def means_ms(self) -> list[float]:
-        return [TrialResult.load(t["result"]).latency.mean_ms for t in self.measured]
+        return [r.latency.mean_ms for r in self.results()]
 
     def achieved(self) -> list[float]:
-        return [TrialResult.load(t["result"]).achieved_rate for t in self.measured]
+        return [r.achieved_rate for r in self.results()]
 
     def interval(self, confidence: float) -> ConfidenceInterval | None:
         """R̄'s interval over the measured trials, the search's (statistics.response_interval: positive,

@@ -26,6 +26,7 @@ from rich.console import Console
 from .. import store as store_module
 from ..cluster.connection import LoadClient, LoadCluster, cluster_invocation
 from ..cluster.fanout import DistributedEngine, engine_for
+from ..contract import TrialResult
 from ..engine import Engine
 from ..errors import InputError, RunError
 from ..locks import StoreLock
@@ -387,8 +388,8 @@ def _point(engine, store: store_module.Store, run_id: int, chosen: Plan, spec: d
     if 4 in rc.debug:
         failures = [
             f"{op} {error} x{count}"
-            for op, counts in sorted(stored.result.get("ops", {}).items())
-            for error, count in sorted(counts.get("errors", {}).items())
+            for op, stats in sorted(TrialResult.load(stored.result).ops.items())
+            for error, count in sorted((stats.errors or {}).items())
         ]
         print(f"debug 4: point {number}: failed operations: {', '.join(failures) or 'none'}", file=sys.stderr)
     if stored.trial_id is None:

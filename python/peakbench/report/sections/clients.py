@@ -3,7 +3,7 @@ offered and achieved rate, latency and schedule lag, and whether it kept up."""
 
 from __future__ import annotations
 
-from ..model import Column, ReportData, ReportOptions, Section, Table
+from ..model import Column, ReportData, ReportOptions, Section, Table, result_of
 
 COLUMNS = [
     Column("trial"),
@@ -22,37 +22,33 @@ COLUMNS = [
 
 def section(data: ReportData, options: ReportOptions) -> Section | None:
     # A replay's result has "clients" too: the count of its closed-loop clients, not a list of load clients.
-    distributed = [t for t in data.done_trials if isinstance(t["result"].get("clients"), list)]
+    distributed = [(t, r) for t in data.done_trials if (r := result_of(t)).client_summaries() is not None]
     if not distributed:
         return None
-    rows, summary = [], []
-    for trial in distributed:
-        result = trial["result"]
-        for client in result["clients"]:
+    rows, summary, clients = [], [], 0
+    for trial, result in distributed:
+        for client in result.client_summaries():
+            clients += 1
             rows.append(
                 [
                     trial["id"],
-                    client["name"],
-                    client["requested_rate"],
-                    client["achieved_rate"],
-                    client["sent"],
-                    client["errors"],
-                    client["mean_ms"],
-                    client["p99_ms"],
-                    client["lag_p99_ms"],
-                    client["start_late_ms"],
-                    not client.get("lagged"),
+                    client.name,
+                    client.requested_rate,
+                    client.achieved_rate,
+                    client.sent,
+                    client.errors,
+                    client.mean_ms,
+                    client.p99_ms,
+                    client.lag_p99_ms,
+                    client.start_late_ms,
+                    not client.lagged,
                 ]
             )
-            summary += [
-                f"trial {trial['id']}: {client['name']} lagged its schedule: {reason}"
-                for reason in client.get("lagged", [])
-            ]
+            summary += [f"trial {trial['id']}: {client.name} lagged its schedule: {reason}" for reason in client.lagged]
         summary += [
             f"trial {trial['id']}: {name} was lost mid-trial; its figures are missing"
-            for name in result.get("cluster", {}).get("lost", [])
+            for name in (result.cluster.lost if result.cluster else None) or []
         ]
-    clients = sum(len(t["result"]["clients"]) for t in distributed)
     table = Table(
         "clients",
         "Load clients of each distributed trial",

@@ -21,7 +21,7 @@ MAX_CURVES = 8  # more loads than this on one axis are unreadable: choose_loads 
 def section(data: ReportData, options: ReportOptions) -> Section | None:
     blocks = []
     for series in data.curves:
-        points = [(p, merged(t["result"]["latency"] for t in p.measured)) for p in series.done_points()]
+        points = [(p, merged(r.latency for r in p.results())) for p in series.done_points()]
         points = [(p, h) for p, h in points if h is not None]
         if not points:
             continue
@@ -43,9 +43,9 @@ def section(data: ReportData, options: ReportOptions) -> Section | None:
             )
         )
         if main is not None:
+            results = main.results()
             per_op = {
-                op: merged(t["result"]["ops"].get(op) for t in main.measured)
-                for op in sorted({op for t in main.measured for op in t["result"].get("ops", {})})
+                op: merged(r.ops.get(op) for r in results) for op in sorted({op for r in results for op in r.ops})
             }
             per_op = {op: h for op, h in per_op.items() if h is not None}
             drawn = dict(sorted(per_op.items(), key=lambda item: -item[1].total)[:MAX_CURVES])

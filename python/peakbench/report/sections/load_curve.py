@@ -19,7 +19,6 @@ from __future__ import annotations
 import itertools
 import math
 
-from ...contract import TrialResult
 from ...controller.statistics import t_interval
 from .. import figures
 from ..histograms import merged, percentile_ms
@@ -99,9 +98,7 @@ def _caption(curves: list[Series], options: ReportOptions) -> str:
     for key, (peak, meaning) in peaks.items():
         if peak is None:
             text += f" {key} has no peak to mark: {meaning}."
-    if any(
-        TrialResult.load(t["result"]).generator_saturated for s in curves for p in s.done_points() for t in p.measured
-    ):
+    if any(r.generator_saturated for s in curves for p in s.done_points() for r in p.results()):
         text += (
             " A red cross marks a load where the load generator fell behind (it measures peakbench, not the target)."
         )
@@ -113,7 +110,8 @@ def _table(series: Series, points: list[LoadPoint], confidence: float) -> Table:
     rows = []
     for point in points:
         interval = point.interval(confidence)
-        histogram = merged(t["result"]["latency"] for t in point.measured)
+        results = point.results()
+        histogram = merged(r.latency for r in results)
         rows.append(
             [
                 point.requested,
@@ -124,9 +122,9 @@ def _table(series: Series, points: list[LoadPoint], confidence: float) -> Table:
                 interval.low if interval else None,
                 interval.high if interval else None,
                 percentile_ms(histogram, 99),
-                sum(TrialResult.load(t["result"]).latency.count for t in point.measured),
+                sum(r.latency.count for r in results),
                 classes.get(round(point.requested, 6), ""),
-                sum(1 for t in point.measured if TrialResult.load(t["result"]).generator_saturated) or None,
+                sum(1 for r in results if r.generator_saturated) or None,
                 len(point.failed) or None,
             ]
         )
@@ -184,7 +182,7 @@ def _draw(curves: list[Series], options: ReportOptions):
             response.errorbar(
                 achieved, means, yerr=_bars(mean_err), fmt="o-", color=colour, label=label, capsize=2, markersize=3
             )
-            limited = [p for p in points if any(TrialResult.load(t["result"]).generator_saturated for t in p.measured)]
+            limited = [p for p in points if any(r.generator_saturated for r in p.results())]
             if limited:  # these points measure the load generator, not the target: never let them pass unmarked
                 for axis, xs, ys in (
                     (throughput, [p.requested for p in limited], [p.mean_achieved for p in limited]),

@@ -32,8 +32,9 @@ def op_table(series: Series, point: LoadPoint, terminal: bool = True) -> Table:
     trials = point.measured
     mix = trials[0]["spec"].get("mix", {})
     names = sorted(mix, key=lambda name: -mix[name])
-    names += sorted({op for t in trials for op in t["result"].get("ops", {})} - set(mix))
-    per_op = {name: [t["result"].get("ops", {}).get(name) for t in trials] for name in names}
+    results = point.results()
+    names += sorted({op for r in results for op in r.ops} - set(mix))
+    per_op = {name: [r.ops.get(name) for r in results] for name in names}
     moments = {name: pooled(records) for name, records in per_op.items()}
     issued = sum(m.count for m in moments.values()) or 1
     total_ms = sum(m.total_ms for m in moments.values()) or 1.0
@@ -53,8 +54,8 @@ def op_table(series: Series, point: LoadPoint, terminal: bool = True) -> Table:
                 percentile_ms(histogram, 50),
                 percentile_ms(histogram, 99),
                 m.total_ms / total_ms * 100,
-                sum(sum(r.get("errors", {}).values()) for r in records),
-                sum(r.get("timeouts", 0) for r in records),
+                sum(sum((r.errors or {}).values()) for r in records),
+                sum(r.timeouts or 0 for r in records),
             ]
         )
     columns = [

@@ -46,7 +46,7 @@ class SizePoint:
 
     @property
     def dataset_bytes(self) -> int:
-        return TrialResult.load(self.trials[0]["result"]).replay["dataset_bytes"]
+        return TrialResult.load(self.trials[0]["result"]).replay.dataset_bytes
 
     def bandwidths(self) -> list[float]:
         return [TrialResult.load(t["result"]).output_mbit_s for t in self.trials]
@@ -65,7 +65,7 @@ def size_points(series: Series) -> list[SizePoint]:
     groups: dict[tuple[str, int], list[dict]] = {}
     for trial in series.trials:
         if trial["status"] == "done":
-            key = (mode_text(trial["spec"]), TrialResult.load(trial["result"]).replay["dataset_bytes"])
+            key = (mode_text(trial["spec"]), TrialResult.load(trial["result"]).replay.dataset_bytes)
             groups.setdefault(key, []).append(trial)
     return [SizePoint(mode, trials) for (mode, _), trials in sorted(groups.items())]
 
@@ -77,14 +77,14 @@ def _row(point: SizePoint, confidence: float) -> list:
     return [
         point.mode,
         point.dataset_bytes / 1e6,
-        results[0].replay["files"],
+        results[0].replay.files,
         len(results),
         mean,
         low,
         high,
         math.fsum(r.achieved_rate for r in results) / len(results),
         math.fsum(r.latency.total_ms for r in results) / requests if requests else None,
-        percentile_ms(merged(r.latency.dump() for r in results), 99),
+        percentile_ms(merged(r.latency for r in results), 99),
         sum(r.outcomes.errors + r.outcomes.timeouts for r in results),
         " ".join(str(t["id"]) for t in point.trials),
     ]

@@ -45,15 +45,16 @@ def rows(series: Series) -> list[list]:
         trials = point.measured
         spec = trials[0]["spec"]
         protocol, transport = PROTOCOLS.get(spec["target"]["kind"], (spec["target"]["kind"], "-"))
-        latency = pooled(t["result"]["latency"] for t in trials)
-        fileset = max(t["result"].get("fileset", {}).get("bytes", 0) for t in trials)
+        results = point.results()
+        latency = pooled(r.latency for r in results)
+        fileset = max(r.fileset.bytes if r.fileset is not None else 0 for r in results)
         found.append(
             [
                 point.requested,
                 point.mean_achieved,
                 latency.mean_ms,
                 latency.count,
-                sum(t["result"].get("runtime_s", spec["load"]["runtime_s"]) for t in trials),
+                sum(r.runtime_s for r in results),
                 protocol,
                 transport,
                 round(fileset / 1024),
