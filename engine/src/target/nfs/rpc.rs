@@ -415,8 +415,8 @@ impl RpcClient {
             }
             if fds.is_empty() {
                 std::thread::sleep(hold_ends - now); // every connection is on hold
-            } else {
-                wait_readable(&mut fds, hold_ends - now);
+            } else if !wait_readable(&mut fds, hold_ends - now) && hold_ends == deadline {
+                break; // timed out with nothing to read: no read to find that out again
             }
         }
         drop(held);
@@ -849,11 +849,12 @@ impl Live {
     }
 }
 
-/// Wait until one of `fds` is readable or `timeout` has passed (ns resolution, unlike poll).
-fn wait_readable(fds: &mut [libc::pollfd], timeout: Duration) {
+/// Wait until one of `fds` is readable or `timeout` has passed (ns resolution, unlike poll);
+/// false when it timed out.
+fn wait_readable(fds: &mut [libc::pollfd], timeout: Duration) -> bool {
     let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
     // SAFETY: `fds` is a valid array of its length; EINTR and errors make the caller look again.
-    unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+    unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) != 0 }
 }
 
 #[cfg(test)]
