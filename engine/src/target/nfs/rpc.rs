@@ -372,11 +372,12 @@ impl RpcClient {
     /// `timeout` for the first. What one connection's receive moderation holds back is not
     /// read before its hold ends. Completions run on the calling thread.
     pub fn poll(&self, timeout: Duration) {
+        // A dead connection has nothing more to say (its calls have failed): waiting on it would spin.
+        let alive = |c: &Conn| c.live.lock().expect("conn lock").0.clone().filter(|l| !l.dead.load(Relaxed));
         if let [only] = &self.conns[..] {
-            let live = only.live.lock().expect("conn lock").0.clone();
-            return self.receive(live.as_slice(), timeout);
+            return self.receive(alive(only).as_slice(), timeout);
         }
-        let lives: Vec<Arc<Live>> = self.conns.iter().filter_map(|c| c.live.lock().expect("conn lock").0.clone()).collect();
+        let lives: Vec<Arc<Live>> = self.conns.iter().filter_map(alive).collect();
         self.receive(&lives, timeout);
     }
 
