@@ -18,6 +18,8 @@ against a dense sweep of a throttled ext4), and fio 3.33 for `posix` and `openlo
 nfs3_client crate (benchmarks/peers/nfs3client, cargo) and libnfs's asynchronous API
 (benchmarks/peers/libnfs_bench.c; libnfs-dev). PB_NFS_BASELINE=PATH adds rows for another
 engine binary (e.g. the previous commit's) to every round, for an A/B in the same run;
+PB_NFS_OPS (default "null,getattr,read4k") chooses the ops of the nfs-ganesha rows (each op also
+at 16 in flight, beside libnfs at 16, with CPU per op over libnfs's in every round);
 PB_NFS_RECV_WAIT_US (default "200") lists the fixed receive moderation waits of the nfs-ganesha rows
 that use one, beside the default (adaptive) and the wait off (the canned-reply responder adds one row
 with a 200 µs wait beside its default one).
@@ -1507,7 +1509,7 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
         def wait_label(w: float | None) -> str:
             return "adaptive hold (default)" if w is None else "recv wait off" if w == 0 else f"recv wait {w:g} us"
 
-        for op in ("null", "getattr", "read4k"):
+        for op in [o for o in os.environ.get("PB_NFS_OPS", "null,getattr,read4k").split(",") if o]:
             plan += [
                 (
                     f"peakbench, 1 conn, 64 in flight, {wait_label(w)}",
@@ -1523,6 +1525,25 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
             plan += [
                 (label, op, lambda op=op, binary=binary: peakbench(op, 64, 1, binary))
                 for label, binary in baseline_rows()
+            ]
+            # Issue 21: at 16 in flight beside libnfs at the same depth, with the receive hold and without.
+            plan += [
+                (
+                    f"peakbench, 1 conn, 16 in flight, {wait_label(w)}",
+                    op,
+                    lambda op=op, w=w: peakbench(op, 16, recv_wait_us=w),
+                )
+                for w in (None, 0.0)
+            ]
+            plan += [("libnfs async, 1 conn, 16 in flight", op, lambda op=op: libnfs_run(op, 16))]
+            plan += [
+                (
+                    f"{label.replace('64 in flight', '16 in flight')}, {wait_label(w)}",
+                    op,
+                    lambda op=op, binary=binary, w=w: peakbench(op, 16, 1, binary, recv_wait_us=w),
+                )
+                for label, binary in baseline_rows()
+                for w in (None, 0.0)
             ]
         plan += [
             ("peakbench, 4 conns, 64 in flight", "getattr", lambda: peakbench("getattr", 64, 4)),
@@ -1561,6 +1582,8 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
             med = sorted(runs, key=lambda r: r["ops_per_s"])[len(runs) // 2]
             # Client CPU per op over nfs3_client's in the same round: the neighbours move both alike.
             peer = samples.get(("nfs3_client, 16 conns", op.split("@")[0]), [])
+            # ... and, at 16 in flight, over libnfs's at the same depth.
+            libnfs16 = samples.get(("libnfs async, 1 conn, 16 in flight", op), []) if "16 in flight" in label else []
             rows.append(
                 {
                     **med,
@@ -1581,6 +1604,9 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
                     "cpu_vs_nfs3_client_rounds": [
                         round(r["client_us_per_op"] / n["client_us_per_op"], 3) for r, n in zip(runs, peer)
                     ],
+                    "cpu_vs_libnfs16_rounds": [
+                        round(r["client_us_per_op"] / n["client_us_per_op"], 3) for r, n in zip(runs, libnfs16)
+                    ],
                 }
             )
         for row in rows:
@@ -1599,6 +1625,7 @@ def bench_nfs_ganesha(name: str = "nfs") -> dict:
                 "server_us_per_op",
                 "vs_best_peer_ops",
                 "cpu_vs_nfs3_client_rounds",
+                "cpu_vs_libnfs16_rounds",
             ],
         )
         table(

@@ -222,6 +222,39 @@ def test_receive_moderation_is_adaptive_by_default_reports_its_holds_and_spares_
     assert fixed_holds["holds"] > 0 and fixed_holds["mean_hold_us"] >= 1000.0, fixed_holds
 
 
+def test_one_thread_sends_reads_and_completes_a_pipelined_nfs_run(engine_path, ganesha_server, nfs_url):
+    """Flat out at 16 in flight, the leading sender reads the replies itself: no reader thread
+    per connection, whose wake-up and hand-off per reply cost the client CPU (issue 21). Every
+    call still completes, and a light load's latency stays that of one round trip."""
+    import subprocess
+
+    flat_out = _spec(nfs_url, {"getattr": 1.0}, rate=200_000, runtime_s=1.5)
+    flat_out["load"]["max_outstanding"] = 16
+    _engine(engine_path, "prepare", flat_out)
+    run = subprocess.Popen(
+        [str(engine_path), "run", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    run.stdin.write(json.dumps(flat_out))
+    run.stdin.close()
+    names: set[str] = set()
+    while run.poll() is None:
+        for task in Path(f"/proc/{run.pid}/task").glob("*/comm"):
+            try:
+                names.add(task.read_text().strip())
+            except OSError:
+                pass  # the thread ended meanwhile
+        time.sleep(0.05)
+    result = json.loads(run.stdout.read())
+    assert run.returncode == 0
+    assert "pb-sender" in names and not any("reader" in n for n in names), names
+    getattr_ = result["ops"]["getattr"]
+    assert getattr_["successes"] == getattr_["count"] > 1000, getattr_
+    assert getattr_["timeouts"] == 0 and getattr_["cancellations"] == 0, getattr_
+    light = _engine(engine_path, "run", _spec(nfs_url, {"getattr": 1.0}, rate=200, runtime_s=1.0))
+    assert light["ops"]["getattr"]["successes"] == light["ops"]["getattr"]["count"] > 150
+    assert light["latency"]["p50_ms"] < 1.0
+
+
 def test_ganesha_saw_the_op_mix_and_bytes_that_the_result_reports(engine_path, ganesha_server, nfs_url):
     """ganesha's own NFSv3 counters (over D-Bus) against the result, as deltas around the run
     (after prepare, which makes the files). Procedures that only the mix calls must match

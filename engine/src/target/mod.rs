@@ -2,6 +2,7 @@
 //! protocol behind one small trait; the engine knows nothing else about them.
 
 pub mod http;
+pub mod idhash;
 pub mod inflight;
 pub mod nfs;
 pub mod null;

@@ -15,6 +15,9 @@ use std::time::Duration;
 const MONITOR_NS: u64 = 500_000;
 /// The same for a pipelining target with no sender blocked in it: it cannot starve the schedule.
 const IDLE_PIPELINE_NS: u64 = 1_000_000;
+/// ... and for one whose leader completes the replies itself (`Target::poll`): that leader never
+/// blocks longer than its poll slice, and each look costs a wake-up on the sender's core.
+const IDLE_POLLING_NS: u64 = 10_000_000;
 
 /// Scheduler statistics of a thread: (ns on a CPU, ns waiting on a run queue).
 /// The kernel updates them at scheduler events and ticks, so over a short stretch they may lag.
@@ -248,7 +251,8 @@ pub fn monitor(spec: &TrialSpec, shared: &Arc<Shared>) -> usize {
             return max_busy;
         }
         let idle_pipeline = shared.pipelines && c.executing == 0;
-        let pace = if idle_pipeline { IDLE_PIPELINE_NS } else { MONITOR_NS };
+        let idle_pace = if shared.polls { IDLE_POLLING_NS } else { IDLE_PIPELINE_NS };
+        let pace = if idle_pipeline { idle_pace } else { MONITOR_NS };
         let watch = if suspect.is_some() && !progressed {
             now + SPAWN_AFTER_NS
         } else if due == NOT_DUE {
@@ -259,7 +263,7 @@ pub fn monitor(spec: &TrialSpec, shared: &Arc<Shared>) -> usize {
             (due + SPAWN_AFTER_NS).max(now + pace)
         };
         let wake = watch.min(next_progress).min(drain_deadline);
-        let floor = if idle_pipeline { IDLE_PIPELINE_NS } else { SPAWN_AFTER_NS / 4 };
+        let floor = if idle_pipeline { idle_pace } else { SPAWN_AFTER_NS / 4 };
         std::thread::park_timeout(Duration::from_nanos(wake.saturating_sub(now).clamp(floor, 100_000_000)));
     }
 }

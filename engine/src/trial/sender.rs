@@ -263,7 +263,11 @@ impl Shared {
             return;
         }
         if self.polls {
-            while self.started.load(Relaxed) >= cap {
+            self.target.flush(); // what was started must go out before the wait for its replies
+                                 // Open loop: resume once a quarter of the places are free, so the next requests go
+                                 // out in one write; a closed-loop client sends as soon as its reply is in.
+            let resume_at = if self.closed { cap - 1 } else { self.resume_at(cap) };
+            while self.started.load(Relaxed) > resume_at {
                 self.target.poll(POLL_SLICE);
             }
             return;
@@ -277,6 +281,12 @@ impl Shared {
         self.cap_waiting.fetch_sub(1, Relaxed);
     }
 
+    /// How many requests may still be in flight when a leader held by the cap resumes: a
+    /// quarter of the places free, so it sends a batch instead of one request per wake-up.
+    fn resume_at(&self, cap: usize) -> usize {
+        cap - (cap / 4).max(1)
+    }
+
     /// A started request completed (on the target's thread).
     fn started_done(&self, counted: bool, d: Done) {
         if counted {
@@ -285,9 +295,7 @@ impl Shared {
         self.started_completed.fetch_add(1, Relaxed);
         self.side.lock().expect("a sender panicked").complete(&self.quarters, &d);
         self.started.fetch_sub(1, SeqCst);
-        // Wake a leader held by the cap once a quarter of the places are free, so it
-        // sends a batch instead of one request per wake-up.
-        let resume_at = self.cap.map_or(0, |cap| cap - (cap / 4).max(1));
+        let resume_at = self.cap.map_or(0, |cap| self.resume_at(cap));
         if self.cap_waiting.load(SeqCst) > 0 && self.started.load(Relaxed) <= resume_at {
             if let Some(t) = self.cap_waiter.lock().expect("cap waiter lock").as_ref() {
                 t.unpark();

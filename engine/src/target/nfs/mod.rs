@@ -8,6 +8,7 @@ pub mod proto;
 pub mod rpc;
 pub mod xdr;
 
+use super::idhash::IdHash;
 use super::{Completion, FileStore, Target};
 use crate::op::{Attr, Kind, Op, Outcome, Reply, Request};
 use crate::spec::NfsSpec;
@@ -29,7 +30,7 @@ pub struct Nfs {
     pub nfs: Arc<Nfs3>,
     pub export_fh: Fh,
     root: Fh,
-    cache: Arc<Mutex<HashMap<String, Fh>>>,
+    cache: Arc<Mutex<HashMap<String, Fh, IdHash>>>,
     pub rsize: u32,
     pub wsize: u32,
     /// Transfers of one logical read or write in flight (at least 1).
@@ -125,7 +126,7 @@ impl Nfs {
             root: export_fh.clone(),
             export_fh,
             nfs,
-            cache: Arc::new(Mutex::new(HashMap::new())),
+            cache: Arc::new(Mutex::new(HashMap::default())),
             rsize,
             wsize,
             biod_reads: spec.biod_reads.unwrap_or(1).max(1) as usize,
@@ -323,7 +324,18 @@ impl Nfs {
             if outstanding == 0 {
                 break;
             }
-            let (at, reply, retrans) = rx.recv_timeout(wait).map_err(|_| Error::Rpc(rpc::RpcError::Timeout))?;
+            // Nobody else may be reading: this thread reads until its replies are in.
+            let given_up = std::time::Instant::now() + wait;
+            let (at, reply, retrans) = loop {
+                if let Ok(got) = rx.try_recv() {
+                    break got;
+                }
+                let left = given_up.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    return Err(Error::Rpc(rpc::RpcError::Timeout));
+                }
+                self.nfs.rpc.poll(left);
+            };
             rpc::add_retransmissions(retrans);
             outstanding -= 1;
             match reply {
@@ -544,6 +556,15 @@ impl Target for Nfs {
 
     fn flush(&self) {
         self.nfs.rpc.flush()
+    }
+
+    /// The leading sender reads the replies itself (rpc.rs): no reader thread to wake per reply.
+    fn completes_in_poll(&self) -> bool {
+        true
+    }
+
+    fn poll(&self, timeout: Duration) {
+        self.nfs.rpc.poll(timeout)
     }
 
     fn start(&self, request: &Request, done: Completion) -> Result<(), Completion> {

@@ -1,20 +1,25 @@
 //! ONC-RPC over TCP (RFC 5531) with record marking, pipelined: many calls in
-//! flight on one connection, each matched to its reply by XID. Callers block in
-//! `call`; one reader thread per connection reads replies in large chunks and
-//! hands each to the thread that waits for it, or decodes it in place for an
-//! asynchronous call. Replies with an XID that nobody waits for (late replies to
-//! calls that timed out, garbage) are counted and dropped.
+//! flight on one connection, each matched to its reply by XID. No thread of its own
+//! reads replies: whoever waits for one does (`RpcClient::poll`, the trial's leading
+//! sender; a blocking `call`), taking the connection's receive side, reading every
+//! reply that has arrived in one system call, handing each to the thread that waits
+//! for it or decoding it in place for an asynchronous call. One thread can so send,
+//! receive and complete everything, with no wake-up of another thread per reply.
+//! Replies with an XID that nobody waits for (late replies to calls that timed out,
+//! garbage) are counted and dropped.
 
 use super::xdr::{Dec, Enc};
+use crate::target::idhash::IdHash;
 use crate::target::inflight::InflightCap;
 use crate::target::readbuf::ReadBuf;
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
@@ -173,11 +178,30 @@ struct Live {
     writer: Mutex<TcpStream>,
     /// Asynchronous calls waiting for `flush`: many records, one write.
     queued: Mutex<Vec<u8>>,
-    pending: Mutex<HashMap<u32, Waiter>>,
+    pending: Mutex<HashMap<u32, Waiter, IdHash>>,
+    /// The receiving side: whoever holds it reads (`RpcClient::poll`).
+    rx: Mutex<Rx>,
+    /// The socket replies are read from (the writer's clone).
+    reader: TcpStream,
     dead: AtomicBool,
     xid: AtomicU32,
     timeout: Duration,
     moderation: Moderation,
+}
+
+/// What a connection's reader keeps between reads.
+struct Rx {
+    records: Records,
+    /// Every whole record of one read, and its waiter: one look-up under the lock for them all.
+    batch: Vec<(Range<usize>, Option<Waiter>)>,
+    /// Calls still waiting once the last read's replies were matched.
+    in_flight: usize,
+    /// The reply latency (call made to reply read), smoothed over reads.
+    observed_latency_s: f64,
+    last_expire: Instant,
+    /// Receive moderation: when the read that found few replies was made, and the time
+    /// before which the connection is not read again (see `hold_after_read`).
+    hold: Option<(Instant, Instant)>,
 }
 
 impl Live {
@@ -261,6 +285,9 @@ pub struct RpcClient {
     inflight: InflightCap,
     pub stats: Arc<TransportStats>,
     xid_seed: u32,
+    /// Threads that found a connection's receive side taken and wait for it to be free.
+    want_read: Mutex<Vec<Thread>>,
+    want_read_count: AtomicUsize,
 }
 
 fn auth_sys(uid: u32, gid: u32) -> Vec<u8> {
@@ -288,6 +315,8 @@ impl RpcClient {
             opts,
             stats: Arc::new(TransportStats::default()),
             xid_seed: seed,
+            want_read: Mutex::new(Vec::new()),
+            want_read_count: AtomicUsize::new(0),
         }
     }
 
@@ -320,20 +349,93 @@ impl RpcClient {
         let live = Arc::new(Live {
             writer: Mutex::new(stream),
             queued: Mutex::new(Vec::with_capacity(64 * 1024)),
-            pending: Mutex::new(HashMap::new()),
+            pending: Mutex::new(HashMap::default()),
+            rx: Mutex::new(Rx {
+                records: Records::new(MAX_RECORD),
+                batch: Vec::new(),
+                in_flight: 0,
+                observed_latency_s: 0.0,
+                last_expire: Instant::now(),
+                hold: None,
+            }),
+            reader,
             dead: AtomicBool::new(false),
             xid: AtomicU32::new(self.xid_seed.wrapping_add((index as u32) << 24)),
             timeout: self.opts.timeout,
             moderation: self.opts.moderation,
         });
-        let (l2, stats) = (live.clone(), self.stats.clone());
-        std::thread::Builder::new()
-            .name("pb-rpc-reader".into())
-            .stack_size(256 * 1024)
-            .spawn(move || read_replies(l2, reader, stats))
-            .map_err(|e| RpcError::Connection(format!("reader thread: {e}")))?;
         g.0 = Some(live.clone());
         Ok(live)
+    }
+
+    /// Read and hand out the replies that have arrived on every connection, waiting up to
+    /// `timeout` for the first. What one connection's receive moderation holds back is not
+    /// read before its hold ends. Completions run on the calling thread.
+    pub fn poll(&self, timeout: Duration) {
+        // A dead connection has nothing more to say (its calls have failed): waiting on it would spin.
+        let alive = |c: &Conn| c.live.lock().expect("conn lock").0.clone().filter(|l| !l.dead.load(Relaxed));
+        if let [only] = &self.conns[..] {
+            return self.receive(alive(only).as_slice(), timeout);
+        }
+        let lives: Vec<Arc<Live>> = self.conns.iter().filter_map(alive).collect();
+        self.receive(&lives, timeout);
+    }
+
+    /// `poll` on some connections. Where another thread is reading, wait (up to `timeout`) for
+    /// it to finish a read instead: it hands out this thread's replies too.
+    fn receive(&self, lives: &[Arc<Live>], timeout: Duration) {
+        let mut held: Vec<(&Live, MutexGuard<Rx>)> = lives.iter().filter_map(|l| l.rx.try_lock().ok().map(|rx| (&**l, rx))).collect();
+        if held.is_empty() {
+            if !lives.is_empty() {
+                self.wait_to_read(timeout);
+            } else {
+                std::thread::sleep(timeout); // nothing connected: nothing can complete meanwhile
+            }
+            return;
+        }
+        let deadline = Instant::now() + timeout;
+        let mut fds = Vec::with_capacity(held.len());
+        loop {
+            let now = Instant::now();
+            let (mut got, mut hold_ends) = (false, deadline);
+            fds.clear();
+            for (live, rx) in held.iter_mut() {
+                if let Some((_, until)) = rx.hold {
+                    if until > now {
+                        hold_ends = hold_ends.min(until);
+                        continue;
+                    }
+                }
+                match live.read_now(rx, &self.stats, now) {
+                    Read::Some | Read::Dead => got = true,
+                    Read::Nothing => fds.push(libc::pollfd { fd: live.reader.as_raw_fd(), events: libc::POLLIN, revents: 0 }),
+                }
+            }
+            if got || now >= deadline {
+                break;
+            }
+            if fds.is_empty() {
+                std::thread::sleep(hold_ends - now); // every connection is on hold
+            } else if !wait_readable(&mut fds, hold_ends - now) && hold_ends == deadline {
+                break; // timed out with nothing to read: no read to find that out again
+            }
+        }
+        drop(held);
+        if self.want_read_count.load(SeqCst) > 0 {
+            for t in self.want_read.lock().expect("want-read lock").drain(..) {
+                t.unpark();
+            }
+        }
+    }
+
+    /// Another thread is reading: park until it has finished a read (or `timeout`).
+    fn wait_to_read(&self, timeout: Duration) {
+        self.want_read.lock().expect("want-read lock").push(std::thread::current());
+        self.want_read_count.fetch_add(1, SeqCst);
+        // A reader that finished between the failed try and the registration woke nobody: the
+        // short bound covers that race.
+        std::thread::park_timeout(timeout.min(RECHECK_READER));
+        self.want_read_count.fetch_sub(1, SeqCst);
     }
 
     /// One call: `args` appends the procedure's arguments. Blocks until the reply,
@@ -428,15 +530,16 @@ impl RpcClient {
                 break Err(err);
             }
             let deadline = Instant::now() + self.opts.timeout;
+            let lives = [live.clone()];
             let got = loop {
                 if let Some(r) = slot.reply.lock().expect("slot lock").take() {
                     break Some(r);
                 }
                 let now = Instant::now();
-                if now >= deadline {
-                    break None;
+                if now >= deadline || live.dead.load(Relaxed) {
+                    break slot.reply.lock().expect("slot lock").take();
                 }
-                std::thread::park_timeout(deadline - now);
+                self.receive(&lives, deadline - now);
             };
             match got {
                 Some(r) => break r,
@@ -619,6 +722,8 @@ impl Records {
     }
 }
 
+/// Longest wait of a thread that found another reading before it looks again itself.
+const RECHECK_READER: Duration = Duration::from_millis(1);
 /// How often the reader looks for asynchronous calls whose time is up.
 const EXPIRE_EVERY: Duration = Duration::from_millis(50);
 /// Receive moderation holds only after a read found fewer replies than this while at
@@ -647,57 +752,86 @@ pub fn hold_after_read(moderation: Moderation, in_flight: usize, found: usize, o
     }
 }
 
-/// The connection's reader: reads replies in large chunks, hands each to its waiter,
-/// and holds off between reads as `hold_after_read` says.
-fn read_replies(live: Arc<Live>, mut stream: TcpStream, stats: Arc<TransportStats>) {
-    let _ = stream.set_read_timeout(Some(EXPIRE_EVERY));
-    if live.moderation != Moderation::Off {
-        crate::clock::tight_timer_slack();
-    }
-    let mut records = Records::new(MAX_RECORD);
-    let mut last_expire = Instant::now();
-    // Every whole record of one read, and its waiter: one look-up under the lock for them all.
-    let mut batch: Vec<(Range<usize>, Option<Waiter>)> = Vec::new();
-    // Calls still waiting once the last read's replies were matched.
-    let mut in_flight = 0;
-    // The reply latency (call made to reply read), smoothed over reads.
-    let mut observed_latency_s = 0.0f64;
-    let why = loop {
-        match stream.read(records.space()) {
-            Ok(0) => break RpcError::Connection("connection closed by the server".into()),
-            Ok(n) => records.filled(n),
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted) => {}
-            Err(e) => break RpcError::Connection(format!("connection lost: {e}")),
+/// What one read on a connection did.
+enum Read {
+    /// Bytes arrived (and were handed to their waiters).
+    Some,
+    /// Nothing has arrived yet.
+    Nothing,
+    /// The connection is gone (its waiters were told).
+    Dead,
+}
+
+impl Live {
+    /// Read whatever has arrived without waiting, hand every whole reply to its waiter and
+    /// look after the calls whose time is up. `now` is the time of the read.
+    fn read_now(&self, rx: &mut Rx, stats: &TransportStats, now: Instant) -> Read {
+        if let Some((read_at, _)) = rx.hold.take() {
+            // The replies that arrived meanwhile were held back this long at most.
+            let held = now.saturating_duration_since(read_at).as_nanos() as u64;
+            stats.held_ns.fetch_add(held, Relaxed);
+            stats.longest_hold_ns.fetch_max(held, Relaxed);
         }
-        let now = Instant::now();
-        stats.reads.fetch_add(1, Relaxed);
+        let read = {
+            let space = rx.records.space();
+            // SAFETY: the buffer is valid for its length; the descriptor is this connection's socket.
+            unsafe { libc::recv(self.reader.as_raw_fd(), space.as_mut_ptr().cast(), space.len(), libc::MSG_DONTWAIT) }
+        };
+        let outcome = match read {
+            0 => Err(RpcError::Connection("connection closed by the server".into())),
+            n if n > 0 => {
+                rx.records.filled(n as usize);
+                stats.reads.fetch_add(1, Relaxed);
+                self.hand_out(rx, stats, now)
+            }
+            _ => match std::io::Error::last_os_error() {
+                e if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted) => Ok(Read::Nothing),
+                e => Err(RpcError::Connection(format!("connection lost: {e}"))),
+            },
+        };
+        let outcome = outcome.and_then(|r| if self.dead.load(Relaxed) { Err(RpcError::Connection("connection closed".into())) } else { Ok(r) });
+        if now.duration_since(rx.last_expire) >= EXPIRE_EVERY {
+            rx.last_expire = now;
+            self.expire(now);
+        }
+        match outcome {
+            Ok(r) => r,
+            Err(why) => {
+                self.kill(&why);
+                Read::Dead
+            }
+        }
+    }
+
+    /// Hand every whole record read so far to its waiter; decide the hold before the next read.
+    fn hand_out(&self, rx: &mut Rx, stats: &TransportStats, now: Instant) -> Result<Read, RpcError> {
         let broken = loop {
-            match records.next() {
+            match rx.records.next() {
                 Next::Incomplete => break None,
                 Next::Broken(e) => break Some(e),
                 Next::Record(r) if r.len() < 4 => {
                     stats.bad_records.fetch_add(1, Relaxed);
                 }
-                Next::Record(r) => batch.push((r, None)),
+                Next::Record(r) => rx.batch.push((r, None)),
             }
         };
-        if !batch.is_empty() {
-            let mut pending = live.pending.lock().expect("pending lock");
-            for (r, waiter) in batch.iter_mut() {
-                let rec = records.get(r.clone());
+        if !rx.batch.is_empty() {
+            let mut pending = self.pending.lock().expect("pending lock");
+            for (r, waiter) in rx.batch.iter_mut() {
+                let rec = rx.records.get(r.clone());
                 *waiter = pending.remove(&u32::from_be_bytes([rec[0], rec[1], rec[2], rec[3]]));
             }
-            in_flight = pending.len();
+            rx.in_flight = pending.len();
         }
         // The first reply of the read stands for it: one sample a read.
-        if let Some(w) = batch.iter().find_map(|(_, w)| w.as_ref()) {
+        if let Some(w) = rx.batch.iter().find_map(|(_, w)| w.as_ref()) {
             let latency = now.saturating_duration_since(w.queued_at()).as_secs_f64();
-            observed_latency_s += (latency - observed_latency_s) / LATENCY_EWMA_READS;
+            rx.observed_latency_s += (latency - rx.observed_latency_s) / LATENCY_EWMA_READS;
         }
-        let found = batch.len();
-        for (r, waiter) in batch.drain(..) {
+        let found = rx.batch.len();
+        for (r, waiter) in rx.batch.drain(..) {
             match waiter {
-                Some(w) => w.finish(Ok(records.get(r))),
+                Some(w) => w.finish(Ok(rx.records.get(r))),
                 None => {
                     stats.stray_replies.fetch_add(1, Relaxed);
                 }
@@ -705,30 +839,23 @@ fn read_replies(live: Arc<Live>, mut stream: TcpStream, stats: Arc<TransportStat
         }
         if let Some(e) = broken {
             stats.bad_records.fetch_add(1, Relaxed);
-            break RpcError::Malformed(e);
+            return Err(RpcError::Malformed(e));
         }
-        if live.dead.load(Relaxed) {
-            break RpcError::Connection("connection closed".into());
-        }
-        let hold = hold_after_read(live.moderation, in_flight, found, Duration::from_secs_f64(observed_latency_s));
-        let now = if hold.is_zero() {
-            now
-        } else {
-            std::thread::sleep(hold);
-            // What was actually held (the sleep overshoots): the figure the result reports.
-            let after = Instant::now();
-            let held = after.duration_since(now).as_nanos() as u64;
+        let hold = hold_after_read(self.moderation, rx.in_flight, found, Duration::from_secs_f64(rx.observed_latency_s));
+        if !hold.is_zero() {
             stats.holds.fetch_add(1, Relaxed);
-            stats.held_ns.fetch_add(held, Relaxed);
-            stats.longest_hold_ns.fetch_max(held, Relaxed);
-            after
-        };
-        if now.duration_since(last_expire) >= EXPIRE_EVERY {
-            last_expire = now;
-            live.expire(now);
+            rx.hold = Some((now, now + hold));
         }
-    };
-    live.kill(&why);
+        Ok(Read::Some)
+    }
+}
+
+/// Wait until one of `fds` is readable or `timeout` has passed (ns resolution, unlike poll);
+/// false when it timed out.
+fn wait_readable(fds: &mut [libc::pollfd], timeout: Duration) -> bool {
+    let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
+    // SAFETY: `fds` is a valid array of its length; EINTR and errors make the caller look again.
+    unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) != 0 }
 }
 
 #[cfg(test)]

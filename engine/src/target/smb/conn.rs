@@ -10,11 +10,11 @@ use super::seal::{self, Sealer};
 use super::sign::{self, Preauth, Signer};
 use super::wire::{self, Header, Negotiated, Req};
 use crate::spec::{Encrypt, Signing};
+use crate::target::idhash::IdHash;
 use crate::target::inflight::InflightCap;
 use crate::target::readbuf::ReadBuf;
 use rand::Rng;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::ops::Range;
@@ -117,28 +117,6 @@ impl Call {
     }
 }
 
-/// Hashes the message IDs that key `pending`: they are ours, so SipHash's defence against
-/// chosen keys buys nothing, and it cost about a thousand instructions per op.
-#[derive(Default)]
-struct MidHasher(u64);
-
-impl Hasher for MidHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.write_u64(self.0 ^ u64::from(*b));
-        }
-    }
-
-    fn write_u64(&mut self, id: u64) {
-        // Fibonacci hashing: spreads consecutive IDs over the table's high and low bits.
-        self.0 = id.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
 enum Entry {
     Call(Call),
     /// A later part of the compound whose first message ID this is.
@@ -155,7 +133,7 @@ struct Outbox {
 pub struct Live {
     writer: Mutex<TcpStream>,
     send: Mutex<Outbox>,
-    pending: Mutex<HashMap<u64, Entry, BuildHasherDefault<MidHasher>>>,
+    pending: Mutex<HashMap<u64, Entry, IdHash>>,
     dead: AtomicBool,
     /// The server said the session expired: new requests go to a fresh connection (and
     /// session); this one finishes what it has in flight, then closes.
