@@ -385,6 +385,13 @@ class _Search:
             if decided is not None:
                 if decided.classification != ABOVE and self.still_rising(drifts):
                     return self.warming(load, interval, tuple(means), drifts)
+                if decided.classification == BELOW and self.maybe_read_low(interval, drifts):
+                    return dataclasses.replace(
+                        decided,
+                        maybe_read_low=True,
+                        reason=f"{decided.reason}, but within {SCOUT_FAR_FACTOR:g}× of it with trials that rose "
+                        "on average: possibly read low by a queue still filling, so it does not bound the peak",
+                    )
                 return decided
             if len(means) >= planned:  # a stage is complete: it is the pilot of the next
                 stage = (len(means), log_deviation(means))
@@ -398,6 +405,16 @@ class _Search:
             f"({self.describe(interval)}) to reach accuracy {s.accuracy:.0%} within {s.max_trials} "
             "trials; lengthen the runlength or allow more trials per load",
         )
+
+    def maybe_read_low(self, interval: ConfidenceInterval, drifts: list[float]) -> bool:
+        """Whether a load found below the region may lie in or above it, its R̄ read low by trials that began
+        on an empty queue near saturation (a fifth to a third low on 4 s trials, BENCHMARKS.md §7).
+
+        The drift test (_rising) has little power on a few short trials, so any average rise counts, but
+        only within SCOUT_FAR_FACTOR of the region, where the bias could carry R̄ below it; such a load
+        still steers the search and decides its side, but is never a bracket's low end.
+        """
+        return interval.high >= self.settings.region_low_ms / SCOUT_FAR_FACTOR and math.fsum(drifts) > 0
 
     def still_rising(self, drifts: list[float]) -> bool:
         """Whether the trials' response time still rises through their measured windows (see _rising)."""
@@ -563,7 +580,8 @@ class _Search:
 
         The estimate is where the response line through the two loads' R̄
         reaches Rsat when both lie on the curve and that keeps the accuracy,
-        else the midpoint; the claim is the bracket itself, [low, high].
+        else the midpoint; the claim is the bracket itself, [low, high], unless `low` may have read low
+        (LoadRecord.maybe_read_low): then it reaches down to the highest settled load below that cannot have.
         """
         s = self.settings
         peak_rate = (low.load + high.load) / 2
@@ -590,13 +608,26 @@ class _Search:
             if peak_rate != (low.load + high.load) / 2
             else "their midpoint"
         )
-        achieved = estimate_accuracy(peak_rate, low.load, high.load)
+        # A low end that may have read low (maybe_read_low) does not bound the claim: it reaches down to
+        # the highest settled load below that cannot have; none, and no interval is claimed.
+        claim_low = low if not low.maybe_read_low else self.history.bracket(settled_only=True, trusted_only=True)[0]
+        achieved = estimate_accuracy(peak_rate, claim_low.load, high.load) if claim_low is not None else None
+        if claim_low is low:
+            claim = f"located to accuracy {achieved:.1%}"
+        elif claim_low is not None:
+            claim = (
+                f"its interval reaches down to {claim_low.load:.1f} ops/s, since {low.load:.1f} ops/s may have read "
+                f"low, so it is located to accuracy {achieved:.1%}"
+            )
+        else:
+            claim = f"no interval of the peak rate is claimed, since {low.load:.1f} ops/s may have read low"
         message = (
             f"peak rate {peak_rate:.1f} ops/s ({estimated}): no measured load landed in the peak region; "
             f"it lies between {low.load:.1f} ops/s ({low.reason}) and {high.load:.1f} ops/s ({high.reason}); "
-            f"{between}; located to accuracy {achieved:.1%}{self.shorter_note()}"
+            f"{between}; {claim}{self.shorter_note()}"
         )
-        result = self.result(verdicts.PEAK, message, None, low.load, high.load)
+        claimed = (claim_low.load, high.load) if claim_low is not None else (None, None)
+        result = self.result(verdicts.PEAK, message, None, *claimed)
         return dataclasses.replace(
             result,
             peak_rate=peak_rate,
