@@ -73,7 +73,6 @@ from peakbench.controller import POLICIES as SEARCH_POLICIES  # noqa: E402 (the 
 from peakbench.controller import Observation, SearchSettings  # noqa: E402
 from peakbench.controller.search import trials_still_rising  # noqa: E402
 from peakbench.searching import QUICK  # noqa: E402
-from peakbench.servers.mdc_queue import responses_s  # noqa: E402
 from peakbench.servers.mdc import (  # noqa: E402
     EXAMPLE_WORKLOAD,
     MDCServer,
@@ -81,6 +80,7 @@ from peakbench.servers.mdc import (  # noqa: E402
     peak_rate,
     peak_region,
 )
+from peakbench.servers.mdc_queue import responses_s  # noqa: E402
 
 POLICIES = ("guided", "binsearch", "model", "linear")
 RSAT_MS, WIDTH, SERVICE_MS = 50.0, 0.10, 5.0
