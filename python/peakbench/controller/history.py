@@ -29,8 +29,8 @@ class LoadRecord:
     settled: bool = True  # False: too noisy to settle, classified by R̄'s side of Rsat only to steer
     means_ms: tuple[float, ...] = ()  # R̄ of each careful trial, for intervals at other confidence levels
     drifts: tuple[float, ...] = ()  # of each careful trial whose quarters are known: log(second half / first half)
-    # Below the region but possibly read low by trials from an empty queue (search.maybe_read_low):
-    # it steers the search, but no claim rests on it as the low end of a bracket
+    # Below the region but within a margin where trials from an empty queue may read low
+    # (search.maybe_read_low): it steers the search, but no claim rests on it as a bracket's low end
     maybe_read_low: bool = False
 
 
@@ -54,7 +54,8 @@ class SearchHistory:
         self, settled_only: bool = False, trusted_only: bool = False
     ) -> tuple[LoadRecord | None, LoadRecord | None]:
         """(highest load below the region, lowest load above it), None where not yet seen;
-        with settled_only, of the loads whose trials settled which side they are on.
+        with settled_only, of the loads whose trials settled which side they are on; with
+        trusted_only, no load that may have read low (maybe_read_low) is the lower end.
 
         A load found below the region but higher than a saturated one contradicts
         it (noise) and is not used as the lower end.

@@ -19,10 +19,11 @@ region [Rsat(1−s), Rsat(1+s)] as in settings.py):
   M/M/1, close for M/D/1). None, with no claim made, when there is no
   second careful load or the intervals allow a flat curve. For a bracket
   claim: the bracket's two loads, except that a low end found below the
-  region but within 1.5× of it from trials that rose on average (trials from
-  an empty queue near saturation read low) does not bound it: the interval
-  then reaches down to the highest settled load below that cannot have read
-  low, or, with none, no interval is claimed (ci_low, ci_high and accuracy None).
+  region but within 1.5× of it (where trials from an empty queue near
+  saturation read low) does not bound it: the interval then reaches down to
+  the highest settled load below that margin, and `accuracy` is the
+  estimate's against that interval, which may fall short of a; with no such
+  load no interval is claimed (ci_low, ci_high and accuracy None).
 - bracket_low, bracket_high: the nearest loads found, each settling its side,
   below and above the peak region (None where no such load was tested);
   the message names the same loads.

@@ -246,6 +246,9 @@ class _Search:
                 and not settled_high.scouted
                 and bracket_accuracy(settled_low.load, settled_high.load) >= self.settings.accuracy
             ):
+                probe = self.trusted_low_probe(settled_low, settled_high)
+                if probe is not None:
+                    return probe, True
                 raise _Cliff(settled_low, settled_high)
             probe = self.knee_probe()
             if probe is not None:
@@ -270,6 +273,25 @@ class _Search:
                 "each other; lengthen the runlength or allow more trials",
             )
         return proposal, False
+
+    def trusted_low_probe(self, low: LoadRecord, high: LoadRecord) -> float | None:
+        """Before a bracket claim whose low end may have read low (maybe_read_low): a load one step of
+        (1 − a)/2 below the lowest such load, measured carefully, so that a load that cannot have read
+        low may bound the claim within the accuracy; None when one already does, or none can.
+        """
+        s = self.settings
+        if not low.maybe_read_low:
+            return None
+        trusted, _ = self.history.bracket(settled_only=True, trusted_only=True)
+        if trusted is not None and bracket_accuracy(trusted.load, high.load) >= s.accuracy:
+            return None
+        floor = trusted.load if trusted is not None else 0.0
+        doubtful = min(r.load for r in self.history.records if r.maybe_read_low and floor < r.load <= low.load)
+        probe = doubtful / (1 + (1 - s.accuracy) / 2)
+        if probe <= floor or probe < s.min_load or bracket_accuracy(probe, high.load) < s.accuracy:
+            return None
+        already = [r for r in self.history.records if same_load(r.load, probe)]
+        return None if already and not already[0].scouted else probe
 
     def knee_probe(self) -> float | None:
         """A load just outside a knee whose loads are too noisy to settle, or None.
@@ -385,12 +407,12 @@ class _Search:
             if decided is not None:
                 if decided.classification != ABOVE and self.still_rising(drifts):
                     return self.warming(load, interval, tuple(means), drifts)
-                if decided.classification == BELOW and self.maybe_read_low(interval, drifts):
+                if decided.classification == BELOW and self.maybe_read_low(interval):
                     return dataclasses.replace(
                         decided,
                         maybe_read_low=True,
-                        reason=f"{decided.reason}, but within {SCOUT_FAR_FACTOR:g}× of it with trials that rose "
-                        "on average: possibly read low by a queue still filling, so it does not bound the peak",
+                        reason=f"{decided.reason}, but within {SCOUT_FAR_FACTOR:g}× of it, where trials from an "
+                        "empty queue may read low: it does not bound the peak's interval",
                     )
                 return decided
             if len(means) >= planned:  # a stage is complete: it is the pilot of the next
@@ -406,15 +428,15 @@ class _Search:
             "trials; lengthen the runlength or allow more trials per load",
         )
 
-    def maybe_read_low(self, interval: ConfidenceInterval, drifts: list[float]) -> bool:
-        """Whether a load found below the region may lie in or above it, its R̄ read low by trials that began
-        on an empty queue near saturation (a fifth to a third low on 4 s trials, BENCHMARKS.md §7).
-
-        The drift test (_rising) has little power on a few short trials, so any average rise counts, but
-        only within SCOUT_FAR_FACTOR of the region, where the bias could carry R̄ below it; such a load
-        still steers the search and decides its side, but is never a bracket's low end.
+    def maybe_read_low(self, interval: ConfidenceInterval) -> bool:
+        """Whether a load found below the region may truly lie in or above it, its R̄ read low by trials that
+        began on an empty queue near saturation: 4 s trials read a fifth low at ρ 0.95 of an M/M/1 queue and
+        a third low in M/D/4's peak region (BENCHMARKS.md §7), and neither the drift test (_rising) nor the
+        trials' spread tells such loads apart on a few trials. So a load below the region but within
+        SCOUT_FAR_FACTOR of it (the margin within which a scout's one trial is not trusted either) steers
+        the search and decides its side as before, but a bracket claim does not rest on it as its low end.
         """
-        return interval.high >= self.settings.region_low_ms / SCOUT_FAR_FACTOR and math.fsum(drifts) > 0
+        return interval.high >= self.settings.region_low_ms / SCOUT_FAR_FACTOR
 
     def still_rising(self, drifts: list[float]) -> bool:
         """Whether the trials' response time still rises through their measured windows (see _rising)."""
