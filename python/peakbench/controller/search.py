@@ -408,6 +408,10 @@ class _Search:
                 if decided.classification != ABOVE and self.still_rising(drifts):
                     return self.warming(load, interval, tuple(means), drifts)
                 if decided.classification == BELOW and self.maybe_read_low(interval):
+                    if len(means) < pilot:
+                        # Two or three trials' interval is wide: the pilot's may clear the margin.
+                        self.report(load, number, interval.high - interval.low)
+                        continue
                     return dataclasses.replace(
                         decided,
                         maybe_read_low=True,
@@ -435,6 +439,8 @@ class _Search:
         trials' spread tells such loads apart on a few trials. So a load below the region but within
         SCOUT_FAR_FACTOR of it (the margin within which a scout's one trial is not trusted either) steers
         the search and decides its side as before, but a bracket claim does not rest on it as its low end.
+        Such a decision waits for the pilot's STEIN_PILOT trials: two trials' interval is often wide enough
+        to reach into the margin at a load far below it.
         """
         return interval.high >= self.settings.region_low_ms / SCOUT_FAR_FACTOR
 
