@@ -57,6 +57,9 @@ RunTrial = Callable[[float, float], Observation]
 Progress = Callable[[float, int, float | None], None]
 
 SCOUT_FAR_FACTOR = 1.5  # a scout decides when R̄ is below region/1.5 or above region·1.5
+# A load found below the region whose R̄ interval reaches above region_low / this may have read low
+# (maybe_read_low): chosen from 1.25 and 1.5 by simulated M/D/4 and M/D/1 quick searches (BENCHMARKS.md §7)
+READ_LOW_MARGIN = 1.25
 CLOSED_BRACKET = 0.002  # a bracket narrower than this (relative) leaves no load to try
 # A stage runs at most this many times the trials of the one before: Stein's N from a pilot
 # of 4 carries t(3)² ≈ 10 where a known deviation needs z² ≈ 3.8, so a noisy load is cheaper
@@ -415,7 +418,7 @@ class _Search:
                     return dataclasses.replace(
                         decided,
                         maybe_read_low=True,
-                        reason=f"{decided.reason}, but within {SCOUT_FAR_FACTOR:g}× of it, where trials from an "
+                        reason=f"{decided.reason}, but within {READ_LOW_MARGIN:g}× of it, where trials from an "
                         "empty queue may read low: it does not bound the peak's interval",
                     )
                 return decided
@@ -436,13 +439,13 @@ class _Search:
         """Whether a load found below the region may truly lie in or above it, its R̄ read low by trials that
         began on an empty queue near saturation: 4 s trials read a fifth low at ρ 0.95 of an M/M/1 queue and
         a third low in M/D/4's peak region (BENCHMARKS.md §7), and neither the drift test (_rising) nor the
-        trials' spread tells such loads apart on a few trials. So a load below the region but within
-        SCOUT_FAR_FACTOR of it (the margin within which a scout's one trial is not trusted either) steers
-        the search and decides its side as before, but a bracket claim does not rest on it as its low end.
+        trials' spread tells such loads apart on a few trials. So a load below the region whose interval
+        reaches within READ_LOW_MARGIN of it steers the search and decides its side as before, but a
+        bracket claim does not rest on it as its low end.
         Such a decision waits for the pilot's STEIN_PILOT trials: two trials' interval is often wide enough
         to reach into the margin at a load far below it.
         """
-        return interval.high >= self.settings.region_low_ms / SCOUT_FAR_FACTOR
+        return interval.high >= self.settings.region_low_ms / READ_LOW_MARGIN
 
     def still_rising(self, drifts: list[float]) -> bool:
         """Whether the trials' response time still rises through their measured windows (see _rising)."""
