@@ -411,7 +411,7 @@ class _Search:
                 if decided.classification != ABOVE and self.still_rising(drifts):
                     return self.warming(load, interval, tuple(means), drifts)
                 if decided.classification == BELOW and self.maybe_read_low(interval):
-                    if len(means) < pilot:
+                    if len(means) < min(pilot, s.max_trials):
                         # Two or three trials' interval is wide: the pilot's may clear the margin.
                         self.report(load, number, interval.high - interval.low)
                         continue
