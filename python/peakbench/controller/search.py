@@ -60,6 +60,10 @@ SCOUT_FAR_FACTOR = 1.5  # a scout decides when R̄ is below region/1.5 or above 
 # A load found below the region whose R̄ interval reaches above region_low / this may have read low
 # (maybe_read_low): chosen from 1.25 and 1.5 by simulated M/D/4 and M/D/1 quick searches (BENCHMARKS.md §7)
 READ_LOW_MARGIN = 1.25
+# ... unless R̄ itself lies below region_low / this: no load at or past λ* read that low in any stored real search
+# (lowest 20.7 ms against 15 for Rsat 50), while the throttled disk's loads below its cliff, whose trial means
+# spread from 0.1 to 24 ms, did reach into the margin by their interval alone (BENCHMARKS.md §7)
+READ_LOW_MAX_FACTOR = 3.0
 CLOSED_BRACKET = 0.002  # a bracket narrower than this (relative) leaves no load to try
 # A stage runs at most this many times the trials of the one before: Stein's N from a pilot
 # of 4 carries t(3)² ≈ 10 where a known deviation needs z² ≈ 3.8, so a noisy load is cheaper
@@ -440,12 +444,13 @@ class _Search:
         began on an empty queue near saturation: 4 s trials read a fifth low at ρ 0.95 of an M/M/1 queue and
         a third low in M/D/4's peak region (BENCHMARKS.md §7), and neither the drift test (_rising) nor the
         trials' spread tells such loads apart on a few trials. So a load below the region whose interval
-        reaches within READ_LOW_MARGIN of it steers the search and decides its side as before, but a
-        bracket claim does not rest on it as its low end.
+        reaches within READ_LOW_MARGIN of it, and whose R̄ is not below READ_LOW_MAX_FACTOR of it, steers
+        the search and decides its side as before, but a bracket claim does not rest on it as its low end.
         Such a decision waits for the pilot's STEIN_PILOT trials: two trials' interval is often wide enough
         to reach into the margin at a load far below it.
         """
-        return interval.high >= self.settings.region_low_ms / READ_LOW_MARGIN
+        low_edge = self.settings.region_low_ms
+        return interval.high >= low_edge / READ_LOW_MARGIN and interval.mean >= low_edge / READ_LOW_MAX_FACTOR
 
     def still_rising(self, drifts: list[float]) -> bool:
         """Whether the trials' response time still rises through their measured windows (see _rising)."""
