@@ -80,6 +80,7 @@ from peakbench.servers.mdc import (  # noqa: E402
     peak_rate,
     peak_region,
 )
+from peakbench.servers.mdc_queue import responses_s  # noqa: E402
 
 POLICIES = ("guided", "binsearch", "model", "linear")
 RSAT_MS, WIDTH, SERVICE_MS = 50.0, 0.10, 5.0
@@ -111,23 +112,12 @@ def explanation(message: str) -> str:
     return text
 
 
-def queue_responses_s(arrivals: np.ndarray, workers: int) -> np.ndarray:
-    """Response times (s) of FIFO M/D/c customers arriving at the sorted `arrivals` to an empty queue."""
-    service_s = SERVICE_MS / 1000
-    waits = np.empty(len(arrivals))
-    for residue in range(workers):
-        # W_i = max(0, W_{i−c} + D − (a_i − a_{i−c})) from W = 0: the walk S of the steps less its running minimum.
-        walk = np.cumsum(np.concatenate([[0.0], service_s - np.diff(arrivals[residue::workers])]))
-        waits[residue::workers] = walk - np.minimum.accumulate(walk)
-    return waits + service_s
-
-
 def simulated_mean_ms(rate: float, workers: int, seed: int) -> dict:
     """The mean response of a FIFO M/D/c queue at `rate` by simulation (see the module's docstring)."""
     rng = np.random.default_rng(seed)
     means = []
     for _ in range(SIMULATION_REPLICATES):
-        responses = queue_responses_s(np.cumsum(rng.exponential(1 / rate, SIMULATION_CUSTOMERS)), workers)
+        responses = responses_s(np.cumsum(rng.exponential(1 / rate, SIMULATION_CUSTOMERS)), workers, SERVICE_MS / 1000)
         means.append(1000 * responses[SIMULATION_CUSTOMERS // 10 :].mean())
     mean, deviation = statistics.fmean(means), statistics.stdev(means)
     half = 2.093 * deviation / math.sqrt(len(means))  # t(0.975, 19)
@@ -155,7 +145,7 @@ def drift_alarms(seed: int) -> list[dict]:
     def trial(rate: float, warmup_s: float, runtime_s: float) -> Observation:
         span = warmup_s + runtime_s
         arrivals = np.sort(rng.uniform(0, span, rng.poisson(rate * span)))
-        responses = queue_responses_s(arrivals, 1)[arrivals >= warmup_s]
+        responses = responses_s(arrivals, 1, SERVICE_MS / 1000)[arrivals >= warmup_s]
         quarter = np.minimum((arrivals[arrivals >= warmup_s] - warmup_s) / runtime_s * 4, 3).astype(int)
         means = tuple(1000 * float(responses[quarter == q].mean()) for q in range(4))
         mean = 1000 * float(responses.mean())

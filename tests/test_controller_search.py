@@ -168,7 +168,10 @@ def test_a_knee_too_noisy_to_settle_is_bracketed_by_settled_loads():
     assert len(within) >= quick.confidence * len(results), [r.message for r in results if r not in within]
     bracketed = [r for r in results if r.verdict == "peak" and "did not settle which side they are on" in r.message]
     assert bracketed
-    assert all(r.ci_low < r.peak_rate < r.ci_high and r.accuracy >= quick.accuracy for r in bracketed)
+    assert all(r.ci_low < r.peak_rate < r.ci_high for r in bracketed)
+    # A claim meets the accuracy unless its low end may have read low (search.maybe_read_low): then its
+    # interval reaches further down, and the message says so beside the accuracy it does reach.
+    assert all(r.accuracy >= quick.accuracy or "reaches down to" in r.message for r in bracketed)
 
 
 def test_noisy_when_the_trial_budget_runs_out():

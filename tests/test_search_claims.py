@@ -84,11 +84,13 @@ def test_a_smooth_curve_is_never_said_to_jump():
 
 def test_the_json_of_a_bracket_claim_names_the_loads_its_message_names():
     # One search's bracket_low was 188.9 while its message and ci_low used 175.
+    # A low end that may have read low widens the claim below it, and the message says to where.
     _, claims = bracket_claims()
     for result in claims:
-        assert (result.bracket_low, result.bracket_high) == (result.ci_low, result.ci_high)
-        assert f"between {result.ci_low:.1f} ops/s" in result.message
+        assert result.bracket_high == result.ci_high
+        assert f"between {result.bracket_low:.1f} ops/s" in result.message
         assert f"and {result.ci_high:.1f} ops/s" in result.message
+        assert result.ci_low == result.bracket_low or f"reaches down to {result.ci_low:.1f} ops/s" in result.message
         assert result.ci_low <= result.peak_rate <= result.ci_high
         assert f"peak rate {result.peak_rate:.1f} ops/s" in result.message
 
@@ -229,3 +231,22 @@ def test_stated_response_intervals_near_saturation_cover_about_as_often_as_claim
     cell = response_coverage(0.875, "quick", 150, seed=1)
     assert cell.stated + cell.rising + cell.noisy == 150 and cell.stated >= 120
     assert cell.coverage >= 0.85, cell
+
+
+@pytest.mark.parametrize("policy", ["guided", "binsearch"])
+def test_quick_intervals_of_the_md4_queue_hold_its_peak_as_often_as_claimed(policy):
+    # Issue 20: quick searches of the real M/D/4 server held λ* = 789.2 req/s in 17 of 20 intervals per
+    # policy (c = 90%): a bracket's low end at or just past λ* (789.7-800 req/s, capacity 800) had read
+    # 21-38 ms over 4 s trials from an empty queue, where the true mean is 52 ms to unbounded. The same
+    # queue in virtual time: on main 134 and 129 of these 150 intervals held λ*.
+    from peakbench.servers.mdc_queue import SimulatedMDC
+
+    quick = SearchSettings(rsat_ms=50.0, width=0.1, **QUICK)
+    server = SimulatedMDC(workers=4)
+    truth = server.true_peak(quick.rsat_ms)
+    results = [
+        find_peak(SimulatedTarget(server, quick.warmup_s, quick.psat, seed), quick, policy) for seed in range(150)
+    ]
+    for result in results:
+        assert result.ci_low is None or result.ci_low <= result.peak_rate <= result.ci_high, result.message
+    assert sum(r.ci_low is not None and r.ci_low <= truth <= r.ci_high for r in results) >= 138  # 92%; now 142, 140

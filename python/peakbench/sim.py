@@ -524,7 +524,7 @@ def _figures(
         within_accuracy=within / len(results),
         response_ci_coverage=response_covered / len(with_interval) if with_interval else 0.0,
         peak_ci_coverage=covered / len(results),
-        mean_accuracy=sum(r.accuracy for r, _ in found) / len(found) if found else 0.0,
+        mean_accuracy=sum(r.accuracy or 0.0 for r, _ in found) / len(found) if found else 0.0,
         failures=failures,
     )
 

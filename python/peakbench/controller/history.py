@@ -29,6 +29,9 @@ class LoadRecord:
     settled: bool = True  # False: too noisy to settle, classified by R̄'s side of Rsat only to steer
     means_ms: tuple[float, ...] = ()  # R̄ of each careful trial, for intervals at other confidence levels
     drifts: tuple[float, ...] = ()  # of each careful trial whose quarters are known: log(second half / first half)
+    # Below the region but within a margin where trials from an empty queue may read low
+    # (search.maybe_read_low): it steers the search, but no claim rests on it as a bracket's low end
+    maybe_read_low: bool = False
 
 
 class SearchHistory:
@@ -47,9 +50,12 @@ class SearchHistory:
     def tested(self, load: float) -> bool:
         return any(same_load(r.load, load) for r in self.records)
 
-    def bracket(self, settled_only: bool = False) -> tuple[LoadRecord | None, LoadRecord | None]:
+    def bracket(
+        self, settled_only: bool = False, trusted_only: bool = False
+    ) -> tuple[LoadRecord | None, LoadRecord | None]:
         """(highest load below the region, lowest load above it), None where not yet seen;
-        with settled_only, of the loads whose trials settled which side they are on.
+        with settled_only, of the loads whose trials settled which side they are on; with
+        trusted_only, no load that may have read low (maybe_read_low) is the lower end.
 
         A load found below the region but higher than a saturated one contradicts
         it (noise) and is not used as the lower end.
@@ -57,7 +63,13 @@ class SearchHistory:
         records = [r for r in self.records if r.settled or not settled_only]
         above = [r for r in records if r.classification == ABOVE]
         high = min(above, key=lambda r: r.load) if above else None
-        below = [r for r in records if r.classification == BELOW and (high is None or r.load < high.load)]
+        below = [
+            r
+            for r in records
+            if r.classification == BELOW
+            and (high is None or r.load < high.load)
+            and not (trusted_only and r.maybe_read_low)
+        ]
         low = max(below, key=lambda r: r.load) if below else None
         return low, high
 

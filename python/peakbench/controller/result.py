@@ -18,7 +18,13 @@ region [Rsat(1−s), Rsat(1+s)] as in settings.py):
   trials); it assumes 1/R is linear in λ between the two loads (exact for
   M/M/1, close for M/D/1). None, with no claim made, when there is no
   second careful load or the intervals allow a flat curve. For a bracket
-  claim: the bracket's two loads.
+  claim: the bracket's two loads, except that a low end found below the
+  region whose R̄ interval reaches within 1.25× of it and whose R̄ is at
+  least a third of its edge (trials from an empty queue near saturation
+  read low) does not bound it: the interval then reaches down to
+  the highest settled load below that margin, and `accuracy` is the
+  estimate's against that interval, which may fall short of a; with no such
+  load no interval is claimed (ci_low, ci_high and accuracy None).
 - bracket_low, bracket_high: the nearest loads found, each settling its side,
   below and above the peak region (None where no such load was tested);
   the message names the same loads.
