@@ -383,3 +383,36 @@ def test_an_observation_of_a_result_stored_before_outcomes_derives_them_from_the
     assert observation.failed_share == pytest.approx(54 / 300) and observation.shed_share == pytest.approx(45 / 300)
     assert observation.quarter_means_ms is None
     assert "45 shed" in saturation_signal(observation, SearchSettings())
+
+
+def test_a_window_whose_requests_all_waited_behind_the_cap_is_saturated_not_far_below():
+    # A scout far past the peak with 128 requests in flight allowed: the cap filled in the warm-up,
+    # so none of the window's requests was sent, none completed, and the latency mean is 0 ms.
+    held = {
+        "schema": RESULT_SCHEMA,
+        "engine_version": "0.1.0",
+        "requested_rate": 102400.0,
+        "completed": 0,
+        "warmup_s": 0.25,
+        "schedule_lag": {"mean_ms": 0.0, "p99_ms": 0.0, "max_ms": 0.0, "hist": ""},
+        "saturation_reason": None,
+        "outstanding": {"cap": 128, "max": 128, "threads": 128},
+        "mix_actual": {},
+        "engine_cpu_s": 0.1,
+        "peak_rss_kib": 9000,
+        "achieved_rate": 0.0,
+        "generator_saturated": False,
+        "sent": 0,
+        "unsent": 102400,
+        "runtime_s": 1.0,
+        "latency": {"mean_ms": 0.0, "count": 0},
+        "outcomes": {"succeeded": 0, "errors": 0, "shed": 0, "timeouts": 0, "cancelled": 0, "failed_share": 0.0},
+        "ops": {},
+    }
+    observation = searching.observation_of(held, 102400.0, 95.0, cost_s=1.5)
+    assert observation.failed_share == 1.0
+    signal = saturation_signal(observation, SearchSettings(**searching.QUICK))
+    assert signal is not None and "102400 never sent (held behind the in-flight cap)" in signal
+    # A generator that fell behind is its own verdict: its unsent requests are not the server's failures.
+    behind = searching.observation_of({**held, "generator_saturated": True}, 102400.0, 95.0, cost_s=1.5)
+    assert behind.failed_share == 0.0

@@ -60,7 +60,10 @@ def observation_of(result: dict, load: float, psat: float, cost_s: float) -> Obs
     the engine counted outcomes and latency quarters load too: see engine.outcomes)."""
     typed = TrialResult.load(result)
     counts = outcomes(typed)
-    seen = Outcomes(counts.succeeded, counts.errors, counts.shed, counts.timeouts, counts.cancelled)
+    # A request the server's backlog kept from being sent failed as surely as one it dropped: without
+    # it, a window whose requests all waited behind the cap would read as R̄ 0 ms, far below the peak.
+    held = 0 if typed.generator_saturated else typed.unsent
+    seen = Outcomes(counts.succeeded, counts.errors, counts.shed, counts.timeouts, counts.cancelled, held)
     quarters = typed.latency.quarters_mean_ms
     return Observation(
         requested_rate=load,
@@ -70,7 +73,7 @@ def observation_of(result: dict, load: float, psat: float, cost_s: float) -> Obs
         generator_saturated=typed.generator_saturated,
         cost_s=cost_s,
         offered_rate=offered_rate(result),
-        failed_share=counts.failed_share,
+        failed_share=(seen.requests - seen.succeeded) / seen.requests if seen.requests else 0.0,
         shed_share=seen.shed / seen.requests if seen.requests else 0.0,
         quarter_means_ms=tuple(quarters) if quarters is not None else None,
         outcomes=seen,

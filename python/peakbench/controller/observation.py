@@ -20,10 +20,13 @@ class Outcomes:
     shed: int  # replies in which the server said on purpose that it is overloaded
     timeouts: int
     cancelled: int
+    # Due in the window but never sent: held behind the in-flight cap by a server that did not
+    # answer (a generator that fell behind is a verdict of its own, not counted here).
+    unsent: int = 0
 
     @property
     def requests(self) -> int:
-        return self.succeeded + self.errors + self.shed + self.timeouts + self.cancelled
+        return self.succeeded + self.errors + self.shed + self.timeouts + self.cancelled + self.unsent
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +80,8 @@ def saturation_signal(observation: Observation, settings: SearchSettings) -> str
                 f" {o.shed} shed ({observation.shed_label}), {o.errors} errors, {o.timeouts} timeouts,"
                 f" {o.cancelled} cancelled"
             )
+            if o.unsent:
+                what += f", {o.unsent} never sent (held behind the in-flight cap)"
         return f"{what} (more than the {_share(settings.max_failed_share)} allowed)"
     if observation.percentile_ms > settings.lsat_ms:
         return f"p{settings.psat:g} {observation.percentile_ms:.0f} ms above {settings.lsat_ms:g} ms"
