@@ -33,12 +33,12 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
-import run as bench
+import common
 from peakbench import analysis
 
-# The installed engine (a pyenv shim execs the real binary); benchmarks/run.py's machine_info reads bench.ENGINE.
-ENGINE = os.environ.get("PEAKBENCH_ENGINE") or shutil.which("peakbench-engine") or str(bench.ENGINE)
-bench.ENGINE = Path(ENGINE)
+# The installed engine (a pyenv shim execs the real binary); common.machine_info reads common.ENGINE.
+ENGINE = os.environ.get("PEAKBENCH_ENGINE") or shutil.which("peakbench-engine") or str(common.ENGINE)
+common.ENGINE = Path(ENGINE)
 
 
 def wilson(successes: int, n: int, confidence_z: float = 1.959964) -> tuple[float, float]:
@@ -50,18 +50,18 @@ def wilson(successes: int, n: int, confidence_z: float = 1.959964) -> tuple[floa
 
 
 def trial_values(count: int, directory: Path) -> list[float]:
-    spec = bench.trial_spec(
+    spec = common.trial_spec(
         {"kind": "posix", "path": str(directory)},
         2000,
         {"getattr": 0.6, "read": 0.4},
-        bench.fileset(200, 4096),
+        common.fileset(200, 4096),
         runtime_s=0.5,
         warmup_s=0.1,
     )
-    bench.run([ENGINE, "prepare", "-"], input=json.dumps(spec), timeout=120)
+    common.run([ENGINE, "prepare", "-"], input=json.dumps(spec), timeout=120)
     values = []
     for number in range(count):
-        proc = bench.run([ENGINE, "run", "-"], input=json.dumps(spec), timeout=60)
+        proc = common.run([ENGINE, "run", "-"], input=json.dumps(spec), timeout=60)
         values.append(json.loads(proc.stdout)["latency"]["mean_ms"])
         if (number + 1) % 100 == 0:
             print(f"  trial {number + 1}/{count}", flush=True)
@@ -106,7 +106,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--alpha", type=float, default=analysis.DEFAULT_ALPHA)
     parser.add_argument("--out", default="aa_compare")
     args = parser.parse_args(argv)
-    bench.MACHINE.update(bench.machine_info())
+    common.MACHINE.update(common.machine_info())
     started = datetime.datetime.now(datetime.UTC)
     sources = {}
     with tempfile.TemporaryDirectory(dir="/dev/shm", prefix="aa-compare-") as work:
@@ -139,15 +139,15 @@ def main(argv: list[str]) -> int:
         for name, s in sources.items()
         for pairing in ("blocked", "interleaved")
     ]
-    bench.table(f"A/A false positives of peakbench compare ({args.runs} vs {args.runs} runs per pair)", rows)
-    bench.RESULTS.mkdir(parents=True, exist_ok=True)
-    path = bench.RESULTS / f"{args.out}.json"
+    common.table(f"A/A false positives of peakbench compare ({args.runs} vs {args.runs} runs per pair)", rows)
+    common.RESULTS.mkdir(parents=True, exist_ok=True)
+    path = common.RESULTS / f"{args.out}.json"
     path.write_text(
         json.dumps(
             {
                 "benchmark": "aa_compare",
                 "command": "python3 benchmarks/aa_compare.py " + " ".join(argv),
-                "machine": bench.MACHINE,
+                "machine": common.MACHINE,
                 "started": started.isoformat(),
                 "loadavg_after": Path("/proc/loadavg").read_text().split()[:3],
                 "runs_per_side": args.runs,

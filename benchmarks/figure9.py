@@ -26,9 +26,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-import run as runner  # benchmarks/run.py: machine info, CPU load, results files
+import common  # benchmarks/common.py: machine info, CPU load, results files
 
-sys.path.insert(0, str(runner.ROOT / "python"))
+sys.path.insert(0, str(common.ROOT / "python"))
 from peakbench import cgroups, fsimage  # noqa: E402
 from peakbench.report import figures  # noqa: E402
 from peakbench.report.model import Figure, ReportData, ReportOptions  # noqa: E402
@@ -65,7 +65,7 @@ PRIORITY = ["chrt", "-f", "5"] if os.geteuid() == 0 else []
 
 
 def peakbench(*args: str, timeout: float, priority: list[str] = ()) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(runner.ROOT / "python")}
+    env = {**os.environ, "PYTHONPATH": str(common.ROOT / "python")}
     return subprocess.run(
         [*priority, sys.executable, "-m", "peakbench.cli", *args],
         env=env,
@@ -96,9 +96,9 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=1.0)
     parser.add_argument("--redraw", action="store_true", help="only draw the figure of the stored result again")
     args = parser.parse_args()
-    out = runner.RESULTS / "figure9"
+    out = common.RESULTS / "figure9"
     if args.redraw:
-        draw(json.loads((runner.RESULTS / "figure9.json").read_text())["surface"], out)
+        draw(json.loads((common.RESULTS / "figure9.json").read_text())["surface"], out)
         return 0
     work = Path(tempfile.mkdtemp(prefix="peakbench-figure9-"))
     db = work / "figure9.db"
@@ -109,7 +109,7 @@ def main() -> int:
     plan = work / "figure9.toml"
     plan.write_text(PLAN.format(target=target, **vars(args)))
     samples = 15 * args.trials * (args.runlength + args.warmup)
-    before = runner.cpu_times()
+    before = common.cpu_times()
     try:
         if fs:
             with cgroups.throttled_device(fs.device_numbers, read_iops=args.iops, write_iops=args.iops):
@@ -120,7 +120,7 @@ def main() -> int:
             done = peakbench(
                 "surface", str(plan), "--db", str(db), "--json", "-", timeout=20 * samples + 600, priority=PRIORITY
             )
-        load = runner.cpu_share(before, runner.cpu_times())
+        load = common.cpu_share(before, common.cpu_times())
     finally:
         if fs:
             fs.destroy()
@@ -139,14 +139,14 @@ def main() -> int:
     result = {
         "benchmark": "figure9",
         "command": "python3 benchmarks/figure9.py " + " ".join(sys.argv[1:]),
-        "machine": runner.machine_info(),
+        "machine": common.machine_info(),
         "cpu_load_during": load,
         "target": target_text,
         "scheduling": " ".join(PRIORITY) or "default (not root)",
         "settings": vars(args),
         "surface": measured,
     }
-    (runner.RESULTS / "figure9.json").write_text(json.dumps(result, indent=2) + "\n")
+    (common.RESULTS / "figure9.json").write_text(json.dumps(result, indent=2) + "\n")
     return 0
 
 

@@ -7,7 +7,7 @@ Each round runs, pinned to one CPU:
   SPEC example mix, 1 s warm-up + 3 s. Ops per CPU-second = every completed request (`issued`) /
   the engine's own CPU time, so a neighbour taking the CPU lowers both numerator and denominator:
   the ratio between the engines holds on a busy machine where the floor's p99-lag criterion
-  (bench_floor in run.py) measures the neighbours instead.
+  (benchmarks/bench/floor.py) measures the neighbours instead.
 - posix: getattr and 4 KiB random reads on a 4096-file set in /dev/shm (bench_posix's set), each
   engine in closed loop with one client for 3 s (one thread making back-to-back system calls, as
   fio's psync job and the raw loop do), then fio 3.33 at full speed and the raw system-call loop
@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import run as bench  # noqa: E402  (trial_spec, fileset, EXAMPLE_MIX, fio, build_rawloop, list_files)
+import common  # noqa: E402  (trial_spec, fileset, EXAMPLE_MIX, fio, build_rawloop, list_files)
 
 POSIX = {
     "getattr": {"mix": {"getattr": 1.0}, "fio": ["--ioengine=filestat", "--bs=65536"], "raw": "stat"},
@@ -38,18 +38,20 @@ PEER_S = 3.0
 
 
 def closed_spec(target: dict, mix: dict, runtime_s: float) -> dict:
-    spec = bench.trial_spec(target, 1, mix, bench.fileset(4096), runtime_s=runtime_s)
-    spec["schema"] = bench.SPEC_SCHEMA_V2
+    spec = common.trial_spec(target, 1, mix, common.fileset(4096), runtime_s=runtime_s)
+    spec["schema"] = common.SPEC_SCHEMA_V2
     spec["load"] = {"clients": 1, "warmup_s": 0, "runtime_s": runtime_s}
     return spec
 
 
 def null_rows(rnd: int, engines: list[tuple[str, str]], cpu: int) -> list[dict]:
     rows = []
-    for label, mix in [("getattr", {"getattr": 1.0}), ("example-mix", bench.EXAMPLE_MIX)]:
+    for label, mix in [("getattr", {"getattr": 1.0}), ("example-mix", common.EXAMPLE_MIX)]:
         for name, engine in engines:
-            spec = bench.trial_spec({"kind": "null"}, 20_000_000, mix, bench.fileset(1000), warmup_s=1.0, runtime_s=3.0)
-            r = json.loads(bench.run([engine, "run", "-"], input=json.dumps(spec), timeout=120, cpus={cpu}).stdout)
+            spec = common.trial_spec(
+                {"kind": "null"}, 20_000_000, mix, common.fileset(1000), warmup_s=1.0, runtime_s=3.0
+            )
+            r = json.loads(common.run([engine, "run", "-"], input=json.dumps(spec), timeout=120, cpus={cpu}).stdout)
             rows.append(
                 {
                     "round": rnd,
@@ -71,7 +73,7 @@ def posix_rows(
     for wl, w in POSIX.items():
         for name, engine in engines:
             spec = closed_spec({"kind": "posix", "path": str(target)}, w["mix"], PEER_S)
-            r = json.loads(bench.run([engine, "run", "-"], input=json.dumps(spec), timeout=120, cpus={cpu}).stdout)
+            r = json.loads(common.run([engine, "run", "-"], input=json.dumps(spec), timeout=120, cpus={cpu}).stdout)
             ops = sum(o["count"] for o in r["ops"].values())
             rows.append(
                 {
@@ -90,13 +92,13 @@ def posix_rows(
             "--time_based=1",
             f"--runtime={PEER_S:g}",
         ] + w["fio"]
-        j, proc = bench.fio(fio_args, timeout=120, cpus={cpu})
+        j, proc = common.fio(fio_args, timeout=120, cpus={cpu})
         job = j["jobs"][0]["read"]
         n = job["clat_ns"]["N"] if wl == "getattr" else job["total_ios"]  # filestat: one clat sample per stat()
         rows.append(
             {"round": rnd, "target": "posix", "workload": wl, "tool": "fio", "ops_per_cpu_s": n / proc.cpu_s, "ops": n}
         )
-        raw = json.loads(bench.run([rawloop, w["raw"], root, rel_list, PEER_S], timeout=120, cpus={cpu}).stdout)
+        raw = json.loads(common.run([rawloop, w["raw"], root, rel_list, PEER_S], timeout=120, cpus={cpu}).stdout)
         rows.append(
             {
                 "round": rnd,
@@ -118,7 +120,7 @@ def instructions_per_op(engine: str, target: Path, mix: dict, work: Path) -> dic
     for runtime_s in (1.0, 2.0):
         out = work / f"cg-{runtime_s:g}.out"
         spec = closed_spec({"kind": "posix", "path": str(target)}, mix, runtime_s)
-        p = bench.run(
+        p = common.run(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", engine, "run", "-"],
             input=json.dumps(spec),
             timeout=600,
@@ -164,15 +166,15 @@ def main(new: str, old: str, rounds: int, out_path: str) -> None:
     try:
         target = work / "target"
         target.mkdir()
-        bench.run(
+        common.run(
             [new, "prepare", "-"],
             input=json.dumps(closed_spec({"kind": "posix", "path": str(target)}, {"getattr": 1.0}, 1)),
             timeout=600,
         )
-        root, files = bench.list_files(target)
+        root, files = common.list_files(target)
         rel_list = work / "files.txt"
         rel_list.write_text("\n".join(files) + "\n")
-        rawloop = bench.build_rawloop(work)
+        rawloop = common.build_rawloop(work)
         for rnd in range(rounds):
             engines = [("new", new), ("old", old)] if rnd % 2 == 0 else [("old", old), ("new", new)]
             for row in null_rows(rnd, engines, cpu):
@@ -197,7 +199,7 @@ def main(new: str, old: str, rounds: int, out_path: str) -> None:
         json.dump(
             {
                 "command": sys.argv,
-                "machine": bench.machine_info(),
+                "machine": common.machine_info(),
                 "engine_sha256": sha,
                 "summary": summary,
                 "callgrind": callgrind,

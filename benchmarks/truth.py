@@ -64,10 +64,10 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import common  # benchmarks/common.py: processes, machine info, tables
 import numpy as np
-import run as runner  # benchmarks/run.py: processes, machine info, tables
 
-ROOT = runner.ROOT
+ROOT = common.ROOT
 sys.path.insert(0, str(ROOT / "python"))
 from peakbench.controller import POLICIES as SEARCH_POLICIES  # noqa: E402 (the checkout, not an install)
 from peakbench.controller import Observation, SearchSettings  # noqa: E402
@@ -206,7 +206,7 @@ def one_search(workers: int, policy: str, kind: str, seed: int, env: dict, cap: 
     try:
         server = start_server(workers, docroot)
         try:
-            proc = runner.run(
+            proc = common.run(
                 [
                     sys.executable,
                     "-m",
@@ -363,7 +363,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--engine", type=Path, help="engine binary (default $PEAKBENCH_ENGINE, else benchmarks/run.py's)"
     )
-    parser.add_argument("--out", type=Path, default=runner.RESULTS / "truth.json")
+    parser.add_argument("--out", type=Path, default=common.RESULTS / "truth.json")
     parser.add_argument(
         "--drift-alarms",
         action="store_true",
@@ -379,14 +379,14 @@ def main(argv: list[str]) -> int:
         parser.error(f"--policies: unknown {', '.join(sorted(unknown))} (known: {', '.join(POLICIES)})")
     if not 1 <= args.parallel <= MAX_PARALLEL:
         parser.error(f"--parallel: {args.parallel} is not between 1 and {MAX_PARALLEL}")
-    engine = args.engine or Path(os.environ.get("PEAKBENCH_ENGINE") or runner.ENGINE)
+    engine = args.engine or Path(os.environ.get("PEAKBENCH_ENGINE") or common.ENGINE)
     if not engine.exists():
-        runner.build_engine()
-    runner.ENGINE = engine.resolve()
+        common.build_engine()
+    common.ENGINE = engine.resolve()
     cap = ["--max-outstanding", str(args.max_outstanding)] if args.max_outstanding else []
     wrapper_dir = Path(tempfile.mkdtemp(prefix="peakbench-truth-engine-"))
     wrapper = wrapper_dir / "peakbench-engine"
-    wrapper.write_text(f'#!/bin/sh\nexec {" ".join(ENGINE_PRIORITY)} "{runner.ENGINE}" "$@"\n')
+    wrapper.write_text(f'#!/bin/sh\nexec {" ".join(ENGINE_PRIORITY)} "{common.ENGINE}" "$@"\n')
     wrapper.chmod(0o755)
     env = {"PYTHONPATH": str(ROOT / "python"), "PEAKBENCH_ENGINE": str(wrapper)}
     workers = [int(w) for w in args.workers.split(",")]
@@ -403,8 +403,8 @@ def main(argv: list[str]) -> int:
         done = [s for s in previous["searches"] if s["verdict"] != "error"]
     finished = {(s["workers"], s["policy"], s["kind"], s["seed"]) for s in done}
     tasks = [t for t in tasks if t not in finished]
-    machine = runner.machine_info()
-    load_before = runner.cpu_times()
+    machine = common.machine_info()
+    load_before = common.cpu_times()
     loadavg_before = Path("/proc/loadavg").read_text().split()[:3]
     print("machine: " + ", ".join(f"{k}={v}" for k, v in machine.items()), flush=True)
     servers = {}
@@ -432,7 +432,7 @@ def main(argv: list[str]) -> int:
             "machine": machine,
             "load": {
                 "loadavg_before": loadavg_before,
-                "during": runner.cpu_share(load_before, runner.cpu_times()),
+                "during": common.cpu_share(load_before, common.cpu_times()),
                 "loadavg_now": Path("/proc/loadavg").read_text().split()[:3],
             },
             "settings": {
@@ -481,7 +481,7 @@ def main(argv: list[str]) -> int:
         shutil.rmtree(wrapper_dir, ignore_errors=True)
     doc = document(complete=True)
     rows = [{k: v for k, v in row.items() if not isinstance(v, dict | list)} for row in doc["summaries"]]
-    runner.table("searches against a known peak (within: |λ̂−λ*|/λ* ≤ 1−a; contains: λ* in [ci_low, ci_high])", rows)
+    common.table("searches against a known peak (within: |λ̂−λ*|/λ* ≤ 1−a; contains: λ* in [ci_low, ci_high])", rows)
     for row in doc["summaries"]:
         print(f"\n{row['server']} {row['policy']} {row['kind']}: explanations")
         for text, times in row["explanations"].items():
