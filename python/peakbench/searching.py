@@ -73,7 +73,7 @@ def observation_of(result: dict, load: float, psat: float, cost_s: float) -> Obs
         generator_saturated=typed.generator_saturated,
         cost_s=cost_s,
         offered_rate=offered_rate(result),
-        failed_share=(seen.requests - seen.succeeded) / seen.requests if seen.requests else 0.0,
+        failed_share=seen.failed_share,
         shed_share=seen.shed / seen.requests if seen.requests else 0.0,
         quarter_means_ms=tuple(quarters) if quarters is not None else None,
         outcomes=seen,

@@ -28,6 +28,10 @@ class Outcomes:
     def requests(self) -> int:
         return self.succeeded + self.errors + self.shed + self.timeouts + self.cancelled + self.unsent
 
+    @property
+    def failed_share(self) -> float:
+        return (self.requests - self.succeeded) / self.requests if self.requests else 0.0
+
 
 @dataclasses.dataclass(frozen=True)
 class Observation:
