@@ -226,11 +226,26 @@ def test_stated_response_intervals_near_saturation_cover_about_as_often_as_claim
     # Quick trials (4 s after 1 s of warm-up) at ρ 0.875 of an M/M/1 queue: the loads table's 90% intervals
     # of R̄ held the true mean in 77.7% of 1,000 loads (BENCHMARKS.md §7), mostly loads read below the
     # region after two or three trials that happened to agree. The stated interval holds it in about 90%.
+    # 1,000 loads (about a second): 150 left coverage a standard error of 2.5 points.
     from peakbench.sim import response_coverage
 
-    cell = response_coverage(0.875, "quick", 150, seed=1)
-    assert cell.stated + cell.rising + cell.noisy == 150 and cell.stated >= 120
-    assert cell.coverage >= 0.85, cell
+    cell = response_coverage(0.875, "quick", 1000, seed=1)
+    assert cell.stated + cell.rising + cell.noisy == 1000 and cell.stated >= 800
+    assert cell.coverage >= 0.86, cell
+    assert 0.88 <= cell.statements_hold <= 0.92, cell
+
+
+def test_stated_response_statements_hold_as_often_as_claimed_at_load_factor_095():
+    # Quick trials at ρ 0.95 start on an empty queue whose relaxation time is longer than the trial, so
+    # every set of trials reads R̄ low: on main the stated 90% intervals (with R̄ ≥ L where trials still
+    # rose) held the true mean in 84.5-85.2% of 1,000 loads (seeds 0, 1). The intervals now allow for the
+    # low read in proportion to the trials' spread, and the statements hold in c ± 2 points.
+    from peakbench.sim import response_coverage
+
+    cell = response_coverage(0.95, "quick", 1000, seed=2)
+    assert 0.88 <= cell.statements_hold <= 0.92, cell
+    assert cell.rising <= 200, cell  # the open form R̄ ≥ L stays the exception
+    assert cell.median_width < 6.5, cell  # main's median high/low here was 4.95
 
 
 @pytest.mark.parametrize("policy", ["guided", "binsearch"])

@@ -32,6 +32,7 @@ import dataclasses
 import json
 import math
 import random
+import statistics
 import sys
 from collections.abc import Callable, Sequence
 from urllib.parse import parse_qsl, urlsplit
@@ -185,6 +186,10 @@ class ResponseCoverage:
     coverage: float  # share of stated intervals that hold the true mean response
     rising: int  # stated in the open form R̄ ≥ L instead (trials still rising), no confidence claimed
     rising_holds: float | None  # share of those whose L lies at or below the true mean (None if none)
+    # Share of all stated loads whose statement holds: the interval holding the mean, or R̄ ≥ L with L at or
+    # below it. This is the figure held to c: the open form is the price, counted in `rising`.
+    statements_hold: float
+    median_width: float | None  # median high/low of the stated intervals (None if none)
     noisy: int  # loads that stayed too noisy within max_trials: no interval at all
     claims: int  # loads where the search claimed the peak (its own interval, not the stated one)
     claim_coverage: float | None  # share of those whose interval holds the truth (None if none)
@@ -230,6 +235,8 @@ def response_coverage(
         sum(holds) / len(holds) if holds else 0.0,
         len(lower_bounds),
         sum(lower_bounds) / len(lower_bounds) if lower_bounds else None,
+        (sum(holds) + sum(lower_bounds)) / len(forms) if forms else 0.0,
+        statistics.median(i.high / i.low for i, rising in forms if not rising) if holds else None,
         repeats - len(measured),
         len(claims),
         sum(claims) / len(claims) if claims else None,
@@ -284,12 +291,16 @@ def coverage(
         simulate(policies, n_samples, settings, seed, seeded, peak_range, **population_options)
         for population_options in (options, {**options, **NOISIER})
     ]
-    responses = [
+    return Coverage(searches, response_coverages(seed))
+
+
+def response_coverages(seed: int) -> list[ResponseCoverage]:
+    """R̄'s intervals near saturation: RESPONSE_REPEATS loads per preset and load factor."""
+    return [
         response_coverage(u, preset, RESPONSE_REPEATS, seed)
         for preset in ("quick", *RESPONSE_PRESETS)
         for u in RESPONSE_UTILISATIONS
     ]
-    return Coverage(searches, responses)
 
 
 def format_coverage(result: Coverage) -> str:
@@ -307,18 +318,25 @@ def format_coverage(result: Coverage) -> str:
         "within a: whose peak rate is within 1 − a of it; a search without that claim counts as a miss"
     )
     lines.append("")
-    lines.append(
+    lines.extend(format_responses(result.responses))
+    return "\n".join(lines)
+
+
+def format_responses(responses: Sequence[ResponseCoverage]) -> list[str]:
+    lines = [
         f"{'preset':<16} {'ρ':>5} {'run s':>6} {'warm s':>6} {'c':>4} {'n':>5} {'stated':>6} {'covers':>7} "
-        f"{'R̄ ≥ L':>6} {'L ok':>7} {'noisy':>5} {'claims':>6} {'covers':>7} {'trials':>6}"
-    )
+        f"{'R̄ ≥ L':>6} {'L ok':>7} {'all':>7} {'width':>6} {'noisy':>5} {'claims':>6} {'covers':>7} {'trials':>6}"
+    ]
 
     def share(value: float | None) -> str:
         return f"{value:7.1%}" if value is not None else f"{'-':>7}"
 
-    for r in result.responses:
+    for r in responses:
         lines.append(
             f"{r.preset:<16} {r.utilisation:5.3f} {r.runlength_s:6g} {r.warmup_s:6g} {r.confidence:4.0%} "
-            f"{r.repeats:5d} {r.stated:6d} {r.coverage:7.1%} {r.rising:6d} {share(r.rising_holds)} {r.noisy:5d} "
+            f"{r.repeats:5d} {r.stated:6d} {r.coverage:7.1%} {r.rising:6d} {share(r.rising_holds)} "
+            f"{share(r.statements_hold)} "
+            f"{r.median_width or 0:6.2f} {r.noisy:5d} "
             f"{r.claims:6d} {share(r.claim_coverage)} {r.mean_trials:6.1f}"
         )
     lines.append(
@@ -326,10 +344,11 @@ def format_coverage(result: Coverage) -> str:
         "trial), each load measured n times as a search measures the peak (Rsat at the true mean response): "
         "stated: with an interval at the preset's confidence c; covers: share of those holding the true mean; "
         "R̄ ≥ L: trials still rising, stated as a lower bound with no confidence claimed; L ok: share of those "
-        "with L at or below the true mean; noisy: no interval within the trial limit; claims: loads the search "
+        "with L at or below the true mean; all: share of both forms that hold (held to c); width: median "
+        "high/low of the intervals; noisy: no interval within the trial limit; claims: loads the search "
         "claimed as the peak, and how often its own interval there holds the true mean"
     )
-    return "\n".join(lines)
+    return lines
 
 
 # -- simulated response surfaces ------------------------------------------------
@@ -650,6 +669,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the claims' coverage: --samples searches per policy on the population and on a noisier "
         "one (noise 2, floor_cv 0.05), and R̄ intervals near saturation (1,000 loads per preset and load factor)",
     )
+    parser.add_argument(
+        "--response-coverage",
+        action="store_true",
+        help="only the R̄ intervals near saturation of --coverage (1,000 loads per preset and load factor)",
+    )
     parser.add_argument("--warmup", type=float, default=30.0, help="seconds of warm-up per trial")
     parser.add_argument(
         "--surfaces",
@@ -669,6 +693,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         peak_range = _peak_range(args.peaks)
         policies = [p.strip() for p in args.policies.split(",") if p.strip()]
         options = {"noise": args.noise, "floor_cv": args.floor_cv, **({"queue": True} if args.queue else {})}
+        if args.response_coverage:
+            responses = response_coverages(args.seed)
+            if args.json:
+                print(json.dumps([dataclasses.asdict(r) for r in responses], indent=2))
+            else:
+                print("\n".join(format_responses(responses)))
+            return 0
         if args.coverage:
             print(
                 format_coverage(coverage(policies, args.samples, settings, args.seed, args.seeded, peak_range, options))

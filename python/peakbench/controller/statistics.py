@@ -117,25 +117,41 @@ def response_interval(
     )
 
 
+# A trial that starts on an empty queue reads R̄ low by its queue's deficit while filling, about the queue's
+# relaxation time over the trial's length; the squared deviation s² of the log trial means measures the same
+# ratio (a mean over r seconds of a process correlated over τ has cv² ≈ 2τ/r), so the stated interval takes the
+# low read to lie between these multiples of s² on the log scale. Measured, not derived: on the simulated M/M/1
+# queue they hold quick (c 90%) and careful (c 95%) cells within c ± 2 points (BENCHMARKS.md §7).
+TRANSIENT_BIAS_LOW = 0.75
+TRANSIENT_BIAS_HIGH = 1.5
+
+
 def stated_response_interval(values: Sequence[float], drifts: Sequence[float], confidence: float) -> ConfidenceInterval:
     """R̄'s interval as a report states it, from the trial means `values` and the trials' drifts
-    d = log(second half's mean / first half's): `response_interval` of all values, with two changes.
+    d = log(second half's mean / first half's): `response_interval` of all values, with three changes.
 
     - Below STEIN_PILOT trials the deviation of the log means rests on one or two degrees of freedom, and
       two trials that happen to agree gave intervals far too narrow; the trials' halves then floor it:
       for independent halves var(log trial mean) ≈ var(d)/4, so s ≥ √(mean d²)/2 (about zero, so a
       systematic rise widens it too).
-    - Trials that start from an empty queue near saturation read low together; a rising trial's second
-      half shows how far it still had to go, so the upper end is raised by exp(2·mean d) when that is
-      positive. The factor 2 is measured, not derived (BENCHMARKS.md §7).
-    Positive, and holds its point.
+    - Trials that start from an empty queue near saturation read low together, by more the more their means
+      vary (see TRANSIENT_BIAS_LOW): the low end is raised by exp(TRANSIENT_BIAS_LOW·s²) and the upper end
+      by exp(TRANSIENT_BIAS_HIGH·s²). Far from saturation, or with long trials, s² is small and so is this.
+    - A rising trial's second half shows how far it still had to go, so the upper end is raised by a
+      further exp(2·mean d) when that is positive. The factor 2 is measured, not derived (BENCHMARKS.md §7).
+    Positive, and holds its point (the low end never passes it).
     """
     deviation = log_deviation(values)
     if len(values) < STEIN_PILOT and drifts:
         deviation = max(deviation, math.sqrt(math.fsum(d * d for d in drifts) / len(drifts)) / 2)
     interval = response_interval(values, confidence, deviation, len(values))
     rise = max(math.fsum(drifts) / len(drifts), 0.0) if drifts else 0.0
-    return dataclasses.replace(interval, high=interval.high * math.exp(2 * rise))
+    spread = deviation**2
+    return dataclasses.replace(
+        interval,
+        low=min(interval.low * math.exp(TRANSIENT_BIAS_LOW * spread), interval.mean),
+        high=interval.high * math.exp(2 * rise + TRANSIENT_BIAS_HIGH * spread),
+    )
 
 
 def log_deviation(values: Sequence[float]) -> float:

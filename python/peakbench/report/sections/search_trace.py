@@ -152,10 +152,11 @@ def _loads_table(series: Series, result: dict) -> Table:
         columns,
         rows,
         f"intervals at the search's confidence {result['confidence']:.0%} over the careful trials of each"
-        " load (below four trials the deviation floored by the trials' halves, the upper end raised by how"
-        " much the trials still rose within themselves; the why column quotes the interval the search steered"
-        " by); a load with no CI high had trials still rising (not in steady state): R̄ ≥ CI low, no confidence"
-        " claimed"
+        " load, of its steady-state mean response (below four trials the deviation floored by the trials' halves;"
+        " both ends raised, in proportion to the squared spread of the trials' log means, for the low read of"
+        " trials begun on an empty queue, and the upper end by how much the trials still rose within themselves;"
+        " the why column quotes the interval the search steered by); a load with no CI high had trials still"
+        " rising (not in steady state): R̄ ≥ CI low, no confidence claimed"
         f" (trials counts scouts too); {result['trials']} trials in all",
     )
 
