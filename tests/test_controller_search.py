@@ -8,7 +8,13 @@ from peakbench.controller import SearchSettings, find_peak, sweep_knee
 from peakbench.controller.history import BELOW, LoadRecord, SearchHistory
 from peakbench.controller.pickers import ModelGuided
 from peakbench.controller.runlength import careful_runlength
-from peakbench.controller.statistics import accuracy, stein_interval, stein_trials, t_interval
+from peakbench.controller.statistics import (
+    accuracy,
+    stated_response_interval,
+    stein_interval,
+    stein_trials,
+    t_interval,
+)
 from peakbench.searching import QUICK
 from peakbench.sim import SimulatedServer, SimulatedTarget, simulate
 
@@ -238,6 +244,16 @@ def test_t_interval_and_accuracy():
     assert math.isclose(interval.high - interval.mean, 4.302652729911275 / math.sqrt(3))
     assert math.isclose(accuracy(36, 44), 0.9)
     assert stein_interval([1.0, 2.0, 3.0], 1.0, 3, 0.95) == interval
+
+
+def test_the_stated_response_interval_holds_its_point_however_far_its_trials_spread():
+    # The low end is raised for the low read of trials from an empty queue by exp(0.75·s²), which outgrows
+    # the interval's half-width once the trials' log means spread by s ≈ 3 over a dozen trials.
+    means = [math.exp(3.0 * (i - 5.5) / 3.5) for i in range(12)]
+    interval = stated_response_interval(means, [], 0.90)
+    assert 0 < interval.low <= interval.mean <= interval.high
+    steady = stated_response_interval([10.0, 11.0, 9.0, 10.5], [0.0] * 4, 0.90)
+    assert 0 < steady.low < 10 < steady.high
 
 
 def test_a_dense_sweep_of_a_simulated_server_finds_its_knee_at_the_true_peak():
