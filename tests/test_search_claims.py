@@ -238,7 +238,7 @@ def test_stated_response_intervals_near_saturation_cover_about_as_often_as_claim
 def test_stated_response_statements_hold_as_often_as_claimed_at_load_factor_095():
     # Quick trials at ρ 0.95 start on an empty queue whose relaxation time is longer than the trial, so
     # every set of trials reads R̄ low: on main the stated 90% intervals (with R̄ ≥ L where trials still
-    # rose) held the true mean in 84.5-85.2% of 1,000 loads (seeds 0, 1). The intervals now allow for the
+    # rose) held the true mean in 84.5-85.3% of 1,000 loads (seeds 0-3). The intervals now allow for the
     # low read in proportion to the trials' spread, and the statements hold in c ± 2 points.
     from peakbench.sim import response_coverage
 
