@@ -61,9 +61,14 @@ def log_half_width(log_deviation: float, count: int, pilot_size: int, confidence
 def stein_trials(log_deviation: float, confidence: float, accuracy: float, pilot: int) -> int:
     """Stein's total trials: the fewest N ≥ pilot whose `response_interval`, with the pilot's
     deviation s0 of the log trial means, reaches `accuracy` (1 − tanh of the log half-width)."""
-    allowed = math.atanh(1 - accuracy)
+    return trials_for_half_width(log_deviation, confidence, math.atanh(1 - accuracy), pilot)
+
+
+def trials_for_half_width(log_deviation: float, confidence: float, allowed: float, pilot: int) -> int:
+    """The fewest N ≥ pilot whose `response_interval`, with the pilot's deviation s0 of the log trial
+    means, has a log half-width of at most `allowed` (> 0)."""
     bound = t_quantile(confidence, pilot - 1) * log_deviation / allowed
-    count = max(pilot, math.ceil(bound**2))
+    count = max(pilot, math.ceil(min(bound**2, 1e9)))
     while log_half_width(log_deviation, count, pilot, confidence) > allowed:
         count = max(count + 1, math.ceil(count * 1.01))
     return count
