@@ -275,3 +275,25 @@ def test_a_load_too_noisy_for_the_accuracy_still_settles_its_side_when_a_few_mor
     record = careful_at(run_trial, careful, 177.3 if side == "below" else 200.0)
     assert record is not None and record.settled, record.reason
     assert record.classification == side and record.interval.count <= 2 * len(means_ms), record.reason
+
+
+def test_two_trials_that_happen_to_agree_do_not_settle_a_load():
+    # Issue 20: a careful search of the real M/D/1 server read 32.8466 and 32.8469 ms in two 20 s trials at
+    # 185.7 req/s and settled the load "below the peak region" on "95% CI [32.8, 32.8] ms over 2 trials",
+    # though each trial's halves differed by a third. One degree of freedom cannot carry that; the halves
+    # floor the deviation, as they already did for the interval the report states.
+    from peakbench.controller.search import careful_at
+
+    careful = SearchSettings(rsat_ms=50.0, width=0.1, runlength_s=20.0, warmup_s=5.0)
+    quarters = itertools.cycle([(40.0, 40.0, 25.0, 25.0), (25.0, 25.0, 40.0, 40.0)])
+    means = iter([32.8466, 32.8469, *[30.0, 36.0, 28.0, 38.0] * 10])
+
+    def run_trial(load, runlength_s):
+        mean = next(means)
+        return Observation(
+            load, load, mean, mean * 2, False, runlength_s + careful.warmup_s, quarter_means_ms=next(quarters)
+        )
+
+    record = careful_at(run_trial, careful, 185.7)
+    assert record is not None and record.interval.count > 2, record.reason
+    assert record.interval.high > 1.05 * record.interval.low, record.reason

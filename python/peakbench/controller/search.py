@@ -45,6 +45,7 @@ from .settings import SearchSettings
 from .statistics import (
     STEIN_PILOT,
     ConfidenceInterval,
+    floored_log_deviation,
     log_deviation,
     response_interval,
     sample_deviation,
@@ -408,7 +409,7 @@ class _Search:
                 continue
             self.variance_seconds[load] = log_deviation(means) ** 2 * runlength
             if stage is None:
-                interval = response_interval(means, s.confidence)
+                interval = response_interval(means, s.confidence, floored_log_deviation(means, drifts), len(means))
             else:
                 interval = response_interval(means, s.confidence, stage[1], stage[0])
             self.report(load, number, interval.high - interval.low)

@@ -126,21 +126,27 @@ def stated_response_interval(values: Sequence[float], drifts: Sequence[float], c
     """R̄'s interval as a report states it, from the trial means `values` and the trials' drifts
     d = log(second half's mean / first half's): `response_interval` of all values, with two changes.
 
-    - Below STEIN_PILOT trials the deviation of the log means rests on one or two degrees of freedom, and
-      two trials that happen to agree gave intervals far too narrow; the trials' halves then floor it:
-      for independent halves var(log trial mean) ≈ var(d)/4, so s ≥ √(mean d²)/2 (about zero, so a
-      systematic rise widens it too).
+    - Below STEIN_PILOT trials the deviation is floored by the trials' halves (floored_log_deviation), as the
+      search's own classification does (about zero, so a systematic rise widens it too).
     - Trials that start from an empty queue near saturation read low together; a rising trial's second
       half shows how far it still had to go, so the upper end is raised by exp(2·mean d) when that is
       positive. The factor 2 is measured, not derived (BENCHMARKS.md §7).
     Positive, and holds its point.
     """
+    interval = response_interval(values, confidence, floored_log_deviation(values, drifts), len(values))
+    rise = max(math.fsum(drifts) / len(drifts), 0.0) if drifts else 0.0
+    return dataclasses.replace(interval, high=interval.high * math.exp(2 * rise))
+
+
+def floored_log_deviation(values: Sequence[float], drifts: Sequence[float]) -> float:
+    """The deviation of the log trial means `values`, below STEIN_PILOT trials at least what the trials'
+    drifts d = log(second half's mean / first half's) show: for independent halves var(log trial mean)
+    ≈ var(d)/4, so s ≥ √(mean d²)/2. One or two degrees of freedom let two trials that happen to agree
+    give an interval far too narrow (a real search read 32.847 and 32.847 ms: "95% CI [32.8, 32.8]")."""
     deviation = log_deviation(values)
     if len(values) < STEIN_PILOT and drifts:
         deviation = max(deviation, math.sqrt(math.fsum(d * d for d in drifts) / len(drifts)) / 2)
-    interval = response_interval(values, confidence, deviation, len(values))
-    rise = max(math.fsum(drifts) / len(drifts), 0.0) if drifts else 0.0
-    return dataclasses.replace(interval, high=interval.high * math.exp(2 * rise))
+    return deviation
 
 
 def log_deviation(values: Sequence[float]) -> float:
