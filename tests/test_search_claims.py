@@ -3,6 +3,7 @@ verdicts that name their cause, no invented "jump", a fresh recorded seed, JSON 
 All in virtual time on the simulator (issues 14 and 20)."""
 
 import io
+import itertools
 import json
 import math
 import random
@@ -10,6 +11,7 @@ import random
 import pytest
 from peakbench import cli as cli_module
 from peakbench.controller import SearchSettings, find_peak
+from peakbench.controller.observation import Observation
 from peakbench.searching import QUICK
 from peakbench.sim import SimulatedServer, SimulatedTarget
 from rich.console import Console
@@ -245,7 +247,7 @@ def test_stated_response_statements_hold_as_often_as_claimed_at_load_factor_095(
     cell = response_coverage(0.95, "quick", 1000, seed=2)
     assert 0.88 <= cell.statements_hold <= 0.92, cell
     assert cell.rising <= 200, cell  # the open form R̄ ≥ L stays the exception
-    assert cell.median_width < 6.5, cell  # main's median high/low here was 4.95
+    assert cell.median_width < 7.5, cell  # at most 1.5× main's median high/low here (4.95)
 
 
 @pytest.mark.parametrize("policy", ["guided", "binsearch"])
@@ -265,3 +267,48 @@ def test_quick_intervals_of_the_md4_queue_hold_its_peak_as_often_as_claimed(poli
     for result in results:
         assert result.ci_low is None or result.ci_low <= result.peak_rate <= result.ci_high, result.message
     assert sum(r.ci_low is not None and r.ci_low <= truth <= r.ci_high for r in results) >= 138  # 92%; now 142, 140
+
+
+@pytest.mark.parametrize(
+    ("means_ms", "side"),
+    [((18.5, 33.1, 19.6, 36.7), "below"), ((354.3, 69.7, 74.3, 310.8), "above")],
+)
+def test_a_load_too_noisy_for_the_accuracy_still_settles_its_side_when_a_few_more_trials_can(means_ms, side):
+    # Issue 20: a careful guided search of the real M/D/1 server (λ* 189.5 req/s) read these four 20 s trials at
+    # 177.3 and 200 req/s (true means 24.5 ms and unbounded; the region 45-55 ms). Each load was left "too noisy to
+    # settle (needs 132 trials)", so no settled load could bound the knee, and after 1,089 s the search claimed
+    # nothing. Two more trials settle each side; the peak's accuracy needs no more of such a load.
+    from peakbench.controller.search import careful_at
+
+    careful = SearchSettings(rsat_ms=50.0, width=0.1, runlength_s=20.0, warmup_s=5.0)
+    trials = itertools.cycle(means_ms)
+
+    def run_trial(load, runlength_s):
+        mean = next(trials)
+        return Observation(load, load, mean, mean * 2, False, runlength_s + careful.warmup_s)
+
+    record = careful_at(run_trial, careful, 177.3 if side == "below" else 200.0)
+    assert record is not None and record.settled, record.reason
+    assert record.classification == side and record.interval.count <= 2 * len(means_ms), record.reason
+
+
+def test_two_trials_that_happen_to_agree_do_not_settle_a_load():
+    # Issue 20: a careful search of the real M/D/1 server read 32.8466 and 32.8469 ms in two 20 s trials at
+    # 185.7 req/s and settled the load "below the peak region" on "95% CI [32.8, 32.8] ms over 2 trials",
+    # though each trial's halves differed by a third. One degree of freedom cannot carry that; the halves
+    # floor the deviation, as they already did for the interval the report states.
+    from peakbench.controller.search import careful_at
+
+    careful = SearchSettings(rsat_ms=50.0, width=0.1, runlength_s=20.0, warmup_s=5.0)
+    quarters = itertools.cycle([(40.0, 40.0, 25.0, 25.0), (25.0, 25.0, 40.0, 40.0)])
+    means = iter([32.8466, 32.8469, *[30.0, 36.0, 28.0, 38.0] * 10])
+
+    def run_trial(load, runlength_s):
+        mean = next(means)
+        return Observation(
+            load, load, mean, mean * 2, False, runlength_s + careful.warmup_s, quarter_means_ms=next(quarters)
+        )
+
+    record = careful_at(run_trial, careful, 185.7)
+    assert record is not None and record.interval.count > 2, record.reason
+    assert record.interval.high > 1.05 * record.interval.low, record.reason

@@ -191,7 +191,7 @@ class ResponseCoverage:
     statements_hold: float
     median_width: float | None  # median high/low of the stated intervals (None if none)
     noisy: int  # loads that stayed too noisy within max_trials: no interval at all
-    claims: int  # loads where the search claimed the peak (its own interval, not the stated one)
+    claims: int  # loads where the search claimed the peak, with the R̄ interval it states there
     claim_coverage: float | None  # share of those whose interval holds the truth (None if none)
     mean_trials: float  # per measured load
 
@@ -223,7 +223,11 @@ def response_coverage(
     forms = [stated_response(r, settings) for r in measured]
     holds = [interval.low <= truth <= interval.high for interval, rising in forms if not rising]
     lower_bounds = [interval.low <= truth for interval, rising in forms if rising]
-    claims = [r.interval.low <= truth <= r.interval.high for r in measured if r.classification == PEAK_LOAD]
+    claims = [
+        interval.low <= truth <= interval.high
+        for r, (interval, _) in zip(measured, forms, strict=True)
+        if r.classification == PEAK_LOAD
+    ]
     return ResponseCoverage(
         utilisation,
         preset,

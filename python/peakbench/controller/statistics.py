@@ -61,9 +61,14 @@ def log_half_width(log_deviation: float, count: int, pilot_size: int, confidence
 def stein_trials(log_deviation: float, confidence: float, accuracy: float, pilot: int) -> int:
     """Stein's total trials: the fewest N ≥ pilot whose `response_interval`, with the pilot's
     deviation s0 of the log trial means, reaches `accuracy` (1 − tanh of the log half-width)."""
-    allowed = math.atanh(1 - accuracy)
+    return trials_for_half_width(log_deviation, confidence, math.atanh(1 - accuracy), pilot)
+
+
+def trials_for_half_width(log_deviation: float, confidence: float, allowed: float, pilot: int) -> int:
+    """The fewest N ≥ pilot whose `response_interval`, with the pilot's deviation s0 of the log trial
+    means, has a log half-width of at most `allowed` (> 0)."""
     bound = t_quantile(confidence, pilot - 1) * log_deviation / allowed
-    count = max(pilot, math.ceil(bound**2))
+    count = max(pilot, math.ceil(min(bound**2, 1e9)))
     while log_half_width(log_deviation, count, pilot, confidence) > allowed:
         count = max(count + 1, math.ceil(count * 1.01))
     return count
@@ -122,18 +127,16 @@ def response_interval(
 # ratio (a mean over r seconds of a process correlated over τ has cv² ≈ 2τ/r), so the stated interval takes the
 # low read to lie between these multiples of s² on the log scale. Measured, not derived: on the simulated M/M/1
 # queue they hold quick (c 90%) and careful (c 95%) cells within c ± 2 points (BENCHMARKS.md §7).
-TRANSIENT_BIAS_LOW = 0.75
-TRANSIENT_BIAS_HIGH = 1.5
+TRANSIENT_BIAS_LOW = 0.8
+TRANSIENT_BIAS_HIGH = 3.0
 
 
 def stated_response_interval(values: Sequence[float], drifts: Sequence[float], confidence: float) -> ConfidenceInterval:
     """R̄'s interval as a report states it, from the trial means `values` and the trials' drifts
     d = log(second half's mean / first half's): `response_interval` of all values, with three changes.
 
-    - Below STEIN_PILOT trials the deviation of the log means rests on one or two degrees of freedom, and
-      two trials that happen to agree gave intervals far too narrow; the trials' halves then floor it:
-      for independent halves var(log trial mean) ≈ var(d)/4, so s ≥ √(mean d²)/2 (about zero, so a
-      systematic rise widens it too).
+    - Below STEIN_PILOT trials the deviation is floored by the trials' halves (floored_log_deviation), as the
+      search's own classification does (about zero, so a systematic rise widens it too).
     - Trials that start from an empty queue near saturation read low together, by more the more their means
       vary (see TRANSIENT_BIAS_LOW): the low end is raised by exp(TRANSIENT_BIAS_LOW·s²) and the upper end
       by exp(TRANSIENT_BIAS_HIGH·s²). Far from saturation, or with long trials, s² is small and so is this.
@@ -141,9 +144,7 @@ def stated_response_interval(values: Sequence[float], drifts: Sequence[float], c
       further exp(2·mean d) when that is positive. The factor 2 is measured, not derived (BENCHMARKS.md §7).
     Positive, and holds its point (the low end never passes it).
     """
-    deviation = log_deviation(values)
-    if len(values) < STEIN_PILOT and drifts:
-        deviation = max(deviation, math.sqrt(math.fsum(d * d for d in drifts) / len(drifts)) / 2)
+    deviation = floored_log_deviation(values, drifts)
     interval = response_interval(values, confidence, deviation, len(values))
     rise = max(math.fsum(drifts) / len(drifts), 0.0) if drifts else 0.0
     spread = deviation**2
@@ -152,6 +153,17 @@ def stated_response_interval(values: Sequence[float], drifts: Sequence[float], c
         low=min(interval.low * math.exp(TRANSIENT_BIAS_LOW * spread), interval.mean),
         high=interval.high * math.exp(2 * rise + TRANSIENT_BIAS_HIGH * spread),
     )
+
+
+def floored_log_deviation(values: Sequence[float], drifts: Sequence[float]) -> float:
+    """The deviation of the log trial means `values`, below STEIN_PILOT trials at least what the trials'
+    drifts d = log(second half's mean / first half's) show: for independent halves var(log trial mean)
+    ≈ var(d)/4, so s ≥ √(mean d²)/2. One or two degrees of freedom let two trials that happen to agree
+    give an interval far too narrow (a real search read 32.847 and 32.847 ms: "95% CI [32.8, 32.8]")."""
+    deviation = log_deviation(values)
+    if len(values) < STEIN_PILOT and drifts:
+        deviation = max(deviation, math.sqrt(math.fsum(d * d for d in drifts) / len(drifts)) / 2)
+    return deviation
 
 
 def log_deviation(values: Sequence[float]) -> float:
