@@ -365,6 +365,7 @@ fn wait_until(shared: &Shared, due_ns: u64) -> u64 {
 
 fn sender(shared: Arc<Shared>, slot: Arc<Slot>) {
     crate::clock::tight_timer_slack();
+    shared.target.enter_sender_thread();
     let _ = slot.thread.set(std::thread::current());
     slot.tid.store(unsafe { libc::syscall(libc::SYS_gettid) } as u32, Relaxed);
     let mut lead: Option<LeadGuard> = None;
