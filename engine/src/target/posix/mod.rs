@@ -287,8 +287,9 @@ impl Target for Posix {
     /// opens anything). While a table is shared by several threads, the kernel takes and drops a
     /// reference on the file for every call on a descriptor (pread, and fstatat relative to the
     /// root); on a table of one thread it does not, as for fio's job processes and the raw loop.
-    /// That is 3-7% of a 4 KiB pread of /dev/shm (BENCHMARKS.md §2). Every descriptor a sender
-    /// opens stays its own: its read cache, and the per-op opens it closes itself.
+    /// (A raw pread loop with one idle thread beside it ran at 0.83-1.00x its own rate, BENCHMARKS.md
+    /// §2.) Every descriptor a sender opens stays its own: its read cache, and the per-op opens it
+    /// closes itself.
     fn enter_sender_thread(&self) {
         // Failure (a seccomp filter, say) only leaves the table shared: the ops work the same.
         unsafe { libc::unshare(libc::CLONE_FILES) };
