@@ -36,6 +36,8 @@ pub fn is_shed(kind: &str) -> bool {
 }
 
 impl OpRecord {
+    /// Inline, per completion; an error's bookkeeping is out of line.
+    #[inline]
     pub fn record(&mut self, latency_ns: u64, outcome: &Result<u64, String>, retransmissions: u32) {
         self.hist.get_or_insert_with(LatencyHist::default).record(latency_ns);
         self.retransmissions += retransmissions as u64;
@@ -44,9 +46,16 @@ impl OpRecord {
                 self.bytes += bytes;
                 self.successes += 1;
             }
-            Err(kind) if kind == TIMEOUT_KIND => self.timeouts += 1,
-            Err(kind) if is_shed(kind) => self.shed += 1,
-            Err(kind) => *self.errors.entry(kind.clone()).or_insert(0) += 1,
+            Err(kind) => self.record_error(kind),
+        }
+    }
+
+    #[cold]
+    fn record_error(&mut self, kind: &str) {
+        match kind {
+            TIMEOUT_KIND => self.timeouts += 1,
+            _ if is_shed(kind) => self.shed += 1,
+            _ => *self.errors.entry(kind.to_string()).or_insert(0) += 1,
         }
     }
 }

@@ -45,6 +45,8 @@ pub trait Target: Send + Sync {
     }
     /// Run the completions that are ready, waiting up to `timeout` for the first of them.
     fn poll(&self, _timeout: std::time::Duration) {}
+    /// Called once on each sender thread before its first request.
+    fn enter_sender_thread(&self) {}
     /// Retransmissions made by this thread's last `execute` (protocol targets only).
     fn take_retransmissions(&self) -> u32 {
         0

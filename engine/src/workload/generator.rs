@@ -399,23 +399,27 @@ impl Generator {
     }
 
     /// File `f` for an indexed read, its path formatted on the first read since it last changed.
+    #[inline(always)] // a kept path is a lookup and a reference count, in the sender's loop
     fn indexed_file(&mut self, f: u32) -> IndexedFile {
-        let i = f as usize;
-        if i >= MAX_SHARED_READ_PATHS {
-            return IndexedFile { index: f, path: self.file_path(f).into() };
-        }
-        if i >= self.read_paths.len() {
-            self.read_paths.resize(self.set.files.len().clamp(i + 1, MAX_SHARED_READ_PATHS), None);
-        }
-        let path = match &self.read_paths[i] {
-            Some(path) => path.clone(),
-            None => {
-                let path: Arc<str> = self.file_path(f).into();
-                self.read_paths[i] = Some(path.clone());
-                path
-            }
+        let path = match self.read_paths.get(f as usize) {
+            Some(Some(path)) => path.clone(),
+            _ => self.read_path(f),
         };
         IndexedFile { index: f, path }
+    }
+
+    /// File `f`'s read path, formatted, and kept when `f` is among the first MAX_SHARED_READ_PATHS.
+    #[inline(never)]
+    fn read_path(&mut self, f: u32) -> Arc<str> {
+        let i = f as usize;
+        let path: Arc<str> = self.file_path(f).into();
+        if i < MAX_SHARED_READ_PATHS {
+            if i >= self.read_paths.len() {
+                self.read_paths.resize(self.set.files.len().clamp(i + 1, MAX_SHARED_READ_PATHS), None);
+            }
+            self.read_paths[i] = Some(path.clone());
+        }
+        path
     }
 
     /// File `f` is renamed or removed: its next read formats its path again.
