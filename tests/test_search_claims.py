@@ -312,3 +312,12 @@ def test_two_trials_that_happen_to_agree_do_not_settle_a_load():
     record = careful_at(run_trial, careful, 185.7)
     assert record is not None and record.interval.count > 2, record.reason
     assert record.interval.high > 1.05 * record.interval.low, record.reason
+
+
+def test_an_accuracy_is_a_share_even_for_a_bracket_reaching_far_below():
+    # A careful search of the real M/D/1 server claimed a bracket whose low end might have read low, so its
+    # interval reached down to the scout at 50 ops/s, and printed "located to accuracy -185.4%".
+    from peakbench.controller.search import estimate_accuracy
+
+    assert estimate_accuracy(192.7, 50.0, 200.0) == 0.0
+    assert estimate_accuracy(192.7, 185.6, 200.0) == pytest.approx(1 - 7.1 / 185.6)

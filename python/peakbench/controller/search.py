@@ -85,8 +85,9 @@ class _Cliff(Exception):
 
 
 def estimate_accuracy(estimate: float, low: float, high: float) -> float:
-    """1 − the worst relative error of `estimate` against a true peak anywhere in [low, high]."""
-    return 1 - max((estimate - low) / low, (high - estimate) / high)
+    """1 − the worst relative error of `estimate` against a true peak anywhere in [low, high], and 0 when
+    that error passes 100% (an accuracy is a share: a real search printed "accuracy -185.4%")."""
+    return max(0.0, 1 - max((estimate - low) / low, (high - estimate) / high))
 
 
 def bracket_accuracy(low: float, high: float) -> float:
@@ -673,12 +674,13 @@ class _Search:
         # the highest settled load below that cannot have; none, and no interval is claimed.
         claim_low = low if not low.maybe_read_low else self.history.bracket(settled_only=True, trusted_only=True)[0]
         achieved = estimate_accuracy(peak_rate, claim_low.load, high.load) if claim_low is not None else None
+        short = f", short of the target {s.accuracy:.0%}" if achieved is not None and achieved < s.accuracy else ""
         if claim_low is low:
             claim = f"located to accuracy {achieved:.1%}"
         elif claim_low is not None:
             claim = (
                 f"its interval reaches down to {claim_low.load:.1f} ops/s, since {low.load:.1f} ops/s may have read "
-                f"low, so it is located to accuracy {achieved:.1%}"
+                f"low, so it is located to accuracy {achieved:.1%}{short}"
             )
         else:
             claim = f"no interval of the peak rate is claimed, since {low.load:.1f} ops/s may have read low"
