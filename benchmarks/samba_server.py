@@ -1,15 +1,16 @@
 """Start or stop Samba's smbd for a response surface: the configure hook of
 benchmarks/samba-surface.toml (`peakbench surface` runs it before each sample).
 
-    python3 benchmarks/samba_server.py start --workdir DIR --port P --aio SIZE --cpu-percent P
+    python3 benchmarks/samba_server.py start --workdir DIR --port P --aio SIZE --cpu-percent PCT
     python3 benchmarks/samba_server.py stop --workdir DIR
 
 `start` stops the smbd this script started (by DIR/smbd.pid), starts a new one as
 tests/samba.py does (127.0.0.1, a private configuration in DIR, DIR/share shared as
 `share`), with `aio read size` and `aio write size` set to SIZE (0: reads and writes in
-smbd's own process; 1: every one through its thread pool), confined to P% of one CPU if
-asked (cgroup v1 cpu controller, CFS quota; the per-client smbd it forks inherits it),
-and returns once it listens (20 s at most). DIR/share is kept between samples, so a file
+smbd's own process; otherwise those of SIZE bytes or more go through its thread pool),
+confined to PCT% of one CPU if asked (cgroup v1 cpu controller, CFS quota, in a group
+named after DIR so two servers never share one; the per-client smbd it forks inherits
+it), and returns once it listens (20 s at most). DIR/share is kept between samples, so a file
 set prepared for one sample is reused by the next.
 """
 
@@ -25,7 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ganesha_server import confine, remove_cgroup  # noqa: E402
 from samba import Samba, ServerUnavailable, _stop_group  # noqa: E402
 
-CGROUP = Path("/sys/fs/cgroup/cpu/peakbench-samba")
+
+def cgroup_of(workdir: Path) -> Path:
+    return Path("/sys/fs/cgroup/cpu") / f"peakbench-samba-{workdir.name}"
 
 
 def stop(workdir: Path) -> None:
@@ -33,7 +36,7 @@ def stop(workdir: Path) -> None:
     if pid_file.exists():
         _stop_group(int(pid_file.read_text()))
         pid_file.unlink()
-    remove_cgroup(CGROUP)
+    remove_cgroup(cgroup_of(workdir))
 
 
 def start(workdir: Path, port: int, aio: int, cpu_percent: float | None) -> None:
@@ -42,9 +45,9 @@ def start(workdir: Path, port: int, aio: int, cpu_percent: float | None) -> None
     server.start()
     (workdir / "smbd.pid").write_text(str(server.process.pid))
     if cpu_percent is not None:
-        confine(server.process.pid, cpu_percent, CGROUP)
+        confine(server.process.pid, cpu_percent, cgroup_of(workdir))
     quota = f"{cpu_percent:g}% of one CPU" if cpu_percent is not None else "no CPU quota"
-    print(f"smbd pid {server.process.pid} on port {port}: aio size {aio}, {quota}", flush=True)
+    print(f"smbd pid {server.process.pid} on port {port}: aio read/write size {aio}, {quota}", flush=True)
 
 
 def main(argv: list[str]) -> int:

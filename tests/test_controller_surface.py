@@ -166,3 +166,22 @@ def test_prediction_intervals_cover_new_peaks_at_their_confidence():
         total += 1
     # 95% nominal; n = 2000 gives a binomial standard error of 0.5 points.
     assert 0.935 <= covered / total <= 0.965, covered / total
+
+
+def test_predicted_peaks_and_their_intervals_never_go_below_zero():
+    """A peak rate is never negative, though a quadratic through scattered peaks dips below 0. These are
+    the 8 peaks Samba's surface found (BENCHMARKS.md §13, samba-surface.db93c7f.json), whose 95%
+    prediction intervals reached down to -384 ops/s."""
+    factors = (
+        Factor("aio_size", (4096, 32768, 262144), "log"),
+        Factor("cpu_percent", (10, 20, 40), "log"),
+    )
+    found = {
+        (4096, 10): 112.6, (32768, 10): 143.2, (262144, 10): 178.3, (262144, 20): 408.2,
+        (262144, 40): 461.7, (32768, 40): 242.9, (32768, 20): 245.8, (4096, 40): 601.8,
+    }  # fmt: skip
+    samples = [{"aio_size": a, "cpu_percent": c} for a, c in found]
+    model = QuadraticSurface.fit(factors, samples, list(found.values()))
+    for at in full_factorial(factors) + [{"aio_size": 4096, "cpu_percent": 5}]:
+        low, high = model.prediction_interval(at, 0.95)
+        assert 0 <= low <= model.predict(at) <= high, (at, low, model.predict(at), high)

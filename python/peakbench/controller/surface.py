@@ -14,7 +14,8 @@ degrees of freedom (samples − coefficients). With no residual freedom the
 model interpolates its samples and nothing is known of its error: no MAPE, no
 R², no prediction interval is claimed. Otherwise the prediction interval at a
 point is the fitted value ± t(confidence, dof) × the standard error of
-prediction of a new typical-weight peak there, sqrt(σ² + x'Cov(b)x).
+prediction of a new typical-weight peak there, sqrt(σ² + x'Cov(b)x); fitted
+values and intervals stop at 0, since a peak rate is never negative.
 A sample whose search fails, or whose trial runner raises (a configure
 command failed, a server never became ready), is recorded with the reason
 and the rest go on, unless fail_fast.
@@ -97,7 +98,8 @@ class QuadraticSurface:
         )
 
     def predict(self, sample: Sample) -> float:
-        return float(np.dot(self.coefficients, quadratic_row(coded(self.factors, sample))))
+        # A peak rate is never negative, though a quadratic through scattered peaks can dip below 0.
+        return max(0.0, float(np.dot(self.coefficients, quadratic_row(coded(self.factors, sample)))))
 
     def prediction_interval(
         self, sample: Sample, confidence: float = PREDICTION_CONFIDENCE
@@ -109,7 +111,7 @@ class QuadraticSurface:
         error = math.sqrt(self.residual_variance + float(row @ np.array(self.covariance) @ row))
         half = t_quantile(confidence, self.residual_dof) * error
         fitted = self.predict(sample)
-        return fitted - half, fitted + half
+        return max(0.0, fitted - half), fitted + half
 
 
 def peak_weights(peaks: Sequence[float], half_widths: Sequence[float | None]) -> list[float]:
