@@ -123,8 +123,76 @@ fn open_handle(path: &str) -> Req {
 /// An op that will be sent once its handle's open has answered (with the handle, or None if it failed).
 type Deferred = Box<dyn FnOnce(Option<Fid>) + Send>;
 
-/// The paths whose open is in flight, with their deferred ops, and a signal for blocking waiters.
-type Opening = (Mutex<HashMap<String, Vec<Deferred>>>, Condvar);
+/// What an `open` learns: its outcome, once the handle is kept.
+type Opened = Box<dyn FnOnce(Res<u64>) + Send>;
+
+/// What waits on an open in flight, in the order it was started: ops on its handle, and a later open of
+/// the same path (the workload closed the file and opened it again), which the ops after it wait on.
+enum Waiting {
+    Op(Deferred),
+    Reopen(Arc<Live>, Opened),
+}
+
+/// The paths whose open is in flight, with what waits on each, and a signal for blocking waiters.
+type Opening = (Mutex<HashMap<String, Vec<Waiting>>>, Condvar);
+
+/// The state an `open`'s reply updates: the kept handles, the opens in flight, and the client to send on.
+#[derive(Clone)]
+struct OpenState {
+    handles: Arc<Mutex<HashMap<String, (u64, Fid)>>>,
+    opening: Arc<Opening>,
+    client: Arc<Client>,
+}
+
+impl OpenState {
+    /// Send the open of a path already marked in flight in `opening`. Its reply keeps the handle and
+    /// sends what waited on it in order, up to a reopen, which is sent next with the rest waiting on it.
+    fn send(self, live: &Live, full: String, done: Opened) {
+        let generation = live.generation;
+        let client = self.client.clone();
+        client.call_async(
+            live,
+            &[open_handle(&full)],
+            Box::new(move |r| {
+                let created = r.and_then(|r| check(&r, &[]).and_then(|_| wire::parse_create(&r[0]).map_err(malformed)));
+                if let Ok(c) = &created {
+                    self.handles.lock().expect("handles lock").insert(full.clone(), (generation, c.fid));
+                }
+                let fid = created.as_ref().ok().map(|c| c.fid);
+                // Under the lock, so that an op started now either joins those waiting or finds the handle.
+                let mut waiting = self.opening.0.lock().expect("opening lock");
+                let mut queue = waiting.remove(&full).unwrap_or_default().into_iter();
+                let (mut sent, mut reopen) = (false, None);
+                for next in queue.by_ref() {
+                    match next {
+                        Waiting::Op(send) => {
+                            send(fid);
+                            sent = true;
+                        }
+                        Waiting::Reopen(live, opened) => {
+                            reopen = Some((live, opened));
+                            break;
+                        }
+                    }
+                }
+                if reopen.is_some() {
+                    waiting.insert(full.clone(), queue.collect());
+                }
+                drop(waiting);
+                if sent {
+                    self.client.flush();
+                }
+                self.opening.1.notify_all();
+                // Sent without the lock: a reply that fails at once runs this callback again on this thread.
+                if let Some((live, opened)) = reopen {
+                    self.clone().send(&live, full, opened);
+                    self.client.flush();
+                }
+                done(created.map(|_| 0));
+            }),
+        );
+    }
+}
 
 /// A request's messages and how its outcome is read from the responses.
 type Messages = (Vec<Req>, fn(&Replies) -> Res<u64>);
@@ -301,35 +369,19 @@ impl Smb {
         let _ = changed.wait_timeout_while(guard, self.timeout, |s| s.contains_key(full)).expect("opening lock");
     }
 
-    /// Send a Markov workload's `open`; `done` gets its outcome once the handle is kept.
-    fn open_async(&self, live: &Live, full: String, done: Box<dyn FnOnce(Res<u64>) + Send>) {
-        self.opening.0.lock().expect("opening lock").insert(full.clone(), Vec::new());
-        let (handles, opening, generation, client) = (self.handles.clone(), self.opening.clone(), live.generation, self.client.clone());
-        let req = open_handle(&full);
-        self.client.call_async(
-            live,
-            &[req],
-            Box::new(move |r| {
-                let created = r.and_then(|r| check(&r, &[]).and_then(|_| wire::parse_create(&r[0]).map_err(malformed)));
-                if let Ok(c) = &created {
-                    handles.lock().expect("handles lock").insert(full.clone(), (generation, c.fid));
-                }
-                // Under the lock, so that an op started now either joins the deferred ones or finds the handle.
-                let mut waiting = opening.0.lock().expect("opening lock");
-                let deferred = waiting.remove(&full).unwrap_or_default();
-                let fid = created.as_ref().ok().map(|c| c.fid);
-                let any = !deferred.is_empty();
-                for send in deferred {
-                    send(fid);
-                }
-                drop(waiting);
-                if any {
-                    client.flush();
-                }
-                opening.1.notify_all();
-                done(created.map(|_| 0));
-            }),
-        );
+    /// Send a Markov workload's `open`; `done` gets its outcome once the handle is kept. While an open of
+    /// the same path is in flight, this one waits behind it and the ops started before it.
+    fn open_async(&self, live: Arc<Live>, full: String, done: Opened) {
+        {
+            let mut waiting = self.opening.0.lock().expect("opening lock");
+            if let Some(queue) = waiting.get_mut(&full) {
+                queue.push(Waiting::Reopen(live, done));
+                return;
+            }
+            waiting.insert(full.clone(), Vec::new());
+        }
+        let state = OpenState { handles: self.handles.clone(), opening: self.opening.clone(), client: self.client.clone() };
+        state.send(&live, full, done);
     }
 
     /// A Markov workload's `close`: the handle its `open` made, or EBADF when there is none
@@ -462,7 +514,7 @@ impl Smb {
         if let Request::Handle { op: HandleOp::Open, path } = request {
             let (full, (tx, rx)) = (self.full(path), std::sync::mpsc::channel());
             let (_, live) = self.client.pick(Some(&full))?;
-            self.open_async(&live, full, Box::new(move |r| drop(tx.send(r))));
+            self.open_async(live, full, Box::new(move |r| drop(tx.send(r))));
             self.client.flush();
             return rx.recv().unwrap_or(Err(SmbError::Timeout));
         }
@@ -669,13 +721,13 @@ impl Target for Smb {
                     drop(waiting);
                     return Err(done); // several messages: the blocking way, which waits for the open
                 }
-                deferred.push(self.deferred(request, full.clone(), live, done));
+                deferred.push(Waiting::Op(self.deferred(request, full.clone(), live, done)));
                 return Ok(());
             }
         }
         match (request, &key) {
             (Request::Handle { op: HandleOp::Open, .. }, Some(full)) => {
-                self.open_async(&live, full.clone(), Box::new(move |r| done(r.map_err(|e| e.kind()), 0)));
+                self.open_async(live, full.clone(), Box::new(move |r| done(r.map_err(|e| e.kind()), 0)));
                 return Ok(());
             }
             (Request::Handle { op: HandleOp::Close, .. }, Some(full)) => {
