@@ -80,10 +80,19 @@ impl Posix {
             Request::Null => Ok(0),
             Request::Lock { .. } | Request::Handle { .. } => Err("EOPNOTSUPP".into()), // refused before a trial (supports)
             Request::Setattr { path, mode } => {
-                // AT_SYMLINK_NOFOLLOW: a symlink's own mode cannot change (EOPNOTSUPP), its target's must not.
+                // A symlink's own mode cannot change (EOPNOTSUPP), its target's must not. Not through
+                // fchmodat's AT_SYMLINK_NOFOLLOW: glibc emulates it with /proc/self/fd, which names the
+                // process's descriptor table, not a sender's own (enter_sender_thread), and it failed every time.
                 let (dir, name) = self.parent_of(path)?;
                 let at = dir.as_ref().map_or(root, |d| d.0);
-                ok(with_cstr(name, |p| unsafe { libc::fchmodat(at, p, *mode, libc::AT_SYMLINK_NOFOLLOW) })?)
+                with_cstr(name, |p| {
+                    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+                    ok(unsafe { libc::fstatat(at, p, &mut st, libc::AT_SYMLINK_NOFOLLOW) })?;
+                    if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+                        return Err("EOPNOTSUPP".into());
+                    }
+                    ok(unsafe { libc::fchmodat(at, p, *mode, 0) })
+                })?
             }
             Request::Lookup { dir, name } => {
                 let d = self.openat(root, if dir.is_empty() { "." } else { dir }, libc::O_PATH | libc::O_DIRECTORY, 0)?;
