@@ -13,7 +13,5 @@ def test_setattr_succeeds_from_a_sender_with_its_own_descriptor_table(engine_pat
     )
     engine = Engine(engine_path)
     engine.prepare(spec)
-    result = engine.run(spec)
-    result = getattr(result, "result", result)
-    setattr_op = result["ops"]["setattr"]
+    setattr_op = engine.run(spec)["ops"]["setattr"]
     assert setattr_op["count"] > 0 and setattr_op["successes"] == setattr_op["count"], setattr_op
