@@ -58,7 +58,7 @@ pub struct Generator {
     /// a target that keys its descriptors by index: a read then formats and hashes no path.
     pub indexed_reads: bool,
     /// Each file's shared read path, once read (`indexed_reads`); a rename or remove drops it.
-    read_paths: Vec<Option<Arc<str>>>,
+    read_paths: Vec<ReadPath>,
     /// Directories this trial made and has not removed, the oldest first: the ones rmdir may
     /// remove. The oldest, so that its mkdir has long completed even when requests overlap.
     made_dirs: VecDeque<u32>,
@@ -195,6 +195,9 @@ impl Generator {
 
     /// Take back the path buffers of an executed request.
     pub fn recycle(&mut self, request: Request) {
+        if let Request::Read { file: Some(file), .. } = request {
+            return self.return_read_path(file);
+        }
         if self.spare.len() >= 64 {
             return;
         }
@@ -399,13 +402,15 @@ impl Generator {
     }
 
     /// File `f` for an indexed read, its path formatted on the first read since it last changed.
-    #[inline(always)] // a kept path is a lookup and a reference count, in the sender's loop
+    #[inline(always)] // a kept path is a lookup (and, with its spare lent out, a reference count) in the sender's loop
     fn indexed_file(&mut self, f: u32) -> IndexedFile {
-        let path = match self.read_paths.get(f as usize) {
-            Some(Some(path)) => path.clone(),
-            _ => self.read_path(f),
+        let generation = self.set.files[f as usize].generation;
+        let kept = self.read_paths.get_mut(f as usize).and_then(|slot| slot.spare.take().or_else(|| slot.kept.clone()));
+        let path = match kept {
+            Some(path) => path,
+            None => self.read_path(f),
         };
-        IndexedFile { index: f, path }
+        IndexedFile { index: f, generation, path }
     }
 
     /// File `f`'s read path, formatted, and kept when `f` is among the first MAX_SHARED_READ_PATHS.
@@ -415,19 +420,38 @@ impl Generator {
         let path: Arc<str> = self.file_path(f).into();
         if i < MAX_SHARED_READ_PATHS {
             if i >= self.read_paths.len() {
-                self.read_paths.resize(self.set.files.len().clamp(i + 1, MAX_SHARED_READ_PATHS), None);
+                self.read_paths.resize_with(self.set.files.len().clamp(i + 1, MAX_SHARED_READ_PATHS), ReadPath::default);
             }
-            self.read_paths[i] = Some(path.clone());
+            self.read_paths[i].kept = Some(path.clone());
         }
         path
+    }
+
+    /// An executed read's path comes back as its file's spare if it still names the file.
+    fn return_read_path(&mut self, file: IndexedFile) {
+        let alive = self.set.files.get(file.index as usize).is_some_and(|f| f.alive && f.generation == file.generation);
+        if let Some(slot) = self.read_paths.get_mut(file.index as usize).filter(|s| alive && s.kept.is_some() && s.spare.is_none()) {
+            slot.spare = Some(file.path);
+        }
     }
 
     /// File `f` is renamed or removed: its next read formats its path again.
     fn forget_read_path(&mut self, f: u32) {
         if let Some(p) = self.read_paths.get_mut(f as usize) {
-            *p = None;
+            *p = ReadPath::default();
         }
     }
+}
+
+/// A file's read path, kept formatted for `indexed_reads`. A request holds its own reference to the
+/// path: the spare, while there is one, is moved into it and back when it is recycled, so that a
+/// read touches no reference count, a line of a random file's allocation that a cloned `Arc` would
+/// fetch and write; with the spare out (reads of the file in flight at once, or one not recycled)
+/// a read clones the kept path.
+#[derive(Default)]
+struct ReadPath {
+    kept: Option<Arc<str>>,
+    spare: Option<Arc<str>>,
 }
 
 /// A sampled transfer size in bytes: at least one.
@@ -492,6 +516,50 @@ mod tests {
         for op in [Op::Mkdir, Op::Rmdir, Op::Create, Op::Remove, Op::Rename, Op::Getattr] {
             assert!(counts[op.index()] > 1000, "{}: {}", op.name(), counts[op.index()]);
         }
+    }
+
+    /// Indexed reads name each file by its current path, whether their path comes back at once, late
+    /// (a read in flight while its file is renamed or removed) or never.
+    #[test]
+    fn an_indexed_read_names_its_file_as_it_is_now_however_its_path_came_back() {
+        let spec = crate::spec::parse(
+            r#"{"schema": "peakbench.trial-spec/1", "target": {"kind": "null"}, "seed": 7,
+                "load": {"rate": 100, "warmup_s": 0, "runtime_s": 1},
+                "fileset": {"seed": 3, "files": 40, "files_per_dir": {"kind": "constant", "value": 10},
+                            "dirs_per_dir": {"kind": "constant", "value": 2}, "max_depth": 2,
+                            "file_sizes": {"kind": "constant", "value": 8192}},
+                "mix": {"read": 0.7, "rename": 0.15, "remove": 0.05, "create": 0.1}}"#,
+        )
+        .expect("test spec");
+        let set = FileSet::build(&spec.fileset);
+        let mut names: HashMap<u32, String> = (0..set.files.len() as u32).map(|f| (f, set.file_path(f))).collect();
+        let mut generator = Generator::new(&spec, set);
+        generator.indexed_reads = true;
+        let mut in_flight: VecDeque<Request> = VecDeque::new();
+        let mut reads = 0;
+        for i in 0..20_000 {
+            let (_, request, object) = generator.next();
+            match &request {
+                Request::Read { file: Some(file), .. } => {
+                    assert_eq!(Some(&*file.path), names.get(&file.index).map(|n| n.as_str()), "request {i}");
+                    reads += 1;
+                }
+                Request::Rename { to, .. } => _ = names.insert(object.expect("a file"), to.clone()),
+                Request::Remove { .. } => _ = names.remove(&object.expect("a file")),
+                Request::Create { path } => _ = names.insert(object.expect("a file"), path.clone()),
+                other => panic!("request {i}: {other:?} is not in the mix"),
+            }
+            // Every third request stays in flight for a while; every seventh is never recycled.
+            if i % 7 == 0 {
+                continue;
+            }
+            in_flight.push_back(request);
+            let keep = if i % 3 == 0 { 5 } else { 0 };
+            while in_flight.len() > keep {
+                generator.recycle(in_flight.pop_front().expect("a request"));
+            }
+        }
+        assert!(reads > 10_000, "{reads} reads");
     }
 
     #[test]
