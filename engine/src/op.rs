@@ -236,8 +236,6 @@ pub enum Request {
 #[derive(Debug, Clone)]
 pub struct IndexedFile {
     pub index: u32,
-    /// The file's rename count when `path` was formatted: whether the path still names it.
-    pub generation: u16,
     pub path: Arc<str>,
 }
 

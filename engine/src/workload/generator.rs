@@ -58,7 +58,7 @@ pub struct Generator {
     /// a target that keys its descriptors by index: a read then formats and hashes no path.
     pub indexed_reads: bool,
     /// Each file's shared read path, once read (`indexed_reads`); a rename or remove drops it.
-    read_paths: Vec<ReadPath>,
+    read_paths: Vec<Option<Arc<str>>>,
     /// Directories this trial made and has not removed, the oldest first: the ones rmdir may
     /// remove. The oldest, so that its mkdir has long completed even when requests overlap.
     made_dirs: VecDeque<u32>,
@@ -195,9 +195,6 @@ impl Generator {
 
     /// Take back the path buffers of an executed request.
     pub fn recycle(&mut self, request: Request) {
-        if let Request::Read { file: Some(file), .. } = request {
-            return self.return_read_path(file);
-        }
         if self.spare.len() >= 64 {
             return;
         }
@@ -402,15 +399,13 @@ impl Generator {
     }
 
     /// File `f` for an indexed read, its path formatted on the first read since it last changed.
-    #[inline(always)] // a kept path is a lookup (and, with its spare lent out, a reference count) in the sender's loop
+    #[inline(always)] // a kept path is a lookup and a reference count, in the sender's loop
     fn indexed_file(&mut self, f: u32) -> IndexedFile {
-        let generation = self.set.files[f as usize].generation;
-        let kept = self.read_paths.get_mut(f as usize).and_then(|slot| slot.spare.take().or_else(|| slot.kept.clone()));
-        let path = match kept {
-            Some(path) => path,
-            None => self.read_path(f),
+        let path = match self.read_paths.get(f as usize) {
+            Some(Some(path)) => path.clone(),
+            _ => self.read_path(f),
         };
-        IndexedFile { index: f, generation, path }
+        IndexedFile { index: f, path }
     }
 
     /// File `f`'s read path, formatted, and kept when `f` is among the first MAX_SHARED_READ_PATHS.
@@ -420,38 +415,19 @@ impl Generator {
         let path: Arc<str> = self.file_path(f).into();
         if i < MAX_SHARED_READ_PATHS {
             if i >= self.read_paths.len() {
-                self.read_paths.resize_with(self.set.files.len().clamp(i + 1, MAX_SHARED_READ_PATHS), ReadPath::default);
+                self.read_paths.resize(self.set.files.len().clamp(i + 1, MAX_SHARED_READ_PATHS), None);
             }
-            self.read_paths[i].kept = Some(path.clone());
+            self.read_paths[i] = Some(path.clone());
         }
         path
-    }
-
-    /// An executed read's path comes back as its file's spare if it still names the file.
-    fn return_read_path(&mut self, file: IndexedFile) {
-        let alive = self.set.files.get(file.index as usize).is_some_and(|f| f.alive && f.generation == file.generation);
-        if let Some(slot) = self.read_paths.get_mut(file.index as usize).filter(|s| alive && s.kept.is_some() && s.spare.is_none()) {
-            slot.spare = Some(file.path);
-        }
     }
 
     /// File `f` is renamed or removed: its next read formats its path again.
     fn forget_read_path(&mut self, f: u32) {
         if let Some(p) = self.read_paths.get_mut(f as usize) {
-            *p = ReadPath::default();
+            *p = None;
         }
     }
-}
-
-/// A file's read path, kept formatted for `indexed_reads`. A request holds its own reference to the
-/// path: the spare, while there is one, is moved into it and back when it is recycled, so that a
-/// read touches no reference count, a line of a random file's allocation that a cloned `Arc` would
-/// fetch and write; with the spare out (reads of the file in flight at once, or one not recycled)
-/// a read clones the kept path.
-#[derive(Default)]
-struct ReadPath {
-    kept: Option<Arc<str>>,
-    spare: Option<Arc<str>>,
 }
 
 /// A sampled transfer size in bytes: at least one.

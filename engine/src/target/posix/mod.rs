@@ -534,7 +534,7 @@ mod tests {
         let (_dir, p) = target("indexed");
         p.ensure_file("a", 100, &[7u8; 4096]).unwrap();
         p.ensure_file("b", 300, &[7u8; 4096]).unwrap();
-        let b = IndexedFile { index: 1, generation: 0, path: "b".into() };
+        let b = IndexedFile { index: 1, path: "b".into() };
         let read_b = |p: &Posix| p.execute(&Request::Read { path: String::new(), file: Some(b.clone()), offset: 0, len: 4096, xfer: 4096 });
         assert_eq!(read_b(&p), Ok(300));
         assert_eq!(read_b(&p), Ok(300)); // by index, from the cache
