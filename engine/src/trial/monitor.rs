@@ -158,7 +158,8 @@ pub struct Watched {
     /// The most requests seen in flight.
     pub max_busy: usize,
     /// The process's CPU time between the measured window's start and its end (or the interrupt
-    /// that ended it), as the monitor read it when each came; None if it never saw both.
+    /// that ended it, or the senders' finishing before it), as the monitor read it when each came;
+    /// None if the trial ended before the window started.
     pub window_cpu_s: Option<f64>,
 }
 
@@ -266,6 +267,9 @@ pub fn monitor(spec: &TrialSpec, shared: &Arc<Shared>) -> Watched {
         }
         if (shared.live.load(Acquire) == 0 && shared.started.load(Acquire) == 0) || now >= drain_deadline {
             shared.drained.store(true, Release);
+            // Senders done before the window's end (an open-loop schedule's last request is due before
+            // it, and its sender wakes the monitor on leaving) end the window's CPU time here.
+            let cpu_at_end = cpu_at_end.or_else(|| cpu_at_start.map(|_| super::process_cpu_s()));
             let window_cpu_s = cpu_at_start.zip(cpu_at_end).map(|(start, end)| end - start);
             return Watched { max_busy, window_cpu_s };
         }
