@@ -254,7 +254,7 @@ def test_the_r_interval_of_a_peak_claimed_on_its_first_trials_holds_the_mean_as_
     # Issue 14: the search claims a load as the peak when its interval comes out narrow and in the region, so a
     # load claimed on its pilot's four trials is one whose trials happened to agree. With 20 s trials at ρ 0.8
     # of an M/M/1 queue (Rsat at the true mean, so every load is the peak) the stated 95% interval of such
-    # claims held the true mean in 78 of 94 (83%) on main; with the selection allowed for, in 90 or more.
+    # claims held the true mean in 78 of 94 (83%) on main; with the selection allowed for, in 90 of 94.
     # max_trials = the pilot stops each load there: its first four trials, and so its claim, are the same.
     from peakbench.controller.history import PEAK
     from peakbench.controller.search import careful_at, stated_response
@@ -282,7 +282,6 @@ def test_the_message_the_json_and_the_report_state_one_interval_of_r_at_a_peak_c
     # On main the report's load curve drew its own Cox interval of the trials at every load, the peak included.
     from peakbench.controller.statistics import stated_response_interval
     from peakbench.report.model import Series
-    from peakbench.report.sections.load_curve import stated_interval
 
     settings = SearchSettings(runlength_s=20.0, warmup_s=5.0)
     target = SimulatedTarget(SimulatedServer(capacity=200.0, queue=True), 5.0, settings.psat, 6)
@@ -297,6 +296,8 @@ def test_the_message_the_json_and_the_report_state_one_interval_of_r_at_a_peak_c
     assert f"CI [{low:.1f}, {high:.1f}] ms over 4 trials" in result.message
     [at_peak] = [load for load in result.loads if load.load == result.measured_load]
     assert (at_peak.ci_low_ms, at_peak.ci_high_ms) == (low, high)
+    from peakbench.report.sections.load_curve import stated_interval
+
     stored = json.loads(result.to_json())
     series = Series("search 1", "search", "search 1", {"result": stored}, [])
     assert stated_interval(series, result.measured_load, settings.confidence) == (low, high)

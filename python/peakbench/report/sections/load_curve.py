@@ -1,10 +1,12 @@
 """The load curve (SPECsfs style): achieved vs offered ops/s, and mean response time vs achieved.
 
 Each point is one offered load: the mean over its measured trials, with the
-t-interval (at the report's confidence) as error bars when it has two or
-more. A search's peak region (Rsat ± s) is shaded and its peak marked; for a
-curve without a search, the peak is the highest achieved rate (SPEC's
-meaning). The overall response time (ORT) is SPEC's single figure: the area
+lognormal (Cox) interval (at the report's confidence) as error bars when it
+has two or more; at a search's loads, the interval the search states there
+(its loads table's, at λ* its message's), so that the report and the search
+never state two intervals for one load. A search's peak region (Rsat ± s) is
+shaded and its peak marked; for a curve without a search, the peak is the
+highest achieved rate (SPEC's meaning). The overall response time (ORT) is SPEC's single figure: the area
 under the mean-response vs achieved-throughput curve divided by the peak
 (highest) achieved throughput, in ms. SPEC's curve starts at zero throughput:
 below the first load point the response time is taken to be the first point's
