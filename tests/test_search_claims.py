@@ -254,7 +254,7 @@ def test_the_r_interval_of_a_peak_claimed_on_its_first_trials_holds_the_mean_as_
     # Issue 14: the search claims a load as the peak when its interval comes out narrow and in the region, so a
     # load claimed on its pilot's four trials is one whose trials happened to agree. With 20 s trials at ρ 0.8
     # of an M/M/1 queue (Rsat at the true mean, so every load is the peak) the stated 95% interval of such
-    # claims held the true mean in 78 of 94 (83%) on main; with the selection allowed for, in 90 of 94.
+    # claims held the true mean in 78 of 94 (83%) on main; with the selection allowed for, in 88 of 94 (94%).
     # max_trials = the pilot stops each load there: its first four trials, and so its claim, are the same.
     from peakbench.controller.history import PEAK
     from peakbench.controller.search import careful_at, stated_response
