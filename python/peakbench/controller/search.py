@@ -832,7 +832,7 @@ def stated_response(record: LoadRecord, settings: SearchSettings) -> tuple[Confi
     its trials were still rising (see _rising): then only its low end is stated, as R̄ ≥ low, with no
     confidence claimed, since trials that had not reached steady state bound the mean from below only.
     A load claimed as the peak on its pilot stage is stated with the claim's selection allowed for
-    (statistics.CLAIM_SELECTION_DRIFT_WEIGHT), wherever it is stated: message, JSON and loads alike.
+    (statistics.claim_deviation), wherever it is stated: message, JSON, loads table and report alike.
 
     The search steers by record.interval; this interval only reports. (None, False) where it has none.
     """

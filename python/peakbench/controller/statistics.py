@@ -147,7 +147,7 @@ def stated_response_interval(
       further exp(2·mean d) when that is positive. The factor 2 is measured, not derived (BENCHMARKS.md §7).
     - `claimed_on_pilot`: the search claims a load on its first stage (Stein's pilot) when the trial means happen
       to agree, so their deviation s is the very statistic the claim selected on, and an interval on s alone is
-      too narrow there (it held the true mean in 54-91% of such simulated claims at c = 95%, BENCHMARKS.md §7).
+      too narrow there (it held the true mean in 66-95% of such simulated claims at c = 95%, BENCHMARKS.md §7).
       The trials' halves estimate the same spread independently of s, and the claim did not select on them:
       the width rests on the two pooled (claim_deviation), with t on their degrees of freedom together.
     Positive, and holds its point (the low end never passes it).

@@ -6,9 +6,10 @@ has two or more; at a search's loads, the interval the search states there
 (its loads table's, at λ* its message's), so that the report and the search
 never state two intervals for one load. A search's peak region (Rsat ± s) is
 shaded and its peak marked; for a curve without a search, the peak is the
-highest achieved rate (SPEC's meaning). The overall response time (ORT) is SPEC's single figure: the area
-under the mean-response vs achieved-throughput curve divided by the peak
-(highest) achieved throughput, in ms. SPEC's curve starts at zero throughput:
+highest achieved rate (SPEC's meaning). The overall response time (ORT) is
+SPEC's single figure: the area under the mean-response vs
+achieved-throughput curve divided by the peak (highest) achieved throughput,
+in ms. SPEC's curve starts at zero throughput:
 below the first load point the response time is taken to be the first point's
 (SPEC SFS run rules, "Overall response time calculation": constant below the
 first valid data point); between points it is linear (trapezoids). So the ORT
