@@ -2,6 +2,8 @@
 
 import os
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -120,3 +122,21 @@ def test_prepare_refuses_bad_input_the_same_way(cli, sandbox):
     tmp_path, target = sandbox
     done = cli("prepare", "mail", "--target", str(tmp_path / "nope"), "--rate", "10")
     assert_refused(done, sandbox, "no such directory")
+
+
+@pytest.mark.integration
+def test_a_refused_command_line_does_not_wait_for_scipy_to_import():
+    # scipy.stats alone takes seconds to import; a typo should be answered before that. The refusal
+    # runs in a fresh interpreter, which reports whether anything imported scipy along the way.
+    probe = (
+        "import sys\n"
+        "from peakbench import cli\n"
+        "try:\n"
+        "    status = cli.main(['run', 'mail', '--target', 'x', '--rate', 'fast'])\n"
+        "except SystemExit as refused:\n"
+        "    status = refused.code\n"
+        "print(status, 'scipy' in sys.modules)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "python")}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
+    assert done.stdout.split() == ["2", "False"], done.stdout + done.stderr

@@ -19,9 +19,16 @@ import math
 import statistics as pystats
 from collections.abc import Sequence
 
-from scipy import stats as sps
-
 from .controller.statistics import sample_deviation, t_interval, t_quantile
+
+
+def _scipy_stats():
+    """scipy.stats, imported on first use: it takes seconds to import, and every command's
+    parser loads this module while few commands test anything."""
+    from scipy import stats
+
+    return stats
+
 
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_ALPHA = 0.05
@@ -223,7 +230,7 @@ def slope(
         p = 0.0 if b != 0 else 1.0
         return Slope(b, a, b, b, p, _pct(b, my), n, confidence)
     half = t_quantile(confidence, n - 2) * se
-    p = float(2 * sps.t.sf(abs(b / se), n - 2))
+    p = float(2 * _scipy_stats().t.sf(abs(b / se), n - 2))
     return Slope(b, a, b - half, b + half, p, _pct(b, my), n, confidence)
 
 
@@ -276,7 +283,7 @@ def normality(values: Sequence[float], alpha: float = DEFAULT_ALPHA) -> dict:
     values = [float(v) for v in values]
     if len(values) < NORMALITY_MIN or max(values) == min(values):
         return {"test": "shapiro-wilk", "statistic": None, "p_value": None, "normal": None}
-    result = sps.shapiro(values)
+    result = _scipy_stats().shapiro(values)
     return {
         "test": "shapiro-wilk",
         "statistic": float(result.statistic),
@@ -308,7 +315,7 @@ def welch(a: Sequence[float], b: Sequence[float], confidence: float = DEFAULT_CO
         }
     df = (q1 + q2) ** 2 / (q1**2 / (n1 - 1) + q2**2 / (n2 - 1))
     t = diff / se
-    half = float(sps.t.ppf(0.5 + confidence / 2, df)) * se
+    half = float(_scipy_stats().t.ppf(0.5 + confidence / 2, df)) * se
     return {
         "difference": diff,
         "se": se,
@@ -316,9 +323,9 @@ def welch(a: Sequence[float], b: Sequence[float], confidence: float = DEFAULT_CO
         "df": df,
         "low": diff - half,
         "high": diff + half,
-        "p_two_sided": float(2 * sps.t.sf(abs(t), df)),
-        "p_less": float(sps.t.cdf(t, df)),  # H1: mean(a) < mean(b)
-        "p_greater": float(sps.t.sf(t, df)),  # H1: mean(a) > mean(b)
+        "p_two_sided": float(2 * _scipy_stats().t.sf(abs(t), df)),
+        "p_less": float(_scipy_stats().t.cdf(t, df)),  # H1: mean(a) < mean(b)
+        "p_greater": float(_scipy_stats().t.sf(t, df)),  # H1: mean(a) > mean(b)
     }
 
 
@@ -329,7 +336,7 @@ def f_test(a: Sequence[float], b: Sequence[float]) -> dict:
     if v2 == 0:
         return {"F": math.inf if v1 > 0 else math.nan, "df1": d1, "df2": d2, "p_value": 0.0 if v1 > 0 else 1.0}
     ratio = v1 / v2
-    p = 2 * min(sps.f.cdf(ratio, d1, d2), sps.f.sf(ratio, d1, d2))
+    p = 2 * min(_scipy_stats().f.cdf(ratio, d1, d2), _scipy_stats().f.sf(ratio, d1, d2))
     return {"F": ratio, "df1": d1, "df2": d2, "p_value": float(min(1.0, p))}
 
 
@@ -337,18 +344,18 @@ def levene(a: Sequence[float], b: Sequence[float]) -> dict:
     """Brown–Forsythe/Levene (median-centred): robust to non-normal data."""
     if max(a) == min(a) and max(b) == min(b):
         return {"W": math.nan, "p_value": 1.0}
-    result = sps.levene(a, b, center="median")
+    result = _scipy_stats().levene(a, b, center="median")
     return {"W": float(result.statistic), "p_value": float(result.pvalue)}
 
 
 def mann_whitney(a: Sequence[float], b: Sequence[float]) -> dict:
     """The rank test (two-sided and the two one-sided p-values), for non-normal samples."""
-    two = sps.mannwhitneyu(a, b, alternative="two-sided")
+    two = _scipy_stats().mannwhitneyu(a, b, alternative="two-sided")
     return {
         "U": float(two.statistic),
         "p_two_sided": float(two.pvalue),
-        "p_less": float(sps.mannwhitneyu(a, b, alternative="less").pvalue),
-        "p_greater": float(sps.mannwhitneyu(a, b, alternative="greater").pvalue),
+        "p_less": float(_scipy_stats().mannwhitneyu(a, b, alternative="less").pvalue),
+        "p_greater": float(_scipy_stats().mannwhitneyu(a, b, alternative="greater").pvalue),
     }
 
 
