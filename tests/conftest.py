@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import _posixsubprocess
+import compileall
 import os
 import shutil
 import socket
@@ -46,6 +47,13 @@ def engine_path() -> Path:
 
 # Tests that use these fixtures start the engine, the CLI or a server: they are integration tests.
 PROCESS_FIXTURES = {"engine_path", "cli", "ganesha_server", "nfs_url", "nginx"}
+
+
+def pytest_sessionstart(session):
+    """Compile the checkout once. Where PYTHONDONTWRITEBYTECODE is set (as on this project's
+    machines), each of the suite's hundreds of `peakbench` processes would otherwise compile
+    every module again: about a second apiece."""
+    compileall.compile_dir(REPO / "python", quiet=1)
 
 
 def pytest_collection_modifyitems(items):
