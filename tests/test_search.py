@@ -35,6 +35,24 @@ def test_a_search_on_a_simulated_server_finds_its_peak(cli, tmp_path):
     assert {"ci_low", "ci_high", "verdict", "trace"} <= set(result)
 
 
+def test_the_loads_table_counts_the_trials_each_interval_rests_on_and_says_whose_interval_is_whose(cli, tmp_path):
+    # A load's row read "trials 10" beside "95% CI [43.7, 49.3] ms over 9 trials" and an "R interval" of
+    # 44.04 .. 49.85: the scout trial is in the count but not in the interval, and the why column quotes the
+    # interval the search steered by, not the one it states. The table now says both.
+    out = tmp_path / "peak.json"
+    done = cli("search", "mail", "--target", "sim://?capacity=800", "--seed", "1162186644", "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    loads = json.loads(out.read_text())["loads"]
+    scouted = [load for load in loads if load["ci_low_ms"] is not None and load["trials"] > 1]
+    assert scouted
+    for load in scouted:
+        scouts = sum(
+            1 for t in json.loads(out.read_text())["trace"] if t["load"] == load["load"] and t["purpose"] == "scout"
+        )
+        assert f"over {load['trials'] - scouts} careful trials" in load["reason"]
+    assert "why: the interval the search steered by; R interval: the one it states" in done.stdout
+
+
 def test_a_search_that_never_saturates_says_what_to_change(cli, tmp_path):
     done = cli("search", "mail", "--target", "sim://?capacity=800", "--max-rate", "300", "--start-rate", "100")
     assert done.returncode == 3

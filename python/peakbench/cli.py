@@ -747,6 +747,11 @@ def print_search(result, settings: SearchSettings, console: Console) -> None:
             load.reason,
         )
     console.print(loads)
+    if any(load.ci_low_ms is not None for load in result.loads):
+        console.print(
+            "why: the interval the search steered by; R interval: the one it states, which allows for trials "
+            "that start on an empty queue (and, at a peak claimed on its first trials, for the claim)"
+        )
     region = (settings.rsat_ms * (1 - settings.width), settings.rsat_ms * (1 + settings.width))
     console.print(
         f"peak region: mean response {region[0]:g}-{region[1]:g} ms; policy {result.policy};"

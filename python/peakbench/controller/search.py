@@ -565,7 +565,7 @@ class _Search:
             return "no interval yet"
         return (
             f"R̄ {interval.mean:.1f} ms, {interval.confidence:.0%} CI "
-            f"[{interval.low:.1f}, {interval.high:.1f}] ms over {interval.count} trials"
+            f"[{interval.low:.1f}, {interval.high:.1f}] ms over {interval.count} careful trials"
         )
 
     def trial(self, load: float, runlength_s: float, purpose: str, number: int) -> Observation:
@@ -608,7 +608,7 @@ class _Search:
         interval, _ = stated_response(record, s)
         response = (
             f"R̄ {interval.mean:.1f} ms, {s.confidence:.0%} CI [{interval.low:.1f}, {interval.high:.1f}] ms "
-            f"over {interval.count} trials, accuracy {interval.accuracy:.1%}"
+            f"over {interval.count} careful trials, accuracy {interval.accuracy:.1%}"
         )
         estimate = self.peak_rate_interval(record)
         if estimate is None:
