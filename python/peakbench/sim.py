@@ -232,8 +232,7 @@ def response_summary(
     """What response_coverage reports of loads measured as search.careful_at measures them (None: too noisy),
     against the true mean response `truth`."""
     from .controller.history import PEAK as PEAK_LOAD
-    from .controller.search import stated_response
-    from .controller.statistics import STEIN_PILOT
+    from .controller.search import claimed_on_pilot, stated_response
 
     repeats = len(records)
     measured = [r for r in records if r is not None and r.interval is not None]
@@ -242,8 +241,7 @@ def response_summary(
     lower_bounds = [interval.low <= truth for interval, rising in forms if rising]
     claimed = [(r, interval) for r, (interval, _) in zip(measured, forms, strict=True) if r.classification == PEAK_LOAD]
     claims = [interval.low <= truth <= interval.high for _, interval in claimed]
-    pilot = max(settings.min_trials, STEIN_PILOT)
-    pilot_claims = [interval.low <= truth <= interval.high for r, interval in claimed if len(r.means_ms) <= pilot]
+    pilot_claims = [interval.low <= truth <= interval.high for r, interval in claimed if claimed_on_pilot(r, settings)]
     return ResponseCoverage(
         utilisation,
         preset,

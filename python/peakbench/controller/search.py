@@ -383,7 +383,7 @@ class _Search:
         less than c: 88–94% in simulation.
         """
         s = self.settings
-        pilot = max(s.min_trials, STEIN_PILOT)
+        pilot = pilot_size(s)
         means: list[float] = []  # drifts gets, per trial, log of its second half's mean over its first half's
         interval: ConfidenceInterval | None = None
         stage: tuple[int, float] | None = None  # (size, log deviation) of the completed stage
@@ -838,9 +838,21 @@ def stated_response(record: LoadRecord, settings: SearchSettings) -> tuple[Confi
     """
     if record.interval is None:
         return None, False
-    claimed_on_pilot = record.classification == PEAK and len(record.means_ms) <= max(settings.min_trials, STEIN_PILOT)
-    interval = stated_response_interval(record.means_ms, record.drifts, settings.confidence, claimed_on_pilot)
+    interval = stated_response_interval(
+        record.means_ms, record.drifts, settings.confidence, claimed_on_pilot(record, settings)
+    )
     return interval, _rising(record.drifts, settings)
+
+
+def pilot_size(settings: SearchSettings) -> int:
+    """The trials of a careful load's first stage, Stein's pilot (see _Search.careful_trials)."""
+    return max(settings.min_trials, STEIN_PILOT)
+
+
+def claimed_on_pilot(record: LoadRecord, settings: SearchSettings) -> bool:
+    """Whether the search claimed `record`'s load as the peak at the end of its pilot stage: a claim waits for a
+    stage's end, so one on at most the pilot's trials is one on the pilot."""
+    return record.classification == PEAK and len(record.means_ms) <= pilot_size(settings)
 
 
 def _drift(observation: Observation) -> float | None:
