@@ -293,7 +293,7 @@ def test_the_message_the_json_and_the_report_state_one_interval_of_r_at_a_peak_c
     drifts = [math.log((q[2] + q[3]) / (q[0] + q[1])) for q in quarters]
     unselected = stated_response_interval([o.mean_ms for o in careful], drifts, settings.confidence)
     assert high / low > unselected.high / unselected.low  # the allowance widened it
-    assert f"CI [{low:.1f}, {high:.1f}] ms over 4 trials" in result.message
+    assert f"CI [{low:.1f}, {high:.1f}] ms over 4 careful trials" in result.message
     [at_peak] = [load for load in result.loads if load.load == result.measured_load]
     assert (at_peak.ci_low_ms, at_peak.ci_high_ms) == (low, high)
     from peakbench.report.sections.load_curve import stated_interval
