@@ -213,3 +213,57 @@ def test_a_file_closed_and_reopened_while_its_open_is_in_flight_keeps_every_requ
     closed = sum(o["errors"].get("STATUS_FILE_CLOSED", 0) for o in ops.values())
     # A read or write too large for one message still takes the blocking way and may meet the close: rare.
     assert closed <= on_handles // 100, ops
+
+
+def _run_watching_threads(engine_path, spec: dict) -> tuple[dict, set[str]]:
+    """Run a trial and collect the names of the engine's threads while it runs."""
+    import subprocess
+
+    run = subprocess.Popen(
+        [str(engine_path), "run", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    run.stdin.write(json.dumps(spec))
+    run.stdin.close()
+    names: set[str] = set()
+    while run.poll() is None:
+        for task in Path(f"/proc/{run.pid}/task").glob("*/comm"):
+            try:
+                names.add(task.read_text().strip())
+            except OSError:
+                pass  # the thread ended meanwhile
+        time.sleep(0.05)
+    assert run.returncode == 0, run.stderr.read()
+    return json.loads(run.stdout.read()), names
+
+
+def test_the_sender_reads_smbd_responses_itself_and_holds_them_only_with_many_in_flight(engine_path, samba):
+    """Issue 17: no reader thread per connection, whose wake-up per response cost the client
+    CPU; the leading sender reads smbd's responses itself. Offered more reads and path queries
+    than smbd answers on one connection, many requests are in flight: each still completes with
+    its 4 KiB or its answer (or, before smbd has granted enough credits, fails at once as
+    SMB_CREDITS_EXHAUSTED), and the result says how long receive moderation held responses back
+    (a tenth of the observed latency at most). At a light load nothing is held. With
+    max_outstanding every call blocks, reading for itself or waiting for whoever reads."""
+    mix = {"read": 0.5, "getattr": 0.5}
+    flat_out = _spec(samba.url("moderated"), mix, rate=3000, runtime_s=0.5)
+    _engine(engine_path, "prepare", flat_out)
+    light = _spec(samba.url("moderated"), mix, rate=100, runtime_s=1.0)
+    blocking = {**flat_out, "load": {**flat_out["load"], "rate": 200_000, "max_outstanding": 16}}
+    results = {}
+    for name, spec in (("flat_out", flat_out), ("light", light), ("blocking", blocking)):
+        results[name], threads = _run_watching_threads(engine_path, spec)
+        assert "pb-sender" in threads and not any("reader" in t for t in threads), (name, threads)
+    for name, result in results.items():
+        for op in mix:
+            stats = result["ops"][op]
+            assert stats["timeouts"] == 0 and stats["cancellations"] == 0, (name, op, stats)
+            assert set(stats["errors"]) <= {"SMB_CREDITS_EXHAUSTED"}, (name, op, stats)
+            assert stats["successes"] > 20, (name, op, stats)
+        assert result["ops"]["read"]["bytes"] == 4096 * result["ops"]["read"]["successes"], name
+    held = results["flat_out"]["receive_moderation"]
+    assert held["mode"] == "adaptive" and held["hold_fraction_of_latency"] == 0.1 and "hold_cap_us" not in held
+    assert 0 < held["holds"] and 0 < held["reads"], held
+    # A hold is at most a tenth of the observed latency: on average far below the latency itself.
+    assert 0 < held["mean_hold_us"] < results["flat_out"]["latency"]["mean_ms"] * 1000 / 2, held
+    assert results["light"]["receive_moderation"]["holds"] == 0
+    assert results["light"]["ops"]["getattr"]["errors"] == {}

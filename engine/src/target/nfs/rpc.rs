@@ -728,7 +728,7 @@ const RECHECK_READER: Duration = Duration::from_millis(1);
 const EXPIRE_EVERY: Duration = Duration::from_millis(50);
 /// Receive moderation holds only after a read found fewer replies than this while at
 /// least this many calls were still in flight: a light load's replies are never held.
-const FEW_REPLIES: usize = 8;
+pub const FEW_REPLIES: usize = 8;
 /// The adaptive hold is this fraction of the observed reply latency...
 pub const ADAPTIVE_HOLD_FRACTION: f64 = 0.1;
 /// ...and never longer than this.
@@ -852,7 +852,7 @@ impl Live {
 
 /// Wait until one of `fds` is readable or `timeout` has passed (ns resolution, unlike poll);
 /// false when it timed out.
-fn wait_readable(fds: &mut [libc::pollfd], timeout: Duration) -> bool {
+pub fn wait_readable(fds: &mut [libc::pollfd], timeout: Duration) -> bool {
     let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
     // SAFETY: `fds` is a valid array of its length; EINTR and errors make the caller look again.
     unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) != 0 }

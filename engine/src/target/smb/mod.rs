@@ -35,7 +35,7 @@ use anyhow::{anyhow, bail};
 use conn::{Client, Live, Login, Replies, Res, SetupError, SmbError};
 use std::collections::HashMap;
 use std::net::ToSocketAddrs;
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use wire::{Fid, Req, RELATED_FID};
 
@@ -133,8 +133,8 @@ enum Waiting {
     Reopen(Arc<Live>, Opened),
 }
 
-/// The paths whose open is in flight, with what waits on each, and a signal for blocking waiters.
-type Opening = (Mutex<HashMap<String, Vec<Waiting>>>, Condvar);
+/// The paths whose open is in flight, with what waits on each (a blocking waiter polls for it).
+type Opening = Mutex<HashMap<String, Vec<Waiting>>>;
 
 /// The state an `open`'s reply updates: the kept handles, the opens in flight, and the client to send on.
 #[derive(Clone)]
@@ -160,7 +160,7 @@ impl OpenState {
                 }
                 let fid = created.as_ref().ok().map(|c| c.fid);
                 // Under the lock, so that an op started now either joins those waiting or finds the handle.
-                let mut waiting = self.opening.0.lock().expect("opening lock");
+                let mut waiting = self.opening.lock().expect("opening lock");
                 let mut queue = waiting.remove(&full).unwrap_or_default().into_iter();
                 let (mut sent, mut reopen) = (false, None);
                 for next in queue.by_ref() {
@@ -182,7 +182,6 @@ impl OpenState {
                 if sent {
                     self.client.flush();
                 }
-                self.opening.1.notify_all();
                 // Sent without the lock: a reply that fails at once runs this callback again on this thread.
                 if let Some((live, opened)) = reopen {
                     self.clone().send(&live, full, opened);
@@ -306,7 +305,7 @@ impl Smb {
             root: base.clone(),
             base,
             handles: Arc::new(Mutex::new(HashMap::new())),
-            opening: Arc::new((Mutex::new(HashMap::new()), Condvar::new())),
+            opening: Arc::new(Mutex::new(HashMap::new())),
             timeout: login.timeout,
             xfer,
             content: OnceLock::new(),
@@ -362,18 +361,24 @@ impl Smb {
         }
     }
 
-    /// Wait (at most the request timeout) for an `open` of this path still in flight.
+    /// Wait (at most the request timeout) for an `open` of this path still in flight, reading
+    /// responses meanwhile: its own may be the one to come, and no other thread need read it.
     fn wait_opened(&self, full: &str) {
-        let (set, changed) = &*self.opening;
-        let guard = set.lock().expect("opening lock");
-        let _ = changed.wait_timeout_while(guard, self.timeout, |s| s.contains_key(full)).expect("opening lock");
+        let deadline = std::time::Instant::now() + self.timeout;
+        while self.opening.lock().expect("opening lock").contains_key(full) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            self.client.poll(left.min(Duration::from_millis(1)));
+        }
     }
 
     /// Send a Markov workload's `open`; `done` gets its outcome once the handle is kept. While an open of
     /// the same path is in flight, this one waits behind it and the ops started before it.
     fn open_async(&self, live: Arc<Live>, full: String, done: Opened) {
         {
-            let mut waiting = self.opening.0.lock().expect("opening lock");
+            let mut waiting = self.opening.lock().expect("opening lock");
             if let Some(queue) = waiting.get_mut(&full) {
                 queue.push(Waiting::Reopen(live, done));
                 return;
@@ -691,6 +696,15 @@ impl Target for Smb {
         self.client.flush()
     }
 
+    /// The leading sender reads the responses itself (conn.rs): no reader thread to wake per response.
+    fn completes_in_poll(&self) -> bool {
+        true
+    }
+
+    fn poll(&self, timeout: Duration) {
+        self.client.poll(timeout)
+    }
+
     fn result_fields(&self) -> serde_json::Map<String, serde_json::Value> {
         let mut fields = serde_json::Map::new();
         let stray = self.client.stray_replies.load(std::sync::atomic::Ordering::Relaxed);
@@ -700,6 +714,8 @@ impl Target for Smb {
             "smb".into(),
             serde_json::json!({"connections": self.client.connections(), "stray_replies": stray, "reconnects": reconnects, "reauthentications": reauthentications}),
         );
+        // Latencies include what receive moderation held back: say how much.
+        fields.insert("receive_moderation".into(), self.client.moderation_report());
         fields
     }
 
@@ -715,7 +731,7 @@ impl Target for Smb {
         if let (Some(full), false) = (&key, matches!(request, Request::Handle { op: HandleOp::Open, .. })) {
             // An op on a handle whose open is in flight goes out when the open answers, after
             // those started before it, so no later op (a close) overtakes it.
-            let mut waiting = self.opening.0.lock().expect("opening lock");
+            let mut waiting = self.opening.lock().expect("opening lock");
             if let Some(deferred) = waiting.get_mut(full) {
                 if !self.one_message(request) {
                     drop(waiting);
