@@ -256,7 +256,7 @@ class Restore(_Record):
 @dataclasses.dataclass
 class ReceiveModeration(_Record):
     """What the NFS or SMB target held replies back for (SPEC.md "receive moderation"); latencies
-    include it. A fixed wait reports hold_us, the adaptive one its fraction of latency and (NFS) cap."""
+    include it. A fixed wait reports hold_us, the adaptive one its fraction of latency and cap."""
 
     OMITTED_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"hold_us", "hold_fraction_of_latency", "hold_cap_us"})
     mode: str  # "off" | "fixed" | "adaptive"

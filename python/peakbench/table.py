@@ -135,8 +135,7 @@ def summary_lines(spec: dict, result: dict) -> list[Text]:
     moderation = typed.receive_moderation
     if moderation is not None and moderation.holds:
         policy = (
-            f"{moderation.hold_fraction_of_latency:.0%} of the observed latency"
-            + (f", at most {moderation.hold_cap_us:g} µs" if moderation.hold_cap_us is not None else "")
+            f"{moderation.hold_fraction_of_latency:.0%} of the observed latency, at most {moderation.hold_cap_us:g} µs"
             if moderation.mode == "adaptive"
             else f"{moderation.hold_us:g} µs"
         )

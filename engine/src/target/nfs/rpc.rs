@@ -728,7 +728,7 @@ const RECHECK_READER: Duration = Duration::from_millis(1);
 const EXPIRE_EVERY: Duration = Duration::from_millis(50);
 /// Receive moderation holds only after a read found fewer replies than this while at
 /// least this many calls were still in flight: a light load's replies are never held.
-pub const FEW_REPLIES: usize = 8;
+const FEW_REPLIES: usize = 8;
 /// The adaptive hold is this fraction of the observed reply latency...
 pub const ADAPTIVE_HOLD_FRACTION: f64 = 0.1;
 /// ...and never longer than this.

@@ -521,7 +521,20 @@ impl Smb {
             let (_, live) = self.client.pick(Some(&full))?;
             self.open_async(live, full, Box::new(move |r| drop(tx.send(r))));
             self.client.flush();
-            return rx.recv().unwrap_or(Err(SmbError::Timeout));
+            // Read responses meanwhile: no other thread need read the open's.
+            let deadline = std::time::Instant::now() + self.timeout;
+            loop {
+                match rx.try_recv() {
+                    Ok(r) => return r,
+                    Err(std::sync::mpsc::TryRecvError::Disconnected) => return Err(SmbError::Timeout),
+                    Err(std::sync::mpsc::TryRecvError::Empty) => {}
+                }
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    return Err(SmbError::Timeout);
+                }
+                self.client.poll(left.min(Duration::from_millis(1)));
+            }
         }
         let key = Self::path_of(request).map(|p| self.full(p));
         let (_, live) = self.client.pick(key.as_deref())?;
