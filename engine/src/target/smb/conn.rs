@@ -484,7 +484,7 @@ pub struct Client {
     /// New sessions set up because the server expired one.
     pub reauthentications: AtomicU64,
     stats: ReceiveStats,
-    /// Threads that found a connection's receive side taken and wait for it to be free.
+    /// Threads that found a connection's receive side taken and wait for it to be free (one is woken per release).
     want_read: Mutex<Vec<Thread>>,
     want_read_count: AtomicUsize,
 }
@@ -904,6 +904,8 @@ impl Client {
         let deadline = Instant::now() + self.login.timeout + EXPIRE_EVERY * 2;
         loop {
             if let Some(r) = slot.reply.lock().expect("slot lock").take() {
+                // Woken for the reading, perhaps, but answered: the next waiter reads instead.
+                self.wake_a_reader();
                 return r;
             }
             let now = Instant::now();
@@ -1005,9 +1007,17 @@ impl Client {
             live.expire_due(rx, now);
         }
         drop(held);
-        std::sync::atomic::fence(SeqCst); // pairs with `wait_to_read`'s: either it sees the lock free or this sees it waiting
+        // Pairs with `wait_to_read`'s fence: either it sees the lock free or this sees it waiting.
+        std::sync::atomic::fence(SeqCst);
+        self.wake_a_reader();
+    }
+
+    /// Wake one thread waiting to read, to take over the reading (it wakes the next when it is
+    /// done): waking them all after every read had dozens of blocking callers race for the
+    /// lock on two cores.
+    fn wake_a_reader(&self) {
         if self.want_read_count.load(SeqCst) > 0 {
-            for t in self.want_read.lock().expect("want-read lock").drain(..) {
+            if let Some(t) = self.want_read.lock().expect("want-read lock").pop() {
                 t.unpark();
             }
         }
@@ -1023,6 +1033,9 @@ impl Client {
         if lives.iter().all(|l| l.rx.try_lock().is_err()) {
             std::thread::park_timeout(timeout.min(EXPIRE_EVERY));
         }
+        // Woken by its own response, or timed out: a wake-up meant for a waiter must not come here.
+        let me = std::thread::current().id();
+        self.want_read.lock().expect("want-read lock").retain(|t| t.id() != me);
         self.want_read_count.fetch_sub(1, SeqCst);
     }
 
