@@ -138,6 +138,17 @@ def cpu_times() -> list[int]:
     return [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
 
 
+def cpu_busy_s(cpus: set[int]) -> float:
+    """Busy seconds (not idle, iowait or steal) of some CPUs since boot, from /proc/stat."""
+    busy = 0
+    for line in Path("/proc/stat").read_text().splitlines():
+        name, *fields = line.split()
+        if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
+            v = [int(x) for x in fields]
+            busy += sum(v) - v[3] - v[4] - v[7]
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_share(before: list[int], after: list[int]) -> dict:
     """Between two cpu_times() samples: the share of all CPUs busy (not idle, iowait or steal) and stolen by the host."""
     d = [b - a for a, b in zip(before, after)]

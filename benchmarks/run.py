@@ -19,7 +19,9 @@ nfs3_client crate (benchmarks/peers/nfs3client, cargo) and libnfs's asynchronous
 (benchmarks/peers/libnfs_bench.c; libnfs-dev). PB_NFS_BASELINE=PATH adds rows for another
 engine binary (e.g. the previous commit's) to every round, for an A/B in the same run;
 PB_NFS_OPS (default "null,getattr,read4k") chooses the ops of the nfs-ganesha rows (each op also
-at 16 in flight, beside libnfs at 16, with CPU per op over libnfs's in every round);
+at 16 in flight, beside libnfs at 16, with CPU per op over libnfs's in every round; a row compared
+with a peer runs next to the peer's row, every other round runs the plan backwards, and every row
+records the share of its client CPU that other processes took meanwhile);
 PB_NFS_RECV_WAIT_US (default "200") lists the fixed receive moderation waits of the nfs-ganesha rows
 that use one, beside the default (adaptive) and the wait off (the canned-reply responder adds one row
 with a 200 µs wait beside its default one).

@@ -14,6 +14,9 @@ command -v rpcbind >/dev/null || [ -x /usr/sbin/rpcbind ] || need_apt+=(rpcbind)
 command -v mkfs.xfs >/dev/null || need_apt+=(xfsprogs)      # plans benchmark xfs and btrfs images too
 command -v mkfs.btrfs >/dev/null || need_apt+=(btrfs-progs)
 command -v losetup >/dev/null || need_apt+=(mount)
+# fio (and valgrind's callgrind) for the posix benchmarks' peers and instruction counts (flatout_ab.py, run.py posix).
+command -v fio >/dev/null || need_apt+=(fio)
+command -v valgrind >/dev/null || need_apt+=(valgrind)
 # nginx (and its WebDAV PROPFIND/OPTIONS module) for the HTTP target's tests.
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need_apt+=(nginx)
 [ -f /usr/lib/nginx/modules/ngx_http_dav_ext_module.so ] || need_apt+=(libnginx-mod-http-dav-ext)

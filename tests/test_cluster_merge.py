@@ -284,3 +284,11 @@ def test_a_result_missing_a_field_is_refused_naming_the_client_and_the_field(thr
     del results[1]["schedule_lag"]["p99_ms"]
     with pytest.raises(ValueError, match="b: field schedule_lag.p99_ms is missing"):
         merge_results(results, ["a", "b", "c"])
+
+
+def test_window_cpu_adds_up_only_when_every_client_reports_it(three_clients):
+    results = [dict(r, window_cpu_s=0.1 * (i + 1)) for i, (r, _, _) in enumerate(three_clients)]
+    merged = merge_results(results, ["a", "b", "c"])
+    assert merged["window_cpu_s"] == pytest.approx(0.6)
+    del results[1]["window_cpu_s"]  # an engine from before window_cpu_s
+    assert "window_cpu_s" not in merge_results(results, ["a", "b", "c"])

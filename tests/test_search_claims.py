@@ -250,6 +250,59 @@ def test_stated_response_statements_hold_as_often_as_claimed_at_load_factor_095(
     assert cell.median_width < 7.5, cell  # at most 1.5× main's median high/low here (4.95)
 
 
+def test_the_r_interval_of_a_peak_claimed_on_its_first_trials_holds_the_mean_as_often_as_claimed():
+    # Issue 14: the search claims a load as the peak when its interval comes out narrow and in the region, so a
+    # load claimed on its pilot's four trials is one whose trials happened to agree. With 20 s trials at ρ 0.8
+    # of an M/M/1 queue (Rsat at the true mean, so every load is the peak) the stated 95% interval of such
+    # claims held the true mean in 78 of 94 (83%) on main; with the selection allowed for, in 88 of 94 (94%).
+    # max_trials = the pilot stops each load there: its first four trials, and so its claim, are the same.
+    from peakbench.controller.history import PEAK
+    from peakbench.controller.search import careful_at, stated_response
+    from peakbench.controller.statistics import STEIN_PILOT
+    from peakbench.sim import RESPONSE_PRESETS
+
+    server = SimulatedServer(200.0, 5.0, queue=True)
+    load = 0.8 * server.capacity
+    truth = server.mean_response_ms(load)
+    settings = SearchSettings(rsat_ms=truth, max_trials=STEIN_PILOT, **RESPONSE_PRESETS["runlength-20"])
+    holds = []
+    for seed in range(1000):
+        record = careful_at(SimulatedTarget(server, settings.warmup_s, settings.psat, seed), settings, load)
+        if record is not None and record.classification == PEAK:
+            interval, rising = stated_response(record, settings)
+            assert not rising and interval.low <= interval.mean <= interval.high
+            holds.append(interval.low <= truth <= interval.high)
+    assert len(holds) >= 60, len(holds)
+    assert 0.90 <= sum(holds) / len(holds) <= 0.99, (sum(holds), len(holds))
+
+
+def test_the_message_the_json_and_the_report_state_one_interval_of_r_at_a_peak_claimed_on_its_pilot():
+    # A careful search (20 s trials) of a simulated queue that claims 176.6 ops/s on its first four trials: the
+    # allowance for the claim's selection widens R̄'s interval there, and every place that states it says the same.
+    # On main the report's load curve drew its own Cox interval of the trials at every load, the peak included.
+    from peakbench.controller.statistics import stated_response_interval
+    from peakbench.report.model import Series
+
+    settings = SearchSettings(runlength_s=20.0, warmup_s=5.0)
+    target = SimulatedTarget(SimulatedServer(capacity=200.0, queue=True), 5.0, settings.psat, 6)
+    result = find_peak(target, settings, "binsearch")
+    careful = [t.observation for t in result.trace if t.load == result.measured_load and t.purpose == "careful"]
+    assert len(careful) == 4  # claimed on the pilot
+    low, high = result.response_ci_low_ms, result.response_ci_high_ms
+    quarters = [o.quarter_means_ms for o in careful]
+    drifts = [math.log((q[2] + q[3]) / (q[0] + q[1])) for q in quarters]
+    unselected = stated_response_interval([o.mean_ms for o in careful], drifts, settings.confidence)
+    assert high / low > unselected.high / unselected.low  # the allowance widened it
+    assert f"CI [{low:.1f}, {high:.1f}] ms over 4 trials" in result.message
+    [at_peak] = [load for load in result.loads if load.load == result.measured_load]
+    assert (at_peak.ci_low_ms, at_peak.ci_high_ms) == (low, high)
+    from peakbench.report.sections.load_curve import stated_interval
+
+    stored = json.loads(result.to_json())
+    series = Series("search 1", "search", "search 1", {"result": stored}, [])
+    assert stated_interval(series, result.measured_load, settings.confidence) == (low, high)
+
+
 @pytest.mark.parametrize("policy", ["guided", "binsearch"])
 def test_quick_intervals_of_the_md4_queue_hold_its_peak_as_often_as_claimed(policy):
     # Issue 20: quick searches of the real M/D/4 server held λ* = 789.2 req/s in 17 of 20 intervals per

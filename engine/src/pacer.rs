@@ -10,6 +10,17 @@ use rand_pcg::Pcg64Mcg;
 /// Calls come in increasing n, which lets Poisson arrivals accumulate.
 pub trait Schedule {
     fn due_ns(&mut self, n: u64) -> u64;
+
+    /// The first request from `n` on that is due at or after `end_ns`: where a generator that
+    /// fell behind resumes once what it never sent before `end_ns` is counted. One request at
+    /// a time unless the schedule knows better.
+    fn first_due_at_or_after(&mut self, n: u64, end_ns: u64) -> u64 {
+        let mut m = n;
+        while self.due_ns(m) < end_ns {
+            m += 1;
+        }
+        m
+    }
 }
 
 /// Fstress's metronome: request n is due at n / rate.
@@ -28,6 +39,19 @@ impl Schedule for Uniform {
     fn due_ns(&mut self, n: u64) -> u64 {
         // Rounded to the nearest ns (half up); `as` truncates, and the value is never negative.
         (n as f64 * self.gap_ns + 0.5) as u64
+    }
+
+    /// Computed, then corrected by a step or two for rounding: a trial offered far more
+    /// than it sends (flat out under a cap) skips millions of requests at its end.
+    fn first_due_at_or_after(&mut self, n: u64, end_ns: u64) -> u64 {
+        let mut m = ((end_ns as f64 / self.gap_ns) as u64).max(n);
+        while m > n && self.due_ns(m - 1) >= end_ns {
+            m -= 1;
+        }
+        while self.due_ns(m) < end_ns {
+            m += 1;
+        }
+        m
     }
 }
 
@@ -94,6 +118,20 @@ mod tests {
             for n in [1u64, 999, 1_000_003, 123_456_789] {
                 let exact = n as f64 * 1e9 / rate;
                 assert!((s.due_ns(n) as f64 - exact).abs() <= 0.5 + exact * 1e-15, "rate {rate} n {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn metronome_finds_the_first_request_due_after_a_time_as_counting_would() {
+        for rate in [3.0, 1000.0, 123_456.7, 400_000.0, 49_999_999.0] {
+            for (n, end_ns) in [(0u64, 0u64), (0, 1), (5, 3_000_000_000), (17, 4_000_000_001), (1_000, 999), (3, 333_333_333)] {
+                let mut s = Uniform::new(rate);
+                let mut counted = n;
+                while s.due_ns(counted) < end_ns {
+                    counted += 1;
+                }
+                assert_eq!(s.first_due_at_or_after(n, end_ns), counted, "rate {rate} n {n} end {end_ns}");
             }
         }
     }

@@ -41,6 +41,9 @@ pub struct TrialResult {
     pub outstanding: Outstanding,
     pub mix_actual: BTreeMap<&'static str, f64>,
     pub engine_cpu_s: f64,
+    /// The part of engine_cpu_s spent while the measured window ran (null if it never started): the
+    /// measured requests' cost without set-up, warm-up, drain and restore.
+    pub window_cpu_s: Option<f64>,
     pub engine_clock: &'static str,
     pub peak_rss_kib: u64,
     /// None for a replay, whose files come from the log.

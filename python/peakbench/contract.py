@@ -388,6 +388,7 @@ class TrialResult(_Record):
             "output_mbit_s",
             "mode",
             "engine_clock",
+            "window_cpu_s",
             "fileset",
             "start",
             "restore",
@@ -440,6 +441,7 @@ class TrialResult(_Record):
     output_mbit_s: float | None = None
     mode: str | None = None  # "open" | "closed" | "timed"
     engine_clock: str | None = None
+    window_cpu_s: float | None = None  # engine_cpu_s spent while the window ran (engines from 2026-11-28)
     fileset: FilesetInfo | None = None
     start: Start | None = None
     restore: Restore | None = None

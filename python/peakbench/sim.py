@@ -39,6 +39,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from .controller import SearchSettings, find_peak
 from .controller.design import Factor, Sample, d_optimal, full_factorial
+from .controller.history import LoadRecord
 from .controller.observation import Observation
 from .controller.policies import DEFAULT_POLICY, policy_named
 from .controller.result import PEAK, SearchResult
@@ -194,6 +195,10 @@ class ResponseCoverage:
     claims: int  # loads where the search claimed the peak, with the R̄ interval it states there
     claim_coverage: float | None  # share of those whose interval holds the truth (None if none)
     mean_trials: float  # per measured load
+    # Of the claims, those made on the pilot stage (search.stated_response: where the claim selects trials that
+    # agreed), and the share of their intervals that hold the truth (None if none)
+    pilot_claims: int
+    pilot_claim_coverage: float | None
 
 
 def response_coverage(
@@ -208,8 +213,7 @@ def response_coverage(
     queue (`queue=1`, from empty each trial) measured with a preset's settings, Rsat set to the true mean
     response there so that the load lies in the peak region and the search runs its careful trials as it
     would at λ*."""
-    from .controller.history import PEAK as PEAK_LOAD
-    from .controller.search import careful_at, stated_response
+    from .controller.search import careful_at
 
     server = SimulatedServer(capacity, service_ms, queue=True)
     load = utilisation * capacity
@@ -219,15 +223,27 @@ def response_coverage(
         careful_at(SimulatedTarget(server, settings.warmup_s, settings.psat, seed * 100_003 + i), settings, load)
         for i in range(repeats)
     ]
+    return response_summary(utilisation, preset, settings, truth, records)
+
+
+def response_summary(
+    utilisation: float, preset: str, settings: SearchSettings, truth: float, records: Sequence[LoadRecord | None]
+) -> ResponseCoverage:
+    """What response_coverage reports of loads measured as search.careful_at measures them (None: too noisy),
+    against the true mean response `truth`."""
+    from .controller.history import PEAK as PEAK_LOAD
+    from .controller.search import stated_response
+    from .controller.statistics import STEIN_PILOT
+
+    repeats = len(records)
     measured = [r for r in records if r is not None and r.interval is not None]
     forms = [stated_response(r, settings) for r in measured]
     holds = [interval.low <= truth <= interval.high for interval, rising in forms if not rising]
     lower_bounds = [interval.low <= truth for interval, rising in forms if rising]
-    claims = [
-        interval.low <= truth <= interval.high
-        for r, (interval, _) in zip(measured, forms, strict=True)
-        if r.classification == PEAK_LOAD
-    ]
+    claimed = [(r, interval) for r, (interval, _) in zip(measured, forms, strict=True) if r.classification == PEAK_LOAD]
+    claims = [interval.low <= truth <= interval.high for _, interval in claimed]
+    pilot = max(settings.min_trials, STEIN_PILOT)
+    pilot_claims = [interval.low <= truth <= interval.high for r, interval in claimed if len(r.means_ms) <= pilot]
     return ResponseCoverage(
         utilisation,
         preset,
@@ -245,6 +261,8 @@ def response_coverage(
         len(claims),
         sum(claims) / len(claims) if claims else None,
         sum(len(r.means_ms) for r in measured) / len(measured) if measured else 0.0,
+        len(pilot_claims),
+        sum(pilot_claims) / len(pilot_claims) if pilot_claims else None,
     )
 
 
@@ -329,7 +347,8 @@ def format_coverage(result: Coverage) -> str:
 def format_responses(responses: Sequence[ResponseCoverage]) -> list[str]:
     lines = [
         f"{'preset':<16} {'ρ':>5} {'run s':>6} {'warm s':>6} {'c':>4} {'n':>5} {'stated':>6} {'covers':>7} "
-        f"{'R̄ ≥ L':>6} {'L ok':>7} {'all':>7} {'width':>6} {'noisy':>5} {'claims':>6} {'covers':>7} {'trials':>6}"
+        f"{'R̄ ≥ L':>6} {'L ok':>7} {'all':>7} {'width':>6} {'noisy':>5} {'claims':>6} {'covers':>7} {'pilot':>5} "
+        f"{'covers':>7} {'trials':>6}"
     ]
 
     def share(value: float | None) -> str:
@@ -341,7 +360,8 @@ def format_responses(responses: Sequence[ResponseCoverage]) -> list[str]:
             f"{r.repeats:5d} {r.stated:6d} {r.coverage:7.1%} {r.rising:6d} {share(r.rising_holds)} "
             f"{share(r.statements_hold)} "
             f"{r.median_width or 0:6.2f} {r.noisy:5d} "
-            f"{r.claims:6d} {share(r.claim_coverage)} {r.mean_trials:6.1f}"
+            f"{r.claims:6d} {share(r.claim_coverage)} {r.pilot_claims:5d} {share(r.pilot_claim_coverage)} "
+            f"{r.mean_trials:6.1f}"
         )
     lines.append(
         "R̄ intervals as a report states them at load factor ρ of a simulated M/M/1 queue (from empty each "
@@ -350,7 +370,8 @@ def format_responses(responses: Sequence[ResponseCoverage]) -> list[str]:
         "R̄ ≥ L: trials still rising, stated as a lower bound with no confidence claimed; L ok: share of those "
         "with L at or below the true mean; all: share of both forms that hold (held to c); width: median "
         "high/low of the intervals; noisy: no interval within the trial limit; claims: loads the search "
-        "claimed as the peak, and how often its own interval there holds the true mean"
+        "claimed as the peak, and how often the interval stated there holds the true mean; pilot: of those, "
+        "claimed on their first stage of trials (the claim selected trials that agreed), and how often"
     )
     return lines
 

@@ -116,7 +116,7 @@ pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Tria
         (load.lag_limit_ms * 1e6) as u64,
         first_due,
     ));
-    let max_busy = monitor::monitor(spec, &shared);
+    let watched = monitor::monitor(spec, &shared);
 
     let timed_out = shared.live.load(Acquire) > 0 || shared.started.load(Acquire) > 0;
     // Take the lead for good: a straggler finishing after the drain timeout records into the side tally.
@@ -152,7 +152,7 @@ pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Tria
         bail!("interrupted during the warm-up: nothing was measured");
     };
     let start = Start { at_unix_s: started_at_unix_s, requested_unix_s: spec.start_at_unix_s, late_ms: start_late_ms };
-    let mut out = result(spec, &shared, sched, max_busy, restore, start, &id, runtime_s);
+    let mut out = result(spec, &shared, sched, &watched, restore, start, &id, runtime_s);
     if let Some(mut summary) = replay_summary {
         if let Source::Replay(stream) = &sched.source {
             summary.issued = stream.issued;
@@ -178,7 +178,16 @@ fn measured_s(shared: &Shared, runtime_s: f64) -> Option<f64> {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn result(spec: &TrialSpec, shared: &Shared, state: &Sched, max_busy: usize, restore: Restore, start: Start, id: &str, runtime_s: f64) -> TrialResult {
+fn result(
+    spec: &TrialSpec,
+    shared: &Shared,
+    state: &Sched,
+    watched: &monitor::Watched,
+    restore: Restore,
+    start: Start,
+    id: &str,
+    runtime_s: f64,
+) -> TrialResult {
     let load = &spec.load;
     let tally = &state.tally;
     let (ops, all) = tally.rec.summaries();
@@ -287,12 +296,13 @@ fn result(spec: &TrialSpec, shared: &Shared, state: &Sched, max_busy: usize, res
         outstanding: Outstanding {
             cap: load.max_outstanding,
             cap_bound: if capped { state.held_by_limit } else { 0 },
-            max: max_busy,
+            max: watched.max_busy,
             threads: shared.threads.load(Relaxed),
             thread_limit_bound: if capped { 0 } else { state.held_by_limit },
         },
         mix_actual,
         engine_cpu_s: cpu_s,
+        window_cpu_s: watched.window_cpu_s,
         engine_clock: shared.clock.source(),
         peak_rss_kib: rss_kib,
         fileset,
@@ -305,9 +315,23 @@ fn result(spec: &TrialSpec, shared: &Shared, state: &Sched, max_busy: usize, res
     }
 }
 
-fn own_usage() -> (f64, u64) {
+fn rusage() -> libc::rusage {
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    ru
+}
+
+fn cpu_s_of(ru: &libc::rusage) -> f64 {
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    (secs(ru.ru_utime) + secs(ru.ru_stime), ru.ru_maxrss as u64)
+    secs(ru.ru_utime) + secs(ru.ru_stime)
+}
+
+/// The process's CPU time so far (user + system, all threads), in seconds.
+fn process_cpu_s() -> f64 {
+    cpu_s_of(&rusage())
+}
+
+fn own_usage() -> (f64, u64) {
+    let ru = rusage();
+    (cpu_s_of(&ru), ru.ru_maxrss as u64)
 }

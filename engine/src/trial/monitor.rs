@@ -153,8 +153,18 @@ pub fn counts(shared: &Shared, now: u64) -> Counts {
     c
 }
 
-/// Follow the trial; returns the most requests seen in flight.
-pub fn monitor(spec: &TrialSpec, shared: &Arc<Shared>) -> usize {
+/// What the monitor saw over a trial.
+pub struct Watched {
+    /// The most requests seen in flight.
+    pub max_busy: usize,
+    /// The process's CPU time between the measured window's start and its end (or the interrupt
+    /// that ended it, or the senders' finishing before it), as the monitor read it when each came;
+    /// None if the trial ended before the window started.
+    pub window_cpu_s: Option<f64>,
+}
+
+/// Follow the trial.
+pub fn monitor(spec: &TrialSpec, shared: &Arc<Shared>) -> Watched {
     let load = &spec.load;
     let _ = shared.monitor.set(std::thread::current());
     let progress_ns = (spec.progress_interval_s * 1e9) as u64;
@@ -164,6 +174,9 @@ pub fn monitor(spec: &TrialSpec, shared: &Arc<Shared>) -> usize {
     let mut last = Counts::default();
     let mut suspect: Option<Stall> = None;
     let mut last_claimed = u64::MAX;
+    // CPU read at the window's start and end: the engine's own cost of the measured requests,
+    // without set-up, warm-up (a descriptor cache's opens), drain, restore and the result.
+    let (mut cpu_at_start, mut cpu_at_end) = (None, None);
     let cpus = usable_cpus();
     // A pipelining leader keeps every request in flight itself, closed loop included.
     for _ in 0..if shared.pipelines { 1 } else { load.clients.unwrap_or(1) } {
@@ -223,6 +236,12 @@ pub fn monitor(spec: &TrialSpec, shared: &Arc<Shared>) -> usize {
             _ => None,
         };
         let interrupted = shared.interrupted(now);
+        if cpu_at_start.is_none() && now >= shared.window.start_ns {
+            cpu_at_start = Some(super::process_cpu_s());
+        }
+        if cpu_at_start.is_some() && cpu_at_end.is_none() && (now >= shared.window.end_ns || interrupted) {
+            cpu_at_end = Some(super::process_cpu_s());
+        }
         if interrupted && drain_deadline == NOT_DUE {
             // Senders stop claiming at their next look; whatever is still out after a short drain is cancelled.
             drain_deadline = now + ((load.drain_timeout_s * 1e9) as u64).min(crate::interrupt::DRAIN_NS);
@@ -248,7 +267,11 @@ pub fn monitor(spec: &TrialSpec, shared: &Arc<Shared>) -> usize {
         }
         if (shared.live.load(Acquire) == 0 && shared.started.load(Acquire) == 0) || now >= drain_deadline {
             shared.drained.store(true, Release);
-            return max_busy;
+            // Senders done before the window's end (an open-loop schedule's last request is due before
+            // it, and its sender wakes the monitor on leaving) end the window's CPU time here.
+            let cpu_at_end = cpu_at_end.or_else(|| cpu_at_start.map(|_| super::process_cpu_s()));
+            let window_cpu_s = cpu_at_start.zip(cpu_at_end).map(|(start, end)| end - start);
+            return Watched { max_busy, window_cpu_s };
         }
         let idle_pipeline = shared.pipelines && c.executing == 0;
         let idle_pace = if shared.polls { IDLE_POLLING_NS } else { IDLE_PIPELINE_NS };
@@ -262,7 +285,12 @@ pub fn monitor(spec: &TrialSpec, shared: &Arc<Shared>) -> usize {
         } else {
             (due + SPAWN_AFTER_NS).max(now + pace)
         };
-        let wake = watch.min(next_progress).min(drain_deadline);
+        let window_edge = match (cpu_at_start, cpu_at_end) {
+            (None, _) => shared.window.start_ns,
+            (Some(_), None) => shared.window.end_ns,
+            _ => NOT_DUE,
+        };
+        let wake = watch.min(next_progress).min(drain_deadline).min(window_edge);
         let floor = if idle_pipeline { idle_pace } else { SPAWN_AFTER_NS / 4 };
         std::thread::park_timeout(Duration::from_nanos(wake.saturating_sub(now).clamp(floor, 100_000_000)));
     }

@@ -25,7 +25,8 @@ pub fn restore(gen: &mut Generator, target: &dyn Target) -> Restore {
         let path = set.symlink_path(s as u32);
         note(target.execute(&Request::Remove { path: path.clone() }), &path);
     }
-    let content = crate::content::block(0);
+    // Made only if a file must be written back: most trials delete none.
+    let mut content = None;
     for i in 0..set.files.len() {
         let f = &set.files[i];
         let (alive, origin, generation) = (f.alive, f.origin, f.generation);
@@ -41,7 +42,8 @@ pub fn restore(gen: &mut Generator, target: &dyn Target) -> Restore {
         let original = gen.original_sizes.get(&(i as u32)).copied();
         if !alive {
             let size = original.unwrap_or(set.files[i].size);
-            note(store.ensure_file(&base, size, &content).map(|_| 0).map_err(|e| e.to_string()), &base);
+            let content = content.get_or_insert_with(|| crate::content::block(0));
+            note(store.ensure_file(&base, size, content).map(|_| 0).map_err(|e| e.to_string()), &base);
             continue;
         }
         if generation > 0 {

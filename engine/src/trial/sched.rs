@@ -102,10 +102,12 @@ impl Sched {
             // is counted, not sent late into a window that no longer measures it.
             // Unsent because the thread limit was reached is the server's doing.
             let blocked = shared.threads.load(Relaxed) >= shared.thread_limit;
-            while self.next_due < window.end_ns {
-                self.unsent += 1;
-                self.unsent_by_generator += !blocked as u64;
-                self.n += 1;
+            if self.next_due < window.end_ns {
+                let resume = self.schedule.first_due_at_or_after(self.n, window.end_ns);
+                let never_sent = resume - self.n;
+                self.unsent += never_sent;
+                self.unsent_by_generator += if blocked { 0 } else { never_sent };
+                self.n = resume;
                 self.next_due = self.schedule.due_ns(self.n);
             }
             shared.next_due.store(NOT_DUE, Relaxed);

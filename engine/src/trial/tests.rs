@@ -285,3 +285,43 @@ fn other_errors_are_errors_not_shed_and_no_goodput_either() {
     assert!((num(&o["failed_share"]) - 0.5).abs() < 1e-12, "{o}");
     assert!((num(&r["achieved_rate"]) - 200.0).abs() < 3.0, "{}", r["achieved_rate"]);
 }
+
+/// A target whose first request burns `burn` of CPU (like a cache filled during the warm-up);
+/// the others cost nothing.
+struct CostlyFirst {
+    burn: Duration,
+    count: AtomicU64,
+}
+
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+impl Target for CostlyFirst {
+    fn supports(&self, _op: Op) -> bool {
+        true
+    }
+    fn execute(&self, _request: &Request) -> Outcome {
+        if self.count.fetch_add(1, Relaxed) == 0 {
+            let until = thread_cpu() + self.burn;
+            while thread_cpu() < until {
+                std::hint::spin_loop();
+            }
+        }
+        Ok(0)
+    }
+}
+
+#[test]
+fn window_cpu_leaves_out_what_the_warm_up_cost() {
+    let _one_at_a_time = serial();
+    let burn = Duration::from_millis(30);
+    let mut s = spec(100.0, 0.3, None, 0);
+    s.load.warmup_s = 1.0; // the burn ends long before the window, even on a busy machine
+    let r = run_json(&s, Box::new(CostlyFirst { burn, count: AtomicU64::new(0) })).unwrap();
+    let (window, whole) = (num(&r["window_cpu_s"]), num(&r["engine_cpu_s"]));
+    assert!(window > 0.0, "window_cpu_s {window}");
+    assert!(window + burn.as_secs_f64() <= whole, "window_cpu_s {window} holds the warm-up's burn: engine_cpu_s {whole}");
+}

@@ -494,6 +494,50 @@ mod tests {
         }
     }
 
+    /// Indexed reads name each file by its current path, whether their path comes back at once, late
+    /// (a read in flight while its file is renamed or removed) or never.
+    #[test]
+    fn an_indexed_read_names_its_file_as_it_is_now_however_its_path_came_back() {
+        let spec = crate::spec::parse(
+            r#"{"schema": "peakbench.trial-spec/1", "target": {"kind": "null"}, "seed": 7,
+                "load": {"rate": 100, "warmup_s": 0, "runtime_s": 1},
+                "fileset": {"seed": 3, "files": 40, "files_per_dir": {"kind": "constant", "value": 10},
+                            "dirs_per_dir": {"kind": "constant", "value": 2}, "max_depth": 2,
+                            "file_sizes": {"kind": "constant", "value": 8192}},
+                "mix": {"read": 0.7, "rename": 0.15, "remove": 0.05, "create": 0.1}}"#,
+        )
+        .expect("test spec");
+        let set = FileSet::build(&spec.fileset);
+        let mut names: HashMap<u32, String> = (0..set.files.len() as u32).map(|f| (f, set.file_path(f))).collect();
+        let mut generator = Generator::new(&spec, set);
+        generator.indexed_reads = true;
+        let mut in_flight: VecDeque<Request> = VecDeque::new();
+        let mut reads = 0;
+        for i in 0..20_000 {
+            let (_, request, object) = generator.next();
+            match &request {
+                Request::Read { file: Some(file), .. } => {
+                    assert_eq!(Some(&*file.path), names.get(&file.index).map(|n| n.as_str()), "request {i}");
+                    reads += 1;
+                }
+                Request::Rename { to, .. } => _ = names.insert(object.expect("a file"), to.clone()),
+                Request::Remove { .. } => _ = names.remove(&object.expect("a file")),
+                Request::Create { path } => _ = names.insert(object.expect("a file"), path.clone()),
+                other => panic!("request {i}: {other:?} is not in the mix"),
+            }
+            // Every third request stays in flight for a while; every seventh is never recycled.
+            if i % 7 == 0 {
+                continue;
+            }
+            in_flight.push_back(request);
+            let keep = if i % 3 == 0 { 5 } else { 0 };
+            while in_flight.len() > keep {
+                generator.recycle(in_flight.pop_front().expect("a request"));
+            }
+        }
+        assert!(reads > 10_000, "{reads} reads");
+    }
+
     #[test]
     fn a_pick_among_keeps_the_proportions_of_the_ops_it_admits() {
         let weights: std::collections::BTreeMap<Op, f64> = [(Op::Getattr, 0.5), (Op::Rmdir, 0.3), (Op::Read, 0.2)].into_iter().collect();

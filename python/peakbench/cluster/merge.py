@@ -322,6 +322,7 @@ def merge(
         ),
         mix_actual=mix_actual,
         engine_cpu_s=sum(r.engine_cpu_s for r in results),
+        window_cpu_s=None if any(r.window_cpu_s is None for r in results) else sum(r.window_cpu_s for r in results),
         peak_rss_kib=max(r.peak_rss_kib for r in results),
         fileset=None if first.replay else _merge_filesets([r.fileset for r in results if r.fileset], shared_fileset),
         clients=[s.dump() for s in summaries],

@@ -5,9 +5,15 @@ region [Rsat(1−s), Rsat(1+s)] as in settings.py):
 - measured_load: the paper's λ*, the test load whose interval of R̄ overlaps
   the peak region with accuracy ≥ a (Algorithm 2); None for a bracket claim.
 - response_ms, response_ci_low_ms, response_ci_high_ms: R̄ at measured_load
-  and its interval at c: Cox's lognormal interval of the careful trials'
-  means in Stein's two-stage form (controller/statistics.py), positive and
-  holding its point; `accuracy` is its accuracy, 1 − (high−low)/(high+low).
+  and its interval at c as the loads table states it there
+  (statistics.stated_response_interval): positive and holding its point. A
+  load claimed on its first STEIN_PILOT trials was claimed because they
+  agreed, so there the width rests on their spread pooled with their halves'
+  (statistics.claim_deviation); it claims to hold R̄'s steady-state mean with
+  confidence c, as measured on a simulated queue (BENCHMARKS.md §7, which
+  names the cells where it holds less or more often). `accuracy` is its
+  accuracy, 1 − (high−low)/(high+low); the search steered by another
+  interval (Stein's two-stage form), quoted in the load's reason.
 - peak_rate: the estimate of the true peak rate λ_true, the load where the
   mean response is Rsat. It is measured_load itself when Rsat lies inside R̄'s
   interval there; otherwise the load where the response line 1/R = α − βλ

@@ -9,7 +9,7 @@
 //! | access | query security | CREATE + QUERY_INFO(security: owner, group, DACL) + CLOSE |
 //! | setattr | set file info | CREATE + SET_INFO(FileBasicInformation: last-write time) + CLOSE |
 //! | lookup | open and close | CREATE + CLOSE |
-//! | read, write, commit | READ, WRITE, FLUSH | on the file's handle, opened once and kept |
+//! | read, write, commit | READ, WRITE, FLUSH | on the file's handle, opened once and kept; a read or write over 64 KiB is several, one after another, before the file's close |
 //! | lock | LOCK + LOCK (unlock), one compound | the file's first byte, on its kept handle |
 //! | open, close | CREATE, CLOSE | a Markov workload's handle, kept from one to the other |
 //! | fgetattr, fsetattr, getsecurity | QUERY_INFO, SET_INFO(FileBasicInformation), QUERY_INFO(security) | on that handle |
@@ -55,12 +55,14 @@ pub struct Smb {
     /// Paths whose `open` is in flight, each with the ops on its handle started meanwhile: they
     /// are sent, in order, when the open's reply brings the handle (a blocking op waits for it).
     opening: Arc<Opening>,
+    /// Reads and writes of several messages in progress on each handle, which its close waits for.
+    in_use: Arc<InUse>,
     /// How long an op waits for its handle's `open` (the per-request timeout).
     timeout: Duration,
     xfer: u32,
     /// The bytes writes send, built at the first write: a MiB costs about four million
     /// instructions, which a trial without writes need not pay.
-    content: OnceLock<Vec<u8>>,
+    content: Arc<OnceLock<Vec<u8>>>,
 }
 
 fn status(msg: &[u8]) -> Res<wire::Header> {
@@ -193,6 +195,129 @@ impl OpenState {
     }
 }
 
+/// The bytes a write at `offset` sends: the content is a function of the offset (as the posix target writes it).
+fn content_at(content: &OnceLock<Vec<u8>>, offset: u64, n: usize) -> &[u8] {
+    let content = content.get_or_init(|| crate::content::block(0));
+    let start = (offset % (content.len() as u64 / 2)) as usize;
+    &content[start..start + n.min(content.len() / 2)]
+}
+
+/// A close waiting for the reads and writes in progress on its handle.
+type Close = Box<dyn FnOnce() + Send>;
+
+/// A kept handle: its connection's generation and its file id.
+type HandleId = (u64, Fid);
+
+/// Queue the CLOSE of a handle, `done` getting its outcome.
+fn closing(client: Arc<Client>, live: Arc<Live>, fid: Fid, done: Completion) -> Close {
+    Box::new(move || client.call_async(&live, &[wire::close(&fid)], Box::new(move |r| done(r.and_then(|r| zero(&r)).map_err(|e| e.kind()), 0))))
+}
+
+/// The reads and writes of several messages in progress on each handle (by connection generation and
+/// handle), and the closes waiting for the last of them: a close sent between two of a read's READs
+/// would have the rest answered STATUS_FILE_CLOSED, an error of the load and not of the server.
+struct InUse {
+    client: Arc<Client>,
+    /// Per handle: how many reads and writes are in progress on it, and the closes waiting for them.
+    by_handle: Mutex<HashMap<HandleId, (usize, Vec<Close>)>>,
+}
+
+/// One read or write holding its handle in use until dropped.
+struct Using {
+    in_use: Arc<InUse>,
+    handle: HandleId,
+}
+
+impl InUse {
+    fn enter(self: &Arc<Self>, handle: HandleId) -> Using {
+        self.by_handle.lock().expect("in-use lock").entry(handle).or_insert_with(|| (0, Vec::new())).0 += 1;
+        Using { in_use: self.clone(), handle }
+    }
+
+    /// Send `close` (it queues the CLOSE) now if nothing is in progress on the handle, else once the last
+    /// read or write on it has answered.
+    fn close_after(&self, handle: HandleId, close: Close) {
+        let mut by_handle = self.by_handle.lock().expect("in-use lock");
+        match by_handle.get_mut(&handle) {
+            Some((_, closes)) => closes.push(close),
+            None => {
+                drop(by_handle);
+                close();
+            }
+        }
+    }
+}
+
+impl Drop for Using {
+    fn drop(&mut self) {
+        let mut by_handle = self.in_use.by_handle.lock().expect("in-use lock");
+        let Some((users, _)) = by_handle.get_mut(&self.handle) else { return };
+        *users -= 1;
+        if *users > 0 {
+            return;
+        }
+        let (_, closes) = by_handle.remove(&self.handle).expect("an entry (above)");
+        drop(by_handle);
+        if !closes.is_empty() {
+            closes.into_iter().for_each(|close| close());
+            self.in_use.client.flush();
+        }
+    }
+}
+
+/// A read or write larger than one message, sent without blocking: READs or WRITEs of at most `chunk`
+/// bytes, each when the one before has answered (as `Smb::logical_read` does on a blocking sender).
+struct Transfer {
+    client: Arc<Client>,
+    live: Arc<Live>,
+    fid: Fid,
+    /// The content a write sends; None for a read.
+    writes: Option<Arc<OnceLock<Vec<u8>>>>,
+    offset: u64,
+    len: u64,
+    chunk: u64,
+    moved: u64,
+    _using: Using,
+    done: Completion,
+}
+
+impl Transfer {
+    /// Send the next message; its answer sends the one after or completes the transfer.
+    fn next(mut self) {
+        let (at, n) = (self.offset + self.moved, (self.len - self.moved).min(self.chunk));
+        let message = match &self.writes {
+            Some(content) => wire::write(&self.fid, at, content_at(content, at, n as usize)),
+            None => wire::read(&self.fid, at, n as u32),
+        };
+        let (client, live) = (self.client.clone(), self.live.clone());
+        client.call_async(
+            &live,
+            &[message],
+            Box::new(move |r| {
+                let got = r.and_then(|r| if self.writes.is_some() { written(&r) } else { read_bytes(&r) });
+                let got = match got {
+                    Ok(0) if self.writes.is_some() => Err(SmbError::Malformed("the server wrote nothing".into())),
+                    other => other,
+                };
+                match got {
+                    Ok(k) => {
+                        self.moved += k;
+                        // A read shorter than asked has met the end of the file.
+                        if self.moved < self.len && (self.writes.is_some() || k == n) {
+                            let client = self.client.clone();
+                            self.next();
+                            client.flush();
+                            return;
+                        }
+                        (self.done)(Ok(self.moved), 0);
+                    }
+                    Err(e) => (self.done)(Err(e.kind()), 0),
+                }
+            }),
+        );
+    }
+}
+
 /// A request's messages and how its outcome is read from the responses.
 type Messages = (Vec<Req>, fn(&Replies) -> Res<u64>);
 
@@ -301,14 +426,15 @@ impl Smb {
         let base = spec.path.trim_matches('/').to_string();
         let smb = Smb {
             url,
-            client,
+            client: client.clone(),
             root: base.clone(),
             base,
             handles: Arc::new(Mutex::new(HashMap::new())),
             opening: Arc::new(Mutex::new(HashMap::new())),
+            in_use: Arc::new(InUse { client: client.clone(), by_handle: Mutex::new(HashMap::new()) }),
             timeout: login.timeout,
             xfer,
-            content: OnceLock::new(),
+            content: Arc::new(OnceLock::new()),
         };
         if !smb.base.is_empty() {
             smb.stat(&smb.base).map_err(|e| anyhow!("{}: the directory {:?} in the share: {e}", smb.url, smb.base))?;
@@ -398,24 +524,65 @@ impl Smb {
         if live.generation != generation {
             return Err("EBADF".into()); // the connection it was open on is gone, and the handle with it
         }
-        self.client.call(&live, &[wire::close(&fid)]).and_then(|r| zero(&r)).map_err(|e| e.kind())
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.in_use.close_after((generation, fid), closing(self.client.clone(), live, fid, Box::new(move |outcome, _| drop(tx.send(outcome)))));
+        self.client.flush();
+        self.completed(&rx).unwrap_or_else(|| Err(SmbError::Timeout.kind()))
+    }
+
+    /// What an asynchronous request's completion sends on `rx`, reading responses meanwhile (no
+    /// other thread need read its own); None after the request timeout.
+    fn completed<T>(&self, rx: &std::sync::mpsc::Receiver<T>) -> Option<T> {
+        let deadline = std::time::Instant::now() + self.timeout;
+        loop {
+            match rx.try_recv() {
+                Ok(r) => return Some(r),
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => return None,
+                Err(std::sync::mpsc::TryRecvError::Empty) => {}
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            self.client.poll(left.min(Duration::from_millis(1)));
+        }
     }
 
     /// Send `request` on the handle its open brings (a close also forgets it), or fail it with
     /// EBADF when the open failed.
     fn deferred(&self, request: &Request, full: String, live: Arc<Live>, done: Completion) -> Deferred {
-        let (request, data, client, handles) = (request.clone(), self.write_data(request).to_vec(), self.client.clone(), self.handles.clone());
+        if !self.one_message(request) {
+            let transfer = self.transfer(request, live);
+            return Box::new(move |fid| match fid {
+                Some(f) => transfer(f, done),
+                None => done(Err("EBADF".into()), 0),
+            });
+        }
+        let (request, data, client, handles, in_use) =
+            (request.clone(), self.write_data(request).to_vec(), self.client.clone(), self.handles.clone(), self.in_use.clone());
         Box::new(move |fid| {
             let Some(f) = fid else { return done(Err("EBADF".into()), 0) };
-            let (reqs, bytes) = match &request {
-                Request::Handle { op: HandleOp::Close, .. } => {
-                    handles.lock().expect("handles lock").remove(&full);
-                    (vec![wire::close(&f)], zero as fn(&Replies) -> Res<u64>)
-                }
-                _ => on_handle(&request, f, &data).expect("an op on a handle (one_message)"),
-            };
+            if let Request::Handle { op: HandleOp::Close, .. } = &request {
+                handles.lock().expect("handles lock").remove(&full);
+                return in_use.close_after((live.generation, f), closing(client, live, f, done));
+            }
+            let (reqs, bytes) = on_handle(&request, f, &data).expect("an op on a handle (one_message)");
             client.call_async(&live, &reqs, Box::new(move |r| done(r.and_then(|r| bytes(&r)).map_err(|e| e.kind()), 0)));
         })
+    }
+
+    /// A read or write of several messages (`Transfer`), to start on its file's handle once known.
+    fn transfer(&self, request: &Request, live: Arc<Live>) -> impl FnOnce(Fid, Completion) + Send + 'static {
+        let (offset, len, xfer, writes) = match request {
+            Request::Write { offset, len, xfer, .. } => (*offset, *len, *xfer, Some(self.content.clone())),
+            Request::Read { offset, len, xfer, .. } => (*offset, *len, *xfer, None),
+            _ => unreachable!("only reads and writes take several messages (one_message)"),
+        };
+        let (client, in_use, chunk) = (self.client.clone(), self.in_use.clone(), xfer.clamp(1, self.xfer as u64));
+        move |fid, done| {
+            let _using = in_use.enter((live.generation, fid));
+            Transfer { client, live, fid, writes, offset, len, chunk, moved: 0, _using, done }.next()
+        }
     }
 
     fn cached(&self, live: &Live, full: &str) -> Option<Fid> {
@@ -500,9 +667,7 @@ impl Smb {
     }
 
     fn content_at(&self, offset: u64, n: usize) -> &[u8] {
-        let content = self.content.get_or_init(|| crate::content::block(0));
-        let start = (offset % (content.len() as u64 / 2)) as usize;
-        &content[start..start + n.min(content.len() / 2)]
+        content_at(&self.content, offset, n)
     }
 
     /// The path whose connection (and kept handle) a request uses.
@@ -521,20 +686,7 @@ impl Smb {
             let (_, live) = self.client.pick(Some(&full))?;
             self.open_async(live, full, Box::new(move |r| drop(tx.send(r))));
             self.client.flush();
-            // Read responses meanwhile: no other thread need read the open's.
-            let deadline = std::time::Instant::now() + self.timeout;
-            loop {
-                match rx.try_recv() {
-                    Ok(r) => return r,
-                    Err(std::sync::mpsc::TryRecvError::Disconnected) => return Err(SmbError::Timeout),
-                    Err(std::sync::mpsc::TryRecvError::Empty) => {}
-                }
-                let left = deadline.saturating_duration_since(std::time::Instant::now());
-                if left.is_zero() {
-                    return Err(SmbError::Timeout);
-                }
-                self.client.poll(left.min(Duration::from_millis(1)));
-            }
+            return self.completed(&rx).unwrap_or(Err(SmbError::Timeout));
         }
         let key = Self::path_of(request).map(|p| self.full(p));
         let (_, live) = self.client.pick(key.as_deref())?;
@@ -544,8 +696,16 @@ impl Smb {
         };
         match (self.plan(request, fid), request) {
             (Plan::Compound(reqs, bytes), _) => bytes(&self.client.call(&live, &reqs)?),
-            (_, Request::Read { offset, len, xfer, .. }) => self.logical_read(&live, &fid.expect("a path"), *offset, *len, *xfer),
-            (_, Request::Write { offset, len, xfer, .. }) => self.logical_write(&live, &fid.expect("a path"), *offset, *len, *xfer),
+            (_, Request::Read { offset, len, xfer, .. }) => {
+                let f = fid.expect("a path");
+                let _using = self.in_use.enter((live.generation, f));
+                self.logical_read(&live, &f, *offset, *len, *xfer)
+            }
+            (_, Request::Write { offset, len, xfer, .. }) => {
+                let f = fid.expect("a path");
+                let _using = self.in_use.enter((live.generation, f));
+                self.logical_write(&live, &f, *offset, *len, *xfer)
+            }
             (_, Request::Remove { path }) => {
                 let full = self.full(path);
                 self.release(&full);
@@ -746,10 +906,6 @@ impl Target for Smb {
             // those started before it, so no later op (a close) overtakes it.
             let mut waiting = self.opening.lock().expect("opening lock");
             if let Some(deferred) = waiting.get_mut(full) {
-                if !self.one_message(request) {
-                    drop(waiting);
-                    return Err(done); // several messages: the blocking way, which waits for the open
-                }
                 deferred.push(Waiting::Op(self.deferred(request, full.clone(), live, done)));
                 return Ok(());
             }
@@ -763,7 +919,7 @@ impl Target for Smb {
                 let kept = self.handles.lock().expect("handles lock").remove(full);
                 return match kept {
                     Some((generation, fid)) if generation == live.generation => {
-                        self.client.call_async(&live, &[wire::close(&fid)], Box::new(move |r| done(r.and_then(|r| zero(&r)).map_err(|e| e.kind()), 0)));
+                        self.in_use.close_after((generation, fid), closing(self.client.clone(), live, fid, done));
                         Ok(())
                     }
                     // Its open is still in flight or failed, or its connection is gone: the blocking
@@ -774,6 +930,10 @@ impl Target for Smb {
             _ => {}
         }
         let fid = key.as_deref().and_then(|k| self.cached(&live, k));
+        if let (Some(f), false) = (fid, self.one_message(request)) {
+            self.transfer(request, live)(f, done);
+            return Ok(());
+        }
         match self.plan(request, fid) {
             Plan::Compound(reqs, bytes) => {
                 self.client.call_async(&live, &reqs, Box::new(move |r| done(r.and_then(|r| bytes(&r)).map_err(|e| e.kind()), 0)));

@@ -1,12 +1,15 @@
 """The load curve (SPECsfs style): achieved vs offered ops/s, and mean response time vs achieved.
 
 Each point is one offered load: the mean over its measured trials, with the
-t-interval (at the report's confidence) as error bars when it has two or
-more. A search's peak region (Rsat ± s) is shaded and its peak marked; for a
-curve without a search, the peak is the highest achieved rate (SPEC's
-meaning). The overall response time (ORT) is SPEC's single figure: the area
-under the mean-response vs achieved-throughput curve divided by the peak
-(highest) achieved throughput, in ms. SPEC's curve starts at zero throughput:
+lognormal (Cox) interval (at the report's confidence) as error bars when it
+has two or more; at a search's loads, the interval the search states there
+(its loads table's, at λ* its message's), so that the report and the search
+never state two intervals for one load. A search's peak region (Rsat ± s) is
+shaded and its peak marked; for a curve without a search, the peak is the
+highest achieved rate (SPEC's meaning). The overall response time (ORT) is
+SPEC's single figure: the area under the mean-response vs
+achieved-throughput curve divided by the peak (highest) achieved throughput,
+in ms. SPEC's curve starts at zero throughput:
 below the first load point the response time is taken to be the first point's
 (SPEC SFS run rules, "Overall response time calculation": constant below the
 first valid data point); between points it is linear (trapezoids). So the ORT
@@ -19,6 +22,7 @@ from __future__ import annotations
 import itertools
 import math
 
+from ...controller.history import same_load
 from ...controller.statistics import t_interval
 from .. import figures
 from ..histograms import merged, percentile_ms
@@ -87,9 +91,9 @@ def _caption(curves: list[Series], options: ReportOptions) -> str:
         "Left: achieved (successful) vs offered load (the dotted line is achieved = offered"
         + ("; the dashed line marks the peak)." if found else ").")
         + " Right: mean response time vs achieved load. Points are means over the measured trials at each offered"
-        f" load; error bars are {'/'.join(levels)} lognormal (Cox) intervals of the trial means, the search's,"
-        " where a load has two or more trials (n per point"
-        " in the table below)."
+        f" load; error bars are {'/'.join(levels)} lognormal (Cox) intervals of the trial means where a load has"
+        " two or more trials (n per point in the table below); at a search's loads, the interval the search states"
+        " there (its loads table's, and at the peak its message's), open-ended where it states only R̄ ≥ low."
     )
     if any(s.kind == "search" and "rsat_ms" in s.settings for s in curves):
         text += " The shaded band is the search's peak region (Rsat ± s)."
@@ -109,7 +113,7 @@ def _table(series: Series, points: list[LoadPoint], confidence: float) -> Table:
     classes = {round(load["load"], 6): load["classification"] for load in (series.search_result or {}).get("loads", [])}
     rows = []
     for point in points:
-        interval = point.interval(confidence)
+        low, high = _interval_of(series, point, confidence)
         results = point.results()
         histogram = merged(r.latency for r in results)
         rows.append(
@@ -119,8 +123,8 @@ def _table(series: Series, points: list[LoadPoint], confidence: float) -> Table:
                 len(point.measured),
                 len(point.trials) - len(point.measured),
                 point.response_ms(confidence),
-                interval.low if interval else None,
-                interval.high if interval else None,
+                low,
+                high,
                 percentile_ms(histogram, 99),
                 sum(r.latency.count for r in results),
                 classes.get(round(point.requested, 6), ""),
@@ -167,7 +171,7 @@ def _draw(curves: list[Series], options: ReportOptions):
             shown_ms += means
             highest = max(highest, *offered, *achieved)
             achieved_err = [_error_bar(p.achieved(), p.mean_achieved, confidence) for p in points]
-            mean_err = [_interval_bar(p, confidence) for p in points]
+            mean_err = [_interval_bar(series, p, confidence) for p in points]
             label = series.key
             throughput.errorbar(
                 offered,
@@ -247,11 +251,33 @@ def _error_bar(values: list[float], mean: float, confidence: float) -> tuple[flo
     return mean - interval.low, interval.high - mean
 
 
-def _interval_bar(point: LoadPoint, confidence: float) -> tuple[float, float]:
+def _interval_bar(series: Series, point: LoadPoint, confidence: float) -> tuple[float, float]:
+    low, high = _interval_of(series, point, confidence)
+    mean = point.response_ms(confidence)
+    return (max(mean - low, 0.0) if low is not None else 0.0), (max(high - mean, 0.0) if high is not None else 0.0)
+
+
+def _interval_of(series: Series, point: LoadPoint, confidence: float) -> tuple[float | None, float | None]:
+    """R̄'s interval at a load point: where a search states one at this confidence, that one (stated_interval),
+    else the report's own over the point's trials; (None, None) with none."""
+    stated = stated_interval(series, point.requested, confidence)
+    if stated is not None:
+        return stated
     interval = point.interval(confidence)
-    if interval is None:
-        return 0.0, 0.0
-    return interval.mean - interval.low, interval.high - interval.mean
+    return (interval.low, interval.high) if interval is not None else (None, None)
+
+
+def stated_interval(series: Series, load: float, confidence: float) -> tuple[float, float | None] | None:
+    """R̄'s interval at a search's `load` as the search states it, in its loads table and at the peak in its
+    message (search.stated_response): (low, high), high None where it states only R̄ ≥ low (trials still
+    rising); None where it states none, or at another confidence than the report's."""
+    result = series.search_result
+    if result is None or result.get("confidence") != confidence:
+        return None
+    for stated in result.get("loads") or []:
+        if same_load(stated["load"], load) and stated.get("ci_low_ms") is not None:
+            return stated["ci_low_ms"], stated.get("ci_high_ms")
+    return None
 
 
 def _bars(errors: list[tuple[float, float]]) -> list[list[float]]:
