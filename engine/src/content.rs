@@ -16,3 +16,20 @@ pub fn block(seed: u64) -> Vec<u8> {
     fill(&mut block, seed.wrapping_mul(4099));
     block
 }
+
+/// What a target's writes send: `block(0)`, built on the first write, since a MiB costs about four
+/// million instructions that a trial without writes need not pay.
+#[derive(Default)]
+pub struct Writes(std::sync::OnceLock<Vec<u8>>);
+
+impl Writes {
+    /// The most bytes one `at` returns: half the block, so that any offset has that much after it.
+    pub const MAX: usize = 1 << 19;
+
+    /// The bytes a write of `n` (at most MAX) at `offset` sends: a function of the offset.
+    pub fn at(&self, offset: u64, n: usize) -> &[u8] {
+        let block = self.0.get_or_init(|| block(0));
+        let start = (offset % Self::MAX as u64) as usize;
+        &block[start..start + n.min(Self::MAX)]
+    }
+}

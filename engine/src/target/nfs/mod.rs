@@ -17,7 +17,7 @@ use proto::{CreateHow, Error, Fh, Nfs3, Res, Sattr, Stable};
 use rpc::{CallOptions, Moderation, RpcClient};
 use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// ACCESS3_READ | LOOKUP | MODIFY | EXTEND | DELETE | EXECUTE
@@ -37,8 +37,7 @@ pub struct Nfs {
     biod_reads: usize,
     biod_writes: usize,
     mount: Option<(RpcClient, String)>,
-    /// What writes send, made on the first write: a trial that writes nothing never pays for it.
-    content: OnceLock<Vec<u8>>,
+    content: crate::content::Writes,
 }
 
 fn split(path: &str) -> (&str, &str) {
@@ -133,7 +132,7 @@ impl Nfs {
             biod_reads: spec.biod_reads.unwrap_or(1).max(1) as usize,
             biod_writes: spec.biod_writes.unwrap_or(1).max(1) as usize,
             mount: Some((mount, spec.export.clone())),
-            content: OnceLock::new(),
+            content: Default::default(),
         })
     }
 
@@ -189,16 +188,6 @@ impl Nfs {
         Ok(f)
     }
 
-    fn content(&self) -> &[u8] {
-        self.content.get_or_init(|| crate::content::block(0))
-    }
-
-    fn content_at(&self, offset: u64, n: usize) -> &[u8] {
-        let content = self.content();
-        let start = (offset % (content.len() as u64 / 2)) as usize;
-        &content[start..start + n.min(content.len() / 2)]
-    }
-
     /// A logical read: READs of at most the negotiated size, until `len` bytes or end of file.
     pub fn logical_read(&self, fh: &Fh, offset: u64, len: u64, xfer: u64) -> Res<u64> {
         let chunk = xfer.clamp(1, self.rsize as u64);
@@ -220,7 +209,7 @@ impl Nfs {
     /// A logical write: UNSTABLE WRITEs of at most the negotiated size, then one COMMIT
     /// if any was not already stable; its time is part of the write's.
     pub fn logical_write(&self, fh: &Fh, offset: u64, len: u64, xfer: u64, stable: Stable) -> Res<u64> {
-        let chunk = xfer.clamp(1, (self.wsize as u64).min(self.content().len() as u64 / 2));
+        let chunk = xfer.clamp(1, (self.wsize as u64).min(crate::content::Writes::MAX as u64));
         let mut done = 0;
         let mut need_commit = false;
         let mut verf = None;
@@ -231,7 +220,7 @@ impl Nfs {
                 len,
                 chunk,
                 |at, n, e| {
-                    e.opaque(fh).u64(offset + at).u32(n).u32(stable as u32).opaque(self.content_at(offset + at, n as usize));
+                    e.opaque(fh).u64(offset + at).u32(n).u32(stable as u32).opaque(self.content.at(offset + at, n as usize));
                 },
                 |d, _| proto::dec_write(d).map(|w| (w, false)),
             )?;
@@ -248,7 +237,7 @@ impl Nfs {
         }
         while done < len {
             let n = (len - done).min(chunk) as usize;
-            let w = self.nfs.write(fh, offset + done, self.content_at(offset + done, n), stable)?;
+            let w = self.nfs.write(fh, offset + done, self.content.at(offset + done, n), stable)?;
             if w.count == 0 {
                 return Err(Error::Status(5)); // a server that accepts nothing: NFS3ERR_IO
             }

@@ -35,7 +35,7 @@ use anyhow::{anyhow, bail};
 use conn::{Client, Live, Login, Replies, Res, SetupError, SmbError};
 use std::collections::HashMap;
 use std::net::ToSocketAddrs;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 use wire::{Fid, Req, RELATED_FID};
 
@@ -60,9 +60,8 @@ pub struct Smb {
     /// How long an op waits for its handle's `open` (the per-request timeout).
     timeout: Duration,
     xfer: u32,
-    /// The bytes writes send, built at the first write: a MiB costs about four million
-    /// instructions, which a trial without writes need not pay.
-    content: Arc<OnceLock<Vec<u8>>>,
+    /// The bytes writes send (shared with the transfers still sending them).
+    content: Arc<crate::content::Writes>,
 }
 
 fn status(msg: &[u8]) -> Res<wire::Header> {
@@ -195,13 +194,6 @@ impl OpenState {
     }
 }
 
-/// The bytes a write at `offset` sends: the content is a function of the offset (as the posix target writes it).
-fn content_at(content: &OnceLock<Vec<u8>>, offset: u64, n: usize) -> &[u8] {
-    let content = content.get_or_init(|| crate::content::block(0));
-    let start = (offset % (content.len() as u64 / 2)) as usize;
-    &content[start..start + n.min(content.len() / 2)]
-}
-
 /// A close waiting for the reads and writes in progress on its handle.
 type Close = Box<dyn FnOnce() + Send>;
 
@@ -272,7 +264,7 @@ struct Transfer {
     live: Arc<Live>,
     fid: Fid,
     /// The content a write sends; None for a read.
-    writes: Option<Arc<OnceLock<Vec<u8>>>>,
+    writes: Option<Arc<crate::content::Writes>>,
     offset: u64,
     len: u64,
     chunk: u64,
@@ -286,7 +278,7 @@ impl Transfer {
     fn next(mut self) {
         let (at, n) = (self.offset + self.moved, (self.len - self.moved).min(self.chunk));
         let message = match &self.writes {
-            Some(content) => wire::write(&self.fid, at, content_at(content, at, n as usize)),
+            Some(content) => wire::write(&self.fid, at, content.at(at, n as usize)),
             None => wire::read(&self.fid, at, n as u32),
         };
         let (client, live) = (self.client.clone(), self.live.clone());
@@ -434,7 +426,7 @@ impl Smb {
             in_use: Arc::new(InUse { client: client.clone(), by_handle: Mutex::new(HashMap::new()) }),
             timeout: login.timeout,
             xfer,
-            content: Arc::new(OnceLock::new()),
+            content: Default::default(),
         };
         if !smb.base.is_empty() {
             smb.stat(&smb.base).map_err(|e| anyhow!("{}: the directory {:?} in the share: {e}", smb.url, smb.base))?;
@@ -661,13 +653,9 @@ impl Smb {
 
     fn write_data(&self, request: &Request) -> &[u8] {
         match request {
-            Request::Write { offset, len, .. } => self.content_at(*offset, *len as usize),
+            Request::Write { offset, len, .. } => self.content.at(*offset, *len as usize),
             _ => &[],
         }
-    }
-
-    fn content_at(&self, offset: u64, n: usize) -> &[u8] {
-        content_at(&self.content, offset, n)
     }
 
     /// The path whose connection (and kept handle) a request uses.
@@ -747,7 +735,7 @@ impl Smb {
         let mut done = 0;
         while done < len {
             let n = (len - done).min(chunk) as usize;
-            let w = written(&self.client.call(live, &[wire::write(fid, offset + done, self.content_at(offset + done, n))])?)?;
+            let w = written(&self.client.call(live, &[wire::write(fid, offset + done, self.content.at(offset + done, n))])?)?;
             if w == 0 {
                 return Err(SmbError::Malformed("the server wrote nothing".into()));
             }
