@@ -35,7 +35,7 @@ use anyhow::{anyhow, bail};
 use conn::{Client, Live, Login, Replies, Res, SetupError, SmbError};
 use std::collections::HashMap;
 use std::net::ToSocketAddrs;
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use wire::{Fid, Req, RELATED_FID};
 
