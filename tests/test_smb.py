@@ -294,3 +294,18 @@ def test_the_sender_reads_smbd_responses_itself_and_holds_them_only_with_many_in
     assert 0 < held["mean_hold_us"] < results["flat_out"]["latency"]["mean_ms"] * 1000 / 2, held
     assert results["light"]["receive_moderation"]["holds"] == 0
     assert results["light"]["ops"]["getattr"]["errors"] == {}
+
+
+def test_the_first_read_of_each_file_opens_it_without_a_sender_thread_of_its_own(engine_path, samba):
+    """A file's first read opened its handle the blocking way: the open took a sender thread of its own
+    (the trial's hand-off), which read responses for itself while it waited, so at a trial's start dozens
+    of them (one per file) contended for the connection's receive side and stalled everything behind it.
+    Now the open goes out pipelined, and the read when it answers: one sender does the whole trial, and
+    every read still gets its 4 KiB."""
+    spec = _spec(samba.url("first-reads"), {"read": 1.0}, rate=500, runtime_s=1.0)
+    _engine(engine_path, "prepare", spec)
+    result = _engine(engine_path, "run", spec)
+    reads = result["ops"]["read"]
+    assert reads["successes"] == reads["count"] > 400 and reads["errors"] == {}, reads
+    assert reads["bytes"] == 4096 * reads["successes"], reads
+    assert result["outstanding"]["threads"] == 1, result["outstanding"]

@@ -121,8 +121,8 @@ fn open_handle(path: &str) -> Req {
     wire::create(path, access, 0, wire::OPEN, wire::NON_DIRECTORY_FILE)
 }
 
-/// An op that will be sent once its handle's open has answered (with the handle, or None if it failed).
-type Deferred = Box<dyn FnOnce(Option<Fid>) + Send>;
+/// An op that will be sent once its handle's open has answered: with the handle, or the error it then fails with.
+type Deferred = Box<dyn FnOnce(Result<Fid, String>) + Send>;
 
 /// What an `open` learns: its outcome, once the handle is kept.
 type Opened = Box<dyn FnOnce(Res<u64>) + Send>;
@@ -148,7 +148,9 @@ struct OpenState {
 impl OpenState {
     /// Send the open of a path already marked in flight in `opening`. Its reply keeps the handle and
     /// sends what waited on it in order, up to a reopen, which is sent next with the rest waiting on it.
-    fn send(self, live: &Live, full: String, done: Opened) {
+    /// If it fails, what waited fails with EBADF after a workload's `open` (there is no handle), and
+    /// with the open's own error after an `implicit` one (the first op on a file opens it).
+    fn send(self, live: &Live, full: String, implicit: bool, done: Opened) {
         let generation = live.generation;
         let client = self.client.clone();
         client.call_async(
@@ -159,7 +161,11 @@ impl OpenState {
                 if let Ok(c) = &created {
                     self.handles.lock().expect("handles lock").insert(full.clone(), (generation, c.fid));
                 }
-                let fid = created.as_ref().ok().map(|c| c.fid);
+                let fid = match &created {
+                    Ok(c) => Ok(c.fid),
+                    Err(e) if implicit => Err(e.kind()),
+                    Err(_) => Err("EBADF".to_string()),
+                };
                 // Under the lock, so that an op started now either joins those waiting or finds the handle.
                 let mut waiting = self.opening.lock().expect("opening lock");
                 let mut queue = waiting.remove(&full).unwrap_or_default().into_iter();
@@ -167,7 +173,7 @@ impl OpenState {
                 for next in queue.by_ref() {
                     match next {
                         Waiting::Op(send) => {
-                            send(fid);
+                            send(fid.clone());
                             sent = true;
                         }
                         Waiting::Reopen(live, opened) => {
@@ -185,7 +191,7 @@ impl OpenState {
                 }
                 // Sent without the lock: a reply that fails at once runs this callback again on this thread.
                 if let Some((live, opened)) = reopen {
-                    self.clone().send(&live, full, opened);
+                    self.clone().send(&live, full, false, opened);
                     self.client.flush();
                 }
                 done(created.map(|_| 0));
@@ -504,7 +510,7 @@ impl Smb {
             waiting.insert(full.clone(), Vec::new());
         }
         let state = OpenState { handles: self.handles.clone(), opening: self.opening.clone(), client: self.client.clone() };
-        state.send(&live, full, done);
+        state.send(&live, full, false, done);
     }
 
     /// A Markov workload's `close`: the handle its `open` made, or EBADF when there is none
@@ -540,20 +546,23 @@ impl Smb {
         }
     }
 
-    /// Send `request` on the handle its open brings (a close also forgets it), or fail it with
-    /// EBADF when the open failed.
+    /// Send `request` on the handle its open brings (a close also forgets it), or fail it as the
+    /// open says when the open failed.
     fn deferred(&self, request: &Request, full: String, live: Arc<Live>, done: Completion) -> Deferred {
         if !self.one_message(request) {
             let transfer = self.transfer(request, live);
             return Box::new(move |fid| match fid {
-                Some(f) => transfer(f, done),
-                None => done(Err("EBADF".into()), 0),
+                Ok(f) => transfer(f, done),
+                Err(e) => done(Err(e), 0),
             });
         }
         let (request, data, client, handles, in_use) =
             (request.clone(), self.write_data(request).to_vec(), self.client.clone(), self.handles.clone(), self.in_use.clone());
         Box::new(move |fid| {
-            let Some(f) = fid else { return done(Err("EBADF".into()), 0) };
+            let f = match fid {
+                Ok(f) => f,
+                Err(e) => return done(Err(e), 0),
+            };
             if let Request::Handle { op: HandleOp::Close, .. } = &request {
                 handles.lock().expect("handles lock").remove(&full);
                 return in_use.close_after((live.generation, f), closing(client, live, f, done));
@@ -895,6 +904,18 @@ impl Target for Smb {
             let mut waiting = self.opening.lock().expect("opening lock");
             if let Some(deferred) = waiting.get_mut(full) {
                 deferred.push(Waiting::Op(self.deferred(request, full.clone(), live, done)));
+                return Ok(());
+            }
+            // A file's first read, write, flush or lock opens it without blocking, the op waiting on
+            // the open: a blocking open held a sender thread, and the receive side while it read for its
+            // reply (dozens of them at a trial's start stalled it). Checked under the lock that the
+            // open's reply takes to keep the handle, so no second open goes out.
+            let on_a_kept_handle = matches!(request, Request::Read { .. } | Request::Write { .. } | Request::Commit { .. } | Request::Lock { .. });
+            if on_a_kept_handle && self.cached(&live, full).is_none() {
+                waiting.insert(full.clone(), vec![Waiting::Op(self.deferred(request, full.clone(), live.clone(), done))]);
+                drop(waiting);
+                let state = OpenState { handles: self.handles.clone(), opening: self.opening.clone(), client: self.client.clone() };
+                state.send(&live, full.clone(), true, Box::new(|_| {}));
                 return Ok(());
             }
         }
