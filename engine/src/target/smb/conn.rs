@@ -36,6 +36,8 @@ use std::time::{Duration, Instant};
 /// A dead connection is re-dialled at most this often, so a dead server costs little.
 const REDIAL_EVERY: Duration = Duration::from_millis(500);
 /// How often the reader looks for requests whose time is up; no wait for a response is longer.
+/// The leading sender's send slack is the receive-moderation bound divided by this.
+const SEND_SLACK_OF_HOLD: u64 = 2;
 const EXPIRE_EVERY: Duration = Duration::from_millis(50);
 /// The observed latency is an exponentially weighted mean over about this many reads.
 const LATENCY_EWMA_READS: f64 = 16.0;
@@ -487,6 +489,8 @@ pub struct Client {
     /// Threads that found a connection's receive side taken and wait for it to be free (one is woken per release).
     want_read: Mutex<Vec<Thread>>,
     want_read_count: AtomicUsize,
+    /// Half the last receive-moderation bound (ns): how late the leading sender may send (`send_slack`).
+    send_slack_ns: AtomicU64,
 }
 
 fn frame(msg: &[u8]) -> Vec<u8> {
@@ -772,6 +776,7 @@ impl Client {
             },
             want_read: Mutex::new(Vec::new()),
             want_read_count: AtomicUsize::new(0),
+            send_slack_ns: AtomicU64::new(0),
         }
     }
 
@@ -788,7 +793,17 @@ impl Client {
             "max_hold_us": s.longest_hold_ns.load(Relaxed) as f64 / 1e3,
             "hold_fraction_of_latency": ADAPTIVE_HOLD_FRACTION,
             "hold_cap_us": ADAPTIVE_HOLD_CAP.as_secs_f64() * 1e6,
+            "send_slack_fraction_of_hold": 1.0 / SEND_SLACK_OF_HOLD as f64,
         })
+    }
+
+    /// How late the leading sender may send a request, so that one write (and one wake-up) sends
+    /// the requests due meanwhile too: half of receive moderation's bound, which has many requests
+    /// in flight and is at most a tenth of the observed latency (or 200 us). Half, so that the
+    /// sender's whole wait (to the next due time, plus this) can still be a hold when requests are
+    /// due at least every half bound; zero with few in flight.
+    pub fn send_slack(&self) -> Duration {
+        Duration::from_nanos(self.send_slack_ns.load(Relaxed))
     }
 
     pub fn connections(&self) -> usize {
@@ -953,6 +968,7 @@ impl Client {
             // for responses: those that come meanwhile are read at its end, late by at most that,
             // and the wait costs no wake-up per response.
             let bound = hold_after_read(Moderation::Adaptive, live.calls.load(Relaxed), 0, Duration::from_secs_f64(rx.observed_latency_s));
+            self.send_slack_ns.store(bound.as_nanos() as u64 / SEND_SLACK_OF_HOLD, Relaxed);
             if rx.hold.is_none() && !timeout.is_zero() && timeout <= bound {
                 rx.hold = Some((start, deadline));
                 self.stats.holds.fetch_add(1, Relaxed);

@@ -875,6 +875,10 @@ impl Target for Smb {
         self.client.poll(timeout)
     }
 
+    fn send_slack(&self) -> Duration {
+        self.client.send_slack()
+    }
+
     fn result_fields(&self) -> serde_json::Map<String, serde_json::Value> {
         let mut fields = serde_json::Map::new();
         let stray = self.client.stray_replies.load(std::sync::atomic::Ordering::Relaxed);
