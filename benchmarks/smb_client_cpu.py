@@ -147,10 +147,13 @@ def engine_run(
 
 
 # The SMB target's own code, inclusive: building and queueing requests (`start`), sending them
-# (`flush`), and the connection's reader thread (framing, matching, each op's completion).
+# (`flush`), and reading the responses (framing, matching, each op's completion): on the
+# connection's reader thread (main before smbcpu7) or in the leading sender's `poll` (the
+# sender's waits for its due times are inside `poll` too, a few hundred instructions a call).
 SMB_CODE = (
     r"target::smb::Smb as peakbench_engine::target::Target>::start \[",
     r"target::smb::Smb as peakbench_engine::target::Target>::flush \[",
+    r"target::smb::Smb as peakbench_engine::target::Target>::poll \[",
     r"target/smb/conn\.rs:std::sys::backtrace::__rust_begin_short_backtrace",
 )
 
