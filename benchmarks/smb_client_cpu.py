@@ -29,6 +29,10 @@ histograms, the 1 MiB content block) and the idle polling of equal-length runs, 
 code's Ir per op at R (smb_ir_per_op: the target's request building, sending, reading and
 completion, without the sender's pacing, whose spin makes the other two figures wander).
 
+With --baseline ENGINE, that engine binary (say, main's build) runs beside this one in every
+round, at the same rate, as the client "baseline engine": an A/B in the same rounds, each
+run's ratio to go-smb2 and to libsmbclient printed for both.
+
 Needs root (smbd, apt-get); for the crate, `cargo build --release` in benchmarks/smb_crate
 (CARGO_TARGET_DIR honoured).
 """
@@ -143,10 +147,13 @@ def engine_run(
 
 
 # The SMB target's own code, inclusive: building and queueing requests (`start`), sending them
-# (`flush`), and the connection's reader thread (framing, matching, each op's completion).
+# (`flush`), and reading the responses (framing, matching, each op's completion): on the
+# connection's reader thread (main before smbcpu7) or in the leading sender's `poll` (the
+# sender's waits for its due times are inside `poll` too, a few hundred instructions a call).
 SMB_CODE = (
     r"target::smb::Smb as peakbench_engine::target::Target>::start \[",
     r"target::smb::Smb as peakbench_engine::target::Target>::flush \[",
+    r"target::smb::Smb as peakbench_engine::target::Target>::poll \[",
     r"target/smb/conn\.rs:std::sys::backtrace::__rust_begin_short_backtrace",
 )
 
@@ -204,6 +211,7 @@ def main() -> int:
     ap.add_argument("--match-peer", action="store_true", help="offer the engine 1.05x go-smb2's rate of the same run")
     ap.add_argument("--counters", action="store_true", help="task-clock and context switches per op (perf stat)")
     ap.add_argument("--output", type=Path, help="write every row to this JSON file")
+    ap.add_argument("--baseline", metavar="ENGINE", help="run ENGINE too, beside this engine, in every round")
     args = ap.parse_args()
     if args.counters:
         apt_install(("linux-perf",))
@@ -229,12 +237,17 @@ def main() -> int:
         one_core = {**os.environ, "GOMAXPROCS": "1"}
         for run in range(args.runs):
             for op in ("echo", "getattr", "read4k"):
+                engines = [(engine, "peakbench engine")] + (
+                    [(args.baseline, "baseline engine")] if args.baseline else []
+                )
                 if op == "echo":
-                    rows.append({"run": run, **engine_run(engine, url, op, args.rate, args.seconds)})
+                    for binary, client in engines:
+                        rows.append({"run": run, **engine_run(binary, url, op, args.rate, args.seconds, client)})
                     continue
                 go = peer_run([str(peers["go-smb2"]), addr, *s, op, str(args.tasks), str(args.seconds)], one_core)
                 rate = 1.05 * go["ops_per_s"] if args.match_peer else args.rate
-                rows.append({"run": run, **engine_run(engine, url, op, rate, args.seconds)})
+                for binary, client in engines:
+                    rows.append({"run": run, **engine_run(binary, url, op, rate, args.seconds, client)})
                 rows.append({"run": run, **go})
                 rows.append(
                     {"run": run, **peer_run([str(peers["libsmbclient"]), host, port, *s, op, str(args.seconds)])}
@@ -246,7 +259,7 @@ def main() -> int:
                 print(json.dumps(rows[-1]), file=sys.stderr)
     _finish(args, rows)
     for op in ("echo", "getattr", "read4k"):
-        for client in ("peakbench engine", "go-smb2", "libsmbclient", "smb crate 0.11"):
+        for client in ("peakbench engine", "baseline engine", "go-smb2", "libsmbclient", "smb crate 0.11"):
             got = [r for r in rows if r["op"] == op and r["client"] == client]
             if not got:
                 continue
@@ -257,19 +270,22 @@ def main() -> int:
                 line += f"  switches/op {_spread([r['switches_per_op'] for r in got], '.2f')}"
                 line += f"  kernel share {_spread([r['kernel_share'] for r in got], '.2f')}"
             print(line)
-        # Each run's engine set against the go-smb2 run beside it.
-        pairs = [
-            (e, g)
-            for e in rows
-            for g in rows
-            if e["op"] == g["op"] == op
-            and e["run"] == g["run"]
-            and (e["client"], g["client"]) == ("peakbench engine", "go-smb2")
-        ]
-        if pairs:
-            cpu = [e["cpu_us_per_op"] / g["cpu_us_per_op"] for e, g in pairs]
-            rate = [e["ops_per_s"] / g["ops_per_s"] for e, g in pairs]
-            print(f"{op:8} engine ÷ go-smb2 n={len(pairs)}  CPU/op {_spread(cpu, '.2f')}  ops/s {_spread(rate, '.2f')}")
+        # Each run's engine set against the peer run beside it.
+        for mine in ("peakbench engine", "baseline engine"):
+            for peer in ("go-smb2", "libsmbclient"):
+                pairs = [
+                    (e, g)
+                    for e in rows
+                    for g in rows
+                    if e["op"] == g["op"] == op and e["run"] == g["run"] and (e["client"], g["client"]) == (mine, peer)
+                ]
+                if pairs:
+                    cpu = [e["cpu_us_per_op"] / g["cpu_us_per_op"] for e, g in pairs]
+                    rate = [e["ops_per_s"] / g["ops_per_s"] for e, g in pairs]
+                    print(
+                        f"{op:8} {mine} ÷ {peer} n={len(pairs)}  CPU/op {_spread(cpu, '.2f')}"
+                        f"  ops/s {_spread(rate, '.2f')}"
+                    )
     return 0
 
 

@@ -10,6 +10,8 @@ according to `mode`:
   long-frame    a NetBIOS length 16 bytes longer than the message (it swallows the next)
   short-frame   a NetBIOS length of 40, shorter than an SMB2 header
   silent        no reply at all
+  stall         a well-formed reply to the first STALL_AFTER echoes, then none (a server that
+                stops mid-pipeline, with requests of one write answered and others not)
   no-credits    a well-formed reply that grants no credit; only the handshake grants any
   expire        STATUS_NETWORK_SESSION_EXPIRED once a session is `session_life_s` old
 and `mute` answers nothing, not even NEGOTIATE.
@@ -31,6 +33,8 @@ NETWORK_SESSION_EXPIRED = 0xC000035C
 NOT_SUPPORTED = 0xC00000BB
 #: Credits the handshake grants in no-credits mode: what the client may spend before it runs out.
 HANDSHAKE_CREDITS = 12
+#: Echoes the stall mode answers before it goes silent.
+STALL_AFTER = 30
 
 
 def _header(command: int, status: int, mid: int, session: int, credits: int, tree: int = 1) -> bytes:
@@ -119,9 +123,10 @@ class FakeSmb(FakeServer):
             )
         with self.lock:
             self.echoes += 1
+            echoes = self.echoes
         echo = _header(command, 0, mid, session, grant) + struct.pack("<HH", 4, 0)
         mode = self.mode
-        if mode in ("ok", "no-credits"):
+        if mode in ("ok", "no-credits") or (mode == "stall" and echoes <= STALL_AFTER):
             return _frame(echo)
         if mode == "garbage":
             return _frame(os.urandom(101))
@@ -139,4 +144,4 @@ class FakeSmb(FakeServer):
                 + struct.pack("<HBBI", 9, 0, 0, 0)
                 + b"\0"
             )
-        return b""  # silent
+        return b""  # silent, or stalled

@@ -240,3 +240,74 @@ def test_reads_and_writes_of_several_messages_finish_before_their_file_is_closed
     assert ops["read"]["count"] > 100 and ops["write"]["count"] > 50, ops
     assert _file_closed(ops) == 0, ops
     assert not {op: o["cancellations"] for op, o in ops.items() if o["cancellations"]}, ops
+
+
+def _run_watching_threads(engine_path, spec: dict) -> tuple[dict, set[str]]:
+    """Run a trial and collect the names of the engine's threads while it runs."""
+    import subprocess
+
+    run = subprocess.Popen(
+        [str(engine_path), "run", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    run.stdin.write(json.dumps(spec))
+    run.stdin.close()
+    names: set[str] = set()
+    while run.poll() is None:
+        for task in Path(f"/proc/{run.pid}/task").glob("*/comm"):
+            try:
+                names.add(task.read_text().strip())
+            except OSError:
+                pass  # the thread ended meanwhile
+        time.sleep(0.05)
+    assert run.returncode == 0, run.stderr.read()
+    return json.loads(run.stdout.read()), names
+
+
+def test_the_sender_reads_smbd_responses_itself_and_holds_them_only_with_many_in_flight(engine_path, samba):
+    """Issue 17: no reader thread per connection, whose wake-up per response cost the client
+    CPU; the leading sender reads smbd's responses itself. Offered more reads and path queries
+    than smbd answers on one connection, many requests are in flight: each still completes with
+    its 4 KiB or its answer (or, before smbd has granted enough credits, fails at once as
+    SMB_CREDITS_EXHAUSTED), and the result says how long receive moderation held responses back
+    (a tenth of the observed latency at most). At a light load nothing is held. With
+    max_outstanding every call blocks, reading for itself or waiting for whoever reads."""
+    mix = {"read": 0.5, "getattr": 0.5}
+    flat_out = _spec(samba.url("moderated"), mix, rate=3000, runtime_s=0.5)
+    _engine(engine_path, "prepare", flat_out)
+    light = _spec(samba.url("moderated"), mix, rate=100, runtime_s=1.0)
+    blocking = {**flat_out, "load": {**flat_out["load"], "rate": 200_000, "max_outstanding": 16}}
+    results = {}
+    for name, spec in (("flat_out", flat_out), ("light", light), ("blocking", blocking)):
+        results[name], threads = _run_watching_threads(engine_path, spec)
+        assert "pb-sender" in threads and not any("reader" in t for t in threads), (name, threads)
+    for name, result in results.items():
+        for op in mix:
+            stats = result["ops"][op]
+            assert stats["timeouts"] == 0 and stats["cancellations"] == 0, (name, op, stats)
+            assert set(stats["errors"]) <= {"SMB_CREDITS_EXHAUSTED"}, (name, op, stats)
+            assert stats["successes"] > 20, (name, op, stats)
+        assert result["ops"]["read"]["bytes"] == 4096 * result["ops"]["read"]["successes"], name
+    held = results["flat_out"]["receive_moderation"]
+    assert held["mode"] == "adaptive" and held["hold_fraction_of_latency"] == 0.1 and held["hold_cap_us"] == 200.0
+    # The sender may send up to half a hold late, so that one write carries the requests due meanwhile.
+    assert held["send_slack_fraction_of_hold"] == 0.5, held
+    assert 0 < held["holds"] and 0 < held["reads"], held
+    # A hold is at most a tenth of the observed latency: on average far below the latency itself.
+    assert 0 < held["mean_hold_us"] < results["flat_out"]["latency"]["mean_ms"] * 1000 / 2, held
+    assert results["light"]["receive_moderation"]["holds"] == 0
+    assert results["light"]["ops"]["getattr"]["errors"] == {}
+
+
+def test_the_first_read_of_each_file_opens_it_without_a_sender_thread_of_its_own(engine_path, samba):
+    """A file's first read opened its handle the blocking way: the open took a sender thread of its own
+    (the trial's hand-off), which read responses for itself while it waited, so at a trial's start dozens
+    of them (one per file) contended for the connection's receive side and stalled everything behind it.
+    Now the open goes out pipelined, and the read when it answers: one sender does the whole trial, and
+    every read still gets its 4 KiB."""
+    spec = _spec(samba.url("first-reads"), {"read": 1.0}, rate=500, runtime_s=1.0)
+    _engine(engine_path, "prepare", spec)
+    result = _engine(engine_path, "run", spec)
+    reads = result["ops"]["read"]
+    assert reads["successes"] == reads["count"] > 400 and reads["errors"] == {}, reads
+    assert reads["bytes"] == 4096 * reads["successes"], reads
+    assert result["outstanding"]["threads"] == 1, result["outstanding"]

@@ -1,5 +1,5 @@
 """SMB2 faults the real smbd cannot be made to show on demand (tests/fake_smb.py): garbage,
-wrong NetBIOS lengths, silence, withheld credits, expired sessions and a server that accepts
+wrong NetBIOS lengths, silence, a stall mid-pipeline, withheld credits, expired sessions and a server that accepts
 and never answers. Each is counted in the result, every wait is bounded, every trial ends
 with a verdict. (A server killed mid-trial is tests/test_smb.py's, against the real smbd.)"""
 
@@ -15,7 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_server import spec_without_files  # noqa: E402
-from fake_smb import HANDSHAKE_CREDITS, FakeSmb  # noqa: E402
+from fake_smb import HANDSHAKE_CREDITS, STALL_AFTER, FakeSmb  # noqa: E402
 
 RATE, RUNTIME_S, TIMEOUT_MS = 100, 1.0, 200
 
@@ -43,7 +43,7 @@ def _target(server: FakeSmb) -> dict:
     }
 
 
-@pytest.mark.parametrize("mode", ["garbage", "long-frame", "short-frame", "silent", "no-credits", "expire"])
+@pytest.mark.parametrize("mode", ["garbage", "long-frame", "short-frame", "silent", "stall", "no-credits", "expire"])
 def test_faulty_replies_are_counted_and_every_trial_ends_in_time(engine_path, mode):
     server = FakeSmb(mode)
     try:
@@ -67,6 +67,9 @@ def test_faulty_replies_are_counted_and_every_trial_ends_in_time(engine_path, mo
         assert op["successes"] <= server.echoes
     elif mode == "silent":
         assert op["timeouts"] == op["count"] and not errors, op
+    elif mode == "stall":
+        # What the server answered succeeded; each request after the stall timed out in its turn.
+        assert op["successes"] == STALL_AFTER and op["timeouts"] == op["count"] - STALL_AFTER and not errors, op
     elif mode == "no-credits":
         # The server saw exactly the requests the client had credit for; the rest failed at once.
         assert 0 < op["successes"] == server.echoes <= HANDSHAKE_CREDITS, op

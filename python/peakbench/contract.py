@@ -255,8 +255,8 @@ class Restore(_Record):
 
 @dataclasses.dataclass
 class ReceiveModeration(_Record):
-    """What the NFS target held replies back for (SPEC.md "receive moderation"); latencies include it.
-    A fixed wait reports hold_us, the adaptive one its fraction of latency and cap."""
+    """What the NFS or SMB target held replies back for (SPEC.md "receive moderation"); latencies
+    include it. A fixed wait reports hold_us, the adaptive one its fraction of latency and cap."""
 
     OMITTED_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"hold_us", "hold_fraction_of_latency", "hold_cap_us"})
     mode: str  # "off" | "fixed" | "adaptive"
@@ -445,7 +445,7 @@ class TrialResult(_Record):
     fileset: FilesetInfo | None = None
     start: Start | None = None
     restore: Restore | None = None
-    receive_moderation: ReceiveModeration | None = None  # NFS only
+    receive_moderation: ReceiveModeration | None = None  # NFS and SMB
     classes: dict[str, ClassStats] | None = None  # replay only
     replay: ReplaySummary | None = None  # replay only
     op_trace: list | None = None  # only when the spec asked for trace_ops

@@ -45,6 +45,12 @@ pub trait Target: Send + Sync {
     }
     /// Run the completions that are ready, waiting up to `timeout` for the first of them.
     fn poll(&self, _timeout: std::time::Duration) {}
+    /// How late the leading sender may send a request (latency counts from its due time), so that
+    /// one wake-up and one write send it with those due meanwhile: zero, or a small fraction of
+    /// the latency being measured, for a target that completes in `poll`.
+    fn send_slack(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
     /// Called once on each sender thread before its first request.
     fn enter_sender_thread(&self) {}
     /// Retransmissions made by this thread's last `execute` (protocol targets only).

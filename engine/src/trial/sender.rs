@@ -354,6 +354,9 @@ fn track_p90(estimate: u64, took: u64) -> u64 {
 /// due time; then it spins like any other: a poll there is a system call per turn, and a
 /// wait to the due time itself would send a timer wake-up late (≈ 18 µs on the reference
 /// machine). A reply that lands in that last stretch is read right after the send.
+///
+/// With the target's send slack, the wait runs to the due time plus the slack, without the
+/// spin: the request may go out that much late, and every request due by then with it.
 fn wait_until(shared: &Shared, due_ns: u64) -> u64 {
     loop {
         let now = shared.now_ns();
@@ -361,7 +364,10 @@ fn wait_until(shared: &Shared, due_ns: u64) -> u64 {
             return now;
         }
         let left = due_ns - now;
-        if shared.polls && left > SPIN_NS / 2 {
+        let slack = if shared.polls { shared.target.send_slack().as_nanos() as u64 } else { 0 };
+        if slack > 0 {
+            shared.target.poll(Duration::from_nanos(left + slack));
+        } else if shared.polls && left > SPIN_NS / 2 {
             shared.target.poll(Duration::from_nanos(left - SPIN_NS / 2));
         } else if !shared.polls && left > SPIN_NS {
             std::thread::sleep(Duration::from_nanos(left - SPIN_NS / 2));

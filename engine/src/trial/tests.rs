@@ -325,3 +325,82 @@ fn window_cpu_leaves_out_what_the_warm_up_cost() {
     assert!(window > 0.0, "window_cpu_s {window}");
     assert!(window + burn.as_secs_f64() <= whole, "window_cpu_s {window} holds the warm-up's burn: engine_cpu_s {whole}");
 }
+
+/// A pipelining target that completes in `poll`, as the SMB client's leading sender does: started
+/// requests go out at the next `flush` (counted when it sends any) and complete `latency` later.
+struct Polled {
+    latency: Duration,
+    slack: Duration,
+    unsent: Mutex<Vec<Completion>>,
+    sent: Mutex<VecDeque<(Instant, Completion)>>,
+    started: Arc<AtomicU64>,
+    writes: Arc<AtomicU64>,
+}
+
+impl Target for Polled {
+    fn supports(&self, _op: Op) -> bool {
+        true
+    }
+    fn pipelines(&self) -> bool {
+        true
+    }
+    fn completes_in_poll(&self) -> bool {
+        true
+    }
+    fn send_slack(&self) -> Duration {
+        self.slack
+    }
+    fn execute(&self, _request: &Request) -> Outcome {
+        unreachable!("every request is started")
+    }
+    fn start(&self, _request: &Request, done: Completion) -> Result<(), Completion> {
+        self.started.fetch_add(1, Relaxed);
+        self.unsent.lock().unwrap().push(done);
+        Ok(())
+    }
+    fn flush(&self) {
+        let batch = std::mem::take(&mut *self.unsent.lock().unwrap());
+        if !batch.is_empty() {
+            self.writes.fetch_add(1, Relaxed);
+            let at = Instant::now() + self.latency;
+            self.sent.lock().unwrap().extend(batch.into_iter().map(|d| (at, d)));
+        }
+    }
+    fn poll(&self, timeout: Duration) {
+        let until = Instant::now() + timeout;
+        loop {
+            let now = Instant::now();
+            let due: Vec<Completion> = {
+                let mut sent = self.sent.lock().unwrap();
+                let n = sent.iter().take_while(|(at, _)| *at <= now).count();
+                sent.drain(..n).map(|(_, d)| d).collect()
+            };
+            if !due.is_empty() || now >= until {
+                due.into_iter().for_each(|d| d(Ok(0), 0));
+                return;
+            }
+            let next = self.sent.lock().unwrap().front().map_or(until, |(at, _)| (*at).min(until));
+            std::thread::sleep(next - now);
+        }
+    }
+}
+
+#[test]
+fn a_target_with_send_slack_gets_the_requests_due_within_it_in_one_write() {
+    let _one_at_a_time = serial();
+    // Due every 0.5 ms with a slack of 2 ms: each write can carry about four. Without the slack the
+    // leader sent each request on its own at its due time, one write each.
+    let (started, writes) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let target = Polled {
+        latency: Duration::from_millis(20),
+        slack: Duration::from_millis(2),
+        unsent: Mutex::new(Vec::new()),
+        sent: Mutex::new(VecDeque::new()),
+        started: started.clone(),
+        writes: writes.clone(),
+    };
+    let r = run_json(&spec(2000.0, 1.0, None, 0), Box::new(target)).unwrap();
+    let (started, writes) = (started.load(Relaxed), writes.load(Relaxed));
+    assert!(num(&r["outcomes"]["succeeded"]) > 1500.0, "{}", r["outcomes"]);
+    assert!(writes * 2 < started, "{writes} writes for {started} requests");
+}

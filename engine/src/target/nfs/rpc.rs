@@ -852,7 +852,7 @@ impl Live {
 
 /// Wait until one of `fds` is readable or `timeout` has passed (ns resolution, unlike poll);
 /// false when it timed out.
-fn wait_readable(fds: &mut [libc::pollfd], timeout: Duration) -> bool {
+pub fn wait_readable(fds: &mut [libc::pollfd], timeout: Duration) -> bool {
     let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
     // SAFETY: `fds` is a valid array of its length; EINTR and errors make the caller look again.
     unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) != 0 }

@@ -35,7 +35,7 @@ use anyhow::{anyhow, bail};
 use conn::{Client, Live, Login, Replies, Res, SetupError, SmbError};
 use std::collections::HashMap;
 use std::net::ToSocketAddrs;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use wire::{Fid, Req, RELATED_FID};
 
@@ -121,8 +121,8 @@ fn open_handle(path: &str) -> Req {
     wire::create(path, access, 0, wire::OPEN, wire::NON_DIRECTORY_FILE)
 }
 
-/// An op that will be sent once its handle's open has answered (with the handle, or None if it failed).
-type Deferred = Box<dyn FnOnce(Option<Fid>) + Send>;
+/// An op that will be sent once its handle's open has answered: with the handle, or the error it then fails with.
+type Deferred = Box<dyn FnOnce(Result<Fid, String>) + Send>;
 
 /// What an `open` learns: its outcome, once the handle is kept.
 type Opened = Box<dyn FnOnce(Res<u64>) + Send>;
@@ -134,8 +134,8 @@ enum Waiting {
     Reopen(Arc<Live>, Opened),
 }
 
-/// The paths whose open is in flight, with what waits on each, and a signal for blocking waiters.
-type Opening = (Mutex<HashMap<String, Vec<Waiting>>>, Condvar);
+/// The paths whose open is in flight, with what waits on each (a blocking waiter polls for it).
+type Opening = Mutex<HashMap<String, Vec<Waiting>>>;
 
 /// The state an `open`'s reply updates: the kept handles, the opens in flight, and the client to send on.
 #[derive(Clone)]
@@ -148,7 +148,9 @@ struct OpenState {
 impl OpenState {
     /// Send the open of a path already marked in flight in `opening`. Its reply keeps the handle and
     /// sends what waited on it in order, up to a reopen, which is sent next with the rest waiting on it.
-    fn send(self, live: &Live, full: String, done: Opened) {
+    /// If it fails, what waited fails with EBADF after a workload's `open` (there is no handle), and
+    /// with the open's own error after an `implicit` one (the first op on a file opens it).
+    fn send(self, live: &Live, full: String, implicit: bool, done: Opened) {
         let generation = live.generation;
         let client = self.client.clone();
         client.call_async(
@@ -159,15 +161,19 @@ impl OpenState {
                 if let Ok(c) = &created {
                     self.handles.lock().expect("handles lock").insert(full.clone(), (generation, c.fid));
                 }
-                let fid = created.as_ref().ok().map(|c| c.fid);
+                let fid = match &created {
+                    Ok(c) => Ok(c.fid),
+                    Err(e) if implicit => Err(e.kind()),
+                    Err(_) => Err("EBADF".to_string()),
+                };
                 // Under the lock, so that an op started now either joins those waiting or finds the handle.
-                let mut waiting = self.opening.0.lock().expect("opening lock");
+                let mut waiting = self.opening.lock().expect("opening lock");
                 let mut queue = waiting.remove(&full).unwrap_or_default().into_iter();
                 let (mut sent, mut reopen) = (false, None);
                 for next in queue.by_ref() {
                     match next {
                         Waiting::Op(send) => {
-                            send(fid);
+                            send(fid.clone());
                             sent = true;
                         }
                         Waiting::Reopen(live, opened) => {
@@ -183,10 +189,9 @@ impl OpenState {
                 if sent {
                     self.client.flush();
                 }
-                self.opening.1.notify_all();
                 // Sent without the lock: a reply that fails at once runs this callback again on this thread.
                 if let Some((live, opened)) = reopen {
-                    self.clone().send(&live, full, opened);
+                    self.clone().send(&live, full, false, opened);
                     self.client.flush();
                 }
                 done(created.map(|_| 0));
@@ -423,7 +428,7 @@ impl Smb {
             root: base.clone(),
             base,
             handles: Arc::new(Mutex::new(HashMap::new())),
-            opening: Arc::new((Mutex::new(HashMap::new()), Condvar::new())),
+            opening: Arc::new(Mutex::new(HashMap::new())),
             in_use: Arc::new(InUse { client: client.clone(), by_handle: Mutex::new(HashMap::new()) }),
             timeout: login.timeout,
             xfer,
@@ -480,18 +485,24 @@ impl Smb {
         }
     }
 
-    /// Wait (at most the request timeout) for an `open` of this path still in flight.
+    /// Wait (at most the request timeout) for an `open` of this path still in flight, reading
+    /// responses meanwhile: its own may be the one to come, and no other thread need read it.
     fn wait_opened(&self, full: &str) {
-        let (set, changed) = &*self.opening;
-        let guard = set.lock().expect("opening lock");
-        let _ = changed.wait_timeout_while(guard, self.timeout, |s| s.contains_key(full)).expect("opening lock");
+        let deadline = std::time::Instant::now() + self.timeout;
+        while self.opening.lock().expect("opening lock").contains_key(full) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            self.client.poll(left.min(Duration::from_millis(1)));
+        }
     }
 
     /// Send a Markov workload's `open`; `done` gets its outcome once the handle is kept. While an open of
     /// the same path is in flight, this one waits behind it and the ops started before it.
     fn open_async(&self, live: Arc<Live>, full: String, done: Opened) {
         {
-            let mut waiting = self.opening.0.lock().expect("opening lock");
+            let mut waiting = self.opening.lock().expect("opening lock");
             if let Some(queue) = waiting.get_mut(&full) {
                 queue.push(Waiting::Reopen(live, done));
                 return;
@@ -499,7 +510,7 @@ impl Smb {
             waiting.insert(full.clone(), Vec::new());
         }
         let state = OpenState { handles: self.handles.clone(), opening: self.opening.clone(), client: self.client.clone() };
-        state.send(&live, full, done);
+        state.send(&live, full, false, done);
     }
 
     /// A Markov workload's `close`: the handle its `open` made, or EBADF when there is none
@@ -514,23 +525,44 @@ impl Smb {
         let (tx, rx) = std::sync::mpsc::channel();
         self.in_use.close_after((generation, fid), closing(self.client.clone(), live, fid, Box::new(move |outcome, _| drop(tx.send(outcome)))));
         self.client.flush();
-        rx.recv().unwrap_or_else(|_| Err(SmbError::Timeout.kind()))
+        self.completed(&rx).unwrap_or_else(|| Err(SmbError::Timeout.kind()))
     }
 
-    /// Send `request` on the handle its open brings (a close also forgets it), or fail it with
-    /// EBADF when the open failed.
+    /// What an asynchronous request's completion sends on `rx`, reading responses meanwhile (no
+    /// other thread need read its own); None after the request timeout.
+    fn completed<T>(&self, rx: &std::sync::mpsc::Receiver<T>) -> Option<T> {
+        let deadline = std::time::Instant::now() + self.timeout;
+        loop {
+            match rx.try_recv() {
+                Ok(r) => return Some(r),
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => return None,
+                Err(std::sync::mpsc::TryRecvError::Empty) => {}
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            self.client.poll(left.min(Duration::from_millis(1)));
+        }
+    }
+
+    /// Send `request` on the handle its open brings (a close also forgets it), or fail it as the
+    /// open says when the open failed.
     fn deferred(&self, request: &Request, full: String, live: Arc<Live>, done: Completion) -> Deferred {
         if !self.one_message(request) {
             let transfer = self.transfer(request, live);
             return Box::new(move |fid| match fid {
-                Some(f) => transfer(f, done),
-                None => done(Err("EBADF".into()), 0),
+                Ok(f) => transfer(f, done),
+                Err(e) => done(Err(e), 0),
             });
         }
         let (request, data, client, handles, in_use) =
             (request.clone(), self.write_data(request).to_vec(), self.client.clone(), self.handles.clone(), self.in_use.clone());
         Box::new(move |fid| {
-            let Some(f) = fid else { return done(Err("EBADF".into()), 0) };
+            let f = match fid {
+                Ok(f) => f,
+                Err(e) => return done(Err(e), 0),
+            };
             if let Request::Handle { op: HandleOp::Close, .. } = &request {
                 handles.lock().expect("handles lock").remove(&full);
                 return in_use.close_after((live.generation, f), closing(client, live, f, done));
@@ -651,7 +683,7 @@ impl Smb {
             let (_, live) = self.client.pick(Some(&full))?;
             self.open_async(live, full, Box::new(move |r| drop(tx.send(r))));
             self.client.flush();
-            return rx.recv().unwrap_or(Err(SmbError::Timeout));
+            return self.completed(&rx).unwrap_or(Err(SmbError::Timeout));
         }
         let key = Self::path_of(request).map(|p| self.full(p));
         let (_, live) = self.client.pick(key.as_deref())?;
@@ -834,6 +866,19 @@ impl Target for Smb {
         self.client.flush()
     }
 
+    /// The leading sender reads the responses itself (conn.rs): no reader thread to wake per response.
+    fn completes_in_poll(&self) -> bool {
+        true
+    }
+
+    fn poll(&self, timeout: Duration) {
+        self.client.poll(timeout)
+    }
+
+    fn send_slack(&self) -> Duration {
+        self.client.send_slack()
+    }
+
     fn result_fields(&self) -> serde_json::Map<String, serde_json::Value> {
         let mut fields = serde_json::Map::new();
         let stray = self.client.stray_replies.load(std::sync::atomic::Ordering::Relaxed);
@@ -843,6 +888,8 @@ impl Target for Smb {
             "smb".into(),
             serde_json::json!({"connections": self.client.connections(), "stray_replies": stray, "reconnects": reconnects, "reauthentications": reauthentications}),
         );
+        // Latencies include what receive moderation held back: say how much.
+        fields.insert("receive_moderation".into(), self.client.moderation_report());
         fields
     }
 
@@ -858,9 +905,21 @@ impl Target for Smb {
         if let (Some(full), false) = (&key, matches!(request, Request::Handle { op: HandleOp::Open, .. })) {
             // An op on a handle whose open is in flight goes out when the open answers, after
             // those started before it, so no later op (a close) overtakes it.
-            let mut waiting = self.opening.0.lock().expect("opening lock");
+            let mut waiting = self.opening.lock().expect("opening lock");
             if let Some(deferred) = waiting.get_mut(full) {
                 deferred.push(Waiting::Op(self.deferred(request, full.clone(), live, done)));
+                return Ok(());
+            }
+            // A file's first read, write, flush or lock opens it without blocking, the op waiting on
+            // the open: a blocking open held a sender thread, and the receive side while it read for its
+            // reply (dozens of them at a trial's start stalled it). Checked under the lock that the
+            // open's reply takes to keep the handle, so no second open goes out.
+            let on_a_kept_handle = matches!(request, Request::Read { .. } | Request::Write { .. } | Request::Commit { .. } | Request::Lock { .. });
+            if on_a_kept_handle && self.cached(&live, full).is_none() {
+                waiting.insert(full.clone(), vec![Waiting::Op(self.deferred(request, full.clone(), live.clone(), done))]);
+                drop(waiting);
+                let state = OpenState { handles: self.handles.clone(), opening: self.opening.clone(), client: self.client.clone() };
+                state.send(&live, full.clone(), true, Box::new(|_| {}));
                 return Ok(());
             }
         }
