@@ -80,6 +80,15 @@ def null_rows(rnd: int, engines: list[tuple[str, str]], cpu: int) -> list[dict]:
     return rows
 
 
+def fio_jobs(wl: str, root: Path, runtime_s: float = PEER_S) -> list[tuple[str, list[str], Path | None]]:
+    """fio's jobs for a posix workload: (tool, arguments, working directory). "fio" runs in the file-set root and
+    names it `.`, so its filestat job stats a path relative to the root, as the engines and the raw loop do;
+    "fio abs" (getattr only) names the root by its absolute path, as the rows before 2026-11-28 did."""
+    runs = [("fio", ".", root)] + ([("fio abs", str(root), None)] if wl == "getattr" else [])
+    common_args = ["--file_service_type=random", "--time_based=1", f"--runtime={runtime_s:g}"] + POSIX[wl]["fio"]
+    return [(tool, [f"--name={wl}", f"--opendir={opendir}"] + common_args, cwd) for tool, opendir, cwd in runs]
+
+
 def posix_rows(
     rnd: int, engines: list[tuple[str, str]], cpu: int, root: Path, target: Path, rel_list: Path, rawloop: Path
 ) -> list[dict]:
@@ -93,15 +102,7 @@ def posix_rows(
             rows.append({**row, "tool": name, "ops_per_cpu_s": r["issued"] / r["engine_cpu_s"], "ops": r["issued"]})
             if r.get("window_cpu_s"):
                 rows.append({**row, "tool": f"{name} window", "ops_per_cpu_s": ops / r["window_cpu_s"], "ops": ops})
-        fio_runs = [("fio", ".", root)] + ([("fio abs", str(root), None)] if wl == "getattr" else [])
-        for tool, opendir, cwd in fio_runs:
-            fio_args = [
-                f"--name={wl}",
-                f"--opendir={opendir}",
-                "--file_service_type=random",
-                "--time_based=1",
-                f"--runtime={PEER_S:g}",
-            ] + w["fio"]
+        for tool, fio_args, cwd in fio_jobs(wl, root):
             j, proc = common.fio(fio_args, timeout=120, cpus={cpu}, cwd=cwd)
             job = j["jobs"][0]["read"]
             n = job["clat_ns"]["N"] if wl == "getattr" else job["total_ios"]  # filestat: one clat sample per stat()
