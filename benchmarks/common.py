@@ -56,9 +56,10 @@ def run(
     check: bool = True,
     env_extra: dict | None = None,
     watch=None,
+    cwd: Path | None = None,
 ) -> Proc:
     """Run a command, bounded by `timeout`, and return its output and its own resource usage (wait4).
-    `watch(pid)`, if given, is called every 20 ms while it runs (to sample /proc/PID)."""
+    `watch(pid)`, if given, is called every 20 ms while it runs (to sample /proc/PID); `cwd`: where it runs."""
     cmd = [str(c) for c in cmd]
 
     def setup():
@@ -72,7 +73,7 @@ def run(
         stdin = subprocess.PIPE if input is not None else subprocess.DEVNULL
         t0 = time.monotonic()
         env = {**os.environ, **env_extra} if env_extra else None
-        p = subprocess.Popen(cmd, stdin=stdin, stdout=out, stderr=err, text=True, preexec_fn=setup, env=env)
+        p = subprocess.Popen(cmd, stdin=stdin, stdout=out, stderr=err, text=True, preexec_fn=setup, env=env, cwd=cwd)
         if input is not None:
             p.stdin.write(input)
             p.stdin.close()

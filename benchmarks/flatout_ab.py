@@ -11,15 +11,21 @@ Each round runs, pinned to one CPU:
 - posix: getattr and 4 KiB random reads on a 4096-file set in /dev/shm (bench_posix's set), each
   engine in closed loop with one client, 1 s warm-up + 3 s (one thread making back-to-back system
   calls, as fio's psync job and the raw loop do), then fio 3.33 at full speed and the raw system-call
-  loop (benchmarks/rawloop.c), 3 s each. The engines' order alternates between rounds. An engine's
+  loop (benchmarks/rawloop.c), 3 s each. fio runs in the file-set root and reads it as `--opendir=.`, so
+  its filestat job stats "./d4/d33/f2122", a path as long as the one the engines and the raw loop pass to
+  fstatat on the root's descriptor; its getattr also runs once more as the rows before 2026-11-28 did,
+  `--opendir=ROOT` from elsewhere (tool "fio abs"), which stats the absolute path, five components longer.
+  The engines' order alternates between rounds. An engine's
   row counts every request over its whole process's CPU time (`engine_cpu_s`), like fio's; a
   "window" row (engines that report `window_cpu_s`) counts the window's requests over the CPU time
   the window took, like the raw loop, which opens its descriptors before its timed loop and
   counts only the loop: the warm-up opens the engine's descriptors (its read cache) and start-up,
   drain, restore and the result stay out, so both sides measure the same work.
-Then, if valgrind is installed, user-space instructions per op of each engine and posix workload:
-callgrind counts of a 10 s and a 5 s closed-loop trial, their difference over the difference in ops
-(start-up, the result's encoding and, once every file has been read, the read cache's opens cancel out). Instruction counts repeat on a busy machine.
+Then, if valgrind is installed, user-space instructions and simulated L1 data-cache misses per op of
+each engine, posix workload and the raw loop: callgrind (--cache-sim, its 32 KiB L1 and a 1 MiB last level)
+of a 6 s and a 2 s trial, the engines' after a 2 s warm-up that opens every file, their difference over the
+difference in ops (start-up, the warm-up, the result's encoding cancel out). Counts repeat on a busy machine;
+the simulation sees user space only, so the kernel's evictions between two ops are not in the misses.
 """
 
 import hashlib
@@ -74,65 +80,78 @@ def null_rows(rnd: int, engines: list[tuple[str, str]], cpu: int) -> list[dict]:
     return rows
 
 
+def fio_jobs(wl: str, root: Path, runtime_s: float = PEER_S) -> list[tuple[str, list[str], Path | None]]:
+    """fio's jobs for a posix workload: (tool, arguments, working directory). "fio" runs in the file-set root and
+    names it `.`, so its filestat job stats a path relative to the root, as the engines and the raw loop do;
+    "fio abs" (getattr only) names the root by its absolute path, as the rows before 2026-11-28 did."""
+    runs = [("fio", ".", root)] + ([("fio abs", str(root), None)] if wl == "getattr" else [])
+    common_args = ["--file_service_type=random", "--time_based=1", f"--runtime={runtime_s:g}"] + POSIX[wl]["fio"]
+    return [(tool, [f"--name={wl}", f"--opendir={opendir}"] + common_args, cwd) for tool, opendir, cwd in runs]
+
+
 def posix_rows(
     rnd: int, engines: list[tuple[str, str]], cpu: int, root: Path, target: Path, rel_list: Path, rawloop: Path
 ) -> list[dict]:
     rows = []
     for wl, w in POSIX.items():
+        row = {"round": rnd, "target": "posix", "workload": wl, "loadavg": open("/proc/loadavg").read().split()[:3]}
         for name, engine in engines:
             spec = closed_spec({"kind": "posix", "path": str(target)}, w["mix"], PEER_S, WARMUP_S)
             r = json.loads(common.run([engine, "run", "-"], input=json.dumps(spec), timeout=120, cpus={cpu}).stdout)
             ops = sum(o["count"] for o in r["ops"].values())  # the window's
-            row = {"round": rnd, "target": "posix", "workload": wl}
             rows.append({**row, "tool": name, "ops_per_cpu_s": r["issued"] / r["engine_cpu_s"], "ops": r["issued"]})
             if r.get("window_cpu_s"):
                 rows.append({**row, "tool": f"{name} window", "ops_per_cpu_s": ops / r["window_cpu_s"], "ops": ops})
-        fio_args = [
-            f"--name={wl}",
-            f"--opendir={root}",
-            "--file_service_type=random",
-            "--time_based=1",
-            f"--runtime={PEER_S:g}",
-        ] + w["fio"]
-        j, proc = common.fio(fio_args, timeout=120, cpus={cpu})
-        job = j["jobs"][0]["read"]
-        n = job["clat_ns"]["N"] if wl == "getattr" else job["total_ios"]  # filestat: one clat sample per stat()
-        rows.append(
-            {"round": rnd, "target": "posix", "workload": wl, "tool": "fio", "ops_per_cpu_s": n / proc.cpu_s, "ops": n}
-        )
+        for tool, fio_args, cwd in fio_jobs(wl, root):
+            j, proc = common.fio(fio_args, timeout=120, cpus={cpu}, cwd=cwd)
+            job = j["jobs"][0]["read"]
+            n = job["clat_ns"]["N"] if wl == "getattr" else job["total_ios"]  # filestat: one clat sample per stat()
+            rows.append({**row, "tool": tool, "ops_per_cpu_s": n / proc.cpu_s, "ops": n})
         raw = json.loads(common.run([rawloop, w["raw"], root, rel_list, PEER_S], timeout=120, cpus={cpu}).stdout)
-        rows.append(
-            {
-                "round": rnd,
-                "target": "posix",
-                "workload": wl,
-                "tool": f"raw {w['raw']}",
-                "ops_per_cpu_s": raw["ops"] / raw["cpu_s"],
-                "ops": raw["ops"],
-            }
-        )
+        rows.append({**row, "tool": f"raw {w['raw']}", "ops_per_cpu_s": raw["ops"] / raw["cpu_s"], "ops": raw["ops"]})
     for row in rows:
         print(json.dumps(row), flush=True)
     return rows
 
 
-def instructions_per_op(engine: str, target: Path, mix: dict, work: Path) -> dict:
-    """User-space instructions per op: (Ir of a 10 s trial - Ir of a 5 s trial) / (ops difference). Under
-    valgrind a client makes a few thousand requests a second: the shorter trial must already have opened
-    most of the 4096 files, or their opens land in the difference."""
+CALLGRIND_EVENTS = ["Ir", "Dr", "Dw", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw"]
+
+
+def events_per_op(command, spec_of, work: Path) -> dict:
+    """Callgrind's events per op: (events of a 6 s run - those of a 2 s run) / (ops difference).
+    `command(runtime_s)` is the command line (with the spec from `spec_of(runtime_s)` on its stdin, if
+    any); its output is an engine result or a raw-loop line. Under valgrind the rate follows the
+    machine's load, so a pair whose longer run made fewer than 1.5 times the shorter one's ops
+    (a neighbour took the CPU) is measured again, up to three times."""
+    for _ in range(3):
+        got = events_pair(command, spec_of, work)
+        if got["ops"][1] >= 1.5 * got["ops"][0]:
+            break
+    return got
+
+
+def events_pair(command, spec_of, work: Path) -> dict:
     counts = {}
-    for runtime_s in (5.0, 10.0):
+    for runtime_s in (2.0, 6.0):
         out = work / f"cg-{runtime_s:g}.out"
-        spec = closed_spec({"kind": "posix", "path": str(target)}, mix, runtime_s)
+        spec = spec_of(runtime_s)
         p = common.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", engine, "run", "-"],
-            input=json.dumps(spec),
+            ["valgrind", "--tool=callgrind", "--cache-sim=yes", "--LL=1048576,16,64", f"--callgrind-out-file={out}"]
+            + command(runtime_s),
+            input=json.dumps(spec) if spec else None,
             timeout=600,
         )
-        ir = int(re.search(r"Collected : (\d+)", p.stderr).group(1))
-        counts[runtime_s] = (ir, sum(o["count"] for o in json.loads(p.stdout)["ops"].values()))
-    (ir1, n1), (ir2, n2) = counts[5.0], counts[10.0]
-    return {"ir_per_op": (ir2 - ir1) / (n2 - n1), "ops": [n1, n2], "ir": [ir1, ir2]}
+        events = [int(n) for n in re.search(r"Collected : ([\d ]+)", p.stderr).group(1).split()]
+        result = json.loads(p.stdout)
+        counts[runtime_s] = (events, result.get("issued", result.get("ops")))
+    (e1, n1), (e2, n2) = counts[2.0], counts[6.0]
+    per_op = {name: (b - a) / (n2 - n1) for name, a, b in zip(CALLGRIND_EVENTS, e1, e2)}
+    return {
+        "ir_per_op": per_op["Ir"],
+        "d1_misses_per_op": per_op["D1mr"] + per_op["D1mw"],
+        "per_op": per_op,
+        "ops": [n1, n2],
+    }
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -172,9 +191,10 @@ def main(new: str, old: str, rounds: int, out_path: str) -> None:
     try:
         target = work / "target"
         target.mkdir()
+        posix = {"kind": "posix", "path": str(target)}
         common.run(
             [new, "prepare", "-"],
-            input=json.dumps(closed_spec({"kind": "posix", "path": str(target)}, {"getattr": 1.0}, 1)),
+            input=json.dumps(closed_spec(posix, {"getattr": 1.0}, 1)),
             timeout=600,
         )
         root, files = common.list_files(target)
@@ -190,8 +210,15 @@ def main(new: str, old: str, rounds: int, out_path: str) -> None:
         callgrind = {}
         if shutil.which("valgrind"):
             for wl, w in POSIX.items():
-                for name, engine in [("new", new), ("old", old)]:
-                    callgrind[f"{wl} {name}"] = instructions_per_op(engine, target, w["mix"], work)
+                runs = [
+                    (name, lambda _, e=engine: [e, "run", "-"], lambda rt, w=w: closed_spec(posix, w["mix"], rt, 2.0))
+                    for name, engine in [("new", new), ("old", old)]
+                ]
+                runs.append(
+                    (f"raw {w['raw']}", lambda rt, w=w: [rawloop, w["raw"], root, rel_list, rt], lambda _: None)
+                )
+                for name, command, spec_of in runs:
+                    callgrind[f"{wl} {name}"] = events_per_op(command, spec_of, work)
                     print(wl, name, json.dumps(callgrind[f"{wl} {name}"]), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -5,6 +5,13 @@
  * MODE  stat       fstatat(root, path, AT_SYMLINK_NOFOLLOW)      (peakbench getattr)
  *       read-open  openat + pread(XFER at a random offset) + close (peakbench read)
  *       read-fd    pread on descriptors opened before the loop     (fio psync)
+ *       read-fd-state  read-fd, and each read also touches per-file state laid out as the
+ *                  engine's (BENCHMARKS.md §2): the size from a table of 16-byte entries, a
+ *                  16-byte path slot, and a locked increment (and, after the read, decrement)
+ *                  of a count at the head of the path's own 48-byte allocation, as an Arc clone
+ *                  and drop do: what those three lines cost a read on this machine
+ *       read-fd-lines  read-fd-state with a plain load of that count instead of the locked
+ *                  increment and decrement: the lines alone
  * ROOT  directory the paths in LIST are relative to (opened once, like peakbench's root)
  * LIST  one relative path per line
  *
@@ -52,13 +59,14 @@ static uint64_t next_random(void) {
 
 int main(int argc, char **argv) {
     if (argc < 5) {
-        fprintf(stderr, "usage: rawloop stat|read-open|read-fd ROOT LIST SECONDS [XFER]\n");
+        fprintf(stderr, "usage: rawloop stat|read-open|read-fd|read-fd-state|read-fd-lines ROOT LIST SECONDS [XFER]\n");
         return 2;
     }
     const char *mode = argv[1];
     double seconds = atof(argv[4]);
     size_t xfer = argc > 5 ? (size_t)atol(argv[5]) : 4096;
-    int st = !strcmp(mode, "stat"), ro = !strcmp(mode, "read-open"), rf = !strcmp(mode, "read-fd");
+    int st = !strcmp(mode, "stat"), ro = !strcmp(mode, "read-open"), locked = !strcmp(mode, "read-fd-state");
+    int state = locked || !strcmp(mode, "read-fd-lines"), rf = !strcmp(mode, "read-fd") || state;
     if (!(st || ro || rf)) {
         fprintf(stderr, "rawloop: unknown mode %s\n", mode);
         return 2;
@@ -101,6 +109,18 @@ int main(int argc, char **argv) {
         fprintf(stderr, "rawloop: empty list\n");
         return 1;
     }
+    /* The engine's per-file state for read-fd-state (see the usage above). */
+    struct file_entry { off_t size; uint32_t parent; uint16_t generation; uint8_t origin, alive; } *file_table = NULL;
+    struct path_slot { uint64_t *shared; size_t len; } *path_slots = NULL;
+    if (state) {
+        file_table = calloc(n, sizeof *file_table);
+        path_slots = calloc(n, sizeof *path_slots);
+        for (size_t i = 0; i < n; i++) {
+            file_table[i].size = sizes[i];
+            path_slots[i].shared = calloc(1, 48);
+            path_slots[i].len = strlen(paths[i]);
+        }
+    }
     char *buf = aligned_alloc(4096, xfer < 4096 ? 4096 : (xfer + 4095) / 4096 * 4096);
     off_t align = 1;
     while (align * 2 <= (off_t)(xfer < 4096 ? xfer : 4096)) align *= 2;
@@ -109,7 +129,8 @@ int main(int argc, char **argv) {
     while (t < end) {
         for (int k = 0; k < 1024; k++) {
             size_t i = next_random() % n;
-            off_t span = sizes[i] > (off_t)xfer ? sizes[i] - (off_t)xfer : 0;
+            off_t size = state ? file_table[i].size : sizes[i];
+            off_t span = size > (off_t)xfer ? size - (off_t)xfer : 0;
             off_t at = span ? (off_t)(next_random() % (uint64_t)(span / align + 1)) * align : 0;
             if (st) {
                 struct stat sb;
@@ -122,6 +143,14 @@ int main(int argc, char **argv) {
                 }
                 errors += pread(fd, buf, xfer, at) < 0;
                 close(fd);
+            } else if (locked) {
+                uint64_t *shared = path_slots[i].shared;
+                __atomic_fetch_add(shared, 1, __ATOMIC_RELAXED);
+                errors += pread(fds[i], buf, xfer, at) < 0;
+                __atomic_fetch_sub(shared, 1, __ATOMIC_RELEASE);
+            } else if (state) {
+                errors += *(volatile uint64_t *)path_slots[i].shared; /* 0: the line's load, not its value */
+                errors += pread(fds[i], buf, xfer, at) < 0;
             } else {
                 errors += pread(fds[i], buf, xfer, at) < 0;
             }

@@ -15,6 +15,12 @@ use std::sync::Mutex;
 pub const LOG_LEN: usize = 4096;
 /// Cached descriptors per thread.
 const CACHE_PER_THREAD: usize = 8192;
+/// Files of an index below this keep their descriptor in a plain array slot of 4 bytes (at
+/// most 256 KiB a thread), like the raw loop's descriptor array: a hit reads one small line
+/// and hashes nothing. Higher indexes (a set of more than 65,536 files) go through the table.
+const DIRECT_FILES: usize = 1 << 16;
+/// An empty slot of `FdCache::by_index`.
+const NO_FD: RawFd = -1;
 
 /// What all threads share: the invalidation log and the descriptor budget.
 pub struct ReadCache {
@@ -65,9 +71,9 @@ impl ReadCache {
             Cached(RawFd),
             Uncached(Fd), // the descriptor budget is spent: read, then close
         }
-        let (path, (h1, h2)) = match key {
-            Key::File(index, path) => (path, (FILE_KEY | index as u64, 0)),
-            Key::Path(path) => (path, path_hash(path)),
+        let (path, (h1, h2), direct) = match key {
+            Key::File(index, path) => (path, (FILE_KEY | index as u64, 0), ((index as usize) < DIRECT_FILES).then_some(index as usize)),
+            Key::Path(path) => (path, path_hash(path), None),
         };
         let got = TABLE.with(|c| -> Result<Got, String> {
             let mut c = c.borrow_mut();
@@ -89,7 +95,11 @@ impl ReadCache {
                 }
                 c.seen = epoch;
             }
-            if let Some(fd) = c.find(h1, h2) {
+            let found = match direct {
+                Some(i) => c.by_index.get(i).copied().filter(|&fd| fd != NO_FD),
+                None => c.find(h1, h2),
+            };
+            if let Some(fd) = found {
                 return Ok(Got::Cached(fd));
             }
             let fd = open(path)?;
@@ -101,8 +111,13 @@ impl ReadCache {
             }
             let raw = fd.0;
             std::mem::forget(fd);
-            c.evict(&self.cached, h1); // a path sharing the first hash, if any: one entry per h1
-            c.insert(h1, h2, raw);
+            match direct {
+                Some(i) => c.insert_direct(i, raw),
+                None => {
+                    c.evict(&self.cached, h1); // a path sharing the first hash, if any: one entry per h1
+                    c.insert(h1, h2, raw);
+                }
+            }
             if h1 & FILE_KEY != 0 {
                 c.alias(path_hash(path).0, h1);
             }
@@ -166,16 +181,22 @@ struct Entry {
     fd: RawFd,
 }
 
-/// One thread's open read descriptors: an open-addressing table (linear probing,
-/// at most half full, backward-shift deletion) of 16-byte entries.
+/// One thread's open read descriptors: those of files read by an index below DIRECT_FILES in
+/// `by_index`, the others in an open-addressing table (linear probing, at most half full,
+/// backward-shift deletion) of 16-byte entries.
 #[derive(Default)]
 struct FdCache {
     owner: u64,
     seen: u64,
     slots: Vec<Entry>,
+    /// File i's descriptor at i, NO_FD if none; as long as the highest index read so far.
+    by_index: Vec<RawFd>,
+    /// Descriptors in `slots` and `by_index` together, and of them in `by_index`.
     len: usize,
-    /// Where the next eviction scan starts.
+    direct_len: usize,
+    /// Where the next eviction scans of `slots` and of `by_index` start.
     hand: usize,
+    direct_hand: usize,
     /// The file-index key cached under each path's first hash, so that invalidating a path
     /// finds the descriptor its file index holds.
     aliases: HashMap<u64, u64>,
@@ -250,7 +271,8 @@ impl FdCache {
     fn alias(&mut self, h1: u64, key: u64) {
         if self.aliases.len() >= 2 * CACHE_PER_THREAD {
             // Aliases of descriptors evicted since: keep only the live ones.
-            let live: HashSet<u64> = self.slots.iter().map(|e| e.h1).filter(|k| k & FILE_KEY != 0).collect();
+            let direct = self.by_index.iter().enumerate().filter(|(_, &fd)| fd != NO_FD).map(|(i, _)| FILE_KEY | i as u64);
+            let live: HashSet<u64> = self.slots.iter().map(|e| e.h1).filter(|k| k & FILE_KEY != 0).chain(direct).collect();
             self.aliases.retain(|_, k| live.contains(k));
         }
         self.aliases.insert(h1, key);
@@ -264,8 +286,30 @@ impl FdCache {
         }
     }
 
-    /// Close and forget every descriptor of a path with this first hash.
+    fn insert_direct(&mut self, index: usize, fd: RawFd) {
+        if index >= self.by_index.len() {
+            self.by_index.resize(index + 1, NO_FD);
+        }
+        debug_assert_eq!(self.by_index[index], NO_FD, "inserted on a miss only");
+        self.by_index[index] = fd;
+        self.len += 1;
+        self.direct_len += 1;
+    }
+
+    /// Close and forget every descriptor of a path with this first hash (or of the file of
+    /// this index key).
     fn evict(&mut self, cached: &AtomicUsize, h1: u64) {
+        if h1 & FILE_KEY != 0 && ((h1 & !FILE_KEY) as usize) < DIRECT_FILES {
+            let i = (h1 & !FILE_KEY) as usize;
+            if let Some(fd) = self.by_index.get_mut(i).filter(|fd| **fd != NO_FD) {
+                unsafe { libc::close(*fd) };
+                *fd = NO_FD;
+                self.len -= 1;
+                self.direct_len -= 1;
+                cached.fetch_sub(1, Relaxed);
+            }
+            return;
+        }
         if self.slots.is_empty() {
             return;
         }
@@ -287,6 +331,21 @@ impl FdCache {
         if self.len == 0 {
             return;
         }
+        if self.len == self.direct_len {
+            // Every descriptor is in `by_index`.
+            let n = self.by_index.len();
+            while self.by_index[self.direct_hand % n] == NO_FD {
+                self.direct_hand += 1;
+            }
+            let i = self.direct_hand % n;
+            self.direct_hand += 1;
+            unsafe { libc::close(self.by_index[i]) };
+            self.by_index[i] = NO_FD;
+            self.len -= 1;
+            self.direct_len -= 1;
+            cached.fetch_sub(1, Relaxed);
+            return;
+        }
         let mask = self.slots.len() - 1;
         while self.slots[self.hand & mask].h1 == 0 {
             self.hand += 1;
@@ -303,14 +362,21 @@ impl FdCache {
             cached.fetch_sub(1, Relaxed);
             *e = Entry::default();
         }
+        for fd in self.by_index.iter_mut().filter(|fd| **fd != NO_FD) {
+            unsafe { libc::close(*fd) };
+            cached.fetch_sub(1, Relaxed);
+            *fd = NO_FD;
+        }
         self.len = 0;
+        self.direct_len = 0;
     }
 }
 
 impl Drop for FdCache {
     fn drop(&mut self) {
-        for e in self.slots.iter().filter(|e| e.h1 != 0) {
-            unsafe { libc::close(e.fd) };
+        let table = self.slots.iter().filter(|e| e.h1 != 0).map(|e| e.fd);
+        for fd in table.chain(self.by_index.iter().copied().filter(|&fd| fd != NO_FD)) {
+            unsafe { libc::close(fd) };
         }
     }
 }

@@ -606,6 +606,32 @@ mod tests {
     }
 
     #[test]
+    fn reads_by_file_index_past_the_budget_close_others_and_still_follow_a_remove() {
+        let (dir, _) = target("index-budget");
+        let mut p = Posix::open_with(&dir.0, true).unwrap();
+        p.enter_fileset("fs", true).unwrap();
+        p.cache.as_mut().expect("cache on").limit = 2;
+        let files: Vec<IndexedFile> = (0..5u32).map(|i| IndexedFile { index: i, path: format!("f{i}").into() }).collect();
+        for (i, f) in files.iter().enumerate() {
+            p.ensure_file(&f.path, 1000 + i as u64, &[3u8; 4096]).unwrap();
+        }
+        let read = |p: &Posix, f: &IndexedFile| p.execute(&Request::Read { path: String::new(), file: Some(f.clone()), offset: 0, len: 4096, xfer: 4096 });
+        for _ in 0..3 {
+            for (i, f) in files.iter().enumerate() {
+                assert_eq!(read(&p, f), Ok(1000 + i as u64));
+            }
+        }
+        assert!(p.cache.as_ref().expect("cache on").cached.load(std::sync::atomic::Ordering::Relaxed) <= 2);
+        // Whichever descriptors survived, a removed file reads as gone and a re-created one anew.
+        for f in &files[3..] {
+            assert_eq!(p.execute(&Request::Remove { path: f.path.to_string() }), Ok(0));
+            assert_eq!(read(&p, f), Err("ENOENT".into()));
+        }
+        p.ensure_file(&files[4].path, 7, &[3u8; 4096]).unwrap();
+        assert_eq!(read(&p, &files[4]), Ok(7));
+    }
+
+    #[test]
     fn reads_work_without_the_cache_and_past_its_budget() {
         let (dir, _) = target("budget");
         let mut p = Posix::open_with(&dir.0, true).unwrap();
