@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -222,19 +223,12 @@ def test_receive_moderation_is_adaptive_by_default_reports_its_holds_and_spares_
     assert fixed_holds["holds"] > 0 and fixed_holds["mean_hold_us"] >= 1000.0, fixed_holds
 
 
-def test_one_thread_sends_reads_and_completes_a_pipelined_nfs_run(engine_path, ganesha_server, nfs_url):
-    """Flat out at 16 in flight, the leading sender reads the replies itself: no reader thread
-    per connection, whose wake-up and hand-off per reply cost the client CPU (issue 21). Every
-    call still completes, and a light load's latency stays that of one round trip."""
-    import subprocess
-
-    flat_out = _spec(nfs_url, {"getattr": 1.0}, rate=200_000, runtime_s=1.5)
-    flat_out["load"]["max_outstanding"] = 16
-    _engine(engine_path, "prepare", flat_out)
+def _run_watching_threads(engine_path, spec: dict) -> tuple[dict, set[str]]:
+    """Run a trial and collect the names of the engine's threads while it runs."""
     run = subprocess.Popen(
         [str(engine_path), "run", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    run.stdin.write(json.dumps(flat_out))
+    run.stdin.write(json.dumps(spec))
     run.stdin.close()
     names: set[str] = set()
     while run.poll() is None:
@@ -244,8 +238,18 @@ def test_one_thread_sends_reads_and_completes_a_pipelined_nfs_run(engine_path, g
             except OSError:
                 pass  # the thread ended meanwhile
         time.sleep(0.05)
-    result = json.loads(run.stdout.read())
-    assert run.returncode == 0
+    assert run.returncode == 0, run.stderr.read()
+    return json.loads(run.stdout.read()), names
+
+
+def test_one_thread_sends_reads_and_completes_a_pipelined_nfs_run(engine_path, ganesha_server, nfs_url):
+    """Flat out at 16 in flight, the leading sender reads the replies itself: no reader thread
+    per connection, whose wake-up and hand-off per reply cost the client CPU (issue 21). Every
+    call still completes, and a light load's latency stays that of one round trip."""
+    flat_out = _spec(nfs_url, {"getattr": 1.0}, rate=200_000, runtime_s=1.5)
+    flat_out["load"]["max_outstanding"] = 16
+    _engine(engine_path, "prepare", flat_out)
+    result, names = _run_watching_threads(engine_path, flat_out)
     assert "pb-sender" in names and not any("reader" in n for n in names), names
     getattr_ = result["ops"]["getattr"]
     assert getattr_["successes"] == getattr_["count"] > 1000, getattr_
@@ -488,8 +492,6 @@ def _counted_run(engine_path, ganesha_server, spec: dict) -> tuple[dict, dict, d
 
 
 def _engine(engine_path, command: str, spec: dict, check: bool = True):
-    import subprocess
-
     done = subprocess.run(
         [str(engine_path), command, "-"], input=json.dumps(spec), capture_output=True, text=True, timeout=120
     )

@@ -20,7 +20,7 @@ from peakbench.workload import find_workload, trial_spec
 sys.path.insert(0, str(Path(__file__).parent))
 from corrupting_proxy import READ_CAUGHT, CorruptingProxy, assert_caught, flipped_content  # noqa: E402
 from samba import Samba  # noqa: E402
-from test_nfs import _engine  # noqa: E402
+from test_nfs import _engine, _run_watching_threads  # noqa: E402
 from test_nfs import _spec as nfs_spec  # noqa: E402
 
 
@@ -240,27 +240,6 @@ def test_reads_and_writes_of_several_messages_finish_before_their_file_is_closed
     assert ops["read"]["count"] > 100 and ops["write"]["count"] > 50, ops
     assert _file_closed(ops) == 0, ops
     assert not {op: o["cancellations"] for op, o in ops.items() if o["cancellations"]}, ops
-
-
-def _run_watching_threads(engine_path, spec: dict) -> tuple[dict, set[str]]:
-    """Run a trial and collect the names of the engine's threads while it runs."""
-    import subprocess
-
-    run = subprocess.Popen(
-        [str(engine_path), "run", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    run.stdin.write(json.dumps(spec))
-    run.stdin.close()
-    names: set[str] = set()
-    while run.poll() is None:
-        for task in Path(f"/proc/{run.pid}/task").glob("*/comm"):
-            try:
-                names.add(task.read_text().strip())
-            except OSError:
-                pass  # the thread ended meanwhile
-        time.sleep(0.05)
-    assert run.returncode == 0, run.stderr.read()
-    return json.loads(run.stdout.read()), names
 
 
 def test_the_sender_reads_smbd_responses_itself_and_holds_them_only_with_many_in_flight(engine_path, samba):
