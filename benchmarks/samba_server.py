@@ -79,17 +79,18 @@ def confine_realtime(pid: int, cpu_percent: float, workdir: Path, engine: Path) 
 
 
 def engine_binary(wrapper: Path) -> Path:
-    """The engine the CLI would run ($PEAKBENCH_ENGINE, installed, or this checkout's build)."""
+    """The engine the CLI would run ($PEAKBENCH_ENGINE, installed, or this checkout's build). As the
+    configure hook of a surface, $PEAKBENCH_ENGINE is the wrapper itself: then the one the CLI would
+    run without it."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
-    from peakbench.engine import RunError, find_engine
+    from peakbench.engine import ENV_VAR, RunError, find_engine
 
+    if Path(os.environ.get(ENV_VAR) or "/").resolve() == wrapper.resolve():
+        del os.environ[ENV_VAR]
     try:
-        engine = find_engine().resolve()
+        return find_engine().resolve()
     except RunError as e:
         raise OSError(str(e)) from None
-    if engine == wrapper.resolve():
-        raise OSError(f"PEAKBENCH_ENGINE is {wrapper} itself: unset it before starting smbd")
-    return engine
 
 
 def stop(workdir: Path) -> None:
