@@ -63,6 +63,26 @@ def test_a_spent_cost_budget_is_named_as_such():
     assert "cost budget of 600 s" in result.message and "--budget" in result.message
 
 
+def test_careful_trials_the_search_stopped_among_are_in_its_loads_table():
+    # A careful search of a real-time smbd ran a scout at 171.6 ops/s (18.5 ms, "far below"), then four careful
+    # trials there (21.2-31.8 ms), and ran out of budget before the fifth: its loads table kept the scout's
+    # "far below" beside "trials 5", and the careful trials' reading was in no row. A first load whose careful
+    # trials were cut short was in no row at all.
+    reads = itertools.cycle([30.0, 35.0, 55.0, 25.0])
+
+    def run_trial(load, runlength_s):
+        mean = next(reads)
+        return Observation(load, load, mean, mean * 2, False, 10.0)
+
+    result = find_peak(run_trial, SearchSettings(rsat_ms=40.0, max_cost_s=40), "guided", seed_load=100.0)
+    assert result.verdict == "budget-spent"
+    ((load,),) = [result.loads]
+    assert (load.load, load.trials) == (100.0, 4)
+    assert "over 3 careful trials: the search stopped (budget-spent)" in load.reason, load.reason
+    assert 35.0 < load.mean_ms < 55.0  # the careful trials' R̄ (35, 55, 25 ms), not the scout's 30 ms
+    assert load.ci_low_ms < load.mean_ms < load.ci_high_ms
+
+
 def bracket_claims():
     """Quick searches of a 5 ms server peaking at 194 ops/s, a smooth M/M/1-like curve whose peak
     region is a narrow band of loads: most end with a bracket, not a load in the region."""

@@ -359,12 +359,45 @@ class _Search:
         return None
 
     def careful(self, load: float) -> LoadRecord:
-        """Careful trials at one load (see careful_trials), recorded with the trials' drifts for the report."""
+        """Careful trials at one load (see careful_trials), recorded with the trials' drifts for the report.
+        A search that stops among them (budget, trial limit, noise) still records what they read."""
         drifts: list[float] = []
-        record = self.careful_trials(load, drifts)
+        means: list[float] = []
+        try:
+            record = self.careful_trials(load, drifts, means)
+        except _Stopped as stop:
+            if means:
+                self.history.add(self.unfinished(load, tuple(means), tuple(drifts), stop.verdict))
+            raise
         return dataclasses.replace(record, drifts=tuple(drifts))
 
-    def careful_trials(self, load: float, drifts: list[float]) -> LoadRecord:
+    def unfinished(self, load: float, means: tuple[float, ...], drifts: tuple[float, ...], verdict: str) -> LoadRecord:
+        """A load whose careful trials the search stopped among: what they read, on the side of Rsat their mean
+        lies, unsettled (no bracket rests on it). Without it, the loads table kept an earlier scout's reading of
+        the load, or nothing, beside trials it did not count."""
+        s = self.settings
+        interval = (
+            response_interval(means, s.confidence, floored_log_deviation(means, list(drifts)), len(means))
+            if len(means) >= 2
+            else None
+        )
+        mean = interval.mean if interval is not None else means[0]
+        side = ABOVE if mean > s.rsat_ms else BELOW
+        read = self.describe(interval) if interval is not None else f"R̄ {mean:.1f} ms over 1 careful trial"
+        return LoadRecord(
+            load,
+            side,
+            mean,
+            interval,
+            True,
+            False,
+            f"{read}: the search stopped ({verdict}) before they settled a side",
+            settled=False,
+            means_ms=means,
+            drifts=drifts,
+        )
+
+    def careful_trials(self, load: float, drifts: list[float], means: list[float]) -> LoadRecord:
         """Careful trials at one load until it is below, above, or the peak (or noisy).
 
         Classification looks after every trial from min_trials on, as in
@@ -384,7 +417,7 @@ class _Search:
         """
         s = self.settings
         pilot = pilot_size(s)
-        means: list[float] = []  # drifts gets, per trial, log of its second half's mean over its first half's
+        # means gets each trial's R̄, drifts the log of its second half's mean over its first half's
         interval: ConfidenceInterval | None = None
         stage: tuple[int, float] | None = None  # (size, log deviation) of the completed stage
         planned = pilot  # trials this stage runs before the interval is judged for accuracy
