@@ -207,8 +207,7 @@ def test_receive_moderation_is_adaptive_by_default_reports_its_holds_and_spares_
     held = results["flat_out"]["receive_moderation"]
     assert held["mode"] == "adaptive" and held["hold_cap_us"] == 200.0 and held["hold_fraction_of_latency"] == 0.1
     assert 0 < held["holds"] <= held["reads"], held
-    # A hold is a tenth of the observed latency: on average far below the latency itself.
-    assert 0 < held["mean_hold_us"] < results["flat_out"]["latency"]["mean_ms"] * 1000 / 2, held
+    assert_holds_are_a_small_share_of_the_latency(results["flat_out"])
     assert results["light"]["receive_moderation"]["holds"] == 0
     assert results["light"]["latency"]["p50_ms"] < 1.0
     assert results["off"]["receive_moderation"] == {
@@ -221,6 +220,16 @@ def test_receive_moderation_is_adaptive_by_default_reports_its_holds_and_spares_
     fixed_holds = results["fixed"]["receive_moderation"]
     assert fixed_holds["mode"] == "fixed" and fixed_holds["hold_us"] == 1000.0
     assert fixed_holds["holds"] > 0 and fixed_holds["mean_hold_us"] >= 1000.0, fixed_holds
+
+
+def assert_holds_are_a_small_share_of_the_latency(result: dict) -> None:
+    """Adaptive holds are a tenth of the latency observed so far (a moving average), at most 200 us: all
+    together they are a small share of the latency the trial measured. (Against the trial's mean latency
+    a few holds in a moment of high latency can be long: 4 holds of 165 us beside a mean of 285 us.)"""
+    held = result["receive_moderation"]
+    completed = sum(op["successes"] for op in result["ops"].values())
+    total_latency_us = completed * result["latency"]["mean_ms"] * 1000
+    assert 0 < held["holds"] * held["mean_hold_us"] < total_latency_us / 10, (held, result["latency"])
 
 
 def _run_watching_threads(engine_path, spec: dict) -> tuple[dict, set[str]]:
