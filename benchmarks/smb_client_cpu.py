@@ -102,16 +102,9 @@ def _per_op(row: dict, counters: dict, ok: int) -> dict:
     return row
 
 
-def engine_run(
-    engine: str,
-    url: str,
-    op: str,
-    rate: float,
-    seconds: float,
-    client: str = "peakbench engine",
-    callgrind: bool = False,
-) -> dict:
-    spec = {
+def trial_spec(url: str, op: str, rate: float, seconds: float) -> dict:
+    """The engine trial of one op at `rate` against `url`: 16 files of 4 KiB, reads of 4 KiB."""
+    return {
         "schema": SPEC_SCHEMA,
         "target": parse_target(url),
         "seed": 1,
@@ -127,6 +120,18 @@ def engine_run(
         "mix": ENGINE_MIX[op],
         "read": {"pattern": "random", "size": {"kind": "constant", "value": 4096}},
     }
+
+
+def engine_run(
+    engine: str,
+    url: str,
+    op: str,
+    rate: float,
+    seconds: float,
+    client: str = "peakbench engine",
+    callgrind: bool = False,
+) -> dict:
+    spec = trial_spec(url, op, rate, seconds)
     subprocess.run([engine, "prepare", "-"], input=json.dumps(spec), capture_output=True, text=True, check=True)
     # Under callgrind, instructions per op: a count the machine's load does not move.
     profile = tempfile.NamedTemporaryFile(suffix=".callgrind")

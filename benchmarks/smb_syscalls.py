@@ -28,22 +28,7 @@ with Samba() as server:
     for run in range(runs):
         for op in ("echo", "getattr", "read4k"):
             for engine in engines:
-                spec = {
-                    "schema": b.SPEC_SCHEMA,
-                    "target": b.parse_target(url),
-                    "seed": 1,
-                    "load": {"rate": rates[op], "warmup_s": 0.0, "runtime_s": secs, "drain_timeout_s": 5.0},
-                    "fileset": {
-                        "seed": 1,
-                        "files": 16,
-                        "files_per_dir": {"kind": "constant", "value": 16},
-                        "dirs_per_dir": {"kind": "constant", "value": 0},
-                        "max_depth": 1,
-                        "file_sizes": {"kind": "constant", "value": 4096},
-                    },
-                    "mix": b.ENGINE_MIX[op],
-                    "read": {"pattern": "random", "size": {"kind": "constant", "value": 4096}},
-                }
+                spec = b.trial_spec(url, op, rates[op], secs)
                 subprocess.run(
                     [engine, "prepare", "-"], input=json.dumps(spec), capture_output=True, text=True, check=True
                 )
