@@ -32,16 +32,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 
-from peakbench.controller import SearchSettings, statistics  # noqa: E402
+from peakbench.controller import statistics  # noqa: E402
 from peakbench.controller.history import PEAK  # noqa: E402
-from peakbench.controller.search import careful_at, claimed_on_pilot, stated_response  # noqa: E402
+from peakbench.controller.search import claimed_on_pilot, stated_response  # noqa: E402
 from peakbench.sim import (  # noqa: E402
     RESPONSE_PRESETS,
     RESPONSE_REPEATS,
     RESPONSE_UTILISATIONS,
-    SimulatedServer,
-    SimulatedTarget,
-    response_preset,
+    response_records,
     response_summary,
 )
 
@@ -67,14 +65,7 @@ def measured(records_dir: Path, preset: str, utilisation: float, seed: int) -> d
     if path.exists():
         with path.open("rb") as file:
             return pickle.load(file)
-    server = SimulatedServer(CAPACITY, SERVICE_MS, queue=True)
-    load = utilisation * CAPACITY
-    truth = server.mean_response_ms(load)
-    settings = SearchSettings(rsat_ms=truth, **response_preset(preset))
-    records = [
-        careful_at(SimulatedTarget(server, settings.warmup_s, settings.psat, seed * 100_003 + i), settings, load)
-        for i in range(RESPONSE_REPEATS)
-    ]
+    settings, truth, records = response_records(utilisation, preset, RESPONSE_REPEATS, seed, CAPACITY, SERVICE_MS)
     cell = {"preset": preset, "utilisation": utilisation, "seed": seed, "truth": truth, "settings": settings}
     cell["records"] = records
     with open(f"{path}.tmp", "wb") as file:

@@ -213,6 +213,15 @@ def response_coverage(
     queue (`queue=1`, from empty each trial) measured with a preset's settings, Rsat set to the true mean
     response there so that the load lies in the peak region and the search runs its careful trials as it
     would at λ*."""
+    settings, truth, records = response_records(utilisation, preset, repeats, seed, capacity, service_ms)
+    return response_summary(utilisation, preset, settings, truth, records)
+
+
+def response_records(
+    utilisation: float, preset: str, repeats: int, seed: int, capacity: float, service_ms: float
+) -> tuple[SearchSettings, float, list]:
+    """The settings, the true mean response and the careful trials' records (None: too noisy) of
+    response_coverage's `repeats` loads."""
     from .controller.search import careful_at
 
     server = SimulatedServer(capacity, service_ms, queue=True)
@@ -223,7 +232,7 @@ def response_coverage(
         careful_at(SimulatedTarget(server, settings.warmup_s, settings.psat, seed * 100_003 + i), settings, load)
         for i in range(repeats)
     ]
-    return response_summary(utilisation, preset, settings, truth, records)
+    return settings, truth, records
 
 
 def response_summary(
