@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 
 import pytest
 from peakbench.controller import SearchSettings, find_peak, sweep_knee
@@ -16,7 +17,7 @@ from peakbench.controller.statistics import (
     t_interval,
 )
 from peakbench.searching import QUICK
-from peakbench.sim import SimulatedServer, SimulatedTarget, simulate
+from peakbench.sim import SimulatedServer, SimulatedTarget, simulate, target_from_url
 
 SETTINGS = SearchSettings()
 
@@ -45,6 +46,23 @@ def test_guided_costs_at_most_half_of_binsearch_and_a_tenth_of_linear(side_by_si
     assert side_by_side["guided"].total_cost_s <= 0.5 * side_by_side["binsearch"].total_cost_s
     assert side_by_side["guided"].total_cost_s < side_by_side["model"].total_cost_s
     assert side_by_side["guided"].total_cost_s <= 0.1 * side_by_side["linear"].total_cost_s
+
+
+def test_a_peak_whose_stated_interval_falls_short_of_the_accuracy_says_so_and_names_the_one_it_claimed_on():
+    # The search claims on the interval it steers by (Stein's); the one it states is wider by its allowances for
+    # trials begun on an empty queue. 31 of 300 searches of this server stated "accuracy 89.3%" and the like in
+    # their headline against a target of 90%, without a word; four of them among these seeds.
+    shortfalls = 0
+    for seed in range(40):
+        result = find_peak(target_from_url("sim://?capacity=800&service_ms=5", seed=seed), SETTINGS)
+        assert result.verdict == "peak", (seed, result.message)
+        short = "short of the target 90%" in result.message
+        assert short == (result.accuracy is not None and result.accuracy < SETTINGS.accuracy), (seed, result.message)
+        if short and result.measured_load is not None:
+            claimed = re.search(r"own interval \[[\d.]+, [\d.]+\] ms, accuracy ([\d.]+)%", result.message)
+            assert float(claimed.group(1)) / 100 >= SETTINGS.accuracy, result.message
+            shortfalls += 1
+    assert shortfalls >= 2
 
 
 def careful_runlengths(result):

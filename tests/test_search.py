@@ -22,8 +22,10 @@ from peakbench.workload import find_workload, trial_spec
 
 
 def test_a_search_on_a_simulated_server_finds_its_peak(cli, tmp_path):
+    # One seed, so that a failure repeats: about one search in ten of this server states its peak's R̄ interval
+    # short of the target accuracy, and says so (test_controller_search).
     out = tmp_path / "peak.json"
-    done = cli("search", "mail", "--target", "sim://?capacity=800&service_ms=5", "--json", str(out))
+    done = cli("search", "mail", "--target", "sim://?capacity=800&service_ms=5", "--seed", "1000", "--json", str(out))
     assert done.returncode == 0, done.stderr
     assert "peak rate" in done.stdout
     result = json.loads(out.read_text())

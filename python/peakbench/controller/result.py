@@ -13,7 +13,9 @@ region [Rsat(1−s), Rsat(1+s)] as in settings.py):
   confidence c, as measured on a simulated queue (BENCHMARKS.md §7, which
   names the cells where it holds less or more often). `accuracy` is its
   accuracy, 1 − (high−low)/(high+low); the search steered by another
-  interval (Stein's two-stage form), quoted in the load's reason.
+  interval (Stein's two-stage form), quoted in the load's reason, and claimed
+  when that one met a, so `accuracy` may fall short of a: the message then
+  says so and names the interval claimed on.
 - peak_rate: the estimate of the true peak rate λ_true, the load where the
   mean response is Rsat. It is measured_load itself when Rsat lies inside R̄'s
   interval there; otherwise the load where the response line 1/R = α − βλ
