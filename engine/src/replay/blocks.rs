@@ -45,17 +45,29 @@ pub struct Parsed {
     pub times: Vec<i64>,
 }
 
-fn open_log(path: &str) -> anyhow::Result<Box<dyn Read + Send>> {
+/// The log's text, and its length in bytes when that is known before reading it (a plain file,
+/// not a pipe or a gzip stream).
+fn open_log(path: &str) -> anyhow::Result<(Box<dyn Read + Send>, Option<u64>)> {
     let mut file = std::fs::File::open(path).with_context(|| format!("access log {path}"))?;
+    let plain_length = file.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
     let mut magic = [0u8; 2];
     let n = file.read(&mut magic).with_context(|| format!("access log {path}"))?;
     // Put the bytes read back in front (the log may be a pipe, which cannot seek).
     let head = std::io::Cursor::new(magic[..n].to_vec()).chain(file);
     Ok(if n == 2 && magic == [0x1f, 0x8b] {
-        Box::new(flate2::read::MultiGzDecoder::new(std::io::BufReader::with_capacity(1 << 20, head)))
+        (Box::new(flate2::read::MultiGzDecoder::new(std::io::BufReader::with_capacity(1 << 20, head))), None)
     } else {
-        Box::new(head)
+        (Box::new(head), plain_length)
     })
+}
+
+/// One worker per core, but no more than the log has blocks: a short log (a test's, a
+/// single replayed URL) is parsed without starting threads that would find nothing to do.
+fn parse_workers(cores: usize, plain_length: Option<u64>, block_bytes: usize) -> usize {
+    match plain_length {
+        Some(length) => cores.min(length.div_ceil(block_bytes as u64).max(1) as usize),
+        None => cores,
+    }
 }
 
 /// Parse the log in `spec` on every core, calling `merge` with each block's result in
@@ -66,8 +78,9 @@ pub fn parse_log(
     (block_bytes, table_limit): (usize, usize),
     mut merge: impl FnMut(Parsed) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
-    let reader = open_log(&spec.log)?;
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (reader, plain_length) = open_log(&spec.log)?;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let workers = parse_workers(cores, plain_length, block_bytes);
     let (free_tx, free_rx) = mpsc::channel::<Vec<u8>>();
     for _ in 0..2 * workers {
         free_tx.send(Vec::new()).expect("the receiver is here");
@@ -252,5 +265,22 @@ fn strip_origin(target: Cow<[u8]>) -> Cow<[u8]> {
         (Cow::Borrowed(t), Some(i)) => Cow::Borrowed(&t[i..]),
         (Cow::Owned(t), Some(i)) => Cow::Owned(t[i..].to_vec()),
         (_, None) => Cow::Borrowed(b"/"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_workers;
+
+    #[test]
+    fn a_log_shorter_than_a_block_is_parsed_by_one_worker_and_a_long_one_by_every_core() {
+        // A one-line log took a reader and a worker per core, threads an overloaded HTTP run was
+        // counted with (tests/test_http_loop.py).
+        assert_eq!(parse_workers(8, Some(70), 2 << 20), 1);
+        assert_eq!(parse_workers(8, Some(0), 2 << 20), 1);
+        assert_eq!(parse_workers(8, Some(3 * (2 << 20) - 1), 2 << 20), 3);
+        assert_eq!(parse_workers(8, Some(100 << 20), 2 << 20), 8);
+        // A pipe or a gzip stream: its length is unknown until read.
+        assert_eq!(parse_workers(8, None, 2 << 20), 8);
     }
 }
