@@ -260,7 +260,10 @@ def test_a_trial_across_hosts_in_network_namespaces(hosts, tmp_path):
     assert f"cluster: 2 load clients (workers of {hosts.scheduler})" in done.stderr
     result = json.loads(out.read_text())
     assert result["requested_rate"] == 600.0
-    assert result["achieved_rate"] == pytest.approx(600.0, rel=0.02)
+    # The schedule is kept exactly (no client lagged); goodput counts completions inside the 2 s window,
+    # whose edges move with the latency: on a loaded machine a 30 ms rise over the window reads 1.5% low.
+    assert result["sent"] == pytest.approx(600 * 2, abs=2)
+    assert result["achieved_rate"] == pytest.approx(600.0, rel=0.05)
     assert [c["requested_rate"] for c in result["clients"]] == [300.0, 300.0]
     assert result["cluster"]["verdict"] == "complete" and result["lagging"] == []
     assert result["cluster"]["start_skew_ms"] < 50
