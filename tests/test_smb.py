@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -289,3 +290,64 @@ def test_the_first_read_of_each_file_opens_it_without_a_sender_thread_of_its_own
     assert reads["successes"] == reads["count"] > 400 and reads["errors"] == {}, reads
     assert reads["bytes"] == 4096 * reads["successes"], reads
     assert result["outstanding"]["threads"] == 1, result["outstanding"]
+
+
+def _sampled_run(engine_path, spec: dict, pause_at_s: float, pause_s: float, samba) -> tuple[dict, int]:
+    """Run `spec` with smbd stopped (SIGSTOP) for `pause_s` from `pause_at_s`: the engine's result and the
+    most threads /proc showed it with (sampled every 10 ms)."""
+    run = subprocess.Popen([str(engine_path), "run", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    run.stdin.write(json.dumps(spec))
+    run.stdin.close()
+    started, paused, resumed, peak = time.monotonic(), False, False, 0
+    try:
+        while run.poll() is None and time.monotonic() < started + 60:
+            elapsed = time.monotonic() - started
+            if not paused and elapsed >= pause_at_s:
+                os.killpg(samba.process.pid, signal.SIGSTOP)
+                paused = True
+            if paused and not resumed and elapsed >= pause_at_s + pause_s:
+                os.killpg(samba.process.pid, signal.SIGCONT)
+                resumed = True
+            try:
+                status = Path(f"/proc/{run.pid}/status").read_text()
+            except OSError:
+                break
+            peak = max(peak, *(int(line.split()[1]) for line in status.splitlines() if line.startswith("Threads:")))
+            time.sleep(0.01)
+    finally:
+        os.killpg(samba.process.pid, signal.SIGCONT)
+    assert run.wait(timeout=60) == 0
+    return json.loads(run.stdout.read()), peak
+
+
+def test_readdirs_removes_and_renames_wait_out_a_stalled_server_without_a_thread_each(engine_path, samba):
+    """A readdir (CREATE, QUERY_DIRECTORY until STATUS_NO_MORE_FILES, CLOSE), a remove and a rename (after
+    the close of the file's kept handle) took the blocking way: each held a sender thread while it waited,
+    so while smbd stood still for a second the trial spawned a thread per readdir (BENCHMARKS.md §13: 7–383).
+    Now each goes out pipelined, the next message when the one before answers: one sender does the trial,
+    and every op still gets its verdict when smbd answers again. The directories hold 700 files, so a
+    readdirplus is two pages of names and attributes before STATUS_NO_MORE_FILES. Every op succeeds: the
+    getattrs and reads of renamed files name them as renamed, so the renames took effect (validate checks
+    that a listing names exactly what is there, and that a removed or renamed name is gone)."""
+    mix = {
+        "readdir": 0.25,
+        "readdirplus": 0.25,
+        "getattr": 0.2,
+        "read": 0.1,
+        "rename": 0.1,
+        "remove": 0.05,
+        "create": 0.05,
+    }
+    spec = _spec(samba.url("stalled-listings"), mix, rate=150, runtime_s=3.0)
+    spec["fileset"].update(files=1400, files_per_dir={"kind": "constant", "value": 700}, max_depth=1)
+    spec["fileset"]["dirs_per_dir"] = {"kind": "constant", "value": 2}
+    spec["load"]["drain_timeout_s"] = 5.0
+    _engine(engine_path, "prepare", spec)
+    result, peak_threads = _sampled_run(engine_path, spec, pause_at_s=1.0, pause_s=1.0, samba=samba)
+    ops = result["ops"]
+    assert ops["readdir"]["count"] + ops["readdirplus"]["count"] > 150, ops
+    for op, stats in ops.items():
+        assert stats["successes"] == stats["count"] > 0, (op, stats)
+    assert result["outstanding"]["threads"] == 1, result["outstanding"]
+    # The main thread, the monitor, the sender and a few more: not one per readdir waiting.
+    assert peak_threads <= 8, peak_threads
