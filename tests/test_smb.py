@@ -325,10 +325,10 @@ def test_readdirs_removes_and_renames_wait_out_a_stalled_server_without_a_thread
     the close of the file's kept handle) took the blocking way: each held a sender thread while it waited,
     so while smbd stood still for a second the trial spawned a thread per readdir (BENCHMARKS.md §13: 7–383).
     Now each goes out pipelined, the next message when the one before answers: one sender does the trial,
-    and every op still gets its verdict when smbd answers again. The directories hold 700 files, so a
-    readdirplus is two pages of names and attributes before STATUS_NO_MORE_FILES. Every op succeeds: the
-    getattrs and reads of renamed files name them as renamed, so the renames took effect (validate checks
-    that a listing names exactly what is there, and that a removed or renamed name is gone)."""
+    and every op still gets its verdict when smbd answers again. Every op succeeds: the getattrs and reads of
+    renamed files name them as renamed, so the renames took effect. And a listing of a directory of 700 files
+    (a readdirplus is two pages of names and attributes before STATUS_NO_MORE_FILES) has the bytes of every
+    entry in the server's directory."""
     mix = {
         "readdir": 0.25,
         "readdirplus": 0.25,
@@ -351,3 +351,17 @@ def test_readdirs_removes_and_renames_wait_out_a_stalled_server_without_a_thread
     assert result["outstanding"]["threads"] == 1, result["outstanding"]
     # The main thread, the monitor, the sender and a few more: not one per readdir waiting.
     assert peak_threads <= 8, peak_threads
+
+    one_dir = _spec(samba.url("listed"), {"readdir": 0.5, "readdirplus": 0.5}, rate=20, runtime_s=1.0)
+    one_dir["fileset"].update(files=700, files_per_dir={"kind": "constant", "value": 700}, max_depth=0)
+    _engine(engine_path, "prepare", one_dir)
+    listed = _engine(engine_path, "run", one_dir)
+    (root,) = [p for p in (samba.share_dir / "listed").iterdir() if p.is_dir()]
+    names = [".", "..", *os.listdir(root)]
+    assert len(names) == 702, len(names)
+    # An entry is a fixed part and its UTF-16 name, 8-byte aligned (a page's last entry may go unpadded).
+    for op, fixed, pages in (("readdir", 12, 1), ("readdirplus", 104, 2)):
+        want = sum((fixed + 2 * len(n) + 7) // 8 * 8 for n in names)
+        stats = listed["ops"][op]
+        assert stats["successes"] == stats["count"] > 5, (op, stats)
+        assert want - 8 * pages <= stats["bytes"] / stats["count"] <= want, (op, stats["bytes"] / stats["count"], want)
