@@ -41,9 +41,7 @@ with Samba() as samba:
     for run in range(rounds):
         for stall in (False, True):
             for name, eng in engines.items():
-                # Never paused in a steady run: the pause would come after the run has ended.
-                pause_at = 1 + seconds / 2 if stall else 1e9
-                r, peak = t._sampled_run(Path(eng), specs[name], pause_at_s=pause_at, pause_s=1.0, samba=samba)
+                r, peak = t._sampled_run(Path(eng), specs[name], samba, pause_at_s=1 + seconds / 2 if stall else None)
                 ops = r["ops"]
                 count = sum(o["count"] for o in ops.values())
                 row = {

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -21,6 +20,7 @@ from peakbench.workload import find_workload, trial_spec
 sys.path.insert(0, str(Path(__file__).parent))
 from corrupting_proxy import READ_CAUGHT, CorruptingProxy, assert_caught, flipped_content  # noqa: E402
 from samba import Samba  # noqa: E402
+from test_http_loop import run_sampled  # noqa: E402
 from test_nfs import _engine, _run_watching_threads, assert_holds_are_a_small_share_of_the_latency  # noqa: E402
 from test_nfs import _spec as nfs_spec  # noqa: E402
 
@@ -292,32 +292,26 @@ def test_the_first_read_of_each_file_opens_it_without_a_sender_thread_of_its_own
     assert result["outstanding"]["threads"] == 1, result["outstanding"]
 
 
-def _sampled_run(engine_path, spec: dict, pause_at_s: float, pause_s: float, samba) -> tuple[dict, int]:
-    """Run `spec` with smbd stopped (SIGSTOP) for `pause_s` from `pause_at_s`: the engine's result and the
-    most threads /proc showed it with (sampled every 10 ms)."""
-    run = subprocess.Popen([str(engine_path), "run", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    run.stdin.write(json.dumps(spec))
-    run.stdin.close()
-    started, paused, resumed, peak = time.monotonic(), False, False, 0
+def _sampled_run(engine_path, spec: dict, samba, pause_at_s: float | None, pause_s: float = 1.0) -> tuple[dict, int]:
+    """Run `spec`, with smbd stopped (SIGSTOP) for `pause_s` from `pause_at_s` unless that is None: the
+    engine's result and the most threads /proc showed it with (test_http_loop's sampling)."""
+
+    def pause():
+        time.sleep(pause_at_s)
+        os.killpg(samba.process.pid, signal.SIGSTOP)
+        try:
+            time.sleep(pause_s)
+        finally:
+            os.killpg(samba.process.pid, signal.SIGCONT)
+
+    pausing = threading.Thread(target=pause)
+    if pause_at_s is not None:
+        pausing.start()
     try:
-        while run.poll() is None and time.monotonic() < started + 60:
-            elapsed = time.monotonic() - started
-            if not paused and elapsed >= pause_at_s:
-                os.killpg(samba.process.pid, signal.SIGSTOP)
-                paused = True
-            if paused and not resumed and elapsed >= pause_at_s + pause_s:
-                os.killpg(samba.process.pid, signal.SIGCONT)
-                resumed = True
-            try:
-                status = Path(f"/proc/{run.pid}/status").read_text()
-            except OSError:
-                break
-            peak = max(peak, *(int(line.split()[1]) for line in status.splitlines() if line.startswith("Threads:")))
-            time.sleep(0.01)
+        return run_sampled(engine_path, spec)
     finally:
-        os.killpg(samba.process.pid, signal.SIGCONT)
-    assert run.wait(timeout=60) == 0
-    return json.loads(run.stdout.read()), peak
+        if pause_at_s is not None:
+            pausing.join()
 
 
 def test_readdirs_removes_and_renames_wait_out_a_stalled_server_without_a_thread_each(engine_path, samba):
@@ -343,7 +337,7 @@ def test_readdirs_removes_and_renames_wait_out_a_stalled_server_without_a_thread
     spec["fileset"]["dirs_per_dir"] = {"kind": "constant", "value": 2}
     spec["load"]["drain_timeout_s"] = 5.0
     _engine(engine_path, "prepare", spec)
-    result, peak_threads = _sampled_run(engine_path, spec, pause_at_s=1.0, pause_s=1.0, samba=samba)
+    result, peak_threads = _sampled_run(engine_path, spec, samba, pause_at_s=1.0)
     ops = result["ops"]
     assert ops["readdir"]["count"] + ops["readdirplus"]["count"] > 150, ops
     for op, stats in ops.items():
