@@ -4,7 +4,10 @@ round, each run either steady or with smbd stopped (SIGSTOP) for a second mid-ru
 most threads /proc showed, CPU per op in the measured window, mean latency of all ops and of readdir, and ops
 without success.
 
-    python3 benchmarks/smb_chained.py ROUNDS RATE SECONDS name=ENGINE,name=ENGINE OUTPUT.json
+    python3 benchmarks/smb_chained.py ROUNDS RATE SECONDS name=ENGINE,name=ENGINE OUTPUT.json [TIMEOUT]
+
+TIMEOUT (an smb:// URL's timeout, e.g. 300ms; default 5s) shorter than the stall makes the requests sent meanwhile
+time out: then only stalled runs are made, to count the timeouts.
 """
 
 import json
@@ -24,6 +27,8 @@ from samba import Samba  # noqa: E402
 
 rounds, rate, seconds = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
 engines = dict(arg.split("=", 1) for arg in sys.argv[4].split(","))
+timeout = sys.argv[6] if len(sys.argv) > 6 else None
+stalls = (True,) if timeout else (False, True)
 rows = []
 started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 with Samba() as samba:
@@ -31,7 +36,7 @@ with Samba() as samba:
     for name, eng in engines.items():
         spec = trial_spec(
             find_workload("specsfs2008-cifs"),
-            parse_target(samba.url(f"chained-{name}")),
+            parse_target(samba.url(f"chained-{name}", options=f"timeout={timeout}" if timeout else "")),
             rate=rate,
             warmup_s=1,
             runtime_s=seconds,
@@ -39,7 +44,7 @@ with Samba() as samba:
         t._engine(Path(eng), "prepare", spec)
         specs[name] = spec
     for run in range(rounds):
-        for stall in (False, True):
+        for stall in stalls:
             for name, eng in engines.items():
                 r, peak = t._sampled_run(Path(eng), specs[name], samba, pause_at_s=1 + seconds / 2 if stall else None)
                 ops = r["ops"]
@@ -51,6 +56,7 @@ with Samba() as samba:
                     "achieved_rate": r["achieved_rate"],
                     "count": count,
                     "not_succeeded": count - sum(o["successes"] for o in ops.values()),
+                    "timeouts": sum(o["timeouts"] for o in ops.values()),
                     "sender_threads": r["outstanding"]["threads"],
                     "peak_threads": peak,
                     "window_cpu_us_per_op": 1e6 * r["window_cpu_s"] / (r["achieved_rate"] * seconds),
