@@ -20,6 +20,7 @@ from peakbench.workload import find_workload, trial_spec
 sys.path.insert(0, str(Path(__file__).parent))
 from corrupting_proxy import READ_CAUGHT, CorruptingProxy, assert_caught, flipped_content  # noqa: E402
 from samba import Samba  # noqa: E402
+from test_http_loop import run_sampled  # noqa: E402
 from test_nfs import _engine, _run_watching_threads, assert_holds_are_a_small_share_of_the_latency  # noqa: E402
 from test_nfs import _spec as nfs_spec  # noqa: E402
 
@@ -289,3 +290,72 @@ def test_the_first_read_of_each_file_opens_it_without_a_sender_thread_of_its_own
     assert reads["successes"] == reads["count"] > 400 and reads["errors"] == {}, reads
     assert reads["bytes"] == 4096 * reads["successes"], reads
     assert result["outstanding"]["threads"] == 1, result["outstanding"]
+
+
+def _sampled_run(engine_path, spec: dict, samba, pause_at_s: float | None, pause_s: float = 1.0) -> tuple[dict, int]:
+    """Run `spec`, with smbd stopped (SIGSTOP) for `pause_s` from `pause_at_s` unless that is None: the
+    engine's result and the most threads /proc showed it with (test_http_loop's sampling)."""
+
+    def pause():
+        time.sleep(pause_at_s)
+        os.killpg(samba.process.pid, signal.SIGSTOP)
+        try:
+            time.sleep(pause_s)
+        finally:
+            os.killpg(samba.process.pid, signal.SIGCONT)
+
+    pausing = threading.Thread(target=pause)
+    if pause_at_s is not None:
+        pausing.start()
+    try:
+        return run_sampled(engine_path, spec)
+    finally:
+        if pause_at_s is not None:
+            pausing.join()
+
+
+def test_readdirs_removes_and_renames_wait_out_a_stalled_server_without_a_thread_each(engine_path, samba):
+    """A readdir (CREATE, QUERY_DIRECTORY until STATUS_NO_MORE_FILES, CLOSE), a remove and a rename (after
+    the close of the file's kept handle) took the blocking way: each held a sender thread while it waited,
+    so while smbd stood still for a second the trial spawned a thread per readdir (BENCHMARKS.md §13: 7–383).
+    Now each goes out pipelined, the next message when the one before answers: one sender does the trial,
+    and every op still gets its verdict when smbd answers again. Every op succeeds: the getattrs and reads of
+    renamed files name them as renamed, so the renames took effect. And a listing of a directory of 700 files
+    (a readdirplus is two pages of names and attributes before STATUS_NO_MORE_FILES) has the bytes of every
+    entry in the server's directory."""
+    mix = {
+        "readdir": 0.25,
+        "readdirplus": 0.25,
+        "getattr": 0.2,
+        "read": 0.1,
+        "rename": 0.1,
+        "remove": 0.05,
+        "create": 0.05,
+    }
+    spec = _spec(samba.url("stalled-listings"), mix, rate=150, runtime_s=3.0)
+    spec["fileset"].update(files=1400, files_per_dir={"kind": "constant", "value": 700}, max_depth=1)
+    spec["fileset"]["dirs_per_dir"] = {"kind": "constant", "value": 2}
+    spec["load"]["drain_timeout_s"] = 5.0
+    _engine(engine_path, "prepare", spec)
+    result, peak_threads = _sampled_run(engine_path, spec, samba, pause_at_s=1.0)
+    ops = result["ops"]
+    assert ops["readdir"]["count"] + ops["readdirplus"]["count"] > 150, ops
+    for op, stats in ops.items():
+        assert stats["successes"] == stats["count"] > 0, (op, stats)
+    assert result["outstanding"]["threads"] == 1, result["outstanding"]
+    # The main thread, the monitor, the sender and a few more: not one per readdir waiting.
+    assert peak_threads <= 8, peak_threads
+
+    one_dir = _spec(samba.url("listed"), {"readdir": 0.5, "readdirplus": 0.5}, rate=20, runtime_s=1.0)
+    one_dir["fileset"].update(files=700, files_per_dir={"kind": "constant", "value": 700}, max_depth=0)
+    _engine(engine_path, "prepare", one_dir)
+    listed = _engine(engine_path, "run", one_dir)
+    (root,) = [p for p in (samba.share_dir / "listed").iterdir() if p.is_dir()]
+    names = [".", "..", *os.listdir(root)]
+    assert len(names) == 702, len(names)
+    # An entry is a fixed part and its UTF-16 name, 8-byte aligned (a page's last entry may go unpadded).
+    for op, fixed, pages in (("readdir", 12, 1), ("readdirplus", 104, 2)):
+        want = sum((fixed + 2 * len(n) + 7) // 8 * 8 for n in names)
+        stats = listed["ops"][op]
+        assert stats["successes"] == stats["count"] > 5, (op, stats)
+        assert want - 8 * pages <= stats["bytes"] / stats["count"] <= want, (op, stats["bytes"] / stats["count"], want)

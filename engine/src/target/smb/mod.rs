@@ -14,10 +14,13 @@
 //! | open, close | CREATE, CLOSE | a Markov workload's handle, kept from one to the other |
 //! | fgetattr, fsetattr, getsecurity | QUERY_INFO, SET_INFO(FileBasicInformation), QUERY_INFO(security) | on that handle |
 //! | create, mkdir | CREATE (new) + CLOSE | |
-//! | remove, rmdir | CREATE (delete on close) + CLOSE | |
-//! | rename, link | CREATE + SET_INFO(FileRenameInformation, FileLinkInformation) + CLOSE | |
-//! | readdir, readdirplus | CREATE + QUERY_DIRECTORY... + CLOSE | names; names with ids and attributes |
+//! | remove, rmdir | CREATE (delete on close) + CLOSE | a remove after the CLOSE of the file's kept handle |
+//! | rename, link | CREATE + SET_INFO(FileRenameInformation, FileLinkInformation) + CLOSE | a rename after the CLOSE of the file's kept handle |
+//! | readdir, readdirplus | CREATE + QUERY_DIRECTORY, QUERY_DIRECTORY..., CLOSE | names; names with ids and attributes; each when the one before answers |
 //! | fsstat, fsinfo | CREATE + QUERY_INFO(FileFsFullSize, FileFsAttribute) + CLOSE | on the root |
+//!
+//! Every op goes out without blocking a sender thread; one of several round trips (a listing, a remove or
+//! rename after a CLOSE) sends each message when the one before answers.
 //!
 //! symlink, readlink and pathconf have no SMB2 counterpart (Samba makes no symlinks
 //! for an SMB2 client): a mix naming them is refused before the trial.
@@ -83,8 +86,8 @@ fn malformed(e: String) -> SmbError {
     SmbError::Malformed(e)
 }
 
-/// What the SMB2 version of each op sends, for the ops that are one compound; `None`
-/// for those that take several round trips (or a handle not yet open).
+/// What the SMB2 version of each op sends, for the ops that are one compound; `Blocking` for those
+/// that take several round trips (`chained`, sent without blocking all the same) or a handle not yet open.
 enum Plan {
     /// Send these; the outcome is the bytes `bytes` finds in the responses.
     Compound(Vec<Req>, fn(&Replies) -> Res<u64>),
@@ -316,6 +319,95 @@ impl Transfer {
     }
 }
 
+/// What a directory listing learns: the bytes of its pages and the names in them (without . and ..).
+type Listed = Box<dyn FnOnce(Res<(u64, Vec<String>)>) + Send>;
+
+/// A directory listing sent without blocking: CREATE + QUERY_DIRECTORY as one compound, each further
+/// QUERY_DIRECTORY when the one before answers, until STATUS_NO_MORE_FILES, then the CLOSE, whose answer
+/// completes it. A blocking listing held a sender thread for all those round trips: a stalled server made
+/// the trial spawn one per readdir.
+struct Listing {
+    client: Arc<Client>,
+    live: Arc<Live>,
+    class: u8,
+    bytes: u64,
+    names: Vec<String>,
+    done: Listed,
+}
+
+impl Listing {
+    fn start(self, full: &str) {
+        let open = wire::create(full, wire::FILE_READ_DATA | wire::FILE_READ_ATTRIBUTES, 0, wire::OPEN, wire::DIRECTORY_FILE);
+        let (client, live) = (self.client.clone(), self.live.clone());
+        let first = [open, wire::query_directory(&RELATED_FID, self.class, true, DIR_PAGE)];
+        client.call_async(
+            &live,
+            &first,
+            Box::new(move |r| {
+                let opened = r.and_then(|r| {
+                    let h = status(&r[0])?;
+                    if h.status != wire::STATUS_SUCCESS {
+                        return Err(SmbError::Status(h.status));
+                    }
+                    Ok((wire::parse_create(&r[0]).map_err(malformed)?.fid, r))
+                });
+                match opened {
+                    Ok((fid, r)) => self.page(fid, &r[1]),
+                    Err(e) => (self.done)(Err(e)),
+                }
+            }),
+        );
+    }
+
+    /// A QUERY_DIRECTORY's answer: its names kept, then the next page asked for, or the handle closed.
+    fn page(mut self, fid: Fid, msg: &[u8]) {
+        let listed = (|| {
+            let h = status(msg)?;
+            if h.status == wire::STATUS_NO_MORE_FILES {
+                return Ok(true);
+            }
+            if h.status != wire::STATUS_SUCCESS {
+                return Err(SmbError::Status(h.status));
+            }
+            let page = wire::parse_output(msg).map_err(malformed)?;
+            self.bytes += page.len() as u64;
+            self.names.extend(wire::parse_names(page, self.class).map_err(malformed)?.into_iter().filter(|n| n != "." && n != ".."));
+            if self.names.len() > 10_000_000 {
+                return Err(SmbError::Malformed("directory listing never ends".into()));
+            }
+            Ok(false)
+        })();
+        match listed {
+            Ok(false) => {
+                let (client, live) = (self.client.clone(), self.live.clone());
+                client.call_async(
+                    &live,
+                    &[wire::query_directory(&fid, self.class, false, DIR_PAGE)],
+                    Box::new(move |r| match r {
+                        Ok(r) => self.page(fid, &r[0]),
+                        Err(e) => self.close(fid, Err(e)),
+                    }),
+                );
+                client.flush();
+            }
+            Ok(true) => self.close(fid, Ok(())),
+            Err(e) => self.close(fid, Err(e)),
+        }
+    }
+
+    /// Close the directory; the listing completes with its first failure, or its pages once the close answers.
+    fn close(self, fid: Fid, listed: Res<()>) {
+        let (client, live) = (self.client.clone(), self.live.clone());
+        client.call_async(&live, &[wire::close(&fid)], Box::new(move |r| (self.done)(listed.and_then(|_| check(&r?, &[])).map(|_| (self.bytes, self.names)))));
+        client.flush();
+    }
+}
+
+/// Whether an op takes several round trips, sent one after another without blocking (`Smb::start_chained`).
+fn chained(request: &Request) -> bool {
+    matches!(request, Request::Readdir { .. } | Request::Remove { .. } | Request::Rename { .. } | Request::Link { .. })
+}
+
 /// A request's messages and how its outcome is read from the responses.
 type Messages = (Vec<Req>, fn(&Replies) -> Res<u64>);
 
@@ -525,13 +617,13 @@ impl Smb {
         let (tx, rx) = std::sync::mpsc::channel();
         self.in_use.close_after((generation, fid), closing(self.client.clone(), live, fid, Box::new(move |outcome, _| drop(tx.send(outcome)))));
         self.client.flush();
-        self.completed(&rx).unwrap_or_else(|| Err(SmbError::Timeout.kind()))
+        self.completed(&rx, self.timeout).unwrap_or_else(|| Err(SmbError::Timeout.kind()))
     }
 
     /// What an asynchronous request's completion sends on `rx`, reading responses meanwhile (no
-    /// other thread need read its own); None after the request timeout.
-    fn completed<T>(&self, rx: &std::sync::mpsc::Receiver<T>) -> Option<T> {
-        let deadline = std::time::Instant::now() + self.timeout;
+    /// other thread need read its own); None after `within`.
+    fn completed<T>(&self, rx: &std::sync::mpsc::Receiver<T>, within: Duration) -> Option<T> {
+        let deadline = std::time::Instant::now() + within;
         loop {
             match rx.try_recv() {
                 Ok(r) => return Some(r),
@@ -593,13 +685,70 @@ impl Smb {
         }
     }
 
-    /// Close a kept handle before its file is removed or renamed.
-    fn release(&self, full: &str) {
-        let Some((generation, fid)) = self.handles.lock().expect("handles lock").remove(full) else { return };
-        if let Ok((_, live)) = self.client.pick(Some(full)) {
-            if live.generation == generation {
-                let _ = self.client.call(&live, &[wire::close(&fid)]);
+    /// Send a remove, rename or link (a compound on the path `full`) without blocking. A remove or rename
+    /// (`release`) first closes the path's kept handle, if any: its CLOSE is queued after the reads and
+    /// writes in progress on it, and the compound goes out when that CLOSE answers (whatever it says).
+    fn after_release(&self, full: &str, release: bool, reqs: Vec<Req>, done: Completion) {
+        let live = match self.client.pick(Some(full)) {
+            Ok((_, live)) => live,
+            Err(e) => return done(Err(e.kind()), 0),
+        };
+        let client = self.client.clone();
+        let send = {
+            let live = live.clone();
+            move || client.call_async(&live, &reqs, Box::new(move |r| done(r.and_then(|r| zero(&r)).map_err(|e| e.kind()), 0)))
+        };
+        let kept = if release { self.handles.lock().expect("handles lock").remove(full) } else { None };
+        match kept {
+            Some((generation, fid)) if generation == live.generation => {
+                let client = self.client.clone();
+                let then_send: Completion = Box::new(move |_, _| {
+                    send();
+                    client.flush();
+                });
+                self.in_use.close_after((generation, fid), closing(self.client.clone(), live, fid, then_send));
             }
+            _ => send(),
+        }
+    }
+
+    /// Start an op of several round trips (`chained`) without blocking: a listing, or a remove or rename
+    /// after the close of the path's kept handle.
+    fn start_chained(&self, request: &Request, done: Completion) {
+        match request {
+            Request::Readdir { path, plus } => {
+                self.list_async(&self.full(path), *plus, Box::new(move |r| done(r.map(|(bytes, _)| bytes).map_err(|e| e.kind()), 0)))
+            }
+            Request::Remove { path } => {
+                let full = self.full(path);
+                let open = wire::create(&full, wire::DELETE, 0, wire::OPEN, wire::NON_DIRECTORY_FILE | wire::DELETE_ON_CLOSE);
+                self.after_release(&full, true, with_close(open, []), done);
+            }
+            Request::Rename { from, to } | Request::Link { from, to } => {
+                let rename = matches!(request, Request::Rename { .. });
+                let (f, t) = (self.full(from), self.full(to));
+                let (class, access) = if rename { (wire::FILE_RENAME_INFO, wire::DELETE) } else { (wire::FILE_LINK_INFO, wire::FILE_READ_ATTRIBUTES) };
+                let open = wire::create(&f, access, 0, wire::OPEN, 0);
+                self.after_release(&f, rename, with_close(open, [wire::set_info(&RELATED_FID, class, &wire::rename_info(&t, false))]), done);
+            }
+            _ => unreachable!("not an op of several round trips (chained)"),
+        }
+    }
+
+    /// How long a blocking caller waits for an op of several round trips: each message has the request
+    /// timeout, so the op ends by then unless a listing has more pages; this bounds the wait regardless.
+    fn chain_timeout(&self) -> Duration {
+        self.timeout * 8
+    }
+
+    /// Start a directory listing (`Listing`) on the directory's connection.
+    fn list_async(&self, full: &str, plus: bool, done: Listed) {
+        match self.client.pick(Some(full)) {
+            Ok((_, live)) => {
+                let class = if plus { wire::FILE_ID_BOTH_DIR_INFO } else { wire::FILE_NAMES_INFO };
+                Listing { client: self.client.clone(), live, class, bytes: 0, names: Vec::new(), done }.start(full)
+            }
+            Err(e) => done(Err(e)),
         }
     }
 
@@ -683,7 +832,7 @@ impl Smb {
             let (_, live) = self.client.pick(Some(&full))?;
             self.open_async(live, full, Box::new(move |r| drop(tx.send(r))));
             self.client.flush();
-            return self.completed(&rx).unwrap_or(Err(SmbError::Timeout));
+            return self.completed(&rx, self.timeout).unwrap_or(Err(SmbError::Timeout));
         }
         let key = Self::path_of(request).map(|p| self.full(p));
         let (_, live) = self.client.pick(key.as_deref())?;
@@ -703,23 +852,6 @@ impl Smb {
                 let _using = self.in_use.enter((live.generation, f));
                 self.logical_write(&live, &f, *offset, *len, *xfer)
             }
-            (_, Request::Remove { path }) => {
-                let full = self.full(path);
-                self.release(&full);
-                let open = wire::create(&full, wire::DELETE, 0, wire::OPEN, wire::NON_DIRECTORY_FILE | wire::DELETE_ON_CLOSE);
-                zero(&self.call(Some(&full), &with_close(open, []))?)
-            }
-            (_, Request::Rename { from, to }) | (_, Request::Link { from, to }) => {
-                let rename = matches!(request, Request::Rename { .. });
-                let (f, t) = (self.full(from), self.full(to));
-                if rename {
-                    self.release(&f);
-                }
-                let (class, access) = if rename { (wire::FILE_RENAME_INFO, wire::DELETE) } else { (wire::FILE_LINK_INFO, wire::FILE_READ_ATTRIBUTES) };
-                let open = wire::create(&f, access, 0, wire::OPEN, 0);
-                zero(&self.call(Some(&f), &with_close(open, [wire::set_info(&RELATED_FID, class, &wire::rename_info(&t, false))]))?)
-            }
-            (_, Request::Readdir { path, plus }) => self.list(&self.full(path), *plus).map(|(bytes, _)| bytes),
             (_, r) => Err(SmbError::Malformed(format!("{r:?} has no SMB2 form"))),
         }
     }
@@ -753,34 +885,12 @@ impl Smb {
         Ok(done)
     }
 
-    /// Every name in a directory: (bytes of listing, names without . and ..).
+    /// Every name in a directory: (bytes of listing, names without . and ..), waited for.
     fn list(&self, full: &str, plus: bool) -> Res<(u64, Vec<String>)> {
-        let (_, live) = self.client.pick(Some(full))?;
-        let class = if plus { wire::FILE_ID_BOTH_DIR_INFO } else { wire::FILE_NAMES_INFO };
-        let open = wire::create(full, wire::FILE_READ_DATA | wire::FILE_READ_ATTRIBUTES, 0, wire::OPEN, wire::DIRECTORY_FILE);
-        let r = self.client.call(&live, &[open])?;
-        check(&r, &[])?;
-        let fid = wire::parse_create(&r[0]).map_err(malformed)?.fid;
-        let mut names = Vec::new();
-        let mut bytes = 0u64;
-        let listed = (|| loop {
-            let r = self.client.call(&live, &[wire::query_directory(&fid, class, names.is_empty() && bytes == 0, DIR_PAGE)])?;
-            let h = status(&r[0])?;
-            if h.status == wire::STATUS_NO_MORE_FILES {
-                return Ok(());
-            }
-            check(&r, &[])?;
-            let page = wire::parse_output(&r[0]).map_err(malformed)?;
-            bytes += page.len() as u64;
-            names.extend(wire::parse_names(page, class).map_err(malformed)?.into_iter().filter(|n| n != "." && n != ".."));
-            if names.len() > 10_000_000 {
-                return Err(SmbError::Malformed("directory listing never ends".into()));
-            }
-        })();
-        let closed = self.client.call(&live, &[wire::close(&fid)]);
-        listed?;
-        check(&closed?, &[])?;
-        Ok((bytes, names))
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.list_async(full, plus, Box::new(move |r| drop(tx.send(r))));
+        self.client.flush();
+        self.completed(&rx, self.chain_timeout()).unwrap_or(Err(SmbError::Timeout))
     }
 
     fn anyhow(&self, what: &str, path: &str, e: SmbError) -> anyhow::Error {
@@ -850,6 +960,12 @@ impl Target for Smb {
     fn execute(&self, request: &Request) -> Outcome {
         match request {
             Request::Handle { op: HandleOp::Close, path } => self.close_handle(&self.full(path)),
+            _ if chained(request) => {
+                let (tx, rx) = std::sync::mpsc::channel();
+                self.start_chained(request, Box::new(move |outcome, _| drop(tx.send(outcome))));
+                self.client.flush();
+                self.completed(&rx, self.chain_timeout()).unwrap_or_else(|| Err(SmbError::Timeout.kind()))
+            }
             _ => self.op(request).map_err(|e| e.kind()),
         }
     }
@@ -950,6 +1066,10 @@ impl Target for Smb {
         match self.plan(request, fid) {
             Plan::Compound(reqs, bytes) => {
                 self.client.call_async(&live, &reqs, Box::new(move |r| done(r.and_then(|r| bytes(&r)).map_err(|e| e.kind()), 0)));
+                Ok(())
+            }
+            Plan::Blocking if chained(request) => {
+                self.start_chained(request, done);
                 Ok(())
             }
             Plan::Blocking => Err(done),
