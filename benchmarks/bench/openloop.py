@@ -103,8 +103,10 @@ def bench_openloop(name: str = "openloop") -> dict:
         double = trial(2.0 * capacity, runtime)
 
         # fio: the same files, 4 KiB random reads (psync, one job), paced with --rate_iops; capacity from a closed-loop run.
+        # It runs in the file-set root and names it ".", so it opens the relative paths the engine opens
+        # (as flatout_ab.py and posix.py run it).
         fio_args = [
-            f"--opendir={root}",
+            "--opendir=.",
             "--file_service_type=random",
             "--ioengine=psync",
             "--rw=randread",
@@ -115,7 +117,10 @@ def bench_openloop(name: str = "openloop") -> dict:
         def fio_run(label, seconds, *extra):
             drop_page_cache()
             j, _ = fio(
-                [f"--name={label}", *fio_args, f"--runtime={seconds:g}", *extra], timeout=120, cgroup=fsys.cgroup
+                [f"--name={label}", *fio_args, f"--runtime={seconds:g}", *extra],
+                timeout=120,
+                cgroup=fsys.cgroup,
+                cwd=root,
             )
             return j["jobs"][0]["read"]
 

@@ -15,7 +15,7 @@ use super::lead::{Lead, LeadGuard};
 use super::sched::Claim;
 use super::tally::{Done, Quarters, Tally, Window};
 use crate::clock::Clock;
-use crate::op::Op;
+use crate::op::{Op, Request};
 use crate::target::{Completion, Target};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -308,9 +308,10 @@ impl Shared {
     }
 }
 
-/// Start a claimed request on a pipelining target without waiting for it; hand the
-/// claim back if the target must execute this one the blocking way.
-fn start(shared: &Arc<Shared>, claim: Claim, start_ns: u64, counted: bool) -> Result<(), Claim> {
+/// Start a claimed request on a pipelining target without waiting for it, and give back the
+/// request (its path buffer serves the next); hand the claim back if the target must execute
+/// this one the blocking way.
+fn start(shared: &Arc<Shared>, claim: Claim, start_ns: u64, counted: bool) -> Result<Request, Claim> {
     shared.wait_for_cap();
     // Counted before the target may complete it, on another thread.
     shared.started.fetch_add(1, Relaxed);
@@ -324,7 +325,7 @@ fn start(shared: &Arc<Shared>, claim: Claim, start_ns: u64, counted: bool) -> Re
         s.started_done(counted, Done { op, due_ns, class, held_by_limit, start_ns, done_ns, outcome, retransmissions });
     });
     match shared.target.start(&claim.request, done) {
-        Ok(()) => Ok(()),
+        Ok(()) => Ok(claim.request),
         Err(_unused) => {
             shared.started.fetch_sub(1, SeqCst);
             if counted {
@@ -435,7 +436,8 @@ fn sender(shared: Arc<Shared>, slot: Arc<Slot>) {
         if shared.pipelines {
             let lag = start_ns - claim.due_ns;
             match start(&shared, claim, start_ns, counted) {
-                Ok(()) => {
+                Ok(request) => {
+                    guard.source.recycle(request);
                     if counted {
                         bump(&slot.lag_ns, lag);
                         bump(&slot.lag_count, 1);

@@ -14,7 +14,7 @@ use crate::op::{Attr, Kind, Op, Outcome, Reply, Request};
 use crate::spec::NfsSpec;
 use anyhow::{anyhow, bail};
 use proto::{CreateHow, Error, Fh, Nfs3, Res, Sattr, Stable};
-use rpc::{CallOptions, Moderation, RpcClient};
+use rpc::{CallOptions, Callback, Moderation, RpcClient};
 use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
@@ -308,9 +308,9 @@ impl Nfs {
                 self.nfs.rpc.call_async(
                     proc_,
                     |e| args(at, n, e),
-                    Box::new(move |r, retrans| {
+                    Callback::Boxed(Box::new(move |r, retrans| {
                         let _ = tx.send((at, r.map_err(Error::Rpc).and_then(|reply| decode(&mut reply.dec(), n)), retrans));
-                    }),
+                    })),
                 );
                 sent += n as u64;
                 outstanding += 1;
@@ -568,22 +568,15 @@ impl Target for Nfs {
         // Single-RPC requests whose handles are cached go out without waiting; the
         // rest (LOOKUP chains, multi-transfer I/O, namespace changes) block a sender.
         let fh_of = |path: &str| if path.is_empty() { Some(self.root.clone()) } else { self.cached(path) };
-        fn finish<T>(
-            done: Completion,
-            r: Result<rpc::Reply<&[u8]>, rpc::RpcError>,
-            n: u32,
-            dec: impl FnOnce(&mut Dec) -> Res<T>,
-            bytes: impl FnOnce(T) -> u64,
-        ) {
-            let outcome = match r {
+        fn outcome<T>(r: Result<rpc::Reply<&[u8]>, rpc::RpcError>, dec: impl FnOnce(&mut Dec) -> Res<T>, bytes: impl FnOnce(T) -> u64) -> Outcome {
+            match r {
                 Ok(reply) => dec(&mut reply.dec()).map(bytes).map_err(|e| e.kind()),
                 Err(e) => Err(Error::Rpc(e).kind()),
-            };
-            done(outcome, n)
+            }
         }
         let rpc = &self.nfs.rpc;
         match request {
-            Request::Null => rpc.call_async(0, |_| {}, Box::new(move |r, n| finish(done, r, n, |_| Ok(()), |_| 0))),
+            Request::Null => rpc.call_async(0, |_| {}, Callback::Outcome(|r| outcome(r, |_| Ok(()), |_| 0), done)),
             Request::Getattr { path } => {
                 let Some(f) = fh_of(path) else { return Err(done) };
                 rpc.call_async(
@@ -591,7 +584,7 @@ impl Target for Nfs {
                     |e| {
                         e.opaque(&f);
                     },
-                    Box::new(move |r, n| finish(done, r, n, dec_getattr, |_| 0)),
+                    Callback::Outcome(|r| outcome(r, dec_getattr, |_| 0), done),
                 )
             }
             Request::Access { path } => {
@@ -601,7 +594,7 @@ impl Target for Nfs {
                     |e| {
                         e.opaque(&f).u32(ACCESS_ALL);
                     },
-                    Box::new(move |r, n| finish(done, r, n, dec_access, |_| 0)),
+                    Callback::Outcome(|r| outcome(r, dec_access, |_| 0), done),
                 )
             }
             Request::Readlink { path } => {
@@ -611,7 +604,7 @@ impl Target for Nfs {
                     |e| {
                         e.opaque(&f);
                     },
-                    Box::new(move |r, n| finish(done, r, n, dec_readlink, |s| s.len() as u64)),
+                    Callback::Outcome(|r| outcome(r, dec_readlink, |s| s.len() as u64), done),
                 )
             }
             Request::Lookup { dir, name } => {
@@ -622,19 +615,15 @@ impl Target for Nfs {
                     |e| {
                         e.opaque(&d).str(name);
                     },
-                    Box::new(move |r, n| {
-                        finish(
-                            done,
-                            r,
-                            n,
-                            |d| {
-                                let (f, _) = dec_lookup(d)?;
-                                cache.lock().expect("cache lock").insert(key, f);
-                                Ok(())
-                            },
-                            |_| 0,
-                        )
-                    }),
+                    // The handle goes into the cache: more to carry than a decoder.
+                    Callback::Boxed(Box::new(move |r, n| {
+                        let remember = |d: &mut Dec| {
+                            let (f, _) = dec_lookup(d)?;
+                            cache.lock().expect("cache lock").insert(key, f);
+                            Ok(())
+                        };
+                        done(outcome(r, remember, |_| 0), n)
+                    })),
                 )
             }
             Request::Read { path, offset, len, xfer, .. } if *len <= (*xfer).min(self.rsize as u64) => {
@@ -644,7 +633,7 @@ impl Target for Nfs {
                     |e| {
                         e.opaque(&f).u64(*offset).u32(*len as u32);
                     },
-                    Box::new(move |r, n| finish(done, r, n, dec_read, |(c, _, _)| c as u64)),
+                    Callback::Outcome(|r| outcome(r, dec_read, |(c, _, _)| c as u64), done),
                 )
             }
             Request::Fsstat | Request::Fsinfo | Request::Pathconf => {
@@ -659,11 +648,11 @@ impl Target for Nfs {
                     |e| {
                         e.opaque(&root);
                     },
-                    Box::new(move |r, n| match p {
-                        18 => finish(done, r, n, dec_fsstat, |_| 0),
-                        19 => finish(done, r, n, dec_fsinfo, |_| 0),
-                        _ => finish(done, r, n, dec_pathconf, |_| 0),
-                    }),
+                    match p {
+                        18 => Callback::Outcome(|r| outcome(r, dec_fsstat, |_| 0), done),
+                        19 => Callback::Outcome(|r| outcome(r, dec_fsinfo, |_| 0), done),
+                        _ => Callback::Outcome(|r| outcome(r, dec_pathconf, |_| 0), done),
+                    },
                 )
             }
             _ => return Err(done),

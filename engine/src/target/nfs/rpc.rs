@@ -9,9 +9,11 @@
 //! garbage) are counted and dropped.
 
 use super::xdr::{Dec, Enc};
+use crate::op::Outcome;
 use crate::target::idhash::IdHash;
 use crate::target::inflight::InflightCap;
 use crate::target::readbuf::ReadBuf;
+use crate::target::Completion;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::io::Write;
@@ -138,7 +140,30 @@ struct Slot {
 
 /// What an asynchronous call's completion receives: the reply (header already
 /// checked, bytes valid only during the call) and how many times the call was retransmitted.
-pub type Callback = Box<dyn for<'a> FnOnce(Result<Reply<&'a [u8]>, RpcError>, u32) + Send>;
+pub type AnyCallback = Box<dyn for<'a> FnOnce(Result<Reply<&'a [u8]>, RpcError>, u32) + Send>;
+
+/// An asynchronous call's completion.
+pub enum Callback {
+    /// Any code.
+    Boxed(AnyCallback),
+    /// A request's completion and the function that makes its outcome of the reply: the
+    /// completion is the call's only allocation (boxing it again would be a second per call).
+    Outcome(fn(Result<Reply<&[u8]>, RpcError>) -> Outcome, Completion),
+}
+
+impl Callback {
+    fn run(self, reply: Result<Reply<&[u8]>, RpcError>, retransmitted: u32) {
+        match self {
+            Callback::Boxed(cb) => cb(reply, retransmitted),
+            Callback::Outcome(outcome, done) => done(outcome(reply), retransmitted),
+        }
+    }
+}
+
+/// Records of this capacity or less are kept for the next calls once their reply is in,
+/// at most SPARE_RECORDS of them per connection: a call then allocates nothing for its record.
+const SPARE_RECORD_BYTES: usize = 1024;
+const SPARE_RECORDS: usize = 1024;
 
 struct AsyncCall {
     cb: Callback,
@@ -155,13 +180,18 @@ enum Waiter {
 }
 
 impl Waiter {
-    fn finish(self, r: Result<&[u8], RpcError>) {
+    /// Hand the waiter its reply; an asynchronous call's record comes back, for reuse.
+    fn finish(self, r: Result<&[u8], RpcError>) -> Option<Vec<u8>> {
         match self {
             Waiter::Thread(s) => {
                 *s.reply.lock().expect("slot lock") = Some(r.map(<[u8]>::to_vec));
                 s.waiter.unpark();
+                None
             }
-            Waiter::Async(a) => (a.cb)(r.and_then(parse_reply), a.retransmitted),
+            Waiter::Async(a) => {
+                a.cb.run(r.and_then(parse_reply), a.retransmitted);
+                Some(a.record)
+            }
         }
     }
 
@@ -177,7 +207,7 @@ impl Waiter {
 struct Live {
     writer: Mutex<TcpStream>,
     /// Asynchronous calls waiting for `flush`: many records, one write.
-    queued: Mutex<Vec<u8>>,
+    queued: Mutex<Outbox>,
     pending: Mutex<HashMap<u32, Waiter, IdHash>>,
     /// The receiving side: whoever holds it reads (`RpcClient::poll`).
     rx: Mutex<Rx>,
@@ -189,11 +219,20 @@ struct Live {
     moderation: Moderation,
 }
 
+/// What `flush` sends next, and record buffers to encode calls into.
+#[derive(Default)]
+struct Outbox {
+    bytes: Vec<u8>,
+    spare_records: Vec<Vec<u8>>,
+}
+
 /// What a connection's reader keeps between reads.
 struct Rx {
     records: Records,
     /// Every whole record of one read, and its waiter: one look-up under the lock for them all.
     batch: Vec<(Range<usize>, Option<Waiter>)>,
+    /// The records of the calls this read completed, for the outbox's spares (one lock a read).
+    done_records: Vec<Vec<u8>>,
     /// Calls still waiting once the last read's replies were matched.
     in_flight: usize,
     /// The reply latency (call made to reply read), smoothed over reads.
@@ -348,11 +387,12 @@ impl RpcClient {
         let reader = stream.try_clone().map_err(|e| RpcError::Connection(e.to_string()))?;
         let live = Arc::new(Live {
             writer: Mutex::new(stream),
-            queued: Mutex::new(Vec::with_capacity(64 * 1024)),
+            queued: Mutex::new(Outbox { bytes: Vec::with_capacity(64 * 1024), spare_records: Vec::new() }),
             pending: Mutex::new(HashMap::default()),
             rx: Mutex::new(Rx {
                 records: Records::new(MAX_RECORD),
                 batch: Vec::new(),
+                done_records: Vec::new(),
                 in_flight: 0,
                 observed_latency_s: 0.0,
                 last_expire: Instant::now(),
@@ -447,15 +487,21 @@ impl RpcClient {
 
     fn record(&self, xid: u32, proc_: u32, args: impl FnOnce(&mut Enc)) -> Vec<u8> {
         let mut rec = Vec::with_capacity(256);
+        self.encode(&mut rec, xid, proc_, args);
+        rec
+    }
+
+    /// Encode a call into `rec` (emptied first).
+    fn encode(&self, rec: &mut Vec<u8>, xid: u32, proc_: u32, args: impl FnOnce(&mut Enc)) {
+        rec.clear();
         {
-            let mut e = Enc(&mut rec);
+            let mut e = Enc(rec);
             e.u32(0).u32(xid).u32(0).u32(2).u32(self.prog).u32(self.vers).u32(proc_);
             e.0.extend_from_slice(&self.auth);
             args(&mut e);
         }
         let len = (rec.len() - 4) as u32;
         rec[..4].copy_from_slice(&(LAST_FRAGMENT | len).to_be_bytes());
-        rec
     }
 
     /// Queue a call and return at once; `flush` sends what was queued. `cb` runs with
@@ -463,15 +509,16 @@ impl RpcClient {
     pub fn call_async(&self, proc_: u32, args: impl FnOnce(&mut Enc), cb: Callback) {
         let live = match self.pick() {
             Ok(l) => l,
-            Err(e) => return cb(Err(e), 0),
+            Err(e) => return cb.run(Err(e), 0),
         };
         let xid = live.xid.fetch_add(1, Relaxed);
-        let mut rec = self.record(xid, proc_, args);
         // Queued and pending under the queue's lock: no flush sends it before its reply is awaited.
         let mut queued = live.queued.lock().expect("queue lock");
-        queued.extend_from_slice(&rec);
+        let mut rec = queued.spare_records.pop().unwrap_or_else(|| Vec::with_capacity(256));
+        self.encode(&mut rec, xid, proc_, args);
+        queued.bytes.extend_from_slice(&rec);
         if self.opts.retrans == 0 {
-            rec = Vec::new(); // never sent again: no copy to keep
+            queued.spare_records.push(std::mem::take(&mut rec)); // never sent again: no copy to keep
         }
         let now = Instant::now();
         let call = AsyncCall { cb, record: rec, queued_at: now, deadline: now + self.opts.timeout, tries_left: self.opts.retrans, retransmitted: 0 };
@@ -484,18 +531,18 @@ impl RpcClient {
             let live = c.live.lock().expect("conn lock").0.clone();
             let Some(live) = live else { continue };
             let mut w = live.writer.lock().expect("writer lock");
-            let out = std::mem::take(&mut *live.queued.lock().expect("queue lock"));
+            let out = std::mem::take(&mut live.queued.lock().expect("queue lock").bytes);
             if out.is_empty() {
                 continue;
             }
             let sent = w.write_all(&out);
             drop(w);
             let mut q = live.queued.lock().expect("queue lock");
-            if q.is_empty() {
+            if q.bytes.is_empty() {
                 // Keep the allocation for the next batch.
                 let mut out = out;
                 out.clear();
-                *q = out;
+                q.bytes = out;
             }
             drop(q);
             if let Err(e) = sent {
@@ -831,11 +878,22 @@ impl Live {
         let found = rx.batch.len();
         for (r, waiter) in rx.batch.drain(..) {
             match waiter {
-                Some(w) => w.finish(Ok(rx.records.get(r))),
+                Some(w) => {
+                    if let Some(record) = w.finish(Ok(rx.records.get(r))).filter(|rec| (1..=SPARE_RECORD_BYTES).contains(&rec.capacity())) {
+                        rx.done_records.push(record);
+                    }
+                }
                 None => {
                     stats.stray_replies.fetch_add(1, Relaxed);
                 }
             }
+        }
+        if !rx.done_records.is_empty() {
+            let mut queued = self.queued.lock().expect("queue lock");
+            let room = SPARE_RECORDS.saturating_sub(queued.spare_records.len());
+            let keep = rx.done_records.len().min(room);
+            queued.spare_records.extend(rx.done_records.drain(..keep));
+            rx.done_records.clear();
         }
         if let Some(e) = broken {
             stats.bad_records.fetch_add(1, Relaxed);
