@@ -20,7 +20,8 @@ smbd waits at most the rest of 10 ms (a 100 ms CFS period stalls it up to 70 ms 
 It also writes DIR/peakbench-engine, to be given as PEAKBENCH_ENGINE: it runs the engine
 SCHED_FIFO at priority 5 (below smbd, as benchmarks/truth.py does), pinned to the first CPU,
 in a group of its own bounded to 20% of it. Both bounds hold whatever the tasks do, so
-together they never take more than PCT + 20% of one CPU (PCT at most 40).
+together they never take more than PCT + 20% of one CPU (PCT at most 60: smbd's CPU keeps at
+least 40% for everything else, and both fit the kernel's 95% real-time limit).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from samba import Samba, ServerUnavailable, _stop_group  # noqa: E402
 RT_PERIOD_US = 10_000
 SMBD_RT_PRIORITY, ENGINE_RT_PRIORITY = 10, 5
 ENGINE_RT_PERCENT = 20
-MAX_RT_PERCENT = 40  # smbd's share; with the engine's, at most 60% of one CPU is real-time
+MAX_RT_PERCENT = 60  # smbd's share; with the engine's, at most 80% of one CPU is real-time
 
 
 def cgroup_of(workdir: Path) -> Path:

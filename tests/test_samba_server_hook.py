@@ -53,7 +53,7 @@ def test_realtime_smbd_serves_each_client_sched_fifo_within_its_rt_share(engine_
             "--port",
             str(port),
             "--cpu-percent",
-            "25",
+            "60",
             "--realtime",
             engine=engine_path,
         )
@@ -72,7 +72,7 @@ def test_realtime_smbd_serves_each_client_sched_fifo_within_its_rt_share(engine_
             group = cpu_cgroup(child)
             assert group.name == "peakbench-samba-smbd"
             assert (group / "cpu.rt_period_us").read_text().strip() == "10000"
-            assert (group / "cpu.rt_runtime_us").read_text().strip() == "2500"  # 25% of 10 ms
+            assert (group / "cpu.rt_runtime_us").read_text().strip() == "6000"  # 60% of 10 ms
 
         # The engine wrapper runs what it is given real-time below smbd, in its own bounded group.
         wrapper = (workdir / "peakbench-engine").read_text()
@@ -87,12 +87,12 @@ def test_realtime_smbd_serves_each_client_sched_fifo_within_its_rt_share(engine_
         assert not os.path.exists(f"/proc/{parent}") or Path(f"/proc/{parent}/stat").read_text().split()[2] == "Z"
 
         # More real-time than the bound, or real-time without a share, is refused before smbd starts.
-        for share in (["--cpu-percent", "41"], []):
+        for share in (["--cpu-percent", "61"], []):
             wrong = hook(
                 "start", "--workdir", str(workdir), "--port", str(port), "--realtime", *share, engine=engine_path
             )
             assert wrong.returncode == 2
-            assert wrong.stderr.strip().splitlines()[-1].endswith("--realtime needs --cpu-percent 1..40")
+            assert wrong.stderr.strip().splitlines()[-1].endswith("--realtime needs --cpu-percent 1..60")
         assert not (workdir / "smbd.pid").exists()
     finally:
         hook("stop", "--workdir", str(workdir), engine=engine_path)
