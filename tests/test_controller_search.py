@@ -65,6 +65,17 @@ def test_a_peak_whose_stated_interval_falls_short_of_the_accuracy_says_so_and_na
     assert shortfalls >= 2
 
 
+def test_a_bracket_whose_low_end_may_have_read_low_is_split_before_the_search_gives_up_its_interval():
+    # On this queue the search stopped between 682.6 ops/s (below, but near enough the region to have read low)
+    # and 800, "located to accuracy 51.7%, short of the target 90%", with an interval of 500-800 ops/s, having
+    # tried no load between them (a real Samba search did the same with 1,029 s of its budget left).
+    truth = SimulatedServer(capacity=800, queue=True).true_peak(SETTINGS.rsat_ms)
+    result = find_peak(target_from_url("sim://?capacity=800&queue=1", seed=15), SETTINGS, "guided")
+    assert result.verdict == "peak" and result.accuracy >= SETTINGS.accuracy, result.message
+    assert result.ci_low <= truth <= result.ci_high, result.message
+    assert any(682.6 < t.load < 800 and t.purpose == "careful" for t in result.trace)
+
+
 def careful_runlengths(result):
     return {t.runlength_s for t in result.trace if t.purpose == "careful"}
 

@@ -257,7 +257,7 @@ class _Search:
                 and not settled_high.scouted
                 and bracket_accuracy(settled_low.load, settled_high.load) >= self.settings.accuracy
             ):
-                probe = self.trusted_low_probe(settled_low, settled_high)
+                probe = self.trusted_low_probe(settled_low, settled_high) or self.inner_probe(settled_low, settled_high)
                 if probe is not None:
                     return probe, True
                 raise _Cliff(settled_low, settled_high)
@@ -301,6 +301,19 @@ class _Search:
         probe = doubtful / (1 + (1 - s.accuracy) / 2)
         if probe <= floor or probe < s.min_load or bracket_accuracy(probe, high.load) < s.accuracy:
             return None
+        already = [r for r in self.history.records if same_load(r.load, probe)]
+        return None if already and not already[0].scouted else probe
+
+    def inner_probe(self, low: LoadRecord, high: LoadRecord) -> float | None:
+        """Before a bracket claim whose low end may have read low and that no load below can rescue
+        (trusted_low_probe): the load midway between the two, measured carefully, where the search may land
+        in the region or settle a side; None when the low end can bound the claim, or the midpoint was
+        measured. A Samba search stopped on such a bracket, 425 and 490.5 ops/s, claiming no interval, with
+        1,029 s of its budget left and no load tried between them.
+        """
+        if not low.maybe_read_low:
+            return None
+        probe = (low.load + high.load) / 2
         already = [r for r in self.history.records if same_load(r.load, probe)]
         return None if already and not already[0].scouted else probe
 
