@@ -301,8 +301,7 @@ class _Search:
         probe = doubtful / (1 + (1 - s.accuracy) / 2)
         if probe <= floor or probe < s.min_load or bracket_accuracy(probe, high.load) < s.accuracy:
             return None
-        already = [r for r in self.history.records if same_load(r.load, probe)]
-        return None if already and not already[0].scouted else probe
+        return self.untried(probe)
 
     def inner_probe(self, low: LoadRecord, high: LoadRecord) -> float | None:
         """Before a bracket claim whose low end may have read low and that no load below can rescue
@@ -314,6 +313,10 @@ class _Search:
         if not low.maybe_read_low:
             return None
         probe = (low.load + high.load) / 2
+        return self.untried(probe)
+
+    def untried(self, probe: float) -> float | None:
+        """`probe`, unless it was already measured carefully (a scouted load may be measured again)."""
         already = [r for r in self.history.records if same_load(r.load, probe)]
         return None if already and not already[0].scouted else probe
 
@@ -342,8 +345,7 @@ class _Search:
         probe = upper if ceiling > upper else lower if floor < lower else None
         if probe is None or probe > s.max_load or probe < s.min_load:
             return None
-        already = [r for r in self.history.records if same_load(r.load, probe)]
-        return None if already and not already[0].scouted else probe
+        return self.untried(probe)
 
     def clamp(self, load: float) -> float:
         return min(max(load, self.settings.min_load), self.settings.max_load)
