@@ -154,9 +154,10 @@ def events_pair(command, spec_of, work: Path) -> dict:
     }
 
 
-def summarize(rows: list[dict]) -> dict:
-    """Per workload: each tool's median and range of ops per CPU-second, and the engines' ratios to each peer
-    (median and range over rounds, each ratio taken within its round)."""
+def summarize(rows: list[dict], engines: tuple[str, ...] = ("new", "old")) -> dict:
+    """Per workload: each tool's median and range of ops per CPU-second, and each engine's ratios to each peer and
+    to the other engines' rows of the same kind, whole process or window (median and range over rounds, each ratio
+    taken within its round)."""
     out = {}
     for key in sorted({(r["target"], r["workload"]) for r in rows}):
         mine = [r for r in rows if (r["target"], r["workload"]) == key]
@@ -167,10 +168,11 @@ def summarize(rows: list[dict]) -> dict:
             t: {"median": statistics.median(v.values()), "min": min(v.values()), "max": max(v.values()), "n": len(v)}
             for t, v in by_tool.items()
         }
-        # Each engine row against the peers and its counterpart of the same kind (whole process or window).
-        counterpart = {"new": "old", "old": "new", "new window": "old window", "old window": "new window"}
-        for engine, other in counterpart.items():
-            for peer in [t for t in by_tool if t not in counterpart] + [other]:
+        engine_rows = {f"{name}{kind}": kind for name in engines for kind in ("", " window")}
+        peers = [t for t in by_tool if t not in engine_rows]
+        for engine, kind in engine_rows.items():
+            same_kind = [other for other, k in engine_rows.items() if k == kind and other != engine]
+            for peer in peers + same_kind:
                 if engine not in by_tool or peer not in by_tool:
                     continue
                 ratios = [by_tool[engine][rnd] / by_tool[peer][rnd] for rnd in by_tool[engine] if rnd in by_tool[peer]]
