@@ -103,6 +103,13 @@ def sh(*cmd, timeout: float = 60) -> str:
     return run(cmd, timeout=timeout).stdout.strip()
 
 
+def _read_int(path: str) -> int | None:
+    try:
+        return int(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def machine_info() -> dict:
     cpu_model = next(
         (
@@ -128,6 +135,9 @@ def machine_info() -> dict:
         "git_commit": git("rev-parse", "--short", "HEAD"),
         "engine_src_dirty": bool(git("status", "--porcelain", "engine")),
         "python": platform.python_version(),
+        # With autogroup on, `nice` only ranks processes within one session: a neighbour's nice 19 build still
+        # takes a core's fair share from the benchmark (seen 2026-12-07), so the setting is recorded.
+        "sched_autogroup": _read_int("/proc/sys/kernel/sched_autogroup_enabled"),
     }
     if shutil.which("fio"):
         info["fio"] = run(["fio", "--version"], timeout=10).stdout.strip()
