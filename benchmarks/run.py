@@ -10,7 +10,8 @@
 
 Each benchmark prints a table and writes benchmarks/results/<name>.json with the
 machine it ran on. Peers (fio, a raw system-call loop) run in the same invocation,
-so quote ratios: these machines are shared and noisy. Needs root for `openloop`
+so quote ratios: these machines are shared and noisy. `posix` measures the highest open-loop rate the
+engine keeps to its schedule, then the per-op cost in three closed-loop rounds beside fio and the raw loop. Needs root for `openloop`
 (loop device, mount, cgroup v1 blkio), as does `realsearch` (issue 3: a quick search
 against a dense sweep of a throttled ext4), and fio 3.33 for `posix` and `openloop`
 (`apt-get install -y fio`), nginx and wrk for `http` (`apt-get install -y nginx wrk`).
