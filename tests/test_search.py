@@ -61,6 +61,21 @@ def test_a_search_that_never_saturates_says_what_to_change(cli, tmp_path):
     assert "not-saturated" in done.stdout and "--max-rate" in done.stdout
 
 
+def test_a_generator_bound_search_says_in_the_engines_words_why_it_fell_behind(engine_path, cli, tmp_path):
+    # Four million ops/s is past what one engine schedules (its floor is about one million), and null://
+    # answers at once, so the engine and nothing else is what cannot keep up.
+    done = cli(
+        "search", "specsfs97", "--target", "null://", "--quick", "--seed-rate", "4000000",
+        "--db", str(tmp_path / "p.db"), "--json", str(tmp_path / "out.json"),
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    result = json.loads((tmp_path / "out.json").read_text())
+    assert result["verdict"] == "generator-bound"
+    # Which of the engine's two tests fired (a schedule lag that grew, or requests it never sent) is said.
+    assert "the engine, not the target, limited this trial" in result["message"]
+    assert "fell behind its own schedule" in result["message"] or "never sent" in result["message"]
+
+
 @pytest.mark.parametrize(
     "option, value, words",
     [

@@ -78,6 +78,7 @@ def observation_of(result: dict, load: float, psat: float, cost_s: float) -> Obs
         quarter_means_ms=tuple(quarters) if quarters is not None else None,
         outcomes=seen,
         shed_label=SHED_LABEL,
+        saturation_reason=typed.saturation_reason,
     )
 
 

@@ -55,6 +55,8 @@ class Observation:
     # The counts behind the shares, for messages; None where only shares are known.
     outcomes: Outcomes | None = None
     shed_label: str = "overloaded, on purpose"  # what a shed reply is on this target
+    # The engine's own words for why it, not the server, fell behind (generator_saturated), if it said.
+    saturation_reason: str | None = None
 
 
 def _share(x: float) -> str:

@@ -634,9 +634,10 @@ class _Search:
         self.cost_s += observation.cost_s
         self.trace.append((load, purpose, number, runlength_s, observation, self.cost_s))
         if observation.generator_saturated:
+            why = f" ({observation.saturation_reason})" if observation.saturation_reason else ""
             raise _Stopped(
                 verdicts.GENERATOR_BOUND,
-                f"the load generator could not keep up at {load:g} ops/s, so the server's "
+                f"the load generator could not keep up at {load:g} ops/s{why}, so the server's "
                 "peak is beyond what this generator can show; add clients or lower --max-rate",
             )
         return observation
