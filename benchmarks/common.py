@@ -110,7 +110,8 @@ def _read_int(path: str) -> int | None:
         return None
 
 
-def machine_info() -> dict:
+def machine_info(engine: bool = True) -> dict:
+    """This machine, the checkout and (unless `engine` is False, for scripts that run none) the engine's build."""
     cpu_model = next(
         (
             line.split(":", 1)[1].strip()
@@ -130,15 +131,16 @@ def machine_info() -> dict:
         "kernel": platform.release(),
         "memory_gib": round(mem_kib / 2**20, 1),
         "hostname": platform.node(),
-        "engine": run([ENGINE, "--version"], timeout=10).stdout.strip(),
-        "engine_sha256": hashlib.sha256(ENGINE.read_bytes()).hexdigest()[:16],
         "git_commit": git("rev-parse", "--short", "HEAD"),
-        "engine_src_dirty": bool(git("status", "--porcelain", "engine")),
         "python": platform.python_version(),
         # With autogroup on, `nice` only ranks processes within one session: a neighbour's nice 19 build still
         # takes a core's fair share from the benchmark (seen 2026-12-07), so the setting is recorded.
         "sched_autogroup": _read_int("/proc/sys/kernel/sched_autogroup_enabled"),
     }
+    if engine:
+        info["engine"] = run([ENGINE, "--version"], timeout=10).stdout.strip()
+        info["engine_sha256"] = hashlib.sha256(ENGINE.read_bytes()).hexdigest()[:16]
+        info["engine_src_dirty"] = bool(git("status", "--porcelain", "engine"))
     if shutil.which("fio"):
         info["fio"] = run(["fio", "--version"], timeout=10).stdout.strip()
     return info

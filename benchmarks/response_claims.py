@@ -19,19 +19,19 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import datetime
 import json
 import math
 import os
 import pickle
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import common  # noqa: E402
 from peakbench.controller import statistics  # noqa: E402
 from peakbench.controller.history import PEAK  # noqa: E402
 from peakbench.controller.search import claimed_on_pilot, stated_response  # noqa: E402
@@ -218,14 +218,7 @@ def main() -> int:
             result["main"].setdefault(str(seed), []).append(figures(cell))
         print(f"{preset} {utilisation} {seed}: {time.time() - started:.0f} s", file=sys.stderr, flush=True)
     result["refit"] = refit(measured_cells)
-    # no engine is involved, so not common.machine_info (which asks the engine for its hash)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=30)
-    result["machine"] = {
-        "date_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="minutes"),
-        "git_commit": commit.stdout.strip(),
-        "cores": os.cpu_count(),
-        "load_average": os.getloadavg(),
-    }
+    result["machine"] = {**common.machine_info(engine=False), "load_average": os.getloadavg()}
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     return 0
 

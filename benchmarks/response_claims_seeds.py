@@ -13,17 +13,16 @@ of 2-4 points, as wide as the goal, so more seeds say whether a cell misses it o
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import math
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import common  # noqa: E402
 from response_claims import figures, measured  # noqa: E402
 
 CELLS = (("quick", 0.875), ("quick", 0.95), ("runlength-20", 0.875), ("runlength-20", 0.95))
@@ -65,7 +64,6 @@ def main() -> int:
             "statements_outside": [r["seed"] for r in rows if abs(r["statements_hold"] - confidence) > 0.02 + 1e-9],
             "seeds": rows,
         }
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=30)
     result = {
         "benchmark": "response-coverage",
         "command": f"python3 benchmarks/response_claims_seeds.py --records DIR --out {args.out}",
@@ -74,13 +72,7 @@ def main() -> int:
         "peak claims pooled (n, holds, share, binomial standard error at c), those on the pilot and after it, the "
         "seeds whose statements lie outside c ± 2, and every seed's figures (benchmarks/response_claims.py figures)",
         "cells": cells,
-        # no engine is involved, so not common.machine_info (which asks the engine for its hash)
-        "machine": {
-            "date_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="minutes"),
-            "git_commit": commit.stdout.strip(),
-            "cores": os.cpu_count(),
-            "load_average": os.getloadavg(),
-        },
+        "machine": {**common.machine_info(engine=False), "load_average": os.getloadavg()},
     }
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     return 0
