@@ -21,6 +21,10 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(HERE / "benchmarks"))
+
+import common  # noqa: E402
+
 COMMANDS = {
     "refused": ["run", "mail", "--target", "x", "--rate", "fast"],
     "help": ["--help"],
@@ -77,13 +81,7 @@ def main() -> int:
     result = {
         "benchmark": "cli_startup",
         "command": " ".join(sys.argv),
-        # no engine is involved, so not common.machine_info (which asks the engine for its hash)
-        "machine": {
-            "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "git_commit": commit(HERE),
-            "cores": os.cpu_count(),
-            "load_average": os.getloadavg(),
-        },
+        "machine": {**common.machine_info(engine=False), "load_average": os.getloadavg()},
         "other_commit": commit(checkouts["other"]),
         "dont_write_bytecode": bool(os.environ.get("PYTHONDONTWRITEBYTECODE")),
         "compiled": {name: compiled(c) for name, c in checkouts.items()},
