@@ -65,7 +65,7 @@ def test_a_generator_bound_search_says_in_the_engines_words_why_it_fell_behind(e
     # Four million ops/s is past what one engine schedules (its floor is about one million), and null://
     # answers at once, so the engine and nothing else is what cannot keep up.
     done = cli(
-        "search", "specsfs97", "--target", "null://", "--quick", "--seed-rate", "4000000",
+        "search", "specsfs97", "--target", "null://", "--quick", "--seed-rate", "4000000", "--max-rate", "8000000",
         "--db", str(tmp_path / "p.db"), "--json", str(tmp_path / "out.json"),
     )  # fmt: skip
     assert done.returncode == 3, done.stderr
