@@ -192,11 +192,11 @@ class ResponseCoverage:
     statements_hold: float
     median_width: float | None  # median high/low of the stated intervals (None if none)
     noisy: int  # loads that stayed too noisy within max_trials: no interval at all
-    claims: int  # loads where the search claimed the peak, with the R̄ interval it states there
-    claim_coverage: float | None  # share of those whose interval holds the truth (None if none)
-    mean_trials: float  # per measured load
-    # Of the claims, those made on the pilot stage (search.stated_response: where the claim selects trials that
-    # agreed), and the share of their intervals that hold the truth (None if none)
+    claims: int  # loads where the search claimed the peak, with R̄ as it states it there (search.peak_response)
+    claim_coverage: float | None  # share of those whose statement holds the truth (None if none)
+    mean_trials: float  # per measured load, the confirmation's trials not counted
+    # Of the claims, those made on the pilot stage (where the claim selects trials that agreed, so R̄ is stated
+    # from the confirmation's fresh trials), and the share of their statements that hold the truth (None if none)
     pilot_claims: int
     pilot_claim_coverage: float | None
 
@@ -213,44 +213,62 @@ def response_coverage(
     queue (`queue=1`, from empty each trial) measured with a preset's settings, Rsat set to the true mean
     response there so that the load lies in the peak region and the search runs its careful trials as it
     would at λ*."""
-    settings, truth, records = response_records(utilisation, preset, repeats, seed, capacity, service_ms)
-    return response_summary(utilisation, preset, settings, truth, records)
+    settings, truth, records, confirmations = response_records(utilisation, preset, repeats, seed, capacity, service_ms)
+    return response_summary(utilisation, preset, settings, truth, records, confirmations)
 
 
 def response_records(
     utilisation: float, preset: str, repeats: int, seed: int, capacity: float, service_ms: float
-) -> tuple[SearchSettings, float, list]:
-    """The settings, the true mean response and the careful trials' records (None: too noisy) of
-    response_coverage's `repeats` loads."""
-    from .controller.search import careful_at
+) -> tuple[SearchSettings, float, list, list]:
+    """The settings, the true mean response, the careful trials' records (None: too noisy) of
+    response_coverage's `repeats` loads, and the confirmation a search runs after each claim (None where none)."""
+    from .controller.search import careful_claim_at
 
     server = SimulatedServer(capacity, service_ms, queue=True)
     load = utilisation * capacity
     truth = server.mean_response_ms(load)
     settings = SearchSettings(rsat_ms=truth, **response_preset(preset))
-    records = [
-        careful_at(SimulatedTarget(server, settings.warmup_s, settings.psat, seed * 100_003 + i), settings, load)
+    measured = [
+        careful_claim_at(SimulatedTarget(server, settings.warmup_s, settings.psat, seed * 100_003 + i), settings, load)
         for i in range(repeats)
     ]
-    return settings, truth, records
+    return settings, truth, [record for record, _ in measured], [confirmation for _, confirmation in measured]
 
 
 def response_summary(
-    utilisation: float, preset: str, settings: SearchSettings, truth: float, records: Sequence[LoadRecord | None]
+    utilisation: float,
+    preset: str,
+    settings: SearchSettings,
+    truth: float,
+    records: Sequence[LoadRecord | None],
+    confirmations: Sequence | None = None,
 ) -> ResponseCoverage:
-    """What response_coverage reports of loads measured as search.careful_at measures them (None: too noisy),
-    against the true mean response `truth`."""
+    """What response_coverage reports of loads measured as search.careful_claim_at measures them (None: too
+    noisy), against the true mean response `truth`; at claims, R̄ as search.peak_response states it, from the
+    confirmations (None: as without one)."""
     from .controller.history import PEAK as PEAK_LOAD
-    from .controller.search import claimed_on_pilot, stated_response
+    from .controller.search import claimed_on_pilot, peak_response, stated_response
 
     repeats = len(records)
-    measured = [r for r in records if r is not None and r.interval is not None]
-    forms = [stated_response(r, settings) for r in measured]
-    holds = [interval.low <= truth <= interval.high for interval, rising in forms if not rising]
-    lower_bounds = [interval.low <= truth for interval, rising in forms if rising]
-    claimed = [(r, interval) for r, (interval, _) in zip(measured, forms, strict=True) if r.classification == PEAK_LOAD]
-    claims = [interval.low <= truth <= interval.high for _, interval in claimed]
-    pilot_claims = [interval.low <= truth <= interval.high for r, interval in claimed if claimed_on_pilot(r, settings)]
+    confirmations = confirmations if confirmations is not None else [None] * repeats
+
+    def stated(record: LoadRecord, confirmation) -> tuple:
+        if record.classification != PEAK_LOAD:
+            return stated_response(record, settings)
+        at_peak = peak_response(record, confirmation, settings)
+        return at_peak.interval, at_peak.rising
+
+    def held(interval, rising: bool) -> bool:
+        return interval.low <= truth and (rising or truth <= interval.high)
+
+    pairs = [(r, c) for r, c in zip(records, confirmations, strict=True) if r is not None and r.interval is not None]
+    measured = [r for r, _ in pairs]
+    forms = [stated(r, c) for r, c in pairs]
+    holds = [held(interval, False) for interval, rising in forms if not rising]
+    lower_bounds = [held(interval, True) for interval, rising in forms if rising]
+    claimed = [(r, form) for r, form in zip(measured, forms, strict=True) if r.classification == PEAK_LOAD]
+    claims = [held(*form) for _, form in claimed]
+    pilot_claims = [held(*form) for r, form in claimed if claimed_on_pilot(r, settings)]
     return ResponseCoverage(
         utilisation,
         preset,
@@ -555,8 +573,9 @@ def _figures(
     with_interval = [
         (r, server) for r, server in zip(results, servers) if r.verdict == PEAK and r.response_ci_low_ms is not None
     ]
+    # A confirmation whose trials still rose states only R̄ ≥ low (response_ci_high_ms None): it holds when low does.
     response_covered = sum(
-        r.response_ci_low_ms <= server.mean_response_ms(r.measured_load) <= r.response_ci_high_ms
+        r.response_ci_low_ms <= server.mean_response_ms(r.measured_load) <= (r.response_ci_high_ms or math.inf)
         for r, server in with_interval
     )
     failures: dict[str, int] = {}
@@ -712,6 +731,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="also fit the simulated surfaces from 6, 8 and 10 D-optimal samples of 32",
     )
+    parser.add_argument(
+        "--no-confirm",
+        dest="confirm",
+        action="store_false",
+        help="run no confirmation after a claim on the pilot (to see what it costs)",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
     try:
@@ -721,6 +746,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             runlength_s=args.runlength,
             min_runlength_s=args.runlength if args.equal_runlength else args.min_runlength,
             warmup_s=args.warmup,
+            confirm=args.confirm,
         )
         peak_range = _peak_range(args.peaks)
         policies = [p.strip() for p in args.policies.split(",") if p.strip()]

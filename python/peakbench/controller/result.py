@@ -5,17 +5,28 @@ region [Rsat(1−s), Rsat(1+s)] as in settings.py):
 - measured_load: the paper's λ*, the test load whose interval of R̄ overlaps
   the peak region with accuracy ≥ a (Algorithm 2); None for a bracket claim.
 - response_ms, response_ci_low_ms, response_ci_high_ms: R̄ at measured_load
-  and its interval at c as the loads table states it there
-  (statistics.stated_response_interval): positive and holding its point. A
-  load claimed on its first STEIN_PILOT trials was claimed because they
-  agreed, so there the width rests on their spread pooled with their halves'
-  (statistics.claim_deviation); it claims to hold R̄'s steady-state mean with
-  confidence c, as measured on a simulated queue (BENCHMARKS.md §7, which
-  names the cells where it holds less or more often). `accuracy` is its
-  accuracy, 1 − (high−low)/(high+low); the search steered by another
+  and its interval at c, as the loads table states it there
+  (statistics.stated_response_interval): positive and holding its point.
+  A load claimed on its first STEIN_PILOT trials was claimed because they
+  agreed, so the search then runs as many fresh trials there
+  (`confirmation`), and the interval is theirs alone: not selected, it
+  claims to hold R̄'s steady-state mean with confidence c, as measured on a
+  simulated queue (BENCHMARKS.md §7, which names the cells where it holds
+  more often); where those trials still rose within their windows, only
+  R̄ ≥ response_ci_low_ms is stated (response_ci_high_ms and accuracy None).
+  A later claim's trials ran to a count fixed before them, and the interval
+  is theirs. Without a confirmation (`confirm` off, or stopped by the
+  search's limits before two trials) the claim's own trials are stated, their
+  width resting on their spread pooled with their halves'
+  (statistics.claim_deviation), and the message says so. `accuracy` is the
+  interval's, 1 − (high−low)/(high+low); the search steered by another
   interval (Stein's two-stage form), quoted in the load's reason, and claimed
   when that one met a, so `accuracy` may fall short of a: the message then
   says so and names the interval claimed on.
+- confirmation: "held" (the fresh trials' interval reaches into the peak
+  region), "contradicted" (it lies outside, or a fresh trial saturated: the
+  message says the claim did not hold), "stopped", "off", or "later-stage"
+  (no confirmation: the claim came after its pilot).
 - peak_rate: the estimate of the true peak rate λ_true, the load where the
   mean response is Rsat. It is measured_load itself when Rsat lies inside R̄'s
   interval there; otherwise the load where the response line 1/R = α − βλ
@@ -83,7 +94,7 @@ class TraceEntry:
     trial: int  # 1-based over the whole search
     load: float
     load_factor: float | None
-    purpose: str  # "scout" (one short trial) or "careful" (Algorithm 2 trials)
+    purpose: str  # "scout" (one short trial), "careful" (Algorithm 2 trials) or "confirm" (after the claim)
     trial_at_load: int  # 1-based within this load's measurement
     runlength_s: float
     observation: Observation
@@ -130,6 +141,10 @@ class SearchResult:
     trace: list[TraceEntry]
     measured_load: float | None = None  # λ*; None for a bracket claim or no peak
     seed: int | None = None  # the search's trial seed, recorded by whoever runs the trials
+    # How the confirmation of a peak claimed on its pilot went (search.CONFIRMATION_*): "held", "contradicted",
+    # "stopped" or "off"; "later-stage" for a claim after its pilot (none runs); None without a measured peak,
+    # and in results stored before it existed
+    confirmation: str | None = None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

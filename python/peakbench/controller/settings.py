@@ -37,6 +37,9 @@ class SearchSettings:
     max_total_trials: int = 300  # trial budget of the whole search
     max_cost_s: float | None = None  # benchmarking-time budget of the whole search
     max_loads: int = 100  # test loads before the search is declared not converging
+    # Repeat the claimed peak's trials afresh and state R̄ there from those alone (search._Search.confirm):
+    # the claim's own trials were chosen because they agreed, so their interval holds the mean less often.
+    confirm: bool = True
 
     def __post_init__(self) -> None:
         def check(ok: bool, message: str) -> None:
@@ -107,6 +110,7 @@ class SearchSettings:
             f"(got {self.max_total_trials})",
         )
         check(self.max_cost_s is None or self.max_cost_s > 0, f"max_cost_s must be positive (got {self.max_cost_s})")
+        check(isinstance(self.confirm, bool), f"confirm must be true or false (got {self.confirm!r})")
         check(
             isinstance(self.max_loads, int) and self.max_loads >= 1,
             f"max_loads must be a positive integer (got {self.max_loads})",

@@ -122,7 +122,7 @@ def _table(series: Series, points: list[LoadPoint], confidence: float) -> Table:
                 point.mean_achieved,
                 len(point.measured),
                 len(point.trials) - len(point.measured),
-                point.response_ms(confidence),
+                _response_ms(series, point, confidence),
                 low,
                 high,
                 percentile_ms(histogram, 99),
@@ -167,7 +167,7 @@ def _draw(curves: list[Series], options: ReportOptions):
             offered = [p.requested for p in points]
             achieved = [p.mean_achieved for p in points]
             confidence = options.confidence_for(series)
-            means = [p.response_ms(confidence) for p in points]
+            means = [_response_ms(series, p, confidence) for p in points]
             shown_ms += means
             highest = max(highest, *offered, *achieved)
             achieved_err = [_error_bar(p.achieved(), p.mean_achieved, confidence) for p in points]
@@ -253,8 +253,15 @@ def _error_bar(values: list[float], mean: float, confidence: float) -> tuple[flo
 
 def _interval_bar(series: Series, point: LoadPoint, confidence: float) -> tuple[float, float]:
     low, high = _interval_of(series, point, confidence)
-    mean = point.response_ms(confidence)
+    mean = _response_ms(series, point, confidence)
     return (max(mean - low, 0.0) if low is not None else 0.0), (max(high - mean, 0.0) if high is not None else 0.0)
+
+
+def _response_ms(series: Series, point: LoadPoint, confidence: float) -> float:
+    """R̄ at a load point: where a search states an interval there, the point it states with it (at the claimed
+    peak, that of the trials run after the claim, not of all the load's trials), else the report's own."""
+    stated = _stated_load(series, point.requested, confidence)
+    return stated["mean_ms"] if stated is not None else point.response_ms(confidence)
 
 
 def _interval_of(series: Series, point: LoadPoint, confidence: float) -> tuple[float | None, float | None]:
@@ -271,12 +278,18 @@ def stated_interval(series: Series, load: float, confidence: float) -> tuple[flo
     """R̄'s interval at a search's `load` as the search states it, in its loads table and at the peak in its
     message (search.stated_response): (low, high), high None where it states only R̄ ≥ low (trials still
     rising); None where it states none, or at another confidence than the report's."""
+    stated = _stated_load(series, load, confidence)
+    return (stated["ci_low_ms"], stated.get("ci_high_ms")) if stated is not None else None
+
+
+def _stated_load(series: Series, load: float, confidence: float) -> dict | None:
+    """The search's loads-table row at `load` where it states R̄'s interval at this confidence, else None."""
     result = series.search_result
     if result is None or result.get("confidence") != confidence:
         return None
     for stated in result.get("loads") or []:
         if same_load(stated["load"], load) and stated.get("ci_low_ms") is not None:
-            return stated["ci_low_ms"], stated.get("ci_high_ms")
+            return stated
     return None
 
 
