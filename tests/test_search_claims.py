@@ -466,3 +466,17 @@ def test_an_accuracy_is_a_share_even_for_a_bracket_reaching_far_below():
 
     assert estimate_accuracy(192.7, 50.0, 200.0) == 0.0
     assert estimate_accuracy(192.7, 185.6, 200.0) == pytest.approx(1 - 7.1 / 185.6)
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "line"),
+    [
+        (679.3, 720.0, "bracketed by tested loads 679.3 and 720.0 ops/s"),
+        (679.3, None, "bracketed below by tested load 679.3 ops/s; none settled above the region"),
+        (None, 720.0, "bracketed above by tested load 720.0 ops/s; none settled below the region"),
+        (None, None, "no tested load settled below or above the peak region"),
+    ],
+)
+def test_the_bracket_line_names_the_side_no_load_settled_on(low, high, line):
+    # `peakbench search mail --target 'sim://?capacity=800' --seed 1` printed "bracketed by tested loads 679.3 and -".
+    assert cli_module._bracket_line(low, high) == line

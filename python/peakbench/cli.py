@@ -769,13 +769,23 @@ def print_search(result, settings: SearchSettings, console: Console) -> None:
     # The message is the result's own account (controller/search.py); the JSON holds the same numbers.
     if result.verdict == "peak":
         console.print(f"[bold]{escape(result.message)}[/bold]")
-        console.print(
-            f"bracketed by tested loads {_or_dash(result.bracket_low)} and {_or_dash(result.bracket_high)} ops/s"
-        )
+        console.print(_bracket_line(result.bracket_low, result.bracket_high))
     else:
         console.print(f"[bold red]no peak: {result.verdict}[/bold red]: {escape(result.message)}")
     if result.seed is not None:
         console.print(f"trial seed {result.seed} (repeat this search with --seed {result.seed})")
+
+
+def _bracket_line(low: float | None, high: float | None) -> str:
+    """The settled loads nearest the region, saying which side none settled on (not "between 679.3 and -")."""
+    if low is not None and high is not None:
+        return f"bracketed by tested loads {low:.1f} and {high:.1f} ops/s"
+    if low is None and high is None:
+        return "no tested load settled below or above the peak region"
+    side, other = ("below", "above") if low is not None else ("above", "below")
+    return (
+        f"bracketed {side} by tested load {low if low is not None else high:.1f} ops/s; none settled {other} the region"
+    )
 
 
 def _or_dash(value: float | None) -> str:
