@@ -173,12 +173,15 @@ def test_a_lagging_client_is_named():
     merged = merge_results(
         [ok, saturated, late, unsent], ["client-0", "client-1", "client-2", "client-3"], late_tolerance_ms=10.0
     )
-    assert merged["lagging"] == ["client-1", "client-2", "client-3"]
+    # client-3's engine gave up 7 requests at the window's end but judged itself on schedule (its lag test):
+    # it is not named, as one engine that did so is not generator-bound; the 7 count in the merged unsent.
+    assert merged["lagging"] == ["client-1", "client-2"]
+    assert merged["unsent"] == sum(r["unsent"] for r in (ok, saturated, late, unsent)) >= 7
     assert merged["generator_saturated"] is True
     assert merged["saturation_reason"].startswith("client-1: ")
     by_name = {c["name"]: c for c in merged["clients"]}
     assert "25.0 ms after the agreed instant" in by_name["client-2"]["lagged"][0]
-    assert "7 of its window's requests were never sent" in by_name["client-3"]["lagged"][0]
+    assert by_name["client-3"]["lagged"] == [] and by_name["client-3"]["unsent"] == 7
     assert by_name["client-0"]["lagged"] == []
 
 

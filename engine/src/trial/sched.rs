@@ -3,7 +3,7 @@
 //! depends on timing or threads) and its due time from the pacer.
 
 use super::sender::{Shared, NOT_DUE, SPAWN_AFTER_NS};
-use super::tally::Tally;
+use super::tally::{MeanNs, Tally};
 use crate::op::{Op, Request};
 use crate::pacer::Schedule;
 use crate::replay::ReplayStream;
@@ -60,6 +60,10 @@ pub struct Sched {
     /// Requests of the window the generator never got to send.
     pub unsent: u64,
     pub unsent_by_generator: u64,
+    /// The send lag those unsent by the generator had at least, counted as if sent when it gave them up, and the
+    /// due time of the first of them: the lag test weighs them where they fell (mod.rs, `unsent_lagged`).
+    pub unsent_lag: MeanNs,
+    pub unsent_from_ns: u64,
     pub trace: Vec<(Op, Option<u32>)>,
     pub trace_limit: usize,
     /// When a replay without loop ran out of requests.
@@ -79,6 +83,8 @@ impl Sched {
             held_by_limit: 0,
             unsent: 0,
             unsent_by_generator: 0,
+            unsent_lag: MeanNs::default(),
+            unsent_from_ns: 0,
             trace: Vec::new(),
             trace_limit,
             exhausted_ns: None,
@@ -103,10 +109,17 @@ impl Sched {
             // Unsent because the thread limit was reached is the server's doing.
             let blocked = shared.threads.load(Relaxed) >= shared.thread_limit;
             if self.next_due < window.end_ns {
+                let first_due = self.next_due;
                 let resume = self.schedule.first_due_at_or_after(self.n, window.end_ns);
                 let never_sent = resume - self.n;
                 self.unsent += never_sent;
-                self.unsent_by_generator += if blocked { 0 } else { never_sent };
+                if !blocked {
+                    // Due between first_due and the window's end, and still unsent now: their mean lag is
+                    // at least now less the middle of that span (exactly so for an even schedule).
+                    self.unsent_by_generator += never_sent;
+                    self.unsent_lag.add_many(now.saturating_sub(first_due / 2 + window.end_ns / 2), never_sent);
+                    self.unsent_from_ns = first_due;
+                }
                 self.n = resume;
                 self.next_due = self.schedule.due_ns(self.n);
             }

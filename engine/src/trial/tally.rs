@@ -19,7 +19,12 @@ impl MeanNs {
         self.sum_ns = self.sum_ns.saturating_add(ns);
         self.count += 1;
     }
-    fn merge(&mut self, other: &MeanNs) {
+    /// `count` durations of `ns` each.
+    pub fn add_many(&mut self, ns: u64, count: u64) {
+        self.sum_ns = self.sum_ns.saturating_add(ns.saturating_mul(count));
+        self.count += count;
+    }
+    pub fn merge(&mut self, other: &MeanNs) {
         self.sum_ns = self.sum_ns.saturating_add(other.sum_ns);
         self.count += other.count;
     }
@@ -58,7 +63,7 @@ impl Quarters {
         Quarters { window, cuts: [window.start_ns + q, window.start_ns + 2 * q, window.start_ns + 3 * q] }
     }
     /// Which quarter `t` falls in, or None outside the window.
-    fn of(&self, t: u64) -> Option<usize> {
+    pub fn of(&self, t: u64) -> Option<usize> {
         if !self.window.contains(t) {
             return None;
         }

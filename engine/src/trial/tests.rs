@@ -404,3 +404,30 @@ fn a_target_with_send_slack_gets_the_requests_due_within_it_in_one_write() {
     assert!(num(&r["outcomes"]["succeeded"]) > 1500.0, "{}", r["outcomes"]);
     assert!(writes * 2 < started, "{writes} writes for {started} requests");
 }
+
+/// `count` lags of `ms` each, as a quarter of the window sums them.
+fn lags_of(ms: f64, count: u64) -> MeanNs {
+    let mut lag = MeanNs::default();
+    lag.add_many((ms * 1e6) as u64, count);
+    lag
+}
+
+#[test]
+fn requests_given_up_at_the_window_end_weigh_as_the_same_stall_inside_it_would() {
+    const S: u64 = 1_000_000_000;
+    let quarters = tally::Quarters::new(Window { start_ns: 0, end_ns: 4 * S });
+    let on_time = [lags_of(0.1, 900); 4];
+    // One stall at the end (issue 17's Samba surface, and a known-curve search, 2 of ~3,600): given up 7 ms
+    // after the window closed, 1 ms of requests due before its end. The quarter's lag stays near 0.1 ms.
+    let given_up = 4 * S - S / 1000;
+    let now = 4 * S + 7 * S / 1000;
+    let lag = lags_of((now - (given_up + 4 * S) / 2) as f64 / 1e6, 2);
+    let ms = unsent_quarter_lag_ms(&on_time, &quarters, 2, given_up, lag);
+    assert!(0.1 < ms && ms < 0.2, "{ms}");
+    // A generator that stopped sending halfway: the third quarter's 1,800 requests waited about a second.
+    let half = [lags_of(0.1, 900), lags_of(0.1, 900), MeanNs::default(), MeanNs::default()];
+    let lag = lags_of((now - (2 * S + 4 * S) / 2) as f64 / 1e6, 1800);
+    let ms = unsent_quarter_lag_ms(&half, &quarters, 1800, 2 * S, lag);
+    assert!(ms > 1000.0, "{ms}");
+    assert_eq!(unsent_quarter_lag_ms(&on_time, &quarters, 0, 0, MeanNs::default()), 0.0);
+}
