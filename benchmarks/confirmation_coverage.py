@@ -17,7 +17,6 @@ import argparse
 import concurrent.futures
 import dataclasses
 import json
-import math
 import os
 import sys
 import time
@@ -27,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402
 from peakbench.sim import RESPONSE_REPEATS, response_coverage  # noqa: E402
+from response_claims_seeds import pooled  # noqa: E402
 
 
 def seed_range(text: str) -> range:
@@ -44,17 +44,6 @@ def one(cell: tuple[str, float], seed: int, records: Path) -> dict:
     path.with_suffix(".tmp").write_text(json.dumps(figures))
     os.replace(path.with_suffix(".tmp"), path)
     return figures
-
-
-def pooled(rows: list[dict], count: str, share: str, confidence: float) -> dict:
-    n = sum(r[count] for r in rows)
-    held = round(sum(r[count] * r[share] for r in rows if r[count]))
-    return {
-        "n": n,
-        "holds": held,
-        "share": held / n if n else None,
-        "standard_error": math.sqrt(confidence * (1 - confidence) / n) if n else None,
-    }
 
 
 def main() -> int:
