@@ -34,27 +34,20 @@ CASES = ("end", "middle", "end-long", "none")
 
 
 def spec(rate: float, start_at: float) -> dict:
-    return {
-        **common.trial_spec({"kind": "null"}, rate, common.EXAMPLE_MIX, common.fileset(100), runtime_s=RUNTIME_S),
-        "schema": SPEC_SCHEMA_V2,
-        "start_at_unix_s": start_at,
-        "load": {"rate": rate, "warmup_s": WARMUP_S, "runtime_s": RUNTIME_S},
-    }
+    fileset = common.fileset(100)
+    load = common.trial_spec(
+        {"kind": "null"}, rate, common.EXAMPLE_MIX, fileset, runtime_s=RUNTIME_S, warmup_s=WARMUP_S
+    )
+    return {**load, "schema": SPEC_SCHEMA_V2, "start_at_unix_s": start_at}
 
 
 def trial(engine: Path, rate: float, case: str, stall_s: float) -> dict:
     start_at = time.time() + LEAD_S
     window_end = start_at + WARMUP_S + RUNTIME_S
-    # "end": stopped for the stall's first half before the window closes, so what fell due then is still unsent when
-    # it resumes, past the engine's 5 ms limit
-    # "end-long": a generator truly behind, stopped for the window's last 0.3 s and as long after
-    stop_at = {
-        "end": window_end - stall_s / 2,
-        "middle": window_end - RUNTIME_S / 2,
-        "end-long": window_end - LONG_STALL_S / 2,
-        "none": None,
-    }[case]
+    # "end" and "end-long" (a generator truly behind): stopped for the stall's first half before the window closes,
+    # so what fell due then is still unsent when it resumes, past the engine's 5 ms limit
     stall_s = LONG_STALL_S if case == "end-long" else stall_s
+    stop_at = {"middle": window_end - RUNTIME_S / 2, "none": None}.get(case, window_end - stall_s / 2)
     proc = subprocess.Popen(
         [str(engine), "run", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     )
@@ -66,7 +59,8 @@ def trial(engine: Path, rate: float, case: str, stall_s: float) -> dict:
         time.sleep(stall_s)
         os.kill(proc.pid, signal.SIGCONT)
     result = json.loads(proc.stdout.read())
-    proc.wait(timeout=60)
+    if proc.wait(timeout=60) != 0:
+        raise RuntimeError(f"{engine} exited with {proc.returncode}")
     return {
         "case": case,
         "generator_saturated": result["generator_saturated"],

@@ -7,11 +7,13 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 from peakbench.targets import parse_target
 from peakbench.workload import find_workload, trial_spec
 
@@ -56,33 +58,17 @@ def test_a_generator_that_cannot_keep_up_says_so(engine_path):
     assert easy["achieved_rate"] == pytest.approx(2000, rel=0.01)
 
 
-def stalled_run(engine_path, stall_s, before_end_s):
-    """A 2 s window of 1,000 req/s on null://, the engine's process stopped (SIGSTOP) `before_end_s` before the
-    window's end for `stall_s`: a real stall of the generator, on demand."""
-    spec = null_spec(rate=1000, runtime_s=2.0, warmup_s=0.5)
-    spec["schema"] = "peakbench.trial-spec/2"
-    spec["start_at_unix_s"] = time.time() + 1.0
-    proc = subprocess.Popen(
-        [str(engine_path), "run", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-    )
-    proc.stdin.write(json.dumps(spec).encode())
-    proc.stdin.close()
-    time.sleep(max(spec["start_at_unix_s"] + 2.5 - before_end_s - time.time(), 0))
-    os.kill(proc.pid, signal.SIGSTOP)
-    time.sleep(stall_s)
-    os.kill(proc.pid, signal.SIGCONT)
-    result = json.loads(proc.stdout.read())
-    assert proc.wait(timeout=60) == 0
-    return result
-
-
 def test_one_stall_at_the_windows_end_weighs_as_inside_it_and_a_long_one_still_counts(engine_path):
     # Issue 17: a search ended generator-bound on one request of 840 that a stall at the window's end left unsent,
     # where the same stall inside the window only made requests late (BENCHMARKS.md §13, benchmarks/end_stall.py).
-    brief = stalled_run(engine_path, 0.04, 0.02)
+    # The stall is real: the engine's process stopped (SIGSTOP) and continued at instants of its schedule.
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from end_stall import trial
+
+    brief = trial(engine_path, 1000.0, "end", 0.04)
     assert brief["unsent"] > 0, "the stall missed the window's end"
     assert brief["generator_saturated"] is False, brief["saturation_reason"]
-    behind = stalled_run(engine_path, 0.6, 0.3)
+    behind = trial(engine_path, 1000.0, "end-long", 0.04)
     assert behind["unsent"] > 100 and behind["generator_saturated"] is True
     assert "the mean send lag of their quarter" in behind["saturation_reason"]
 

@@ -307,8 +307,7 @@ def test_a_peak_claimed_on_its_pilot_states_r_from_fresh_trials_in_the_message_t
     from peakbench.report.model import Series
     from peakbench.report.sections.load_curve import _response_ms, stated_interval
 
-    settings = SearchSettings(runlength_s=20.0, warmup_s=5.0)
-    target = SimulatedTarget(SimulatedServer(capacity=200.0, queue=True), 5.0, settings.psat, 6)
+    settings, target = _pilot_claim_search()
     result = find_peak(target, settings, "binsearch")
     at_load = [t for t in result.trace if t.load == result.measured_load]
     careful = [t for t in at_load if t.purpose == "careful"]
@@ -338,8 +337,7 @@ def test_a_peak_claimed_on_its_pilot_states_r_from_fresh_trials_in_the_message_t
 def test_without_the_confirmation_a_pilot_claim_states_the_claims_trials_and_says_so():
     from peakbench.controller.statistics import stated_response_interval
 
-    settings = SearchSettings(runlength_s=20.0, warmup_s=5.0, confirm=False)
-    target = SimulatedTarget(SimulatedServer(capacity=200.0, queue=True), 5.0, settings.psat, 6)
+    settings, target = _pilot_claim_search(confirm=False)
     result = find_peak(target, settings, "binsearch")
     careful = [t.observation for t in result.trace if t.load == result.measured_load and t.purpose == "careful"]
     assert len(careful) == 4 and not any(t.purpose == "confirm" for t in result.trace)
@@ -353,9 +351,9 @@ def test_without_the_confirmation_a_pilot_claim_states_the_claims_trials_and_say
     assert "(not confirmed: the confirmation is off" in result.message
 
 
-def _pilot_claim_search(**settings):
-    """The 20 s search above (a claim on the pilot at 176.6 ops/s, then four fresh trials), with `settings`,
-    whose trials from the first fresh one on read `late_ms` when it is set on the returned target."""
+def _pilot_claim_search(late_from: int | None = None, late_ms: float = 90.0, **settings):
+    """The settings and trials of a careful search (20 s trials) of a simulated queue that claims 176.6 ops/s on
+    its first four trials; with `settings`, and its trials from number `late_from` on reading `late_ms`."""
     settings = SearchSettings(runlength_s=20.0, warmup_s=5.0, **settings)
     simulated = SimulatedTarget(SimulatedServer(capacity=200.0, queue=True), 5.0, settings.psat, 6)
     calls = []
@@ -363,11 +361,10 @@ def _pilot_claim_search(**settings):
     def run_trial(load, runlength_s):
         calls.append(load)
         observation = simulated(load, runlength_s)
-        if run_trial.from_trial is not None and len(calls) >= run_trial.from_trial:
-            return dataclasses.replace(observation, mean_ms=run_trial.late_ms, quarter_means_ms=None)
+        if late_from is not None and len(calls) >= late_from:
+            return dataclasses.replace(observation, mean_ms=late_ms, quarter_means_ms=None)
         return observation
 
-    run_trial.from_trial, run_trial.late_ms = None, None
     return settings, run_trial
 
 
@@ -375,8 +372,7 @@ def test_a_confirmation_that_reads_far_above_the_region_says_the_claim_did_not_h
     settings, run_trial = _pilot_claim_search()
     plain = find_peak(run_trial, settings, "binsearch")
     first_fresh = min(t.trial for t in plain.trace if t.purpose == "confirm")
-    settings, run_trial = _pilot_claim_search()
-    run_trial.from_trial, run_trial.late_ms = first_fresh, 90.0  # the region is 36-44 ms
+    settings, run_trial = _pilot_claim_search(late_from=first_fresh, late_ms=90.0)  # the region is 36-44 ms
     result = find_peak(run_trial, settings, "binsearch")
     assert result.verdict == "peak" and result.confirmation == "contradicted"
     assert result.response_ci_low_ms > settings.region_high_ms

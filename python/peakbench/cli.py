@@ -658,7 +658,7 @@ def command_validate(args: argparse.Namespace) -> int:
 
 def _search_settings(args: argparse.Namespace) -> SearchSettings:
     chosen = dict(searching.QUICK) if args.quick else {}
-    chosen["confirm"] = getattr(args, "confirm", True)
+    chosen["confirm"] = args.confirm
     chosen.update(
         {setting: getattr(args, setting) for _, setting, _, _ in SEARCH_OPTIONS if getattr(args, setting) is not None}
     )

@@ -171,8 +171,8 @@ pub fn run(spec: &TrialSpec, mut target: Box<dyn Target>) -> anyhow::Result<Tria
 /// window's end so weighs as the same stall inside the window does, where its late requests count in that
 /// quarter's lag: one request given up among a thousand sent on time does not make a trial generator-bound,
 /// and a generator that never reached the window's last quarters does.
-fn unsent_quarter_lag_ms(lags: &[MeanNs; 4], quarters: &tally::Quarters, unsent: u64, unsent_from_ns: u64, unsent_lag: MeanNs) -> f64 {
-    if unsent == 0 {
+fn unsent_quarter_lag_ms(lags: &[MeanNs; 4], quarters: &tally::Quarters, unsent_from_ns: u64, unsent_lag: MeanNs) -> f64 {
+    if unsent_lag.count == 0 {
         return 0.0;
     }
     let Some(quarter) = quarters.of(unsent_from_ns) else {
@@ -215,11 +215,11 @@ fn result(
     let first = sent_quarters.first().map_or(0.0, |q| q.mean_ms());
     let last = sent_quarters.last().map_or(0.0, |q| q.mean_ms());
     let lag_grew = last > load.lag_limit_ms && last > first;
-    let unsent_lag_ms = unsent_quarter_lag_ms(&quarters, &shared.quarters, state.unsent_by_generator, state.unsent_from_ns, state.unsent_lag);
+    let unsent_lag_ms = unsent_quarter_lag_ms(&quarters, &shared.quarters, state.unsent_from_ns, state.unsent_lag);
     let saturation_reason = if unsent_lag_ms > load.lag_limit_ms {
         Some(format!(
             "the generator never sent {} of the window's requests although sender threads were free, and counted at the lag they had when it gave them up they put the mean send lag of their quarter at {unsent_lag_ms:.3} ms (limit {} ms); the engine, not the target, limited this trial",
-            state.unsent_by_generator, load.lag_limit_ms
+            state.unsent_lag.count, load.lag_limit_ms
         ))
     } else if lag_grew {
         Some(format!(

@@ -59,9 +59,9 @@ pub struct Sched {
     pub held_by_limit: u64,
     /// Requests of the window the generator never got to send.
     pub unsent: u64,
-    pub unsent_by_generator: u64,
-    /// The send lag those unsent by the generator had at least, counted as if sent when it gave them up, and the
-    /// due time of the first of them: the lag test weighs them where they fell (mod.rs, `unsent_lagged`).
+    /// Of those, the ones unsent while sender threads were free (the generator's doing, its count), with the send
+    /// lag they had at least, counted as if sent when it gave them up, and the due time of the first of them:
+    /// the lag test weighs them where they fell (mod.rs, `unsent_quarter_lag_ms`).
     pub unsent_lag: MeanNs,
     pub unsent_from_ns: u64,
     pub trace: Vec<(Op, Option<u32>)>,
@@ -82,7 +82,6 @@ impl Sched {
             sent_in_window: 0,
             held_by_limit: 0,
             unsent: 0,
-            unsent_by_generator: 0,
             unsent_lag: MeanNs::default(),
             unsent_from_ns: 0,
             trace: Vec::new(),
@@ -116,7 +115,6 @@ impl Sched {
                 if !blocked {
                     // Due between first_due and the window's end, and still unsent now: their mean lag is
                     // at least now less the middle of that span (exactly so for an even schedule).
-                    self.unsent_by_generator += never_sent;
                     self.unsent_lag.add_many(now.saturating_sub(first_due / 2 + window.end_ns / 2), never_sent);
                     self.unsent_from_ns = first_due;
                 }

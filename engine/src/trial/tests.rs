@@ -422,12 +422,12 @@ fn requests_given_up_at_the_window_end_weigh_as_the_same_stall_inside_it_would()
     let given_up = 4 * S - S / 1000;
     let now = 4 * S + 7 * S / 1000;
     let lag = lags_of((now - (given_up + 4 * S) / 2) as f64 / 1e6, 2);
-    let ms = unsent_quarter_lag_ms(&on_time, &quarters, 2, given_up, lag);
+    let ms = unsent_quarter_lag_ms(&on_time, &quarters, given_up, lag);
     assert!(0.1 < ms && ms < 0.2, "{ms}");
     // A generator that stopped sending halfway: the third quarter's 1,800 requests waited about a second.
     let half = [lags_of(0.1, 900), lags_of(0.1, 900), MeanNs::default(), MeanNs::default()];
     let lag = lags_of((now - (2 * S + 4 * S) / 2) as f64 / 1e6, 1800);
-    let ms = unsent_quarter_lag_ms(&half, &quarters, 1800, 2 * S, lag);
+    let ms = unsent_quarter_lag_ms(&half, &quarters, 2 * S, lag);
     assert!(ms > 1000.0, "{ms}");
-    assert_eq!(unsent_quarter_lag_ms(&on_time, &quarters, 0, 0, MeanNs::default()), 0.0);
+    assert_eq!(unsent_quarter_lag_ms(&on_time, &quarters, 0, MeanNs::default()), 0.0);
 }

@@ -1015,32 +1015,26 @@ def peak_response(peak: LoadRecord, confirmation: Confirmation | None, settings:
     chosen because they agreed.
     """
     claim, _ = stated_response(peak, settings)
-    careful = "careful trials"
+
+    def from_claim(note: str, outcome: str) -> PeakResponse:
+        return PeakResponse(claim, False, "careful trials", note, outcome)
+
     if not claimed_on_pilot(peak, settings):
-        return PeakResponse(claim, False, careful, "", CONFIRMATION_LATER_STAGE)
+        return from_claim("", CONFIRMATION_LATER_STAGE)
     if confirmation is None:
-        return PeakResponse(
-            claim,
-            False,
-            careful,
+        return from_claim(
             " (not confirmed: the confirmation is off, and the claim chose these trials because they agreed)",
             CONFIRMATION_OFF,
         )
     ran = len(confirmation.means_ms)
     if confirmation.saturated:
-        return PeakResponse(
-            claim,
-            False,
-            careful,
+        return from_claim(
             f"; its confirmation saturated at trial {ran + 1} of {confirmation.planned} ({confirmation.stopped}): "
             "the claim did not hold",
             CONFIRMATION_CONTRADICTED,
         )
     if ran < 2:
-        return PeakResponse(
-            claim,
-            False,
-            careful,
+        return from_claim(
             f" (not confirmed: its confirmation stopped after {ran} of {confirmation.planned} trials, "
             f"{confirmation.stopped})",
             CONFIRMATION_STOPPED,
